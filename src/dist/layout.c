@@ -1,0 +1,65 @@
+/* layout.c - ownership arithmetic for tess_layout (see layout.h). */
+#include "dist/layout.h"
+
+tess_layout tess_layout_replicated(void) {
+    return (tess_layout){.kind = TESS_LAYOUT_REPLICATED, .nparts = 1};
+}
+
+tess_layout tess_layout_sharded(int dim, int nparts, int part) {
+    return (tess_layout){.kind = TESS_LAYOUT_SHARDED, .dim = dim, .nparts = nparts, .part = part};
+}
+
+tess_layout tess_layout_block_cyclic(int nprow, int npcol, int prow, int pcol, int64_t mb,
+                                     int64_t nb) {
+    return (tess_layout){.kind = TESS_LAYOUT_BLOCK_CYCLIC, .nprow = nprow, .npcol = npcol,
+                         .prow = prow, .pcol = pcol, .mb = mb, .nb = nb};
+}
+
+void tess_dist_block_range(int64_t n, int p, int r, int64_t *lo, int64_t *hi) {
+    int64_t block = (n + p - 1) / p;
+    int64_t a = block * r, b = a + block;
+    *lo = a < n ? a : n;
+    *hi = b < n ? b : n;
+}
+
+int64_t tess_dist_numroc(int64_t n, int64_t nb, int iproc, int nprocs) {
+    int64_t nblocks = n / nb;
+    int64_t count = (nblocks / nprocs) * nb;
+    int64_t extra = nblocks % nprocs;
+    if (iproc < extra) count += nb;
+    else if (iproc == extra) count += n % nb;
+    return count;
+}
+
+void tess_layout_local_shape(const tess_layout *l, int ndim, const int64_t *global, int64_t *local,
+                             int64_t *offset) {
+    for (int i = 0; i < ndim; i++) {
+        local[i] = global[i];
+        if (offset) offset[i] = 0;
+    }
+    if (l->kind == TESS_LAYOUT_SHARDED) {
+        int64_t lo, hi;
+        tess_dist_block_range(global[l->dim], l->nparts, l->part, &lo, &hi);
+        local[l->dim] = hi - lo;
+        if (offset) offset[l->dim] = lo;
+    } else if (l->kind == TESS_LAYOUT_BLOCK_CYCLIC) {
+        local[0] = tess_dist_numroc(global[0], l->mb, l->prow, l->nprow);
+        local[1] = tess_dist_numroc(global[1], l->nb, l->pcol, l->npcol);
+    }
+}
+
+int64_t tess_layout_local_count(const tess_layout *l, int ndim, const int64_t *global) {
+    int64_t local[TESS_MAX_DIMS], count = 1;
+    tess_layout_local_shape(l, ndim, global, local, 0);
+    for (int i = 0; i < ndim; i++) count *= local[i];
+    return count;
+}
+
+const char *tess_layout_kind_name(tess_layout_kind k) {
+    switch (k) {
+    case TESS_LAYOUT_REPLICATED: return "replicated";
+    case TESS_LAYOUT_SHARDED: return "sharded";
+    case TESS_LAYOUT_BLOCK_CYCLIC: return "block_cyclic";
+    }
+    return "unknown";
+}

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# tests/run.sh - the whole test suite from a clean clone: install missing dependencies, configure
+# the "ci" preset (warnings are errors, assertions on), build, run ctest on all cores.
+# usage: bash tests/run.sh [ctest args...]     e.g. bash tests/run.sh -L unit
+#        TESS_TEST_EXCLUDE="slow|slurm" (default "slurm") excludes labels unless ctest args are given.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash cluster/install-deps.sh
+
+jobs=$(nproc)
+# Machine facts for mpiexec, not project facts: 4-rank tests on 2 cores, and CI runs as root.
+export OMPI_MCA_rmaps_base_oversubscribe=1
+if [ "$(id -u)" -eq 0 ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 HDF5_USE_FILE_LOCKING=FALSE
+
+cmake --preset ci
+cmake --build --preset ci -j"$jobs"
+if [ "$#" -gt 0 ]; then
+  ctest --preset ci "$@"
+else
+  ctest --preset ci -LE "${TESS_TEST_EXCLUDE:-slurm}"
+fi
