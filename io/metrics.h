@@ -1,0 +1,29 @@
+/* metrics.h - metrics.csv: one header line of column names, then one row of numbers per record,
+ * flushed per row so a killed run keeps every row it wrote. Written by one rank (rank 0); values
+ * must already be reduced over ranks. Not collective. */
+#ifndef TESS_IO_METRICS_H
+#define TESS_IO_METRICS_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "core/status.h" /* tess_status */
+
+enum { TESS_METRICS_MAX_COLS = 32 };
+
+typedef struct {
+    FILE *f;
+    int ncols;
+} tess_metrics;
+
+/* Open path: truncate and write the header "names[0],...,names[ncols-1]", or with append=true
+ * keep existing rows (a resumed run; the header is written only if the file is empty).
+ * TESS_ERR_IO naming the path; TESS_ERR_ARG if ncols is outside 1..TESS_METRICS_MAX_COLS. */
+tess_status tess_metrics_open(tess_metrics *m, const char *path, const char *const *names,
+                              int ncols, bool append);
+/* Write one row of ncols values (%.9g) and flush. TESS_ERR_IO on a write error. */
+tess_status tess_metrics_row(tess_metrics *m, const double *values);
+/* Close the file (NULL-safe for a never-opened m). */
+void tess_metrics_close(tess_metrics *m);
+
+#endif

@@ -1,0 +1,59 @@
+/* rundir.c - run directory creation (see rundir.h). */
+#include "io/rundir.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/mpicheck.h" /* TESS_MPI_CHECK */
+
+tess_status tess_rundir_mkdirs(const char *path) {
+    char buf[4096];
+    TESS_REQUIRE(strlen(path) > 0 && strlen(path) < sizeof buf, TESS_ERR_ARG,
+                 "run directory path must have 1..%zu characters, got %zu", sizeof buf - 1,
+                 strlen(path));
+    strcpy(buf, path);
+    for (char *p = buf + 1;; p++) {
+        if (*p != '/' && *p != '\0') continue;
+        char saved = *p;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return tess_error_push(TESS_ERR_IO, __FILE__, __LINE__, __func__,
+                                   "cannot create directory '%s': %s", buf, strerror(errno));
+        struct stat st;
+        TESS_REQUIRE(stat(buf, &st) == 0 && S_ISDIR(st.st_mode), TESS_ERR_IO,
+                     "'%s' exists and is not a directory", buf);
+        *p = saved;
+        if (saved == '\0') break;
+    }
+    return TESS_OK;
+}
+
+static tess_status prepare_on_root(const char *dir, const char *config_text) {
+    char path[4200];
+    TESS_CHECK(tess_rundir_mkdirs(dir));
+    snprintf(path, sizeof path, "%s/plots", dir);
+    TESS_CHECK(tess_rundir_mkdirs(path));
+    if (!config_text) return TESS_OK;
+    snprintf(path, sizeof path, "%s/config.ini", dir);
+    FILE *f = fopen(path, "w");
+    TESS_REQUIRE(f, TESS_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+    int ok = fputs(config_text, f) >= 0;
+    ok = (fclose(f) == 0) && ok;
+    TESS_REQUIRE(ok, TESS_ERR_IO, "error writing '%s': %s", path, strerror(errno));
+    return TESS_OK;
+}
+
+tess_status tess_rundir_prepare(MPI_Comm comm, const char *dir, const char *config_text) {
+    int rank;
+    TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    int failed = 0;
+    if (rank == 0) failed = prepare_on_root(dir, config_text) != TESS_OK;
+    TESS_MPI_CHECK(MPI_Bcast(&failed, 1, MPI_INT, 0, comm));
+    if (failed && rank != 0)
+        return tess_error_push(TESS_ERR_IO, __FILE__, __LINE__, __func__,
+                               "rank 0 could not prepare run directory '%s'", dir);
+    TESS_REQUIRE(!failed, TESS_ERR_IO, "preparing run directory '%s'", dir);
+    return TESS_OK;
+}

@@ -1,0 +1,142 @@
+/* config.h - typed options declared once per module, read from an INI file and the command line.
+ *
+ * A module declares its options in one static table (type, default, range or choices, help); an
+ * app composes the tables into sections. The same table may appear under several section names
+ * ("optim", "client.optim"): each reads only its own [section], never the bare one.
+ *
+ *   static const tess_opt optim_opts[] = {
+ *       TESS_OPT_REAL("lr", 3e-4, 0.0, 1.0, "AdamW step size"),
+ *       TESS_OPT_INT("warmup_steps", 0, 0, INT32_MAX, "linear warm-up length"),
+ *   };
+ *   const tess_config_section secs[] = {TESS_CONFIG_SECTION("optim", optim_opts),
+ *                                       TESS_CONFIG_SECTION("client.optim", optim_opts)};
+ *   TESS_CHECK(tess_config_create(&cfg, secs, 2));
+ *   TESS_CHECK(tess_config_parse_args(cfg, comm, argc, argv, &action));
+ *   double lr = tess_config_real(cfg, "client.optim.lr");
+ *
+ * Precedence: defaults < --config FILE < --set and aliases (applied in command-line order).
+ * Full keys are "<section>.<key>"; keys contain no '.', section names may.
+ *
+ * Errors. Every rank parses the same bytes (rank 0 reads the file and broadcasts it), so every
+ * config error is found on every rank alike: tess_config_parse_args returns the same status on all
+ * ranks, and the app ends with tess_runtime_finish(rt, s, true), which prints the record once, on
+ * rank 0. All errors are collected (each a record line naming file:line or the --set argument, and
+ * the key), followed by a count. Status: TESS_ERR_NOINPUT (exit 66) for a missing or unreadable
+ * config file; TESS_ERR_ARG (exit 64) for a malformed command line (unknown flag, flag without its
+ * value, --config twice); TESS_ERR_CONFIG (exit 78) for everything else, including --set without
+ * '='. With several classes at once the status is the first of NOINPUT, ARG, CONFIG.
+ *
+ * Getters take a full key. Asking for an undeclared key, or with the wrong type, is a bug in the
+ * caller: the getter prints one line and aborts through the abort hook (always on, not compiled
+ * out; see tess_assert_fail in core/status.h).
+ */
+#ifndef TESS_CORE_CONFIG_H
+#define TESS_CORE_CONFIG_H
+
+#include <mpi.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/status.h" /* tess_status */
+
+typedef enum {
+    TESS_OPT_TYPE_INT = 0, /* int64_t, inclusive range [min, max] */
+    TESS_OPT_TYPE_REAL,    /* finite double, inclusive range [min, max] */
+    TESS_OPT_TYPE_BOOL,    /* true/false, 1/0, yes/no, on/off (any case) */
+    TESS_OPT_TYPE_STRING,  /* one line of text, no " ;" (INI would read it as a comment) */
+    TESS_OPT_TYPE_CHOICE,  /* one of a '|'-separated list */
+} tess_opt_type;
+
+/* One option. Build it with the TESS_OPT_* macros; the strings must outlive the config. */
+typedef struct {
+    const char *key; /* letters, digits, '_', '-'; no '.' */
+    tess_opt_type type;
+    int64_t int_def, int_min, int_max;
+    double real_def, real_min, real_max;
+    bool bool_def;
+    const char *str_def; /* STRING and CHOICE default */
+    const char *choices; /* CHOICE: "cosine|linear|constant" */
+    const char *help;
+} tess_opt;
+
+#define TESS_OPT_INT(key_, def_, min_, max_, help_)                                             \
+    {.key = (key_), .type = TESS_OPT_TYPE_INT, .int_def = (def_), .int_min = (min_),         \
+     .int_max = (max_), .help = (help_)}
+#define TESS_OPT_REAL(key_, def_, min_, max_, help_)                                            \
+    {.key = (key_), .type = TESS_OPT_TYPE_REAL, .real_def = (def_), .real_min = (min_),      \
+     .real_max = (max_), .help = (help_)}
+#define TESS_OPT_BOOL(key_, def_, help_)                                                        \
+    {.key = (key_), .type = TESS_OPT_TYPE_BOOL, .bool_def = (def_), .help = (help_)}
+#define TESS_OPT_STRING(key_, def_, help_)                                                      \
+    {.key = (key_), .type = TESS_OPT_TYPE_STRING, .str_def = (def_), .help = (help_)}
+#define TESS_OPT_CHOICE(key_, def_, choices_, help_)                                            \
+    {.key = (key_), .type = TESS_OPT_TYPE_CHOICE, .str_def = (def_), .choices = (choices_),  \
+     .help = (help_)}
+
+/* A table of options read from [name]. The table must outlive the config. */
+typedef struct {
+    const char *name; /* e.g. "optim", "client.optim" */
+    const tess_opt *opts;
+    int64_t nopts;
+} tess_config_section;
+
+#define TESS_CONFIG_SECTION(name_, table_)                                                      \
+    {(name_), (table_), (int64_t)(sizeof(table_) / sizeof((table_)[0]))}
+
+/* What the app does after tess_config_parse_args. */
+typedef enum {
+    TESS_CONFIG_ACTION_RUN = 0, /* options parsed: run */
+    TESS_CONFIG_ACTION_HELP,    /* --help was printed (rank 0): finish with TESS_OK, exit 0 */
+    TESS_CONFIG_ACTION_PRINTED, /* --print-config was printed (rank 0): finish with TESS_OK */
+} tess_config_action;
+
+typedef struct tess_config tess_config;
+
+/* Create a config holding every option of every section at its default. Not collective.
+ * Checks the tables (TESS_ERR_ARG): valid and unique section names and keys, defaults inside
+ * their ranges, CHOICE defaults among their choices. Section names are copied. */
+tess_status tess_config_create(tess_config **cfg, const tess_config_section *sections,
+                               int64_t nsections);
+/* Free everything and set *cfg = NULL. NULL or *cfg == NULL is a no-op. */
+void tess_config_destroy(tess_config **cfg);
+
+/* Register a command-line flag that sets one option: after tess_config_alias(cfg, "--resume",
+ * "ckpt.resume"), "--resume auto" and "--resume=auto" mean "--set ckpt.resume=auto".
+ * Call before tess_config_parse_args. TESS_ERR_ARG for an undeclared key or a taken flag. */
+tess_status tess_config_alias(tess_config *cfg, const char *flag, const char *key);
+
+/* Read the command line: --config FILE, --set SECTION.KEY=VALUE (repeatable), aliases,
+ * --print-config, --help (also -h); "--flag=value" works for every flag that takes a value.
+ * Collective on comm: rank 0 reads FILE and broadcasts it; every rank parses it. argv must be the
+ * same on every rank (as mpiexec passes it). --help wins over everything else (no file is read);
+ * --print-config prints the resolved INI on rank 0 after a successful parse. Help and resolved
+ * text go to stdout on rank 0; errors go to the error record on every rank (see the file header). */
+tess_status tess_config_parse_args(tess_config *cfg, MPI_Comm comm, int argc, char **argv,
+                                   tess_config_action *action);
+
+/* Parse INI text as if it were the --config file named `origin` (used in messages).
+ * Not collective. Collects every error as tess_config_parse_args does; TESS_ERR_CONFIG. */
+tess_status tess_config_parse_text(tess_config *cfg, const char *text, const char *origin);
+
+/* Set one option from its text form, with the same checks as the file: TESS_ERR_CONFIG naming
+ * the key and value. Not collective. */
+tess_status tess_config_set(tess_config *cfg, const char *full_key, const char *value);
+
+/* Typed getters by full key ("client.optim.lr"). See the file header for misuse. */
+int64_t tess_config_int(const tess_config *cfg, const char *full_key);
+double tess_config_real(const tess_config *cfg, const char *full_key);
+bool tess_config_bool(const tess_config *cfg, const char *full_key);
+/* STRING or CHOICE value. Owned by cfg; valid until that option is set again or cfg destroyed. */
+const char *tess_config_string(const tess_config *cfg, const char *full_key);
+/* CHOICE: 0-based position of the value in the option's choice list. */
+int tess_config_choice(const tess_config *cfg, const char *full_key);
+
+/* Every option with its current value as INI text that tess_config_parse_text reads back to the
+ * same values (reals printed to round-trip). Owned by cfg; valid until the next call or destroy. */
+const char *tess_config_resolved_text(tess_config *cfg);
+
+/* The --help text for program `prog`: flags, aliases, then each option's full key, type, default,
+ * range or choices, and help. Owned by cfg; valid until the next call or destroy. */
+const char *tess_config_help_text(tess_config *cfg, const char *prog);
+
+#endif

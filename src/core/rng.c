@@ -1,0 +1,95 @@
+/* rng.c - Philox draws named by counters (see rng.h). */
+#include "core/rng.h"
+
+#include <Random123/philox.h>
+#include <math.h>
+
+#include "core/status.h" /* TESS_ASSERT */
+
+static const double two_pi = 6.283185307179586476925286766559;
+static const double two_m53 = 1.0 / 9007199254740992.0; /* 2^-53 */
+
+uint64_t tess_rng_ctr(tess_rng_purpose purpose, uint64_t n) {
+    TESS_ASSERT(n < ((uint64_t)1 << 48));
+    return ((uint64_t)purpose << 48) | n;
+}
+
+void tess_rng_block(tess_rng_key key, uint64_t ctr, uint64_t block, uint32_t out[4]) {
+    philox4x32_ctr_t c = {{(uint32_t)block, (uint32_t)(block >> 32), (uint32_t)ctr,
+                           (uint32_t)(ctr >> 32)}};
+    philox4x32_key_t k = {{key.seed, key.stream}};
+    philox4x32_ctr_t r = philox4x32(c, k);
+    for (int i = 0; i < 4; i++) out[i] = r.v[i];
+}
+
+static uint64_t half64(const uint32_t w[4], int half) {
+    return (uint64_t)w[2 * half] | ((uint64_t)w[2 * half + 1] << 32);
+}
+
+/* [0, 1) from the top 53 bits. */
+static double unit_open1(uint64_t bits) { return (double)(bits >> 11) * two_m53; }
+
+/* The two normals of one block: z[0] for even idx, z[1] for odd. u1 in (0, 1] avoids log(0). */
+static void box_muller(const uint32_t w[4], double z[2]) {
+    double u1 = (double)((half64(w, 0) >> 11) + 1) * two_m53;
+    double u2 = unit_open1(half64(w, 1));
+    double r = sqrt(-2.0 * log(u1));
+    z[0] = r * cos(two_pi * u2);
+    z[1] = r * sin(two_pi * u2);
+}
+
+uint64_t tess_rng_u64(tess_rng_key key, uint64_t ctr, uint64_t idx) {
+    uint32_t w[4];
+    tess_rng_block(key, ctr, idx / 2, w);
+    return half64(w, (int)(idx % 2));
+}
+
+double tess_rng_uniform(tess_rng_key key, uint64_t ctr, uint64_t idx, double a, double b) {
+    return a + (b - a) * unit_open1(tess_rng_u64(key, ctr, idx));
+}
+
+double tess_rng_normal(tess_rng_key key, uint64_t ctr, uint64_t idx, double mean, double std) {
+    uint32_t w[4];
+    double z[2];
+    tess_rng_block(key, ctr, idx / 2, w);
+    box_muller(w, z);
+    return mean + std * z[idx % 2];
+}
+
+void tess_rng_fill_uniform(tess_rng_key key, uint64_t ctr, int64_t first, int64_t n, float *out,
+                           float a, float b) {
+    TESS_ASSERT(first >= 0 && n >= 0);
+    double lo = a, width = (double)b - (double)a;
+    uint32_t w[4];
+    for (int64_t j = 0; j < n; j++) {
+        uint64_t idx = (uint64_t)(first + j);
+        if (j == 0 || idx % 2 == 0) tess_rng_block(key, ctr, idx / 2, w);
+        out[j] = (float)(lo + width * unit_open1(half64(w, (int)(idx % 2))));
+    }
+}
+
+void tess_rng_fill_normal(tess_rng_key key, uint64_t ctr, int64_t first, int64_t n, float *out,
+                          float mean, float std) {
+    TESS_ASSERT(first >= 0 && n >= 0);
+    uint32_t w[4];
+    double z[2];
+    for (int64_t j = 0; j < n; j++) {
+        uint64_t idx = (uint64_t)(first + j);
+        if (j == 0 || idx % 2 == 0) {
+            tess_rng_block(key, ctr, idx / 2, w);
+            box_muller(w, z);
+        }
+        out[j] = (float)((double)mean + (double)std * z[idx % 2]);
+    }
+}
+
+void tess_rng_permutation(tess_rng_key key, uint64_t ctr, int64_t *perm, int64_t n) {
+    TESS_ASSERT(n >= 0);
+    for (int64_t i = 0; i < n; i++) perm[i] = i;
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)(tess_rng_u64(key, ctr, (uint64_t)i) % (uint64_t)(i + 1));
+        int64_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+}

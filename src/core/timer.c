@@ -1,0 +1,101 @@
+/* timer.c - named timers (see timer.h). */
+#include "core/timer.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/mpicheck.h" /* TESS_MPI_CHECK */
+
+double tess_timer_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void tess_timer_init(tess_timers *t) { memset(t, 0, sizeof *t); }
+
+static void timer_misuse(const char *what, const char *name, const char *func) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "timer '%s': %s", name, what);
+    tess_assert_fail(msg, __FILE__, __LINE__, func);
+}
+
+static void check_id(const tess_timers *t, tess_timer_id id, const char *func) {
+    if (id < 0 || id >= t->n) timer_misuse("invalid timer id", "?", func);
+}
+
+tess_timer_id tess_timer_get(tess_timers *t, const char *name) {
+    for (int i = 0; i < t->n; i++)
+        if (strcmp(t->name[i], name) == 0) return i;
+    if (strlen(name) >= TESS_TIMER_NAME_MAX) timer_misuse("name too long", name, __func__);
+    if (t->n >= TESS_TIMER_MAX) timer_misuse("too many timers", name, __func__);
+    int id = t->n++;
+    snprintf(t->name[id], TESS_TIMER_NAME_MAX, "%s", name);
+    t->total[id] = 0.0;
+    t->calls[id] = 0;
+    t->running[id] = false;
+    return id;
+}
+
+void tess_timer_start(tess_timers *t, tess_timer_id id) {
+    check_id(t, id, __func__);
+    if (t->running[id]) timer_misuse("started twice", t->name[id], __func__);
+    t->running[id] = true;
+    t->started[id] = tess_timer_now();
+}
+
+void tess_timer_stop(tess_timers *t, tess_timer_id id) {
+    double now = tess_timer_now();
+    check_id(t, id, __func__);
+    if (!t->running[id]) timer_misuse("stopped without start", t->name[id], __func__);
+    t->running[id] = false;
+    t->total[id] += now - t->started[id];
+    t->calls[id]++;
+}
+
+double tess_timer_elapsed(const tess_timers *t, tess_timer_id id) {
+    check_id(t, id, __func__);
+    return t->total[id];
+}
+
+int64_t tess_timer_calls(const tess_timers *t, tess_timer_id id) {
+    check_id(t, id, __func__);
+    return t->calls[id];
+}
+
+tess_status tess_timer_report(const tess_timers *t, MPI_Comm comm) {
+    int rank, size;
+    TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    TESS_MPI_CHECK(MPI_Comm_size(comm, &size));
+    int n = t->n;
+    char names[TESS_TIMER_MAX][TESS_TIMER_NAME_MAX];
+    memcpy(names, t->name, sizeof names);
+    TESS_MPI_CHECK(MPI_Bcast(&n, 1, MPI_INT, 0, comm));
+    TESS_MPI_CHECK(MPI_Bcast(names, n * TESS_TIMER_NAME_MAX, MPI_CHAR, 0, comm));
+    double mine[TESS_TIMER_MAX], lo[TESS_TIMER_MAX], sum[TESS_TIMER_MAX], hi[TESS_TIMER_MAX];
+    for (int i = 0; i < n; i++) {
+        mine[i] = 0.0;
+        for (int j = 0; j < t->n; j++)
+            if (strcmp(names[i], t->name[j]) == 0) mine[i] = t->total[j];
+    }
+    TESS_MPI_CHECK(MPI_Reduce(mine, lo, n, MPI_DOUBLE, MPI_MIN, 0, comm));
+    TESS_MPI_CHECK(MPI_Reduce(mine, sum, n, MPI_DOUBLE, MPI_SUM, 0, comm));
+    TESS_MPI_CHECK(MPI_Reduce(mine, hi, n, MPI_DOUBLE, MPI_MAX, 0, comm));
+    if (rank != 0) return TESS_OK;
+    char buf[128 * (TESS_TIMER_MAX + 2)];
+    int len = snprintf(buf, sizeof buf, "%-32s %10s %11s %11s %11s   (%d ranks)\n", "timer",
+                       "calls", "min s", "mean s", "max s", size);
+    for (int i = 0; i < n && len > 0 && (size_t)len < sizeof buf; i++)
+        len += snprintf(buf + len, sizeof buf - (size_t)len, "%-32s %10lld %11.4f %11.4f %11.4f\n",
+                        names[i], (long long)t->calls[i], lo[i], sum[i] / size, hi[i]);
+    fflush(stdout);
+    size_t total = len > 0 && (size_t)len < sizeof buf ? (size_t)len : strlen(buf), off = 0;
+    while (off < total) {
+        ssize_t w = write(STDOUT_FILENO, buf + off, total - off);
+        if (w <= 0) break;
+        off += (size_t)w;
+    }
+    return TESS_OK;
+}

@@ -1,0 +1,433 @@
+/* attention.c - multi-head self-attention forward/backward, fast (tess_matmul per head and row
+ * block) and reference (plain loops). See attention.h for layouts and the RoPE convention. */
+#include "nn/attention.h"
+
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+
+#include "core/status.h"   /* TESS_REQUIRE, TESS_ASSERT */
+#include "tensor/matmul.h" /* tess_matmul */
+
+/* Rows per block of causal attention. Smaller blocks skip more of the masked triangle but make
+ * smaller GEMMs; 64 was the fastest of 32..256 for T = 256..1024, hs = 64 (single thread). */
+enum { ATT_ROW_BLOCK = 64 };
+
+tess_status tess_nn_attention_dims_check(const tess_nn_attention_dims *d) {
+    TESS_REQUIRE(d != NULL, TESS_ERR_ARG, "attention dims are NULL");
+    TESS_REQUIRE(d->B >= 1 && d->T >= 1 && d->C >= 1 && d->NH >= 1, TESS_ERR_ARG,
+                 "attention sizes must be >= 1: B=%lld T=%lld C=%lld NH=%lld", (long long)d->B,
+                 (long long)d->T, (long long)d->C, (long long)d->NH);
+    TESS_REQUIRE(d->C % d->NH == 0, TESS_ERR_ARG, "C=%lld is not divisible by NH=%lld",
+                 (long long)d->C, (long long)d->NH);
+    TESS_REQUIRE(d->T <= INT_MAX && d->C <= INT_MAX, TESS_ERR_ARG,
+                 "T=%lld or C=%lld exceeds the BLAS int range", (long long)d->T, (long long)d->C);
+    if (d->rope) {
+        TESS_REQUIRE((d->C / d->NH) % 2 == 0, TESS_ERR_ARG,
+                     "RoPE needs an even head size, got hs=%lld (C=%lld, NH=%lld)",
+                     (long long)(d->C / d->NH), (long long)d->C, (long long)d->NH);
+        TESS_REQUIRE(d->rope_base > 0.0f, TESS_ERR_ARG, "rope_base must be > 0, got %g",
+                     (double)d->rope_base);
+    }
+    return TESS_OK;
+}
+
+tess_status tess_nn_attention_dims_init(tess_nn_attention_dims *d, int64_t B, int64_t T,
+                                        int64_t C, int64_t NH, bool causal, bool rope) {
+    TESS_REQUIRE(d != NULL, TESS_ERR_ARG, "attention dims are NULL");
+    *d = (tess_nn_attention_dims){
+        .B = B, .T = T, .C = C, .NH = NH, .causal = causal, .rope = rope, .rope_base = 10000.0f};
+    TESS_CHECK(tess_nn_attention_dims_check(d));
+    return TESS_OK;
+}
+
+/* Row block r covers rows [r*rb, min(T, (r+1)*rb)) and keys [0, kv); its weights are stored as a
+ * contiguous (rows, kv) matrix. Bidirectional attention is one block of (T,T). */
+static int64_t row_block(const tess_nn_attention_dims *d) {
+    return d->causal && d->T > ATT_ROW_BLOCK ? ATT_ROW_BLOCK : d->T;
+}
+
+static int64_t block_kv(const tess_nn_attention_dims *d, int64_t i1) {
+    return d->causal ? i1 : d->T;
+}
+
+/* Floats of one head's block-packed weights. */
+static int64_t head_att_size(const tess_nn_attention_dims *d) {
+    int64_t rb = row_block(d), n = 0;
+    for (int64_t i0 = 0; i0 < d->T; i0 += rb) {
+        int64_t i1 = i0 + rb < d->T ? i0 + rb : d->T;
+        n += (i1 - i0) * block_kv(d, i1);
+    }
+    return n;
+}
+
+int64_t tess_nn_attention_cache_size(const tess_nn_attention_dims *d) {
+    int64_t hs = d->C / d->NH;
+    return d->B * d->NH * head_att_size(d) + 3 * d->B * d->T * d->C + (d->rope ? d->T * hs : 0);
+}
+
+int64_t tess_nn_attention_scratch_size(const tess_nn_attention_dims *d) {
+    /* the largest row block is (rb, T): the last one when causal, the only one otherwise */
+    return 4 * d->T * (d->C / d->NH) + row_block(d) * d->T;
+}
+
+/* Views into the cache of tess_nn_attention_forward. */
+typedef struct {
+    float *att;            /* (B,NH, head_att_size) block-packed softmax weights */
+    float *q, *k, *v;      /* (B,NH,T,hs) each; q and k rotated when rope */
+    float *cos_t, *sin_t;  /* (T,hs/2) each, or NULL without rope */
+} att_cache;
+
+static att_cache cache_views(float *cache, const tess_nn_attention_dims *d) {
+    int64_t n = d->B * d->T * d->C;
+    att_cache c;
+    c.att = cache;
+    c.q = c.att + d->B * d->NH * head_att_size(d);
+    c.k = c.q + n;
+    c.v = c.k + n;
+    c.cos_t = d->rope ? c.v + n : NULL;
+    c.sin_t = d->rope ? c.cos_t + d->T * (d->C / d->NH / 2) : NULL;
+    return c;
+}
+
+/* cos_t, sin_t (T, half): angle t * base^(-2i/hs), computed in double. */
+static void rope_tables(float *cos_t, float *sin_t, int64_t T, int64_t hs, double base) {
+    int64_t half = hs / 2;
+    for (int64_t i = 0; i < half; i++) {
+        double theta = pow(base, -2.0 * (double)i / (double)hs);
+        for (int64_t t = 0; t < T; t++) {
+            cos_t[t * half + i] = (float)cos((double)t * theta);
+            sin_t[t * half + i] = (float)sin((double)t * theta);
+        }
+    }
+}
+
+/* y (hs) = x (hs) rotated by the angles c, s (hs/2). */
+static void rope_rotate(float *y, const float *x, const float *c, const float *s, int64_t hs) {
+    int64_t half = hs / 2;
+    for (int64_t i = 0; i < half; i++) {
+        float x1 = x[i], x2 = x[i + half];
+        y[i] = x1 * c[i] - x2 * s[i];
+        y[i + half] = x2 * c[i] + x1 * s[i];
+    }
+}
+
+/* dx (hs) += R^T dy (hs): the backward of rope_rotate. */
+static void rope_rotate_backward(float *dx, const float *dy, const float *c, const float *s,
+                                 int64_t hs) {
+    int64_t half = hs / 2;
+    for (int64_t i = 0; i < half; i++) {
+        float d1 = dy[i], d2 = dy[i + half];
+        dx[i] += d1 * c[i] + d2 * s[i];
+        dx[i + half] += d2 * c[i] - d1 * s[i];
+    }
+}
+
+/* The softmax loops are written for GCC's auto-vectoriser, at -O2 as well as -O3: the main loops
+ * walk LANES elements at a time with LANES independent partial results (one float accumulator
+ * would be a serial chain, as without -ffast-math the compiler may not reorder the sum), a
+ * scalar loop takes the n % LANES tail, and the exponential is inline and branch-free. */
+enum { LANES = 8 };
+
+/* exp(x) for x <= 0 (the row maximum is already subtracted), within about 2 ulp: Cody-Waite
+ * reduction x = n ln2 + r with |r| <= ln2/2, Cephes' expf polynomial for e^r, and 2^n written
+ * into the exponent bits. x below -87.3 (e^x under FLT_MIN), -inf included, is clamped to -87.3,
+ * giving about 1e-38, which is zero for a softmax; NaN stays NaN. */
+static inline float exp_nonpos(float x) {
+    const uint32_t lim = 0xC2AE999Au;    /* bits of -87.3f; more negative floats compare higher */
+    const uint32_t ninf = 0xFF800000u;   /* bits of -inf; negative NaNs compare higher still */
+    const float round = 12582912.0f;     /* 1.5 * 2^23: adding it rounds to an integer */
+    uint32_t xb;
+    memcpy(&xb, &x, sizeof xb);
+    /* branch-free clamp of [-inf, -87.3) to -87.3, so the loop vectorises */
+    uint32_t low = 0u - (uint32_t)(xb - (lim + 1u) <= ninf - (lim + 1u));
+    xb = (xb & ~low) | (lim & low);
+    memcpy(&x, &xb, sizeof x);
+    float t = x * 1.44269504088896341f + round;
+    float n = t - round;
+    int32_t ti;
+    memcpy(&ti, &t, sizeof ti);
+    int32_t bits = (ti - 0x4B400000 + 127) * (1 << 23); /* (n + 127) << 23: the float 2^n */
+    float r = x - n * 0.693359375f - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+/* Largest of x (n), n >= 1. */
+static float lane_max(const float *x, int64_t n) {
+    float mx[LANES], m = x[0];
+    int64_t nv = n - n % LANES;
+    for (int l = 0; l < LANES; l++) mx[l] = x[0];
+    for (int64_t s = 0; s < nv; s += LANES) {
+        for (int l = 0; l < LANES; l++) mx[l] = x[s + l] > mx[l] ? x[s + l] : mx[l];
+    }
+    for (int l = 0; l < LANES; l++) m = mx[l] > m ? mx[l] : m;
+    for (int64_t s = nv; s < n; s++) m = x[s] > m ? x[s] : m;
+    return m;
+}
+
+/* row (n) = softmax(row (n)), numerically stable; n >= 1. */
+static void softmax_inplace(float *row, int64_t n) {
+    const int64_t nv = n - n % LANES;
+    const float m = lane_max(row, n);
+    float acc[LANES] = {0}, sum = 0.0f;
+    for (int64_t s = 0; s < nv; s += LANES) {
+        for (int l = 0; l < LANES; l++) {
+            float e = exp_nonpos(row[s + l] - m);
+            row[s + l] = e;
+            acc[l] += e;
+        }
+    }
+    for (int64_t s = nv; s < n; s++) {
+        row[s] = exp_nonpos(row[s] - m);
+        sum += row[s];
+    }
+    for (int l = 0; l < LANES; l++) sum += acc[l];
+    const float inv = 1.0f / sum; /* sum >= 1: the maximum contributes exp(0) */
+    for (int64_t s = 0; s < nv; s += LANES) {
+        for (int l = 0; l < LANES; l++) row[s + l] *= inv;
+    }
+    for (int64_t s = nv; s < n; s++) row[s] *= inv;
+}
+
+/* g (n) = a * (g - <a, g>): softmax backward in place; a (n) the weights, g (n) d/d weights. */
+static void softmax_backward_inplace(float *restrict g, const float *restrict a, int64_t n) {
+    const int64_t nv = n - n % LANES;
+    float acc[LANES] = {0}, dot = 0.0f;
+    for (int64_t s = 0; s < nv; s += LANES) {
+        for (int l = 0; l < LANES; l++) acc[l] += a[s + l] * g[s + l];
+    }
+    for (int64_t s = nv; s < n; s++) dot += a[s] * g[s];
+    for (int l = 0; l < LANES; l++) dot += acc[l];
+    for (int64_t s = 0; s < nv; s += LANES) {
+        for (int l = 0; l < LANES; l++) g[s + l] = a[s + l] * (g[s + l] - dot);
+    }
+    for (int64_t s = nv; s < n; s++) g[s] = a[s] * (g[s] - dot);
+}
+
+void tess_nn_attention_forward(float *out, float *cache, float *scratch, const float *qkv,
+                               const tess_nn_attention_dims *d) {
+    /* out (B,T,C); cache (cache_size); scratch (scratch_size); qkv (B,T,3C) */
+    TESS_ASSERT(tess_nn_attention_dims_check(d) == TESS_OK);
+    const int64_t B = d->B, T = d->T, C = d->C, NH = d->NH, hs = C / NH, half = hs / 2;
+    const int64_t rb = row_block(d), hatt = head_att_size(d);
+    const float scale = 1.0f / sqrtf((float)hs);
+    att_cache c = cache_views(cache, d);
+    float *y = scratch; /* (T,hs): one head's output before it is scattered into out */
+
+    if (d->rope) rope_tables(c.cos_t, c.sin_t, T, hs, (double)d->rope_base);
+    /* Gather every head's q, k, v into contiguous (T,hs) blocks, rotating q and k. */
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t t = 0; t < T; t++) {
+            const float *src = qkv + (b * T + t) * 3 * C;
+            for (int64_t h = 0; h < NH; h++) {
+                int64_t dst = ((b * NH + h) * T + t) * hs;
+                if (d->rope) {
+                    const float *ct = c.cos_t + t * half, *st = c.sin_t + t * half;
+                    rope_rotate(c.q + dst, src + h * hs, ct, st, hs);
+                    rope_rotate(c.k + dst, src + C + h * hs, ct, st, hs);
+                } else {
+                    memcpy(c.q + dst, src + h * hs, (size_t)hs * sizeof(float));
+                    memcpy(c.k + dst, src + C + h * hs, (size_t)hs * sizeof(float));
+                }
+                memcpy(c.v + dst, src + 2 * C + h * hs, (size_t)hs * sizeof(float));
+            }
+        }
+    }
+
+    for (int64_t bh = 0; bh < B * NH; bh++) {
+        const float *q = c.q + bh * T * hs, *k = c.k + bh * T * hs, *v = c.v + bh * T * hs;
+        float *att = c.att + bh * hatt;
+        for (int64_t i0 = 0; i0 < T; i0 += rb) {
+            int64_t i1 = i0 + rb < T ? i0 + rb : T, rows = i1 - i0, kv = block_kv(d, i1);
+            /* att (rows,kv) = scale * q[i0:i1] (rows,hs) @ k[0:kv]^T */
+            tess_matmul(att, q + i0 * hs, k, rows, kv, hs, false, true, scale, 0.0f);
+            for (int64_t t = i0; t < i1; t++) {
+                float *row = att + (t - i0) * kv;
+                int64_t n = d->causal ? t + 1 : T;
+                softmax_inplace(row, n);
+                memset(row + n, 0, (size_t)(kv - n) * sizeof(float));
+            }
+            /* y[i0:i1] (rows,hs) = att (rows,kv) @ v[0:kv] (kv,hs) */
+            tess_matmul(y + i0 * hs, att, v, rows, hs, kv, false, false, 1.0f, 0.0f);
+            att += rows * kv;
+        }
+        int64_t b = bh / NH, h = bh % NH;
+        for (int64_t t = 0; t < T; t++) {
+            memcpy(out + (b * T + t) * C + h * hs, y + t * hs, (size_t)hs * sizeof(float));
+        }
+    }
+}
+
+void tess_nn_attention_backward(float *dqkv, float *scratch, const float *dout, const float *cache,
+                                const tess_nn_attention_dims *d) {
+    /* dqkv (B,T,3C); scratch (scratch_size); dout (B,T,C); cache from forward */
+    TESS_ASSERT(tess_nn_attention_dims_check(d) == TESS_OK);
+    const int64_t B = d->B, T = d->T, C = d->C, NH = d->NH, hs = C / NH, half = hs / 2;
+    const int64_t rb = row_block(d), hatt = head_att_size(d);
+    const float scale = 1.0f / sqrtf((float)hs);
+    /* The views are read-only here; cache_views only computes offsets. */
+    att_cache c = cache_views((float *)cache, d);
+    float *dq = scratch;        /* (T,hs) */
+    float *dk = dq + T * hs;    /* (T,hs) */
+    float *dv = dk + T * hs;    /* (T,hs) */
+    float *dy = dv + T * hs;    /* (T,hs): this head's slice of dout, gathered */
+    float *datt = dy + T * hs;  /* (rows,kv) of the current row block */
+
+    for (int64_t bh = 0; bh < B * NH; bh++) {
+        int64_t b = bh / NH, h = bh % NH;
+        const float *q = c.q + bh * T * hs, *k = c.k + bh * T * hs, *v = c.v + bh * T * hs;
+        const float *att = c.att + bh * hatt;
+        for (int64_t t = 0; t < T; t++) {
+            memcpy(dy + t * hs, dout + (b * T + t) * C + h * hs, (size_t)hs * sizeof(float));
+        }
+        memset(dk, 0, (size_t)(2 * T * hs) * sizeof(float)); /* dk and dv accumulate over blocks */
+        for (int64_t i0 = 0; i0 < T; i0 += rb) {
+            int64_t i1 = i0 + rb < T ? i0 + rb : T, rows = i1 - i0, kv = block_kv(d, i1);
+            /* datt (rows,kv) = dy[i0:i1] (rows,hs) @ v[0:kv]^T */
+            tess_matmul(datt, dy + i0 * hs, v, rows, kv, hs, false, true, 1.0f, 0.0f);
+            /* dv[0:kv] (kv,hs) += att^T (kv,rows) @ dy[i0:i1] (rows,hs) */
+            tess_matmul(dv, att, dy + i0 * hs, kv, hs, rows, true, false, 1.0f, 1.0f);
+            /* softmax backward in place: dpre = att * (datt - <att, datt>), masked entries 0 */
+            for (int64_t t = i0; t < i1; t++) {
+                int64_t n = d->causal ? t + 1 : T;
+                softmax_backward_inplace(datt + (t - i0) * kv, att + (t - i0) * kv, n);
+                memset(datt + (t - i0) * kv + n, 0, (size_t)(kv - n) * sizeof(float));
+            }
+            /* dq[i0:i1] (rows,hs) = scale * dpre (rows,kv) @ k[0:kv] (kv,hs) */
+            tess_matmul(dq + i0 * hs, datt, k, rows, hs, kv, false, false, scale, 0.0f);
+            /* dk[0:kv] (kv,hs) += scale * dpre^T (kv,rows) @ q[i0:i1] (rows,hs) */
+            tess_matmul(dk, datt, q + i0 * hs, kv, hs, rows, true, false, scale, 1.0f);
+            att += rows * kv;
+        }
+        /* Scatter-add into dqkv, undoing the rotation of q and k. */
+        for (int64_t t = 0; t < T; t++) {
+            float *dst = dqkv + (b * T + t) * 3 * C + h * hs;
+            const float *dqt = dq + t * hs, *dkt = dk + t * hs, *dvt = dv + t * hs;
+            if (d->rope) {
+                const float *ct = c.cos_t + t * half, *st = c.sin_t + t * half;
+                rope_rotate_backward(dst, dqt, ct, st, hs);
+                rope_rotate_backward(dst + C, dkt, ct, st, hs);
+            } else {
+                for (int64_t i = 0; i < hs; i++) dst[i] += dqt[i];
+                for (int64_t i = 0; i < hs; i++) dst[C + i] += dkt[i];
+            }
+            for (int64_t i = 0; i < hs; i++) dst[2 * C + i] += dvt[i];
+        }
+    }
+}
+
+/* Element i of the rotated head vector x (hs) at position t, in double. */
+static double rope_ref(const float *x, int64_t t, int64_t i, int64_t hs,
+                       const tess_nn_attention_dims *d) {
+    if (!d->rope) return x[i];
+    int64_t half = hs / 2, j = i < half ? i : i - half;
+    double ang = (double)t * pow((double)d->rope_base, -2.0 * (double)j / (double)hs);
+    return i < half ? x[i] * cos(ang) - x[i + half] * sin(ang)
+                    : x[i] * cos(ang) + x[i - half] * sin(ang);
+}
+
+void tess_nn_attention_forward_ref(float *out, float *att, const float *qkv,
+                                   const tess_nn_attention_dims *d) {
+    /* out (B,T,C); att (B,NH,T,T); qkv (B,T,3C) */
+    const int64_t B = d->B, T = d->T, C = d->C, NH = d->NH, hs = C / NH;
+    const double scale = 1.0 / sqrt((double)hs);
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t h = 0; h < NH; h++) {
+            for (int64_t t = 0; t < T; t++) {
+                const float *q = qkv + (b * T + t) * 3 * C + h * hs;
+                float *a = att + ((b * NH + h) * T + t) * T;
+                int64_t n = d->causal ? t + 1 : T;
+                double mx = -INFINITY, sum = 0.0;
+                for (int64_t s = 0; s < n; s++) {
+                    const float *k = qkv + (b * T + s) * 3 * C + C + h * hs;
+                    double dot = 0.0;
+                    for (int64_t i = 0; i < hs; i++) {
+                        dot += rope_ref(q, t, i, hs, d) * rope_ref(k, s, i, hs, d);
+                    }
+                    a[s] = (float)(dot * scale);
+                    mx = a[s] > mx ? a[s] : mx;
+                }
+                for (int64_t s = 0; s < n; s++) sum += exp(a[s] - mx);
+                for (int64_t s = 0; s < n; s++) a[s] = (float)(exp(a[s] - mx) / sum);
+                for (int64_t s = n; s < T; s++) a[s] = 0.0f;
+                for (int64_t i = 0; i < hs; i++) {
+                    double acc = 0.0;
+                    for (int64_t s = 0; s < n; s++) {
+                        acc += (double)a[s] * qkv[(b * T + s) * 3 * C + 2 * C + h * hs + i];
+                    }
+                    out[(b * T + t) * C + h * hs + i] = (float)acc;
+                }
+            }
+        }
+    }
+}
+
+void tess_nn_attention_backward_ref(float *dqkv, float *dpreatt, const float *dout,
+                                    const float *qkv, const float *att,
+                                    const tess_nn_attention_dims *d) {
+    /* dqkv (B,T,3C); dpreatt (B,NH,T,T); dout (B,T,C); qkv (B,T,3C); att (B,NH,T,T) */
+    const int64_t B = d->B, T = d->T, C = d->C, NH = d->NH, hs = C / NH, half = hs / 2;
+    const double scale = 1.0 / sqrt((double)hs);
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t h = 0; h < NH; h++) {
+            const float *A = att + (b * NH + h) * T * T;  /* (T,T) */
+            float *P = dpreatt + (b * NH + h) * T * T;    /* (T,T) */
+            /* dpre[t,s] = att[t,s] * (datt[t,s] - sum_s' att[t,s'] datt[t,s']),
+             * datt[t,s] = <dout[t], v[s]>, recomputed rather than stored */
+            for (int64_t t = 0; t < T; t++) {
+                const float *go = dout + (b * T + t) * C + h * hs;
+                double dot = 0.0;
+                for (int64_t s = 0; s < T; s++) {
+                    const float *v = qkv + (b * T + s) * 3 * C + 2 * C + h * hs;
+                    double g = 0.0;
+                    for (int64_t i = 0; i < hs; i++) g += (double)go[i] * v[i];
+                    dot += (double)A[t * T + s] * g;
+                }
+                for (int64_t s = 0; s < T; s++) {
+                    const float *v = qkv + (b * T + s) * 3 * C + 2 * C + h * hs;
+                    double g = 0.0;
+                    for (int64_t i = 0; i < hs; i++) g += (double)go[i] * v[i];
+                    P[t * T + s] = (float)((double)A[t * T + s] * (g - dot));
+                }
+            }
+            for (int64_t t = 0; t < T; t++) {
+                float *dst = dqkv + (b * T + t) * 3 * C + h * hs;
+                for (int64_t i = 0; i < hs; i++) {
+                    /* d/dq_rot and d/dk_rot at channel i (and its RoPE partner), then R^T */
+                    int64_t ip = !d->rope ? i : (i < half ? i + half : i - half);
+                    double gq = 0.0, gqp = 0.0, gk = 0.0, gkp = 0.0, gv = 0.0;
+                    for (int64_t s = 0; s < T; s++) {
+                        const float *ks = qkv + (b * T + s) * 3 * C + C + h * hs;
+                        const float *qs = qkv + (b * T + s) * 3 * C + h * hs;
+                        gq += (double)P[t * T + s] * rope_ref(ks, s, i, hs, d);
+                        gqp += (double)P[t * T + s] * rope_ref(ks, s, ip, hs, d);
+                        gk += (double)P[s * T + t] * rope_ref(qs, s, i, hs, d);
+                        gkp += (double)P[s * T + t] * rope_ref(qs, s, ip, hs, d);
+                        gv += (double)A[s * T + t] * dout[(b * T + s) * C + h * hs + i];
+                    }
+                    double dq = gq, dk = gk;
+                    if (d->rope) {
+                        int64_t j = i < half ? i : i - half;
+                        double ang = (double)t * pow((double)d->rope_base,
+                                                     -2.0 * (double)j / (double)hs);
+                        double sn = i < half ? sin(ang) : -sin(ang);
+                        dq = gq * cos(ang) + gqp * sn;
+                        dk = gk * cos(ang) + gkp * sn;
+                    }
+                    dst[i] += (float)(scale * dq);
+                    dst[C + i] += (float)(scale * dk);
+                    dst[2 * C + i] += (float)gv;
+                }
+            }
+        }
+    }
+}

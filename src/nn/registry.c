@@ -1,0 +1,259 @@
+/* registry.c - named views into flat, aligned param/grad buffers (see registry.h). */
+#include "nn/registry.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct tess_registry {
+    tess_registry_entry *entries;
+    int64_t count, capacity;
+    int64_t local_total, global_total;
+    float *params, *grads; /* NULL until finalize */
+};
+
+/* bytes for n floats, rounded up to the alignment (aligned_alloc needs a multiple), >= 1 block */
+static size_t aligned_bytes(int64_t n) {
+    size_t bytes = (size_t)n * sizeof(float);
+    size_t a = TESS_REGISTRY_ALIGN;
+    return bytes == 0 ? a : (bytes + a - 1) / a * a;
+}
+
+static float *alloc_zeroed(int64_t n) {
+    size_t bytes = aligned_bytes(n);
+    float *p = aligned_alloc(TESS_REGISTRY_ALIGN, bytes);
+    if (p) memset(p, 0, bytes);
+    return p;
+}
+
+tess_status tess_registry_create(tess_registry **reg) {
+    TESS_REQUIRE(reg, TESS_ERR_ARG, "reg must not be NULL");
+    *reg = calloc(1, sizeof **reg);
+    TESS_REQUIRE(*reg, TESS_ERR_MEM, "out of memory allocating a registry");
+    return TESS_OK;
+}
+
+void tess_registry_destroy(tess_registry **reg) {
+    if (!reg || !*reg) return;
+    free((*reg)->entries);
+    free((*reg)->params);
+    free((*reg)->grads);
+    free(*reg);
+    *reg = NULL;
+}
+
+/* Components of [A-Za-z0-9_]+ joined by single dots; length checked by the caller. */
+static bool name_is_valid(const char *name) {
+    bool component_empty = true;
+    for (const char *c = name; *c; c++) {
+        if (*c == '.') {
+            if (component_empty) return false;
+            component_empty = true;
+        } else if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                   (*c >= '0' && *c <= '9') || *c == '_') {
+            component_empty = false;
+        } else {
+            return false;
+        }
+    }
+    return !component_empty;
+}
+
+static tess_status check_layout(const char *name, int ndim, const tess_layout *l) {
+    switch (l->kind) {
+    case TESS_LAYOUT_REPLICATED: return TESS_OK;
+    case TESS_LAYOUT_SHARDED:
+        TESS_REQUIRE(l->dim >= 0 && l->dim < ndim && l->nparts >= 1 && l->part >= 0 &&
+                         l->part < l->nparts,
+                     TESS_ERR_ARG, "'%s': bad sharded layout (dim %d of %d dims, part %d of %d)",
+                     name, l->dim, ndim, l->part, l->nparts);
+        return TESS_OK;
+    case TESS_LAYOUT_BLOCK_CYCLIC:
+        TESS_REQUIRE(ndim == 2, TESS_ERR_ARG, "'%s': block-cyclic layout needs 2 dims, got %d",
+                     name, ndim);
+        TESS_REQUIRE(l->nprow >= 1 && l->npcol >= 1 && l->prow >= 0 && l->prow < l->nprow &&
+                         l->pcol >= 0 && l->pcol < l->npcol && l->mb >= 1 && l->nb >= 1,
+                     TESS_ERR_ARG,
+                     "'%s': bad block-cyclic layout (grid %dx%d, coords (%d,%d), blocks %lldx%lld)",
+                     name, l->nprow, l->npcol, l->prow, l->pcol, (long long)l->mb,
+                     (long long)l->nb);
+        return TESS_OK;
+    }
+    return tess_error_push(TESS_ERR_ARG, __FILE__, __LINE__, __func__,
+                           "'%s': unknown layout kind %d", name, (int)l->kind);
+}
+
+tess_status tess_registry_add(tess_registry *reg, const char *name, int ndim, const int64_t *shape,
+                              const tess_layout *l, int64_t *index) {
+    TESS_REQUIRE(reg && name && shape && l, TESS_ERR_ARG, "NULL argument");
+    TESS_REQUIRE(!reg->params, TESS_ERR_ARG, "'%s': registry already finalized", name);
+    size_t len = strlen(name);
+    TESS_REQUIRE(len > 0 && len < TESS_REGISTRY_NAME_MAX, TESS_ERR_ARG,
+                 "'%.64s': name length %zu not in 1..%d", name, len, TESS_REGISTRY_NAME_MAX - 1);
+    TESS_REQUIRE(name_is_valid(name), TESS_ERR_ARG,
+                 "'%s': bad name (want [A-Za-z0-9_] components joined by single dots)", name);
+    TESS_REQUIRE(tess_registry_find(reg, name) < 0, TESS_ERR_ARG, "'%s': duplicate name", name);
+    TESS_REQUIRE(ndim >= 1 && ndim <= TESS_MAX_DIMS, TESS_ERR_ARG, "'%s': ndim %d not in 1..%d",
+                 name, ndim, TESS_MAX_DIMS);
+    for (int d = 0; d < ndim; d++)
+        TESS_REQUIRE(shape[d] > 0, TESS_ERR_ARG, "'%s': dimension %d is %lld, must be > 0", name,
+                     d, (long long)shape[d]);
+    TESS_CHECK(check_layout(name, ndim, l));
+
+    if (reg->count == reg->capacity) {
+        int64_t cap = reg->capacity ? 2 * reg->capacity : 16;
+        tess_registry_entry *grown = realloc(reg->entries, (size_t)cap * sizeof *grown);
+        TESS_REQUIRE(grown, TESS_ERR_MEM, "'%s': out of memory growing the registry to %lld",
+                     name, (long long)cap);
+        reg->entries = grown;
+        reg->capacity = cap;
+    }
+    tess_registry_entry *e = &reg->entries[reg->count];
+    memset(e, 0, sizeof *e);
+    memcpy(e->name, name, len + 1);
+    e->ndim = ndim;
+    e->layout = *l;
+    e->global_count = 1;
+    for (int d = 0; d < ndim; d++) {
+        e->shape[d] = shape[d];
+        e->global_count *= shape[d];
+    }
+    tess_layout_local_shape(l, ndim, e->shape, e->local_shape, e->global_offset);
+    e->local_count = tess_layout_local_count(l, ndim, e->shape);
+    e->flat_offset = reg->local_total;
+    e->trainable = true;
+    e->decay = ndim >= 2;
+    reg->local_total += e->local_count;
+    reg->global_total += e->global_count;
+    if (index) *index = reg->count;
+    reg->count++;
+    return TESS_OK;
+}
+
+tess_status tess_registry_set_trainable(tess_registry *reg, int64_t i, bool trainable) {
+    TESS_REQUIRE(reg && i >= 0 && i < reg->count, TESS_ERR_ARG, "entry %lld out of range",
+                 (long long)i);
+    reg->entries[i].trainable = trainable;
+    return TESS_OK;
+}
+
+tess_status tess_registry_set_decay(tess_registry *reg, int64_t i, bool decay) {
+    TESS_REQUIRE(reg && i >= 0 && i < reg->count, TESS_ERR_ARG, "entry %lld out of range",
+                 (long long)i);
+    reg->entries[i].decay = decay;
+    return TESS_OK;
+}
+
+tess_status tess_registry_finalize(tess_registry *reg) {
+    TESS_REQUIRE(reg, TESS_ERR_ARG, "reg must not be NULL");
+    TESS_REQUIRE(!reg->params, TESS_ERR_ARG, "registry already finalized");
+    reg->params = alloc_zeroed(reg->local_total);
+    reg->grads = alloc_zeroed(reg->local_total);
+    if (!reg->params || !reg->grads) {
+        free(reg->params);
+        free(reg->grads);
+        reg->params = reg->grads = NULL;
+        return tess_error_push(TESS_ERR_MEM, __FILE__, __LINE__, __func__,
+                               "out of memory: 2 x %zu bytes for %lld entries",
+                               aligned_bytes(reg->local_total), (long long)reg->count);
+    }
+    return TESS_OK;
+}
+
+bool tess_registry_is_final(const tess_registry *reg) { return reg->params != NULL; }
+
+int64_t tess_registry_count(const tess_registry *reg) { return reg->count; }
+
+const tess_registry_entry *tess_registry_get(const tess_registry *reg, int64_t i) {
+    TESS_ASSERT(i >= 0 && i < reg->count);
+    return &reg->entries[i];
+}
+
+int64_t tess_registry_find(const tess_registry *reg, const char *name) {
+    for (int64_t i = 0; i < reg->count; i++)
+        if (strcmp(reg->entries[i].name, name) == 0) return i;
+    return -1;
+}
+
+int64_t tess_registry_local_total(const tess_registry *reg) { return reg->local_total; }
+int64_t tess_registry_global_total(const tess_registry *reg) { return reg->global_total; }
+
+float *tess_registry_params(const tess_registry *reg) { return reg->params; }
+float *tess_registry_grads(const tess_registry *reg) { return reg->grads; }
+
+float *tess_registry_param(const tess_registry *reg, int64_t i) {
+    TESS_ASSERT(i >= 0 && i < reg->count);
+    return reg->params ? reg->params + reg->entries[i].flat_offset : NULL;
+}
+
+float *tess_registry_grad(const tess_registry *reg, int64_t i) {
+    TESS_ASSERT(i >= 0 && i < reg->count);
+    return reg->grads ? reg->grads + reg->entries[i].flat_offset : NULL;
+}
+
+void tess_registry_zero_grads(tess_registry *reg) {
+    TESS_ASSERT(reg->grads);
+    memset(reg->grads, 0, (size_t)reg->local_total * sizeof(float));
+}
+
+tess_status tess_registry_alloc_state(const tess_registry *reg, float **buf) {
+    TESS_REQUIRE(reg && buf, TESS_ERR_ARG, "NULL argument");
+    TESS_REQUIRE(reg->params, TESS_ERR_ARG, "registry not finalized");
+    *buf = alloc_zeroed(reg->local_total);
+    TESS_REQUIRE(*buf, TESS_ERR_MEM, "out of memory: %zu bytes of optimizer state",
+                 aligned_bytes(reg->local_total));
+    return TESS_OK;
+}
+
+/* "[768, 2304]" into buf */
+static void format_shape(char *buf, size_t size, int ndim, const int64_t *shape) {
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int d = 0; d < ndim && n < size; d++) {
+        int w = snprintf(buf + n, size - n, "%s%lld", d ? ", " : "[", (long long)shape[d]);
+        if (w < 0) return;
+        n += (size_t)w;
+    }
+    if (n < size) snprintf(buf + n, size - n, "]");
+}
+
+/* "replicated", "sharded(dim=1,part 0/4)", "block_cyclic(2x2,64x64)" into buf */
+static void format_layout(char *buf, size_t size, const tess_layout *l) {
+    const char *kind = tess_layout_kind_name(l->kind);
+    if (l->kind == TESS_LAYOUT_SHARDED)
+        snprintf(buf, size, "%s(dim=%d,part %d/%d)", kind, l->dim, l->part, l->nparts);
+    else if (l->kind == TESS_LAYOUT_BLOCK_CYCLIC)
+        snprintf(buf, size, "%s(%dx%d,%lldx%lld)", kind, l->nprow, l->npcol, (long long)l->mb,
+                 (long long)l->nb);
+    else
+        snprintf(buf, size, "%s", kind);
+}
+
+tess_status tess_registry_print(const tess_registry *reg, FILE *f) {
+    TESS_REQUIRE(reg && f, TESS_ERR_ARG, "NULL argument");
+    int name_w = 4;
+    for (int64_t i = 0; i < reg->count; i++) {
+        int len = (int)strlen(reg->entries[i].name);
+        if (len > name_w) name_w = len;
+    }
+    fprintf(f, "%5s  %-*s  %-22s  %-26s  %12s  %12s  %s\n", "#", name_w, "name", "shape", "layout",
+            "local", "global", "flags");
+    int64_t trainable_local = 0;
+    for (int64_t i = 0; i < reg->count; i++) {
+        const tess_registry_entry *e = &reg->entries[i];
+        char shape[96], layout[64];
+        format_shape(shape, sizeof shape, e->ndim, e->shape);
+        format_layout(layout, sizeof layout, &e->layout);
+        const char *flags = !e->trainable ? "frozen" : e->decay ? "decay" : "-";
+        fprintf(f, "%5lld  %-*s  %-22s  %-26s  %12lld  %12lld  %s\n", (long long)i, name_w,
+                e->name, shape, layout, (long long)e->local_count, (long long)e->global_count,
+                flags);
+        if (e->trainable) trainable_local += e->local_count;
+    }
+    fprintf(f, "total: %lld entries, %lld local elements (%.2f MiB per buffer), %lld global, "
+               "%lld local trainable\n",
+            (long long)reg->count, (long long)reg->local_total,
+            (double)reg->local_total * sizeof(float) / (1024.0 * 1024.0),
+            (long long)reg->global_total, (long long)trainable_local);
+    TESS_REQUIRE(!ferror(f), TESS_ERR_IO, "write error printing the parameter table");
+    return TESS_OK;
+}

@@ -1,0 +1,107 @@
+/* registry.h - the parameter registry: every persistent array of a model, registered once by
+ * hierarchical name, global shape and layout, and stored flat (one buffer per kind).
+ *
+ * Lifecycle: create, add every tensor (setup phase), finalize, use, destroy. finalize allocates
+ * ONE zeroed, 64-byte-aligned buffer for the parameters and one for the gradients; entry i is the
+ * view [flat_offset, flat_offset + local_count) of each. Views are packed in registration order
+ * with no gaps, so the flat buffer has exactly tess_registry_local_total() elements and whole-model
+ * loops (optimizers, gradient all-reduce, clipping, NaN scans) are loops over (ptr, n).
+ * Optimizer state (momentum, Adam moments) uses the same flat layout (tess_registry_alloc_state).
+ *
+ * The registration order defines the flat layout and the checkpoint's entry order: every rank
+ * must register the same names in the same order (local counts may differ with the layout).
+ *
+ * Names: 1 to TESS_REGISTRY_NAME_MAX-1 characters from [A-Za-z0-9_], components separated by
+ * single dots ("layers.3.attn.w_qkv"); no leading, trailing or doubled dot.
+ *
+ * Flags, fixed per entry and used by every optimizer:
+ *   trainable  updated by optimizers and counted by clipping (default true). A non-trainable entry
+ *              (a running statistic, a fixed embedding) is stored and checkpointed, not optimised.
+ *   decay      receives weight decay (default: ndim >= 2, i.e. matrices and embeddings decay,
+ *              biases, norm gains and other vectors do not). Meaningful only when trainable.
+ *
+ * Not collective: a registry is local to its rank; layouts only say which part this rank holds.
+ * Not thread-safe.
+ */
+#ifndef TESS_NN_REGISTRY_H
+#define TESS_NN_REGISTRY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/status.h" /* tess_status */
+#include "dist/layout.h" /* tess_layout, TESS_MAX_DIMS */
+
+enum { TESS_REGISTRY_NAME_MAX = 128, TESS_REGISTRY_ALIGN = 64 };
+
+/* One registered tensor. Shapes are row-major; a BLOCK_CYCLIC local block is column-major. */
+typedef struct {
+    char name[TESS_REGISTRY_NAME_MAX];
+    int ndim;                              /* 1..TESS_MAX_DIMS */
+    int64_t shape[TESS_MAX_DIMS];          /* global shape */
+    int64_t local_shape[TESS_MAX_DIMS];    /* this rank's block */
+    int64_t global_offset[TESS_MAX_DIMS];  /* start of the local block in the global tensor
+                                              (zeros for REPLICATED and BLOCK_CYCLIC) */
+    int64_t global_count;                  /* product of shape */
+    int64_t local_count;                   /* product of local_shape; may be 0 */
+    int64_t flat_offset;                   /* element offset of the view in the flat buffers */
+    tess_layout layout;
+    bool trainable;
+    bool decay;
+} tess_registry_entry;
+
+typedef struct tess_registry tess_registry;
+
+/* A new, empty registry in *reg. */
+tess_status tess_registry_create(tess_registry **reg);
+/* Free the registry and its buffers; sets *reg = NULL. NULL or *reg == NULL is a no-op. */
+void tess_registry_destroy(tess_registry **reg);
+
+/* Register a tensor of global shape (shape[0], ..., shape[ndim-1]) under layout l; its index
+ * (registration order, from 0) goes to *index (may be NULL). Flags get their defaults.
+ * TESS_ERR_ARG, naming the tensor, for: a bad or duplicate name, ndim outside 1..TESS_MAX_DIMS,
+ * a non-positive dimension, a layout inconsistent with the shape, or a call after finalize. */
+tess_status tess_registry_add(tess_registry *reg, const char *name, int ndim, const int64_t *shape,
+                              const tess_layout *l, int64_t *index);
+
+/* Override entry i's flags (see the header comment for the defaults). Allowed before and after
+ * finalize; they change no storage. TESS_ERR_ARG if i is out of range. */
+tess_status tess_registry_set_trainable(tess_registry *reg, int64_t i, bool trainable);
+tess_status tess_registry_set_decay(tess_registry *reg, int64_t i, bool decay);
+
+/* Allocate the params and grads buffers (zeroed) and freeze the entry list.
+ * TESS_ERR_ARG if already finalized, TESS_ERR_MEM if the allocation fails. */
+tess_status tess_registry_finalize(tess_registry *reg);
+bool tess_registry_is_final(const tess_registry *reg);
+
+/* Number of entries. */
+int64_t tess_registry_count(const tess_registry *reg);
+/* Entry i, 0 <= i < count. The pointer is valid until the next add (stable after finalize). */
+const tess_registry_entry *tess_registry_get(const tess_registry *reg, int64_t i);
+/* Index of the entry called name, or -1. */
+int64_t tess_registry_find(const tess_registry *reg, const char *name);
+
+/* Total local elements over all entries: the length of every flat buffer. */
+int64_t tess_registry_local_total(const tess_registry *reg);
+/* Total global elements over all entries (the model size). */
+int64_t tess_registry_global_total(const tess_registry *reg);
+
+/* Flat buffers (local_total elements each) and entry views into them; NULL before finalize. */
+float *tess_registry_params(const tess_registry *reg);
+float *tess_registry_grads(const tess_registry *reg);
+float *tess_registry_param(const tess_registry *reg, int64_t i); /* (local_shape of entry i) */
+float *tess_registry_grad(const tess_registry *reg, int64_t i);  /* (local_shape of entry i) */
+
+/* Set every gradient to zero. Requires finalize. */
+void tess_registry_zero_grads(tess_registry *reg);
+
+/* A new zeroed, 64-byte-aligned buffer of local_total floats laid out like the params (optimizer
+ * state); the caller frees it with free(). Requires finalize; TESS_ERR_MEM on failure. */
+tess_status tess_registry_alloc_state(const tess_registry *reg, float **buf);
+
+/* Write a table of entries (index, name, global shape, layout, local and global counts, flags)
+ * and the totals to f. Call on the rank that should talk (rank 0). TESS_ERR_IO on a write error. */
+tess_status tess_registry_print(const tess_registry *reg, FILE *f);
+
+#endif

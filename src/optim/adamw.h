@@ -1,0 +1,50 @@
+/* adamw.h - Adam with decoupled weight decay, matching torch.optim.AdamW (amsgrad and maximize
+ * off).
+ *
+ * Per step t = 1, 2, ... and for every trainable registry entry, element-wise over its flat view:
+ *   p  = p * (1 - lr * weight_decay)       (decoupled; only for entries flagged decay)
+ *   m  = beta1 * m + (1 - beta1) * g
+ *   v  = beta2 * v + (1 - beta2) * g * g
+ *   p  = p - (lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+ * Bias corrections are computed in double, the element-wise update in float. Non-trainable entries
+ * are left alone (their m, v stay 0). m and v are one flat array each, laid out like the params
+ * (tess_registry_alloc_state) and allocated at create; the step allocates nothing.
+ * Not collective: gradients must already be synchronised.
+ */
+#ifndef TESS_OPTIM_ADAMW_H
+#define TESS_OPTIM_ADAMW_H
+
+#include <stdint.h>
+
+#include "core/status.h" /* tess_status */
+#include "nn/registry.h" /* tess_registry */
+
+typedef struct {
+    float beta1, beta2;  /* in [0, 1) */
+    float eps;           /* > 0 */
+    float weight_decay;  /* >= 0; decoupled, on entries flagged decay */
+} tess_adamw_config;
+
+/* torch.optim.AdamW's defaults: betas (0.9, 0.999), eps 1e-8, weight_decay 0.01. */
+tess_adamw_config tess_adamw_config_default(void);
+
+typedef struct tess_adamw tess_adamw;
+
+/* Optimizer over the finalized registry reg (borrowed: must outlive the optimizer), step count 0.
+ * TESS_ERR_ARG for a non-finalized registry or bad config; TESS_ERR_MEM. */
+tess_status tess_adamw_create(tess_adamw **opt, tess_registry *reg, const tess_adamw_config *cfg);
+/* Free the optimizer and its state; sets *opt = NULL. NULL-safe. */
+void tess_adamw_destroy(tess_adamw **opt);
+
+/* One update with learning rate lr from the registry's grads; increments the step count first. */
+void tess_adamw_step(tess_adamw *opt, float lr);
+
+/* First and second moments (n = registry local_total elements each, same layout as the params).
+ * Writable, so a checkpoint reader can restore them. */
+void tess_adamw_state(tess_adamw *opt, float **m, float **v, int64_t *n);
+/* Number of steps taken (t of the last update); the bias corrections depend on it. */
+int64_t tess_adamw_step_count(const tess_adamw *opt);
+/* Restore the step count from a checkpoint. TESS_ERR_ARG if t < 0. */
+tess_status tess_adamw_set_step_count(tess_adamw *opt, int64_t t);
+
+#endif

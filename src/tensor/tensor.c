@@ -1,0 +1,188 @@
+/* tensor.c - tess_tensor views and the elementwise, reduction and softmax kernels (see tensor.h). */
+#include "tensor/tensor.h"
+
+#include <math.h>
+
+/* Partial sums kept apart so that the compiler may put them in vector lanes. */
+#define TESS_TENSOR_LANES 8
+
+static tess_status check_shape(int ndim, const int64_t *shape) {
+    TESS_REQUIRE(ndim >= 1 && ndim <= TESS_TENSOR_MAX_DIMS, TESS_ERR_ARG,
+                 "tensor ndim must be in 1..%d, got %d", TESS_TENSOR_MAX_DIMS, ndim);
+    for (int d = 0; d < ndim; d++) {
+        TESS_REQUIRE(shape[d] >= 0, TESS_ERR_ARG, "tensor extent %d is negative (%lld)", d,
+                     (long long)shape[d]);
+    }
+    return TESS_OK;
+}
+
+tess_status tess_tensor_init(tess_tensor *t, float *data, int ndim, const int64_t *shape) {
+    TESS_CHECK(check_shape(ndim, shape));
+    t->data = data;
+    t->ndim = ndim;
+    for (int d = 0; d < TESS_TENSOR_MAX_DIMS; d++) t->shape[d] = d < ndim ? shape[d] : 1;
+    return TESS_OK;
+}
+
+int64_t tess_tensor_numel(const tess_tensor *t) {
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+    return n;
+}
+
+tess_status tess_tensor_reshape(tess_tensor *out, const tess_tensor *t, int ndim,
+                                const int64_t *shape) {
+    TESS_CHECK(check_shape(ndim, shape));
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= shape[d];
+    int64_t have = tess_tensor_numel(t);
+    TESS_REQUIRE(n == have, TESS_ERR_ARG, "reshape of %lld elements into a shape of %lld",
+                 (long long)have, (long long)n);
+    return tess_tensor_init(out, t->data, ndim, shape);
+}
+
+float *tess_tensor_row(const tess_tensor *t, int64_t i) {
+    TESS_ASSERT(i >= 0 && i < t->shape[0]);
+    return t->data + i * (tess_tensor_numel(t) / t->shape[0]);
+}
+
+void tess_tensor_add(float *out, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+void tess_tensor_scale(float *x, float alpha, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] *= alpha;
+}
+
+void tess_tensor_axpy(float *restrict y, float alpha, const float *restrict x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] += alpha * x[i];
+}
+
+void tess_tensor_mul(float *out, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = a[i] * b[i];
+}
+
+void tess_tensor_residual_add(float *out, const float *res, const float *f, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = res[i] + f[i];
+}
+
+void tess_tensor_residual_add_backward(float *restrict dres, float *restrict df,
+                                       const float *restrict dout, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        dres[i] += dout[i];
+        df[i] += dout[i];
+    }
+}
+
+/* Combine the lane partials in a fixed order (pairwise), so results are reproducible. */
+static double lanes_total(const double *acc) {
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+double tess_tensor_sum(const float *x, int64_t n) {
+    double acc[TESS_TENSOR_LANES] = {0};
+    int64_t i = 0;
+    for (; i + TESS_TENSOR_LANES <= n; i += TESS_TENSOR_LANES) {
+        for (int k = 0; k < TESS_TENSOR_LANES; k++) acc[k] += (double)x[i + k];
+    }
+    for (int k = 0; i < n; i++, k++) acc[k] += (double)x[i];
+    return lanes_total(acc);
+}
+
+double tess_tensor_sum_ref(const float *x, int64_t n) {
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) s += x[i];
+    return s;
+}
+
+double tess_tensor_dot(const float *x, const float *y, int64_t n) {
+    double acc[TESS_TENSOR_LANES] = {0};
+    int64_t i = 0;
+    for (; i + TESS_TENSOR_LANES <= n; i += TESS_TENSOR_LANES) {
+        for (int k = 0; k < TESS_TENSOR_LANES; k++) acc[k] += (double)x[i + k] * (double)y[i + k];
+    }
+    for (int k = 0; i < n; i++, k++) acc[k] += (double)x[i] * (double)y[i];
+    return lanes_total(acc);
+}
+
+double tess_tensor_dot_ref(const float *x, const float *y, int64_t n) {
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) s += (double)x[i] * (double)y[i];
+    return s;
+}
+
+double tess_tensor_sqnorm(const float *x, int64_t n) { return tess_tensor_dot(x, x, n); }
+
+double tess_tensor_sqnorm_ref(const float *x, int64_t n) {
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) s += (double)x[i] * (double)x[i];
+    return s;
+}
+
+float tess_tensor_max(const float *x, int64_t n) {
+    TESS_ASSERT(n >= 1);
+    float m = x[0];
+    for (int64_t i = 1; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+void tess_tensor_exp(float *out, const float *in, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = tess_tensor_expf(in[i]);
+}
+
+void tess_tensor_softmax_rows(float *out, const float *in, int64_t N, int64_t V) {
+    TESS_ASSERT(V >= 1);
+    for (int64_t r = 0; r < N; r++) {
+        const float *x = in + r * V;
+        float *y = out + r * V;
+        float m = tess_tensor_max(x, V);
+        for (int64_t v = 0; v < V; v++) y[v] = tess_tensor_expf(x[v] - m);
+        /* the sum is >= 1 (the max contributes exp(0)), so the division is safe */
+        float inv = (float)(1.0 / tess_tensor_sum(y, V));
+        tess_tensor_scale(y, inv, V);
+    }
+}
+
+void tess_tensor_softmax_rows_ref(float *out, const float *in, int64_t N, int64_t V) {
+    for (int64_t r = 0; r < N; r++) {
+        const float *x = in + r * V;
+        float *y = out + r * V;
+        double m = x[0], s = 0.0;
+        for (int64_t v = 1; v < V; v++) m = x[v] > m ? x[v] : m;
+        for (int64_t v = 0; v < V; v++) s += exp((double)x[v] - m);
+        for (int64_t v = 0; v < V; v++) y[v] = (float)(exp((double)x[v] - m) / s);
+    }
+}
+
+void tess_tensor_logsoftmax_rows(float *out, const float *in, int64_t N, int64_t V) {
+    TESS_ASSERT(V >= 1);
+    for (int64_t r = 0; r < N; r++) {
+        const float *x = in + r * V;
+        float *y = out + r * V;
+        float m = tess_tensor_max(x, V);
+        double acc[TESS_TENSOR_LANES] = {0};
+        int64_t v = 0;
+        for (; v + TESS_TENSOR_LANES <= V; v += TESS_TENSOR_LANES) {
+            for (int k = 0; k < TESS_TENSOR_LANES; k++) {
+                acc[k] += (double)tess_tensor_expf(x[v + k] - m);
+            }
+        }
+        for (int k = 0; v < V; v++, k++) acc[k] += (double)tess_tensor_expf(x[v] - m);
+        double s = lanes_total(acc);
+        /* (x - m) first: exact near the max, where x - lse would cancel */
+        float logs = (float)log(s);
+        for (v = 0; v < V; v++) y[v] = (x[v] - m) - logs;
+    }
+}
+
+void tess_tensor_logsoftmax_rows_ref(float *out, const float *in, int64_t N, int64_t V) {
+    for (int64_t r = 0; r < N; r++) {
+        const float *x = in + r * V;
+        float *y = out + r * V;
+        double m = x[0], s = 0.0;
+        for (int64_t v = 1; v < V; v++) m = x[v] > m ? x[v] : m;
+        for (int64_t v = 0; v < V; v++) s += exp((double)x[v] - m);
+        double lse = m + log(s);
+        for (int64_t v = 0; v < V; v++) y[v] = (float)((double)x[v] - lse);
+    }
+}

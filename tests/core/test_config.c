@@ -1,0 +1,274 @@
+/* test_config.c - options: defaults, INI sections and prefixes, precedence, every error class
+ * collected with file:line and key, --help, and a resolved text that reads back to the same
+ * values. Runs at 1 and 2 ranks (the file is read by rank 0 and broadcast). */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/config.h" /* tess_config_* */
+#include "tess_test.h"
+
+static const tess_opt optim_opts[] = {
+    TESS_OPT_REAL("lr", 3e-4, 0.0, 1.0, "AdamW step size"),
+    TESS_OPT_INT("warmup_steps", 0, 0, INT32_MAX, "linear warm-up length"),
+    TESS_OPT_BOOL("nesterov", false, "Nesterov momentum"),
+    TESS_OPT_CHOICE("schedule", "cosine", "cosine|linear|constant", "learning-rate schedule"),
+};
+static const tess_opt run_opts[] = {
+    TESS_OPT_STRING("name", "run", "run directory name under runs/"),
+    TESS_OPT_INT("seed", 1234, 0, UINT32_MAX, "Philox seed"),
+    TESS_OPT_REAL("tiny", 1e-7, 0.0, 1.0, "a value that must round-trip"),
+};
+static const tess_config_section sections[] = {
+    TESS_CONFIG_SECTION("optim", optim_opts),
+    TESS_CONFIG_SECTION("client.optim", optim_opts),
+    TESS_CONFIG_SECTION("run", run_opts),
+};
+enum { NSEC = sizeof sections / sizeof sections[0] };
+
+static int rank;
+
+static bool has(const char *text, const char *needle) { return strstr(text, needle) != NULL; }
+
+static void check_record(const char *needle) {
+    TESS_TEST_CHECK(has(tess_error_text(), needle), "record has \"%s\":\n%s", needle,
+                    tess_error_text());
+}
+
+static void write_file(const char *path, const char *text) {
+    if (rank == 0) {
+        FILE *f = fopen(path, "w");
+        if (f) {
+            fputs(text, f);
+            fclose(f);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+static void test_defaults_and_sections(void) {
+    tess_config *cfg = NULL;
+    TESS_TEST_CHECK(tess_config_create(&cfg, sections, NSEC) == TESS_OK, "create: %s",
+                    tess_error_text());
+    TESS_TEST_CHECK(tess_config_real(cfg, "optim.lr") == 3e-4, "default lr");
+    TESS_TEST_CHECK(tess_config_int(cfg, "run.seed") == 1234, "default seed");
+    TESS_TEST_CHECK(strcmp(tess_config_string(cfg, "run.name"), "run") == 0, "default name");
+    TESS_TEST_CHECK(tess_config_choice(cfg, "optim.schedule") == 0, "default choice");
+    const char *ini = "; comment\n"
+                      "[client.optim]\n"
+                      "lr = 1e-2   ; inline comment\n"
+                      "schedule = linear\n"
+                      "nesterov = Yes\n"
+                      "\n"
+                      "[run]\n"
+                      "name = exp 1\n"
+                      "seed: 42\n";
+    TESS_TEST_CHECK(tess_config_parse_text(cfg, ini, "t.ini") == TESS_OK, "parse: %s",
+                    tess_error_text());
+    TESS_TEST_CHECK(tess_config_real(cfg, "client.optim.lr") == 1e-2, "client lr read");
+    TESS_TEST_CHECK(tess_config_real(cfg, "optim.lr") == 3e-4, "bare section untouched");
+    TESS_TEST_CHECK(tess_config_choice(cfg, "client.optim.schedule") == 1, "choice index");
+    TESS_TEST_CHECK(tess_config_bool(cfg, "client.optim.nesterov"), "bool Yes");
+    TESS_TEST_CHECK(!tess_config_bool(cfg, "optim.nesterov"), "bool default");
+    TESS_TEST_CHECK(strcmp(tess_config_string(cfg, "run.name"), "exp 1") == 0, "string");
+    TESS_TEST_CHECK(tess_config_int(cfg, "run.seed") == 42, "name: value form");
+    TESS_TEST_CHECK(tess_config_set(cfg, "optim.nesterov", "off") == TESS_OK, "set off");
+    TESS_TEST_CHECK(!tess_config_bool(cfg, "optim.nesterov"), "bool off");
+    TESS_TEST_CHECK(tess_config_set(cfg, "optim.warmup_steps", " 7 ") == TESS_OK, "set int");
+    TESS_TEST_CHECK(tess_config_int(cfg, "optim.warmup_steps") == 7, "int set");
+    TESS_TEST_CHECK(tess_config_set(cfg, "run.name", "a ; b") == TESS_ERR_CONFIG,
+                    "a string INI would cut is refused");
+    TESS_TEST_CHECK(tess_config_set(cfg, "optim.lr", "nan") == TESS_ERR_CONFIG, "nan refused");
+    tess_error_clear();
+    tess_config_destroy(&cfg);
+    TESS_TEST_CHECK(cfg == NULL, "destroy nulls the handle");
+}
+
+/* Every error of the text is reported with file:line and key, then counted. */
+static void test_errors_collected(void) {
+    tess_config *cfg = NULL;
+    TESS_TEST_CHECK(tess_config_create(&cfg, sections, NSEC) == TESS_OK, "create");
+    const char *ini = "orphan = 1\n"            /* 1 */
+                      "[optim]\n"               /* 2 */
+                      "lr = 0.5\n"              /* 3 */
+                      "lrr = 0.1\n"             /* 4 */
+                      "warmup_steps = 12x\n"    /* 5 */
+                      "lr = 0.2\n"              /* 6 */
+                      "schedule = cosin\n"      /* 7 */
+                      "nesterov = maybe\n"      /* 8 */
+                      "just words\n"            /* 9 */
+                      "[optm]\n"                /* 10 */
+                      "lr = 3\n"                /* 11: under an unknown section, not repeated */
+                      "[client.optim\n"         /* 12 */
+                      "[client.optim]\n"        /* 13 */
+                      "lr = 2\n"                /* 14 */
+                      "  warmup_steps = 3\n"    /* 15 */
+                      "[run]\n"                 /* 16 */
+                      "seed = 99999999999\n"    /* 17 */
+                      "tiny = 1e-3.5\n";        /* 18 */
+    tess_status s = tess_config_parse_text(cfg, ini, "bad.ini");
+    TESS_TEST_CHECK(s == TESS_ERR_CONFIG, "status %s", tess_status_name(s));
+    check_record("bad.ini:1: key 'orphan' is outside any [section]");
+    check_record("bad.ini:4: unknown key 'optim.lrr' (did you mean 'optim.lr'?)");
+    check_record("bad.ini:5: bad value for 'optim.warmup_steps': '12x' is not an integer");
+    check_record("bad.ini:6: duplicate key 'optim.lr' (first set on line 3)");
+    check_record("bad.ini:7: bad value for 'optim.schedule': 'cosin' is not one of "
+                 "cosine|linear|constant");
+    check_record("bad.ini:8: bad value for 'optim.nesterov': 'maybe' is not a boolean");
+    check_record("bad.ini:9: syntax error: expected 'key = value'");
+    check_record("bad.ini:10: unknown section [optm] (did you mean [optim]?)");
+    check_record("bad.ini:12: syntax error: section header without ']'");
+    check_record("bad.ini:14: bad value for 'client.optim.lr': '2' is out of range [0, 1]");
+    check_record("bad.ini:15: indented line continues the value of 'client.optim.lr'");
+    check_record("bad.ini:17: bad value for 'run.seed': '99999999999' is out of range "
+                 "[0, 4294967295]");
+    check_record("bad.ini:18: bad value for 'run.tiny': '1e-3.5' is not a number");
+    check_record("13 errors in the command line or configuration");
+    TESS_TEST_CHECK(!has(tess_error_text(), "bad.ini:11"), "keys under an unknown section are "
+                    "not reported again:\n%s", tess_error_text());
+    tess_error_clear();
+    tess_config_destroy(&cfg);
+}
+
+static tess_status parse(tess_config *cfg, int argc, const char **argv,
+                         tess_config_action *action) {
+    return tess_config_parse_args(cfg, MPI_COMM_WORLD, argc, (char **)argv, action);
+}
+
+static void test_command_line(void) {
+    tess_config *cfg = NULL;
+    tess_config_action action;
+    TESS_TEST_CHECK(tess_config_create(&cfg, sections, NSEC) == TESS_OK, "create");
+    TESS_TEST_CHECK(tess_config_alias(cfg, "--name", "run.name") == TESS_OK, "alias");
+    TESS_TEST_CHECK(tess_config_alias(cfg, "--nope", "run.nope") == TESS_ERR_ARG,
+                    "alias of an undeclared key");
+    TESS_TEST_CHECK(tess_config_alias(cfg, "--set", "run.name") == TESS_ERR_ARG,
+                    "alias may not shadow a built-in flag");
+    tess_error_clear();
+    write_file("cli.ini", "[optim]\nlr = 0.1\nwarmup_steps = 5\n[run]\nname = file\n");
+    const char *argv[] = {"prog", "--set", "optim.lr=0.25", "--config", "cli.ini",
+                          "--set=optim.warmup_steps=9", "--name", "cli", "--set",
+                          "run.name = last "};
+    tess_status s = parse(cfg, 10, argv, &action);
+    TESS_TEST_CHECK(s == TESS_OK && action == TESS_CONFIG_ACTION_RUN, "parse: %s",
+                    tess_error_text());
+    TESS_TEST_CHECK(tess_config_real(cfg, "optim.lr") == 0.25, "--set beats the file even "
+                    "when given before --config");
+    TESS_TEST_CHECK(tess_config_int(cfg, "optim.warmup_steps") == 9, "--set=... form");
+    TESS_TEST_CHECK(strcmp(tess_config_string(cfg, "run.name"), "last") == 0,
+                    "later --set wins over an earlier alias, value trimmed: '%s'",
+                    tess_config_string(cfg, "run.name"));
+    TESS_TEST_CHECK(tess_config_real(cfg, "client.optim.lr") == 3e-4, "client keeps default");
+
+    const char *bad[] = {"prog", "--print_config", "--config", "missing.ini", "--set",
+                         "optim.lr", "--set", "client.optim.lr=abc", "stray", "--name"};
+    s = parse(cfg, 10, bad, &action);
+    TESS_TEST_CHECK(s == TESS_ERR_NOINPUT, "a missing file decides the status: %s",
+                    tess_status_name(s));
+    check_record("unknown option '--print_config' (did you mean '--print-config'?)");
+    check_record("cannot open config 'missing.ini': No such file or directory");
+    check_record("--set optim.lr: expected SECTION.KEY=VALUE (no '=')");
+    check_record("--set client.optim.lr=abc: bad value for 'client.optim.lr': 'abc' is not a "
+                 "number");
+    check_record("unexpected argument 'stray'");
+    check_record("option '--name' needs a value");
+    check_record("6 errors in the command line or configuration");
+    tess_error_clear();
+
+    const char *flag_only[] = {"prog", "--bogus"};
+    s = parse(cfg, 2, flag_only, &action);
+    TESS_TEST_CHECK(s == TESS_ERR_ARG, "unknown flag is a usage error: %s", tess_status_name(s));
+    tess_error_clear();
+    const char *set_only[] = {"prog", "--set", "optim.lr"};
+    s = parse(cfg, 3, set_only, &action);
+    TESS_TEST_CHECK(s == TESS_ERR_CONFIG, "--set without '=' is a config error: %s",
+                    tess_status_name(s));
+    tess_error_clear();
+
+    const char *help[] = {"prog", "--bogus", "--help"};
+    s = parse(cfg, 3, help, &action);
+    TESS_TEST_CHECK(s == TESS_OK && action == TESS_CONFIG_ACTION_HELP, "--help wins");
+    const char *h = tess_config_help_text(cfg, "prog");
+    TESS_TEST_CHECK(has(h, "  optim.lr  (real, default 0.0003, range [0, 1])\n      AdamW step "
+                           "size\n"), "help lists lr:\n%s", h);
+    TESS_TEST_CHECK(has(h, "client.optim.schedule  (one of cosine|linear|constant, default "
+                           "cosine)"), "help lists a choice");
+    TESS_TEST_CHECK(has(h, "run.seed  (int, default 1234, range [0, 4294967295])"), "help int");
+    TESS_TEST_CHECK(has(h, "--name VALUE") && has(h, "same as --set run.name=VALUE"),
+                    "help lists the alias");
+    TESS_TEST_CHECK(tess_error_text()[0] == '\0', "--help leaves no error record");
+
+    const char *print[] = {"prog", "--print-config"};
+    s = parse(cfg, 2, print, &action);
+    TESS_TEST_CHECK(s == TESS_OK && action == TESS_CONFIG_ACTION_PRINTED, "--print-config");
+    tess_config_destroy(&cfg);
+}
+
+/* The resolved text reads back into a fresh config with bitwise-equal values. */
+static void test_resolved_round_trip(void) {
+    tess_config *a = NULL, *b = NULL;
+    TESS_TEST_CHECK(tess_config_create(&a, sections, NSEC) == TESS_OK, "create a");
+    TESS_TEST_CHECK(tess_config_create(&b, sections, NSEC) == TESS_OK, "create b");
+    TESS_TEST_CHECK(tess_config_set(a, "optim.lr", "0.1") == TESS_OK, "set lr");
+    TESS_TEST_CHECK(tess_config_set(a, "client.optim.lr", "0.30000000000000004") == TESS_OK,
+                    "set lr needing 17 digits");
+    TESS_TEST_CHECK(tess_config_set(a, "run.tiny", "1.2345678901234567e-300") == TESS_OK,
+                    "set tiny");
+    TESS_TEST_CHECK(tess_config_set(a, "run.name", "") == TESS_OK, "empty string");
+    TESS_TEST_CHECK(tess_config_set(a, "client.optim.schedule", "constant") == TESS_OK, "choice");
+    TESS_TEST_CHECK(tess_config_set(a, "client.optim.nesterov", "on") == TESS_OK, "bool");
+    const char *text = tess_config_resolved_text(a);
+    TESS_TEST_CHECK(text && has(text, "[client.optim]\nlr = 0.30000000000000004\n"),
+                    "resolved text:\n%s", text ? text : "(null)");
+    TESS_TEST_CHECK(text && has(text, "[optim]\nlr = 0.1\n"), "shortest real");
+    TESS_TEST_CHECK(tess_config_parse_text(b, text, "resolved") == TESS_OK, "reads back: %s",
+                    tess_error_text());
+    static const char *const reals[] = {"optim.lr", "client.optim.lr", "run.tiny"};
+    for (int i = 0; i < 3; i++)
+        TESS_TEST_CHECK(tess_config_real(a, reals[i]) == tess_config_real(b, reals[i]),
+                        "%s round trip", reals[i]);
+    TESS_TEST_CHECK(strcmp(tess_config_string(b, "run.name"), "") == 0, "empty string back");
+    TESS_TEST_CHECK(tess_config_choice(b, "client.optim.schedule") == 2, "choice back");
+    TESS_TEST_CHECK(tess_config_bool(b, "client.optim.nesterov"), "bool back");
+    TESS_TEST_CHECK(tess_config_int(b, "run.seed") == 1234, "int back");
+    tess_config_destroy(&a);
+    tess_config_destroy(&b);
+}
+
+/* Bad option tables are the app author's bug: create refuses them with TESS_ERR_ARG. */
+static void test_bad_tables(void) {
+    static const tess_opt bad_default[] = {TESS_OPT_REAL("lr", 2.0, 0.0, 1.0, "h")};
+    static const tess_opt bad_choice[] = {TESS_OPT_CHOICE("s", "x", "a|b", "h")};
+    static const tess_opt dup_key[] = {TESS_OPT_INT("n", 0, 0, 9, "h"),
+                                       TESS_OPT_INT("n", 0, 0, 9, "h")};
+    static const tess_opt dotted[] = {TESS_OPT_INT("a.b", 0, 0, 9, "h")};
+    const tess_config_section cases[][2] = {
+        {TESS_CONFIG_SECTION("s", bad_default), TESS_CONFIG_SECTION("t", dotted)},
+        {TESS_CONFIG_SECTION("s", bad_choice), TESS_CONFIG_SECTION("t", bad_choice)},
+        {TESS_CONFIG_SECTION("s", dup_key), TESS_CONFIG_SECTION("t", dup_key)},
+        {TESS_CONFIG_SECTION("t", dotted), TESS_CONFIG_SECTION("s", dotted)},
+        {TESS_CONFIG_SECTION("optim", optim_opts), TESS_CONFIG_SECTION("optim", optim_opts)},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tess_config *cfg = NULL;
+        tess_status s = tess_config_create(&cfg, cases[i], 2);
+        TESS_TEST_CHECK(s == TESS_ERR_ARG && cfg == NULL, "bad table %zu refused (%s)", i,
+                        tess_status_name(s));
+    }
+    check_record("option 's.lr': default 2 outside [0, 1]");
+    check_record("section 'optim' declared twice");
+    tess_error_clear();
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    test_defaults_and_sections();
+    test_errors_collected();
+    test_command_line();
+    test_resolved_round_trip();
+    test_bad_tables();
+    int rc = tess_test_finish_mpi("config", MPI_COMM_WORLD);
+    MPI_Finalize();
+    return rc;
+}

@@ -1,0 +1,707 @@
+/* gradcheck.c - THE gradient-check harness of Tessera (STYLE.md 4.2 and 7): one table, one row
+ * per layer. Every layer with a hand-written backward must have a row here.
+ *
+ * ---------------------------------------------------------------------------------------------
+ * WHAT A ROW IS (gc_row, below)
+ *   name         unique; also keys the random stream, so rows can be appended in any order
+ *   dims[8]      small shapes; their meaning is the row's own (say it in a comment on the row)
+ *   setup        declares every buffer the layer touches (see "buffers"), drawing values
+ *   forward      runs the fast forward: reads gc_x() of inputs, writes gc_x() of outputs/caches
+ *   backward     runs the backward: gradients gc_g(c, "in") etc., dout = gc_g(c, "out")
+ *   forward_ref  optional (NULL): the _ref forward, writing the same output buffers
+ *   backward_ref optional (NULL): the _ref backward, into the same gradient buffers
+ *   tol          max normalised finite-difference error per gradient (0: GC_TOL_DEFAULT)
+ *   kinks        true if the op is not differentiable everywhere (ReLU, top-k, max): draw points
+ *                away from kinks in setup; FD components whose one-sided slopes disagree
+ *                (straddling a kink) are then skipped, at most GC_KINK_SKIP_MAX of each gradient
+ *
+ * BUFFERS (declare in setup; look up by name in the other callbacks; the harness owns them)
+ *   gc_input(c, name, n, lo, hi)   differentiable input or parameter, uniform in [lo, hi);
+ *                                  has a gradient gc_g(c, name), zeroed before each backward
+ *   gc_const(c, name, n, lo, hi)   float input that is not differentiated (e.g. a target)
+ *   gc_ids(c, name, n, lo, hi)     int32 input, uniform in [lo, hi]; read with gc_i(c, name)
+ *   gc_output(c, name, n)          forward output; gc_g(c, name) is its dout = r, uniform [-1,1)
+ *                                  (a scalar loss is an output of n = 1: store it in gc_x(...)[0]
+ *                                  and pass gc_g(...)[0] as dloss)
+ *   gc_cache(c, name, n)           written by forward, read by backward (rstd, probs, ...)
+ *   gc_work(c, name, n)            scratch of backward, zeroed before every backward call
+ * Every declaration returns the value pointer, so setup may post-process draws (e.g. set a
+ * target to -1, push points away from a kink). gc_has(c, name) tells whether a name exists.
+ *
+ * WHAT IS CHECKED, per row
+ *   1. forward vs forward_ref (if given): normalised error of every output <= GC_TOL_REF;
+ *   2. backward accumulates: a second call adds the same again (g2 = 2 g1, error <= GC_TOL_ACC);
+ *   3. backward vs backward_ref (if given): every gradient within GC_TOL_REF;
+ *   4. with L(x) = sum over outputs of <r, forward(x)> accumulated in double, every element of
+ *      every gc_input is perturbed by +-GC_STEP and the central difference is compared with the
+ *      backward gradient by ||g - g_fd|| / max(||g||, ||g_fd||, GC_TINY) <= tol.
+ *
+ * ADDING A ROW: write <layer>_setup/_forward/_backward (and _ref ones if the layer has them)
+ * next to the existing ones, include the layer's header, and append one line to gc_rows[].
+ * Run one row with: gradcheck <name>. Draw inputs of order 1 (the step and tolerances assume it).
+ * ---------------------------------------------------------------------------------------------
+ *
+ * Randomness: Philox4x32-10 (Random123) keyed by (GC_SEED, hash of the row name) with the counter
+ * (buffer index, element / 4): every value names what it is, independent of row order. */
+#include <Random123/philox.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/activation.h" /* tess_nn_gelu_*, tess_nn_silu_* */
+#include "nn/attention.h"  /* tess_nn_attention_* */
+#include "nn/embedding.h"  /* tess_nn_embedding_* */
+#include "nn/linear.h"     /* tess_nn_linear_* */
+#include "nn/loss.h"       /* tess_nn_crossentropy_*, tess_nn_mse_* */
+#include "nn/mlp.h"        /* tess_nn_mlp_* */
+#include "nn/norm.h"       /* tess_nn_rmsnorm_*, tess_nn_layernorm_* */
+#include "tensor/tensor.h" /* tess_tensor_residual_add* */
+#include "tess_test.h"
+
+/* Central-difference step. L is formed from fp32 outputs, so it carries rounding noise
+ * delta ~ u |L| with u = 6e-8 (more for long sums); the FD slope errs by about delta / h
+ * (noise) + h^2 |L'''| / 6 (truncation). h = 1e-2 keeps both near 1e-5 for O(1) inputs and
+ * gradients (cbrt(u) ~ 4e-3 would balance them for a single value; L sums many terms, so its
+ * noise is larger and a slightly larger step is safer). */
+#define GC_STEP 1e-2
+/* Default FD tolerance. The correct layers below show 1e-6..6e-5 (printed per gradient), so
+ * 1e-3 leaves a 15x margin for larger or stiffer layers (attention), while a wrong term
+ * (dropped, mis-scaled, wrong sign) gives errors of 1e-2 to 1. */
+#define GC_TOL_DEFAULT 1e-3
+/* Fast vs _ref, and the accumulation check: both are fp32 round-off only. */
+#define GC_TOL_REF 1e-5
+#define GC_TOL_ACC 1e-6
+#define GC_TINY 1e-12
+/* Kink rows: an FD component is skipped when its one-sided slopes differ by more than this
+ * fraction of their size (a smooth point differs by ~h |L''|, a straddled kink by O(1)). */
+#define GC_KINK_REL 0.25
+#define GC_KINK_SKIP_MAX 0.1
+#define GC_SEED 20240611u
+#define GC_MAX_BUFS 24
+#define GC_MAX_DIMS 8
+
+typedef enum { GC_INPUT, GC_CONST, GC_IDS, GC_OUTPUT, GC_CACHE, GC_WORK } gc_kind;
+
+typedef struct {
+    const char *name;
+    gc_kind kind;
+    int64_t n;
+    float *x;      /* value (n); NULL for GC_IDS */
+    float *g;      /* gradient (GC_INPUT) or dout (GC_OUTPUT), (n); else NULL */
+    int32_t *ids;  /* (n) for GC_IDS */
+} gc_buf;
+
+typedef struct gc_ctx {
+    const int64_t *dims; /* the row's dims */
+    uint32_t key;        /* hash of the row name */
+    int nbuf;
+    gc_buf buf[GC_MAX_BUFS];
+} gc_ctx;
+
+typedef struct {
+    const char *name;
+    int64_t dims[GC_MAX_DIMS];
+    void (*setup)(gc_ctx *c);
+    void (*forward)(gc_ctx *c);
+    void (*backward)(gc_ctx *c);
+    void (*forward_ref)(gc_ctx *c);
+    void (*backward_ref)(gc_ctx *c);
+    double tol;
+    bool kinks;
+} gc_row;
+
+/* ---- the harness's buffer API (used by rows; inline so that unused ones do not warn) ---- */
+
+static void gc_die(const char *what, const char *name) {
+    fprintf(stderr, "gradcheck: %s '%s'\n", what, name);
+    abort();
+}
+
+/* Uniform in [0,1) from Philox: (key, row hash) x (buffer index, element / 4). */
+static double gc_uniform(const gc_ctx *c, int buf_index, int64_t i) {
+    philox4x32_key_t k = {{GC_SEED, c->key}};
+    philox4x32_ctr_t ctr = {{(uint32_t)buf_index, (uint32_t)(i / 4), (uint32_t)(i >> 34), 0}};
+    philox4x32_ctr_t r = philox4x32(ctr, k);
+    return (double)(r.v[i % 4] >> 8) * (1.0 / 16777216.0);
+}
+
+static gc_buf *gc_declare(gc_ctx *c, const char *name, gc_kind kind, int64_t n) {
+    if (c->nbuf == GC_MAX_BUFS) gc_die("too many buffers at", name);
+    for (int b = 0; b < c->nbuf; b++) {
+        if (strcmp(c->buf[b].name, name) == 0) gc_die("duplicate buffer", name);
+    }
+    gc_buf *b = &c->buf[c->nbuf++];
+    size_t bytes = (size_t)(n > 0 ? n : 1) * sizeof(float);
+    b->name = name;
+    b->kind = kind;
+    b->n = n;
+    b->x = kind == GC_IDS ? NULL : calloc(1, bytes);
+    b->g = kind == GC_INPUT || kind == GC_OUTPUT ? calloc(1, bytes) : NULL;
+    b->ids = kind == GC_IDS ? calloc(1, bytes) : NULL;
+    if ((kind != GC_IDS && !b->x) || ((kind == GC_INPUT || kind == GC_OUTPUT) && !b->g) ||
+        (kind == GC_IDS && !b->ids)) {
+        gc_die("out of memory for", name);
+    }
+    return b;
+}
+
+static gc_buf *gc_find(gc_ctx *c, const char *name) {
+    for (int b = 0; b < c->nbuf; b++) {
+        if (strcmp(c->buf[b].name, name) == 0) return &c->buf[b];
+    }
+    return NULL;
+}
+
+static float *gc_fill(gc_ctx *c, gc_buf *b, double lo, double hi) {
+    int index = (int)(b - c->buf);
+    for (int64_t i = 0; i < b->n; i++) b->x[i] = (float)(lo + (hi - lo) * gc_uniform(c, index, i));
+    return b->x;
+}
+
+static inline float *gc_input(gc_ctx *c, const char *name, int64_t n, double lo, double hi) {
+    return gc_fill(c, gc_declare(c, name, GC_INPUT, n), lo, hi);
+}
+
+static inline float *gc_const(gc_ctx *c, const char *name, int64_t n, double lo, double hi) {
+    return gc_fill(c, gc_declare(c, name, GC_CONST, n), lo, hi);
+}
+
+static inline int32_t *gc_ids(gc_ctx *c, const char *name, int64_t n, int32_t lo, int32_t hi) {
+    gc_buf *b = gc_declare(c, name, GC_IDS, n);
+    int index = (int)(b - c->buf);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v = lo + (int64_t)(gc_uniform(c, index, i) * (double)(hi - lo + 1));
+        b->ids[i] = (int32_t)(v > hi ? hi : v);
+    }
+    return b->ids;
+}
+
+static inline float *gc_output(gc_ctx *c, const char *name, int64_t n) {
+    gc_buf *b = gc_declare(c, name, GC_OUTPUT, n);
+    int index = (int)(b - c->buf);
+    for (int64_t i = 0; i < n; i++) b->g[i] = (float)(2.0 * gc_uniform(c, index, i) - 1.0);
+    return b->x;
+}
+
+static inline float *gc_cache(gc_ctx *c, const char *name, int64_t n) {
+    return gc_declare(c, name, GC_CACHE, n)->x;
+}
+
+static inline float *gc_work(gc_ctx *c, const char *name, int64_t n) {
+    return gc_declare(c, name, GC_WORK, n)->x;
+}
+
+static inline bool gc_has(gc_ctx *c, const char *name) { return gc_find(c, name) != NULL; }
+
+/* Value of any float buffer. */
+static inline float *gc_x(gc_ctx *c, const char *name) {
+    gc_buf *b = gc_find(c, name);
+    if (!b || !b->x) gc_die("no float buffer", name);
+    return b->x;
+}
+
+/* Gradient of a gc_input, or dout of a gc_output. */
+static inline float *gc_g(gc_ctx *c, const char *name) {
+    gc_buf *b = gc_find(c, name);
+    if (!b || !b->g) gc_die("no gradient/dout for", name);
+    return b->g;
+}
+
+static inline int32_t *gc_i(gc_ctx *c, const char *name) {
+    gc_buf *b = gc_find(c, name);
+    if (!b || !b->ids) gc_die("no id buffer", name);
+    return b->ids;
+}
+
+/* ---------------------------------- rows ---------------------------------- */
+
+/* linear: dims {N, C, OC, has_bias} */
+static void linear_setup(gc_ctx *c) {
+    int64_t N = c->dims[0], C = c->dims[1], OC = c->dims[2];
+    gc_input(c, "in", N * C, -1, 1);
+    gc_input(c, "w", OC * C, -1, 1);
+    if (c->dims[3]) gc_input(c, "b", OC, -1, 1);
+    gc_output(c, "out", N * OC);
+}
+static void linear_forward(gc_ctx *c) {
+    tess_nn_linear_forward(gc_x(c, "out"), gc_x(c, "in"), gc_x(c, "w"),
+                           gc_has(c, "b") ? gc_x(c, "b") : NULL, c->dims[0], c->dims[1],
+                           c->dims[2]);
+}
+static void linear_forward_ref(gc_ctx *c) {
+    tess_nn_linear_forward_ref(gc_x(c, "out"), gc_x(c, "in"), gc_x(c, "w"),
+                               gc_has(c, "b") ? gc_x(c, "b") : NULL, c->dims[0], c->dims[1],
+                               c->dims[2]);
+}
+static void linear_backward(gc_ctx *c) {
+    tess_nn_linear_backward(gc_g(c, "in"), gc_g(c, "w"), gc_has(c, "b") ? gc_g(c, "b") : NULL,
+                            gc_g(c, "out"), gc_x(c, "in"), gc_x(c, "w"), c->dims[0], c->dims[1],
+                            c->dims[2]);
+}
+static void linear_backward_ref(gc_ctx *c) {
+    tess_nn_linear_backward_ref(gc_g(c, "in"), gc_g(c, "w"),
+                                gc_has(c, "b") ? gc_g(c, "b") : NULL, gc_g(c, "out"),
+                                gc_x(c, "in"), gc_x(c, "w"), c->dims[0], c->dims[1], c->dims[2]);
+}
+
+/* embedding: dims {N, V, C}; N > V so that ids repeat and their gradients must add up */
+static void embedding_setup(gc_ctx *c) {
+    int64_t N = c->dims[0], V = c->dims[1], C = c->dims[2];
+    gc_ids(c, "ids", N, 0, (int32_t)V - 1);
+    gc_input(c, "table", V * C, -1, 1);
+    gc_output(c, "out", N * C);
+}
+static void embedding_forward(gc_ctx *c) {
+    tess_nn_embedding_forward(gc_x(c, "out"), gc_i(c, "ids"), gc_x(c, "table"), c->dims[0],
+                              c->dims[1], c->dims[2]);
+}
+static void embedding_backward(gc_ctx *c) {
+    tess_nn_embedding_backward(gc_g(c, "table"), gc_g(c, "out"), gc_i(c, "ids"), c->dims[0],
+                               c->dims[1], c->dims[2]);
+}
+
+/* rmsnorm: dims {N, C}; eps 1e-5 */
+static void rmsnorm_setup(gc_ctx *c) {
+    int64_t N = c->dims[0], C = c->dims[1];
+    gc_input(c, "in", N * C, -1, 1);
+    gc_input(c, "w", C, 0.5, 1.5);
+    gc_cache(c, "rstd", N);
+    gc_output(c, "out", N * C);
+}
+static void rmsnorm_forward(gc_ctx *c) {
+    tess_nn_rmsnorm_forward(gc_x(c, "out"), gc_x(c, "rstd"), gc_x(c, "in"), gc_x(c, "w"),
+                            c->dims[0], c->dims[1], 1e-5f);
+}
+static void rmsnorm_forward_ref(gc_ctx *c) {
+    tess_nn_rmsnorm_forward_ref(gc_x(c, "out"), gc_x(c, "rstd"), gc_x(c, "in"), gc_x(c, "w"),
+                                c->dims[0], c->dims[1], 1e-5f);
+}
+static void rmsnorm_backward(gc_ctx *c) {
+    tess_nn_rmsnorm_backward(gc_g(c, "in"), gc_g(c, "w"), gc_g(c, "out"), gc_x(c, "in"),
+                             gc_x(c, "w"), gc_x(c, "rstd"), c->dims[0], c->dims[1]);
+}
+static void rmsnorm_backward_ref(gc_ctx *c) {
+    tess_nn_rmsnorm_backward_ref(gc_g(c, "in"), gc_g(c, "w"), gc_g(c, "out"), gc_x(c, "in"),
+                                 gc_x(c, "w"), gc_x(c, "rstd"), c->dims[0], c->dims[1]);
+}
+
+/* layernorm: dims {N, C, has_bias}; eps 1e-5 */
+static void layernorm_setup(gc_ctx *c) {
+    int64_t N = c->dims[0], C = c->dims[1];
+    gc_input(c, "in", N * C, -1, 1);
+    gc_input(c, "w", C, 0.5, 1.5);
+    if (c->dims[2]) gc_input(c, "b", C, -1, 1);
+    gc_cache(c, "mean", N);
+    gc_cache(c, "rstd", N);
+    gc_output(c, "out", N * C);
+}
+static void layernorm_forward(gc_ctx *c) {
+    tess_nn_layernorm_forward(gc_x(c, "out"), gc_x(c, "mean"), gc_x(c, "rstd"), gc_x(c, "in"),
+                              gc_x(c, "w"), gc_has(c, "b") ? gc_x(c, "b") : NULL, c->dims[0],
+                              c->dims[1], 1e-5f);
+}
+static void layernorm_forward_ref(gc_ctx *c) {
+    tess_nn_layernorm_forward_ref(gc_x(c, "out"), gc_x(c, "mean"), gc_x(c, "rstd"),
+                                  gc_x(c, "in"), gc_x(c, "w"),
+                                  gc_has(c, "b") ? gc_x(c, "b") : NULL, c->dims[0], c->dims[1],
+                                  1e-5f);
+}
+static void layernorm_backward(gc_ctx *c) {
+    tess_nn_layernorm_backward(gc_g(c, "in"), gc_g(c, "w"), gc_has(c, "b") ? gc_g(c, "b") : NULL,
+                               gc_g(c, "out"), gc_x(c, "in"), gc_x(c, "w"), gc_x(c, "mean"),
+                               gc_x(c, "rstd"), c->dims[0], c->dims[1]);
+}
+static void layernorm_backward_ref(gc_ctx *c) {
+    tess_nn_layernorm_backward_ref(gc_g(c, "in"), gc_g(c, "w"),
+                                   gc_has(c, "b") ? gc_g(c, "b") : NULL, gc_g(c, "out"),
+                                   gc_x(c, "in"), gc_x(c, "w"), gc_x(c, "mean"), gc_x(c, "rstd"),
+                                   c->dims[0], c->dims[1]);
+}
+
+/* crossentropy: dims {N, V}; row 1 has target -1 (ignored) */
+static void crossentropy_setup(gc_ctx *c) {
+    int64_t N = c->dims[0], V = c->dims[1];
+    gc_input(c, "logits", N * V, -2, 2);
+    gc_ids(c, "targets", N, 0, (int32_t)V - 1)[1] = -1;
+    gc_cache(c, "probs", N * V);
+    gc_output(c, "loss", 1);
+}
+static void crossentropy_forward(gc_ctx *c) {
+    gc_x(c, "loss")[0] = tess_nn_crossentropy_forward(gc_x(c, "probs"), gc_x(c, "logits"),
+                                                      gc_i(c, "targets"), c->dims[0], c->dims[1]);
+}
+static void crossentropy_backward(gc_ctx *c) {
+    tess_nn_crossentropy_backward(gc_g(c, "logits"), gc_x(c, "probs"), gc_i(c, "targets"),
+                                  c->dims[0], c->dims[1], gc_g(c, "loss")[0]);
+}
+
+/* mse: dims {n} */
+static void mse_setup(gc_ctx *c) {
+    gc_input(c, "pred", c->dims[0], -1, 1);
+    gc_const(c, "target", c->dims[0], -1, 1);
+    gc_output(c, "loss", 1);
+}
+static void mse_forward(gc_ctx *c) {
+    gc_x(c, "loss")[0] = tess_nn_mse_forward(gc_x(c, "pred"), gc_x(c, "target"), c->dims[0]);
+}
+static void mse_backward(gc_ctx *c) {
+    tess_nn_mse_backward(gc_g(c, "pred"), gc_x(c, "pred"), gc_x(c, "target"), c->dims[0],
+                         gc_g(c, "loss")[0]);
+}
+
+/* gelu, silu: dims {n}; inputs over [-3, 3) to cover both tails and the bend */
+static void act_setup(gc_ctx *c) {
+    gc_input(c, "in", c->dims[0], -3, 3);
+    gc_output(c, "out", c->dims[0]);
+}
+static void gelu_forward(gc_ctx *c) {
+    tess_nn_gelu_forward(gc_x(c, "out"), gc_x(c, "in"), c->dims[0]);
+}
+static void gelu_backward(gc_ctx *c) {
+    tess_nn_gelu_backward(gc_g(c, "in"), gc_g(c, "out"), gc_x(c, "in"), c->dims[0]);
+}
+static void silu_forward(gc_ctx *c) {
+    tess_nn_silu_forward(gc_x(c, "out"), gc_x(c, "in"), c->dims[0]);
+}
+static void silu_backward(gc_ctx *c) {
+    tess_nn_silu_backward(gc_g(c, "in"), gc_g(c, "out"), gc_x(c, "in"), c->dims[0]);
+}
+
+/* residual_add: dims {n} */
+static void residual_setup(gc_ctx *c) {
+    gc_input(c, "res", c->dims[0], -1, 1);
+    gc_input(c, "f", c->dims[0], -1, 1);
+    gc_output(c, "out", c->dims[0]);
+}
+static void residual_forward(gc_ctx *c) {
+    tess_tensor_residual_add(gc_x(c, "out"), gc_x(c, "res"), gc_x(c, "f"), c->dims[0]);
+}
+static void residual_backward(gc_ctx *c) {
+    tess_tensor_residual_add_backward(gc_g(c, "res"), gc_g(c, "f"), gc_g(c, "out"), c->dims[0]);
+}
+
+/* attention: dims {B, T, C, NH, causal, rope}; qkv (B,T,3C) -> out (B,T,C). The reference keeps
+ * its own weights (B,NH,T,T) in "att_ref"; its backward recomputes them with forward_ref. */
+static tess_nn_attention_dims attention_dims(const gc_ctx *c) {
+    tess_nn_attention_dims d;
+    if (tess_nn_attention_dims_init(&d, c->dims[0], c->dims[1], c->dims[2], c->dims[3],
+                                    c->dims[4] != 0, c->dims[5] != 0) != TESS_OK) {
+        gc_die("bad attention dims in row", "attention");
+    }
+    return d;
+}
+static void attention_setup(gc_ctx *c) {
+    tess_nn_attention_dims d = attention_dims(c);
+    gc_input(c, "qkv", d.B * d.T * 3 * d.C, -1, 1);
+    gc_cache(c, "cache", tess_nn_attention_cache_size(&d));
+    gc_cache(c, "att_ref", d.B * d.NH * d.T * d.T);
+    gc_cache(c, "out_ref", d.B * d.T * d.C);
+    gc_work(c, "scratch", tess_nn_attention_scratch_size(&d));
+    gc_work(c, "dpreatt_ref", d.B * d.NH * d.T * d.T);
+    gc_output(c, "out", d.B * d.T * d.C);
+}
+static void attention_forward(gc_ctx *c) {
+    tess_nn_attention_dims d = attention_dims(c);
+    tess_nn_attention_forward(gc_x(c, "out"), gc_x(c, "cache"), gc_x(c, "scratch"),
+                              gc_x(c, "qkv"), &d);
+}
+static void attention_forward_ref(gc_ctx *c) {
+    tess_nn_attention_dims d = attention_dims(c);
+    tess_nn_attention_forward_ref(gc_x(c, "out"), gc_x(c, "att_ref"), gc_x(c, "qkv"), &d);
+}
+static void attention_backward(gc_ctx *c) {
+    tess_nn_attention_dims d = attention_dims(c);
+    tess_nn_attention_backward(gc_g(c, "qkv"), gc_x(c, "scratch"), gc_g(c, "out"),
+                               gc_x(c, "cache"), &d);
+}
+static void attention_backward_ref(gc_ctx *c) {
+    tess_nn_attention_dims d = attention_dims(c);
+    tess_nn_attention_forward_ref(gc_x(c, "out_ref"), gc_x(c, "att_ref"), gc_x(c, "qkv"), &d);
+    tess_nn_attention_backward_ref(gc_g(c, "qkv"), gc_x(c, "dpreatt_ref"), gc_g(c, "out"),
+                                   gc_x(c, "qkv"), gc_x(c, "att_ref"), &d);
+}
+
+/* mlp_gelu: dims {N, C, F, has_bias}: out = gelu(in @ w_fc^T + b_fc) @ w_proj^T + b_proj */
+static void mlp_gelu_setup(gc_ctx *c) {
+    int64_t N = c->dims[0], C = c->dims[1], F = c->dims[2];
+    gc_input(c, "in", N * C, -1, 1);
+    gc_input(c, "w_fc", F * C, -1, 1);
+    gc_input(c, "w_proj", C * F, -1, 1);
+    if (c->dims[3]) {
+        gc_input(c, "b_fc", F, -1, 1);
+        gc_input(c, "b_proj", C, -1, 1);
+    }
+    gc_cache(c, "pre", N * F);
+    gc_cache(c, "act", N * F);
+    gc_work(c, "scratch", tess_nn_mlp_scratch_size(N, F));
+    gc_output(c, "out", N * C);
+}
+static void mlp_gelu_run_forward(gc_ctx *c, bool ref) {
+    bool b = gc_has(c, "b_fc");
+    (ref ? tess_nn_mlp_gelu_forward_ref : tess_nn_mlp_gelu_forward)(
+        gc_x(c, "out"), gc_x(c, "pre"), gc_x(c, "act"), gc_x(c, "in"), gc_x(c, "w_fc"),
+        b ? gc_x(c, "b_fc") : NULL, gc_x(c, "w_proj"), b ? gc_x(c, "b_proj") : NULL, c->dims[0],
+        c->dims[1], c->dims[2]);
+}
+static void mlp_gelu_run_backward(gc_ctx *c, bool ref) {
+    bool b = gc_has(c, "b_fc");
+    (ref ? tess_nn_mlp_gelu_backward_ref : tess_nn_mlp_gelu_backward)(
+        gc_g(c, "in"), gc_g(c, "w_fc"), b ? gc_g(c, "b_fc") : NULL, gc_g(c, "w_proj"),
+        b ? gc_g(c, "b_proj") : NULL, gc_x(c, "scratch"), gc_g(c, "out"), gc_x(c, "in"),
+        gc_x(c, "w_fc"), gc_x(c, "w_proj"), gc_x(c, "pre"), gc_x(c, "act"), c->dims[0],
+        c->dims[1], c->dims[2]);
+}
+static void mlp_gelu_forward(gc_ctx *c) { mlp_gelu_run_forward(c, false); }
+static void mlp_gelu_forward_ref(gc_ctx *c) { mlp_gelu_run_forward(c, true); }
+static void mlp_gelu_backward(gc_ctx *c) { mlp_gelu_run_backward(c, false); }
+static void mlp_gelu_backward_ref(gc_ctx *c) { mlp_gelu_run_backward(c, true); }
+
+/* mlp_swiglu: dims {N, C, F}: out = (silu(in @ w_gate^T) * (in @ w_up^T)) @ w_down^T */
+static void mlp_swiglu_setup(gc_ctx *c) {
+    int64_t N = c->dims[0], C = c->dims[1], F = c->dims[2];
+    gc_input(c, "in", N * C, -1, 1);
+    gc_input(c, "w_gate", F * C, -1, 1);
+    gc_input(c, "w_up", F * C, -1, 1);
+    gc_input(c, "w_down", C * F, -1, 1);
+    gc_cache(c, "gate", N * F);
+    gc_cache(c, "up", N * F);
+    gc_cache(c, "h", N * F);
+    gc_work(c, "scratch", tess_nn_mlp_scratch_size(N, F));
+    gc_output(c, "out", N * C);
+}
+static void mlp_swiglu_run_forward(gc_ctx *c, bool ref) {
+    (ref ? tess_nn_mlp_swiglu_forward_ref : tess_nn_mlp_swiglu_forward)(
+        gc_x(c, "out"), gc_x(c, "gate"), gc_x(c, "up"), gc_x(c, "h"), gc_x(c, "in"),
+        gc_x(c, "w_gate"), gc_x(c, "w_up"), gc_x(c, "w_down"), c->dims[0], c->dims[1],
+        c->dims[2]);
+}
+static void mlp_swiglu_run_backward(gc_ctx *c, bool ref) {
+    (ref ? tess_nn_mlp_swiglu_backward_ref : tess_nn_mlp_swiglu_backward)(
+        gc_g(c, "in"), gc_g(c, "w_gate"), gc_g(c, "w_up"), gc_g(c, "w_down"), gc_x(c, "scratch"),
+        gc_g(c, "out"), gc_x(c, "in"), gc_x(c, "w_gate"), gc_x(c, "w_up"), gc_x(c, "w_down"),
+        gc_x(c, "gate"), gc_x(c, "up"), gc_x(c, "h"), c->dims[0], c->dims[1], c->dims[2]);
+}
+static void mlp_swiglu_forward(gc_ctx *c) { mlp_swiglu_run_forward(c, false); }
+static void mlp_swiglu_forward_ref(gc_ctx *c) { mlp_swiglu_run_forward(c, true); }
+static void mlp_swiglu_backward(gc_ctx *c) { mlp_swiglu_run_backward(c, false); }
+static void mlp_swiglu_backward_ref(gc_ctx *c) { mlp_swiglu_run_backward(c, true); }
+
+/* THE TABLE. Append rows at the end; keep shapes small (FD costs 2 forwards per input element). */
+static const gc_row gc_rows[] = {
+    {"linear", {5, 7, 4, 1}, linear_setup, linear_forward, linear_backward, linear_forward_ref,
+     linear_backward_ref, 0, false},
+    {"linear_nobias", {3, 9, 6, 0}, linear_setup, linear_forward, linear_backward,
+     linear_forward_ref, linear_backward_ref, 0, false},
+    {"embedding", {9, 5, 4}, embedding_setup, embedding_forward, embedding_backward, NULL, NULL,
+     0, false},
+    {"rmsnorm", {4, 11}, rmsnorm_setup, rmsnorm_forward, rmsnorm_backward, rmsnorm_forward_ref,
+     rmsnorm_backward_ref, 0, false},
+    {"layernorm", {4, 11, 1}, layernorm_setup, layernorm_forward, layernorm_backward,
+     layernorm_forward_ref, layernorm_backward_ref, 0, false},
+    {"layernorm_nobias", {3, 8, 0}, layernorm_setup, layernorm_forward, layernorm_backward,
+     layernorm_forward_ref, layernorm_backward_ref, 0, false},
+    {"crossentropy", {5, 7}, crossentropy_setup, crossentropy_forward, crossentropy_backward, NULL,
+     NULL, 0, false},
+    {"mse", {13}, mse_setup, mse_forward, mse_backward, NULL, NULL, 0, false},
+    {"gelu", {37}, act_setup, gelu_forward, gelu_backward, NULL, NULL, 0, false},
+    {"silu", {37}, act_setup, silu_forward, silu_backward, NULL, NULL, 0, false},
+    {"residual_add", {17}, residual_setup, residual_forward, residual_backward, NULL, NULL, 0,
+     false},
+    {"attention_causal", {2, 5, 8, 2, 1, 0}, attention_setup, attention_forward,
+     attention_backward, attention_forward_ref, attention_backward_ref, 0, false},
+    {"attention_bidir_rope", {1, 6, 12, 2, 0, 1}, attention_setup, attention_forward,
+     attention_backward, attention_forward_ref, attention_backward_ref, 0, false},
+    {"attention_causal_rope_blocks", {1, 67, 4, 2, 1, 1}, attention_setup, attention_forward,
+     attention_backward, attention_forward_ref, attention_backward_ref, 0, false},
+    {"mlp_gelu", {4, 6, 10, 1}, mlp_gelu_setup, mlp_gelu_forward, mlp_gelu_backward,
+     mlp_gelu_forward_ref, mlp_gelu_backward_ref, 0, false},
+    {"mlp_gelu_nobias", {3, 5, 7, 0}, mlp_gelu_setup, mlp_gelu_forward, mlp_gelu_backward,
+     mlp_gelu_forward_ref, mlp_gelu_backward_ref, 0, false},
+    {"mlp_swiglu", {4, 6, 10}, mlp_swiglu_setup, mlp_swiglu_forward, mlp_swiglu_backward,
+     mlp_swiglu_forward_ref, mlp_swiglu_backward_ref, 0, false},
+};
+
+/* ------------------------------ the harness ------------------------------ */
+
+static uint32_t gc_hash(const char *s) {
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}
+
+/* ||a - s b|| / max(||a||, ||s b||, GC_TINY), in double. */
+static double gc_nerr(const float *a, const float *b, double s, int64_t n) {
+    double d = 0, na = 0, nb = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double sb = s * b[i];
+        d += (a[i] - sb) * (a[i] - sb);
+        na += (double)a[i] * a[i];
+        nb += sb * sb;
+    }
+    double den = fmax(fmax(sqrt(na), sqrt(nb)), GC_TINY);
+    return sqrt(d) / den;
+}
+
+/* L = sum over outputs of <dout, out>, after a fresh forward. */
+static double gc_loss(gc_ctx *c, const gc_row *row) {
+    row->forward(c);
+    double L = 0;
+    for (int b = 0; b < c->nbuf; b++) {
+        if (c->buf[b].kind != GC_OUTPUT) continue;
+        for (int64_t i = 0; i < c->buf[b].n; i++) L += (double)c->buf[b].g[i] * c->buf[b].x[i];
+    }
+    return L;
+}
+
+static void gc_zero_grads(gc_ctx *c) {
+    for (int b = 0; b < c->nbuf; b++) {
+        gc_buf *B = &c->buf[b];
+        if (B->kind == GC_INPUT) memset(B->g, 0, (size_t)B->n * sizeof(float));
+        if (B->kind == GC_WORK) memset(B->x, 0, (size_t)B->n * sizeof(float));
+    }
+}
+
+static void gc_zero_work(gc_ctx *c) {
+    for (int b = 0; b < c->nbuf; b++) {
+        gc_buf *B = &c->buf[b];
+        if (B->kind == GC_WORK) memset(B->x, 0, (size_t)B->n * sizeof(float));
+    }
+}
+
+/* Copies of the gradients (or outputs) of all buffers of one kind, packed in declaration order. */
+static float *gc_snapshot(gc_ctx *c, gc_kind kind, bool grad) {
+    int64_t total = 0;
+    for (int b = 0; b < c->nbuf; b++) total += c->buf[b].kind == kind ? c->buf[b].n : 0;
+    float *s = malloc((size_t)(total > 0 ? total : 1) * sizeof(float));
+    if (!s) gc_die("out of memory for snapshot of", "row");
+    int64_t off = 0;
+    for (int b = 0; b < c->nbuf; b++) {
+        if (c->buf[b].kind != kind) continue;
+        memcpy(s + off, grad ? c->buf[b].g : c->buf[b].x, (size_t)c->buf[b].n * sizeof(float));
+        off += c->buf[b].n;
+    }
+    return s;
+}
+
+/* Compare each buffer of a kind (grad or value) with scale * its slice of snap. */
+static void gc_compare(gc_ctx *c, const gc_row *row, gc_kind kind, bool grad, const float *snap,
+                       double scale, double tol, const char *what) {
+    int64_t off = 0;
+    for (int b = 0; b < c->nbuf; b++) {
+        gc_buf *B = &c->buf[b];
+        if (B->kind != kind) continue;
+        double e = gc_nerr(grad ? B->g : B->x, snap + off, scale, B->n);
+        TESS_TEST_CHECK(e <= tol, "%s: %s of '%s': normalised error %.3g > %.3g", row->name, what,
+                        B->name, e, tol);
+        off += B->n;
+    }
+}
+
+/* Central differences for every element of every gc_input; compares with the analytic
+ * gradients held in the g buffers. */
+static void gc_check_fd(gc_ctx *c, const gc_row *row) {
+    double tol = row->tol > 0 ? row->tol : GC_TOL_DEFAULT;
+    double L0 = row->kinks ? gc_loss(c, row) : 0.0;
+    for (int b = 0; b < c->nbuf; b++) {
+        gc_buf *B = &c->buf[b];
+        if (B->kind != GC_INPUT) continue;
+        double d = 0, na = 0, nf = 0;
+        int64_t skipped = 0;
+        for (int64_t i = 0; i < B->n; i++) {
+            float x0 = B->x[i];
+            float xp = (float)(x0 + GC_STEP), xm = (float)(x0 - GC_STEP);
+            B->x[i] = xp;
+            double Lp = gc_loss(c, row);
+            B->x[i] = xm;
+            double Lm = gc_loss(c, row);
+            B->x[i] = x0;
+            /* divide by the perturbation actually applied in fp32 */
+            double fd = (Lp - Lm) / ((double)xp - (double)xm);
+            if (row->kinks) {
+                double sp = (Lp - L0) / ((double)xp - x0), sm = (L0 - Lm) / ((double)x0 - xm);
+                if (fabs(sp - sm) > GC_KINK_REL * fmax(fabs(sp), fabs(sm)) + 1e-6) {
+                    skipped++;
+                    continue;
+                }
+            }
+            double g = B->g[i];
+            d += (g - fd) * (g - fd);
+            na += g * g;
+            nf += fd * fd;
+        }
+        double e = sqrt(d) / fmax(fmax(sqrt(na), sqrt(nf)), GC_TINY);
+        printf("  %-16s d%-10s n=%-5lld fd error %.2e (tol %.1e)", row->name, B->name,
+               (long long)B->n, e, tol);
+        if (row->kinks) printf(", %lld at kinks skipped", (long long)skipped);
+        printf("\n");
+        TESS_TEST_CHECK(e <= tol, "%s: gradient of '%s': normalised FD error %.3g > %.3g",
+                        row->name, B->name, e, tol);
+        TESS_TEST_CHECK(skipped <= GC_KINK_SKIP_MAX * (double)B->n,
+                        "%s: '%s': %lld of %lld FD components straddle kinks", row->name, B->name,
+                        (long long)skipped, (long long)B->n);
+        TESS_TEST_CHECK(na > 0, "%s: gradient of '%s' is identically zero", row->name, B->name);
+    }
+}
+
+static void gc_run_row(const gc_row *row) {
+    gc_ctx c = {.dims = row->dims, .key = gc_hash(row->name)};
+    row->setup(&c);
+
+    /* 1. fast forward vs the reference forward */
+    row->forward(&c);
+    if (row->forward_ref) {
+        float *fast = gc_snapshot(&c, GC_OUTPUT, false);
+        row->forward_ref(&c);
+        gc_compare(&c, row, GC_OUTPUT, false, fast, 1.0, GC_TOL_REF, "forward vs _ref");
+        free(fast);
+        row->forward(&c); /* the fast forward's caches feed the backward below */
+    }
+
+    /* 2. backward accumulates: the second call adds the same amount again */
+    gc_zero_grads(&c);
+    row->backward(&c);
+    float *g1 = gc_snapshot(&c, GC_INPUT, true);
+    gc_zero_work(&c);
+    row->backward(&c);
+    gc_compare(&c, row, GC_INPUT, true, g1, 2.0, GC_TOL_ACC, "accumulation (2 calls = 2x)");
+
+    /* 3. fast backward vs the reference backward */
+    if (row->backward_ref) {
+        gc_zero_grads(&c);
+        row->backward_ref(&c);
+        gc_compare(&c, row, GC_INPUT, true, g1, 1.0, GC_TOL_REF, "backward vs _ref");
+    }
+
+    /* 4. finite differences against the single-call gradient */
+    int64_t off = 0;
+    for (int b = 0; b < c.nbuf; b++) {
+        if (c.buf[b].kind != GC_INPUT) continue;
+        memcpy(c.buf[b].g, g1 + off, (size_t)c.buf[b].n * sizeof(float));
+        off += c.buf[b].n;
+    }
+    free(g1);
+    gc_check_fd(&c, row);
+
+    for (int b = 0; b < c.nbuf; b++) {
+        free(c.buf[b].x);
+        free(c.buf[b].g);
+        free(c.buf[b].ids);
+    }
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    const char *only = argc > 1 ? argv[1] : NULL;
+    int ran = 0;
+    for (size_t r = 0; r < sizeof gc_rows / sizeof gc_rows[0]; r++) {
+        if (only && strcmp(only, gc_rows[r].name) != 0) continue;
+        gc_run_row(&gc_rows[r]);
+        ran++;
+    }
+    TESS_TEST_CHECK(ran > 0, "no row named '%s'", only ? only : "");
+    int rc = tess_test_finish("gradcheck");
+    MPI_Finalize();
+    return rc;
+}

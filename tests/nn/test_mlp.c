@@ -1,0 +1,213 @@
+/* test_mlp.c - the GELU and SwiGLU MLPs: fast against reference on small odd shapes (with and
+ * without GELU biases), backward accumulation into every gradient, and PyTorch values stored in
+ * tests/data/nn_refs (directory given as argv[1]). */
+#include <Random123/philox.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/mlp.h" /* tess_nn_mlp_* */
+#include "tess_test.h"
+
+/* x (n) = scale * uniform(-1, 1), drawn from Philox with key (seed, 0) and counter i. */
+static void fill_uniform(float *x, int64_t n, uint32_t seed, float scale) {
+    philox4x32_key_t key = {{seed, 0}};
+    for (int64_t i = 0; i < n; i++) {
+        philox4x32_ctr_t ctr = {{(uint32_t)i, (uint32_t)(i >> 32), 0, 0}};
+        philox4x32_ctr_t r = philox4x32(ctr, key);
+        x[i] = scale * (float)(r.v[0] * (2.0 / 4294967296.0) - 1.0);
+    }
+}
+
+/* max |a - b| / max(1, max |b|) over n values. */
+static double rel_err(const float *a, const float *b, int64_t n) {
+    double err = 0.0, mag = 1.0;
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - (double)b[i]);
+        err = e > err ? e : err;
+        mag = fabs((double)b[i]) > mag ? fabs((double)b[i]) : mag;
+    }
+    return err / mag;
+}
+
+/* Read section `name` of a reference file (see gen_attn_mlp_refs.py) into x (n). 0 on success. */
+static int read_section(const char *path, const char *name, float *x, int64_t n) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char word[64];
+    long long count;
+    int rc = -1;
+    while (fscanf(f, "%63s %lld", word, &count) == 2) {
+        int match = strcmp(word, name) == 0 && count == n;
+        for (long long i = 0; i < count; i++) {
+            float v;
+            if (fscanf(f, "%f", &v) != 1) goto done;
+            if (match) x[i] = v;
+        }
+        if (match) {
+            rc = 0;
+            break;
+        }
+    }
+done:
+    fclose(f);
+    return rc;
+}
+
+static float *alloc(int64_t n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(float)); }
+
+/* The parameters and gradients of one MLP, in one buffer each, so a check is one loop. */
+enum { NPAR = 4 };
+typedef struct {
+    int64_t N, C, F;
+    bool swiglu, bias;
+    float *in, *dout, *out, *c0, *c1, *c2, *scratch;
+    float *par, *grad, *din;           /* flat parameter and gradient buffers */
+    float *p[NPAR], *g[NPAR];          /* views: GELU w_fc,b_fc,w_proj,b_proj; SwiGLU gate,up,down */
+    int64_t np[NPAR], npar;
+} mlp_case;
+
+static void case_init(mlp_case *m, int64_t N, int64_t C, int64_t F, bool swiglu, bool bias) {
+    *m = (mlp_case){.N = N, .C = C, .F = F, .swiglu = swiglu, .bias = bias};
+    int64_t sizes_g[NPAR] = {F * C, F, C * F, C}, sizes_s[NPAR] = {F * C, F * C, C * F, 0};
+    m->npar = 0;
+    for (int i = 0; i < NPAR; i++) {
+        m->np[i] = swiglu ? sizes_s[i] : sizes_g[i];
+        m->npar += m->np[i];
+    }
+    m->par = alloc(m->npar), m->grad = alloc(m->npar);
+    for (int i = 0, off = 0; i < NPAR; off += (int)m->np[i], i++) {
+        m->p[i] = m->par + off, m->g[i] = m->grad + off;
+    }
+    m->in = alloc(N * C), m->dout = alloc(N * C), m->out = alloc(N * C), m->din = alloc(N * C);
+    m->c0 = alloc(N * F), m->c1 = alloc(N * F), m->c2 = alloc(N * F);
+    m->scratch = alloc(tess_nn_mlp_scratch_size(N, F));
+}
+
+static void case_free(mlp_case *m) {
+    free(m->par), free(m->grad), free(m->in), free(m->dout), free(m->out), free(m->din);
+    free(m->c0), free(m->c1), free(m->c2), free(m->scratch);
+}
+
+/* Forward, then backward adding into m->din and m->grad; ref selects the reference kernels. */
+static void run(mlp_case *m, bool ref) {
+    int64_t N = m->N, C = m->C, F = m->F;
+    float **p = m->p, **g = m->g;
+    if (m->swiglu) {
+        (ref ? tess_nn_mlp_swiglu_forward_ref : tess_nn_mlp_swiglu_forward)(
+            m->out, m->c0, m->c1, m->c2, m->in, p[0], p[1], p[2], N, C, F);
+        (ref ? tess_nn_mlp_swiglu_backward_ref : tess_nn_mlp_swiglu_backward)(
+            m->din, g[0], g[1], g[2], m->scratch, m->dout, m->in, p[0], p[1], p[2], m->c0, m->c1,
+            m->c2, N, C, F);
+    } else {
+        const float *b_fc = m->bias ? p[1] : NULL, *b_proj = m->bias ? p[3] : NULL;
+        float *db_fc = m->bias ? g[1] : NULL, *db_proj = m->bias ? g[3] : NULL;
+        (ref ? tess_nn_mlp_gelu_forward_ref : tess_nn_mlp_gelu_forward)(
+            m->out, m->c0, m->c1, m->in, p[0], b_fc, p[2], b_proj, N, C, F);
+        (ref ? tess_nn_mlp_gelu_backward_ref : tess_nn_mlp_gelu_backward)(
+            m->din, g[0], db_fc, g[2], db_proj, m->scratch, m->dout, m->in, p[0], p[2], m->c0,
+            m->c1, N, C, F);
+    }
+}
+
+static void check_against_ref(int64_t N, int64_t C, int64_t F, bool swiglu, bool bias,
+                              uint32_t seed) {
+    mlp_case fast, ref;
+    case_init(&fast, N, C, F, swiglu, bias);
+    case_init(&ref, N, C, F, swiglu, bias);
+    fill_uniform(fast.in, N * C, seed, 1.5f);
+    fill_uniform(fast.dout, N * C, seed + 1, 1.0f);
+    fill_uniform(fast.par, fast.npar, seed + 2, 0.7f);
+    fill_uniform(fast.grad, fast.npar, seed + 3, 1.0f); /* nonzero start: backward must add */
+    fill_uniform(fast.din, N * C, seed + 4, 1.0f);
+    memcpy(ref.in, fast.in, (size_t)(N * C) * sizeof(float));
+    memcpy(ref.dout, fast.dout, (size_t)(N * C) * sizeof(float));
+    memcpy(ref.din, fast.din, (size_t)(N * C) * sizeof(float));
+    memcpy(ref.par, fast.par, (size_t)fast.npar * sizeof(float));
+    memcpy(ref.grad, fast.grad, (size_t)fast.npar * sizeof(float));
+    run(&fast, false);
+    run(&ref, true);
+    const char *name = swiglu ? "swiglu" : bias ? "gelu" : "gelu (no bias)";
+    double eo = rel_err(fast.out, ref.out, N * C), ed = rel_err(fast.din, ref.din, N * C);
+    double eg = rel_err(fast.grad, ref.grad, fast.npar);
+    double ec = rel_err(fast.c0, ref.c0, N * F) + rel_err(fast.c1, ref.c1, N * F) +
+                (swiglu ? rel_err(fast.c2, ref.c2, N * F) : 0.0);
+    TESS_TEST_CHECK(eo < 2e-6 && ec < 2e-6, "%s N=%lld C=%lld F=%lld: forward rel err %.3g, "
+                    "caches %.3g", name, (long long)N, (long long)C, (long long)F, eo, ec);
+    TESS_TEST_CHECK(ed < 2e-6 && eg < 2e-6, "%s N=%lld C=%lld F=%lld: din rel err %.3g, "
+                    "params %.3g", name, (long long)N, (long long)C, (long long)F, ed, eg);
+
+    /* From zero, twice: twice the gradients of once. */
+    memset(fast.grad, 0, (size_t)fast.npar * sizeof(float));
+    memset(fast.din, 0, (size_t)(N * C) * sizeof(float));
+    run(&fast, false);
+    memcpy(ref.grad, fast.grad, (size_t)fast.npar * sizeof(float));
+    memcpy(ref.din, fast.din, (size_t)(N * C) * sizeof(float));
+    run(&fast, false);
+    for (int64_t i = 0; i < fast.npar; i++) ref.grad[i] *= 2.0f;
+    for (int64_t i = 0; i < N * C; i++) ref.din[i] *= 2.0f;
+    TESS_TEST_CHECK(rel_err(fast.grad, ref.grad, fast.npar) < 1e-6 &&
+                        rel_err(fast.din, ref.din, N * C) < 1e-6,
+                    "%s N=%lld: backward accumulates into every gradient", name, (long long)N);
+    case_free(&fast);
+    case_free(&ref);
+}
+
+static void check_torch(const char *dir, const char *file, bool swiglu) {
+    static const char *gelu_p[NPAR] = {"w_fc", "b_fc", "w_proj", "b_proj"};
+    static const char *gelu_g[NPAR] = {"dw_fc", "db_fc", "dw_proj", "db_proj"};
+    static const char *swiglu_p[NPAR] = {"w_gate", "w_up", "w_down", NULL};
+    static const char *swiglu_g[NPAR] = {"dw_gate", "dw_up", "dw_down", NULL};
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    float dims[3];
+    if (read_section(path, "dims", dims, 3) != 0) {
+        TESS_TEST_CHECK(0, "cannot read %s", path);
+        return;
+    }
+    int64_t N = (int64_t)dims[0], C = (int64_t)dims[1], F = (int64_t)dims[2];
+    mlp_case m;
+    case_init(&m, N, C, F, swiglu, !swiglu);
+    float *out_pt = alloc(N * C), *din_pt = alloc(N * C), *grad_pt = alloc(m.npar);
+    int rd = read_section(path, "in", m.in, N * C) | read_section(path, "dout", m.dout, N * C) |
+             read_section(path, "out", out_pt, N * C) | read_section(path, "din", din_pt, N * C);
+    for (int i = 0; i < NPAR; i++) {
+        const char *pn = swiglu ? swiglu_p[i] : gelu_p[i], *gn = swiglu ? swiglu_g[i] : gelu_g[i];
+        if (!pn) continue;
+        rd |= read_section(path, pn, m.p[i], m.np[i]);
+        rd |= read_section(path, gn, grad_pt + (m.g[i] - m.grad), m.np[i]);
+    }
+    TESS_TEST_CHECK(rd == 0, "%s: all sections read", file);
+    if (rd == 0) {
+        run(&m, false);
+        double eo = rel_err(m.out, out_pt, N * C), ed = rel_err(m.din, din_pt, N * C);
+        double eg = rel_err(m.grad, grad_pt, m.npar);
+        TESS_TEST_CHECK(eo < 1e-6, "%s: forward vs PyTorch, rel err %.3g", file, eo);
+        TESS_TEST_CHECK(ed < 1e-6 && eg < 1e-6, "%s: din vs PyTorch %.3g, params %.3g", file, ed,
+                        eg);
+    }
+    free(out_pt), free(din_pt), free(grad_pt);
+    case_free(&m);
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    const int64_t shapes[][3] = {{1, 1, 1}, {5, 6, 12}, {7, 3, 10}, {33, 16, 40}, {2, 9, 37}};
+    uint32_t seed = 20;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++, seed += 5) {
+        const int64_t *s = shapes[i];
+        check_against_ref(s[0], s[1], s[2], false, true, seed);
+        check_against_ref(s[0], s[1], s[2], false, false, seed);
+        check_against_ref(s[0], s[1], s[2], true, false, seed);
+    }
+    TESS_TEST_CHECK(tess_nn_mlp_scratch_size(6, 10) == 120, "scratch is 2*N*F");
+    if (argc > 1) {
+        check_torch(argv[1], "mlp_gelu.txt", false);
+        check_torch(argv[1], "mlp_swiglu.txt", true);
+    } else {
+        TESS_TEST_CHECK(argc > 1, "usage: test_mlp <tests/data/nn_refs dir>");
+    }
+    int rc = tess_test_finish("mlp");
+    MPI_Finalize();
+    return rc;
+}

@@ -1,0 +1,215 @@
+/* test_registry.c - the parameter registry: packed views, offsets, find, flags, rejected input
+ * with the tensor's name in the message, local counts of sharded and block-cyclic layouts,
+ * aligned zeroed buffers, the printed table. Sharding is pure arithmetic: one process. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/registry.h" /* tess_registry_* */
+#include "tess_test.h"
+
+static bool aligned(const void *p) { return (uintptr_t)p % TESS_REGISTRY_ALIGN == 0; }
+
+/* add must fail with TESS_ERR_ARG and a message containing `needle` */
+static void expect_rejected(tess_registry *reg, const char *name, int ndim, const int64_t *shape,
+                            tess_layout l, const char *needle) {
+    tess_error_clear();
+    tess_status s = tess_registry_add(reg, name, ndim, shape, &l, NULL);
+    TESS_TEST_CHECK(s == TESS_ERR_ARG, "'%s' rejected, got %s", name, tess_status_name(s));
+    TESS_TEST_CHECK(strstr(tess_error_text(), needle) != NULL, "message names '%s': %s", needle,
+                    tess_error_text());
+    tess_error_clear();
+}
+
+static void test_rejections(tess_registry *reg) {
+    const int64_t s2[2] = {3, 4}, zero[2] = {3, 0}, neg[2] = {-1, 4};
+    const int64_t s5[5] = {1, 1, 1, 1, 1};
+    const tess_layout rep = tess_layout_replicated();
+    expect_rejected(reg, "layers.0.w", 2, s2, rep, "'layers.0.w': duplicate name");
+    const char *bad[] = {"a..b", ".a", "a.", "a b", "a/b", "a-b", "w\xc3\xa9"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        expect_rejected(reg, bad[i], 2, s2, rep, bad[i]);
+    expect_rejected(reg, "", 2, s2, rep, "name length 0");
+    char longname[TESS_REGISTRY_NAME_MAX + 1];
+    memset(longname, 'x', TESS_REGISTRY_NAME_MAX);
+    longname[TESS_REGISTRY_NAME_MAX] = '\0';
+    expect_rejected(reg, longname, 2, s2, rep, "name length 128");
+    expect_rejected(reg, "scalar", 0, s2, rep, "'scalar': ndim 0");
+    expect_rejected(reg, "five", 5, s5, rep, "'five': ndim 5");
+    expect_rejected(reg, "zero", 2, zero, rep, "'zero': dimension 1 is 0");
+    expect_rejected(reg, "neg", 2, neg, rep, "'neg': dimension 0 is -1");
+    expect_rejected(reg, "shard_dim", 2, s2, tess_layout_sharded(2, 2, 0), "'shard_dim'");
+    expect_rejected(reg, "shard_part", 2, s2, tess_layout_sharded(0, 2, 2), "'shard_part'");
+    expect_rejected(reg, "bc_1d", 1, s2, tess_layout_block_cyclic(1, 1, 0, 0, 2, 2),
+                    "'bc_1d': block-cyclic layout needs 2 dims");
+    expect_rejected(reg, "bc_grid", 2, s2, tess_layout_block_cyclic(2, 2, 2, 0, 2, 2),
+                    "'bc_grid'");
+}
+
+/* Every part of a sharded (rows, cols) tensor: local counts add up to the global count and the
+ * offsets tile the split dimension. */
+static void test_shard_counts(int dim, int nparts, int64_t rows, int64_t cols) {
+    const int64_t shape[2] = {rows, cols};
+    int64_t sum = 0, next = 0;
+    for (int part = 0; part < nparts; part++) {
+        tess_registry *reg = NULL;
+        tess_layout l = tess_layout_sharded(dim, nparts, part);
+        int64_t lo, hi;
+        tess_dist_block_range(shape[dim], nparts, part, &lo, &hi);
+        TESS_TEST_CHECK(tess_registry_create(&reg) == TESS_OK, "create");
+        TESS_TEST_CHECK(tess_registry_add(reg, "x", 2, shape, &l, NULL) == TESS_OK, "add");
+        const tess_registry_entry *e = tess_registry_get(reg, 0);
+        TESS_TEST_CHECK(e->local_shape[dim] == hi - lo && e->local_shape[1 - dim] == shape[1 - dim],
+                        "part %d/%d local shape [%lld, %lld]", part, nparts,
+                        (long long)e->local_shape[0], (long long)e->local_shape[1]);
+        TESS_TEST_CHECK(e->global_offset[dim] == (hi > lo ? next : lo), "part %d offset %lld",
+                        part, (long long)e->global_offset[dim]);
+        TESS_TEST_CHECK(e->local_count == tess_registry_local_total(reg), "one entry: total");
+        TESS_TEST_CHECK(tess_registry_global_total(reg) == rows * cols, "global total");
+        sum += e->local_count;
+        next += e->local_shape[dim];
+        tess_registry_destroy(&reg);
+    }
+    TESS_TEST_CHECK(sum == rows * cols, "dim %d over %d: local counts sum to %lld, got %lld", dim,
+                    nparts, (long long)(rows * cols), (long long)sum);
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    tess_registry *reg = NULL;
+    TESS_TEST_CHECK(tess_registry_create(&reg) == TESS_OK && reg, "create");
+
+    /* name, shape, layout; expected local count and flat offset */
+    const int64_t w[2] = {3, 4}, b[1] = {4}, emb[2] = {10, 3}, bc[2] = {5, 7}, empty[2] = {2, 5};
+    const int64_t w4[4] = {2, 1, 3, 2};
+    const tess_layout rep = tess_layout_replicated();
+    const tess_layout emb_l = tess_layout_sharded(0, 4, 3);               /* rows [9,10) */
+    const tess_layout bc_l = tess_layout_block_cyclic(2, 2, 0, 1, 2, 2);  /* 3 x 3 local */
+    const tess_layout empty_l = tess_layout_sharded(0, 4, 3);             /* rows [2,2): none */
+    struct {
+        const char *name;
+        int ndim;
+        const int64_t *shape;
+        const tess_layout *l;
+        int64_t local, offset;
+        bool decay;
+    } want[] = {
+        {"layers.0.w", 2, w, &rep, 12, 0, true},
+        {"layers.0.b", 1, b, &rep, 4, 12, false},
+        {"emb", 2, emb, &emb_l, 3, 16, true},
+        {"blk.a_1", 2, bc, &bc_l, 9, 19, true},
+        {"empty", 2, empty, &empty_l, 0, 28, true},
+        {"layers.1.w4", 4, w4, &rep, 12, 28, true},
+    };
+    const int n = (int)(sizeof want / sizeof want[0]);
+    for (int i = 0; i < n; i++) {
+        int64_t index = -1;
+        tess_status s = tess_registry_add(reg, want[i].name, want[i].ndim, want[i].shape, want[i].l,
+                                          &index);
+        TESS_TEST_CHECK(s == TESS_OK && index == i, "add '%s' -> index %lld: %s", want[i].name,
+                        (long long)index, tess_error_text());
+    }
+    TESS_TEST_CHECK(tess_registry_count(reg) == n, "count %lld",
+                    (long long)tess_registry_count(reg));
+    TESS_TEST_CHECK(tess_registry_local_total(reg) == 40, "local total %lld",
+                    (long long)tess_registry_local_total(reg));
+    TESS_TEST_CHECK(tess_registry_global_total(reg) == 12 + 4 + 30 + 35 + 10 + 12, "global total");
+    for (int i = 0; i < n; i++) {
+        const tess_registry_entry *e = tess_registry_get(reg, i);
+        TESS_TEST_CHECK(strcmp(e->name, want[i].name) == 0, "entry %d is '%s'", i, e->name);
+        TESS_TEST_CHECK(e->local_count == want[i].local && e->flat_offset == want[i].offset,
+                        "'%s': local %lld offset %lld", e->name, (long long)e->local_count,
+                        (long long)e->flat_offset);
+        TESS_TEST_CHECK(e->trainable && e->decay == want[i].decay, "'%s': default flags",
+                        e->name);
+        TESS_TEST_CHECK(tess_registry_find(reg, want[i].name) == i, "find '%s'", want[i].name);
+    }
+    const tess_registry_entry *e = tess_registry_get(reg, 2);
+    TESS_TEST_CHECK(e->local_shape[0] == 1 && e->local_shape[1] == 3 && e->global_offset[0] == 9 &&
+                        e->global_offset[1] == 0 && e->global_count == 30,
+                    "sharded entry: local [1, 3] at row 9");
+    e = tess_registry_get(reg, 3);
+    TESS_TEST_CHECK(e->local_shape[0] == 3 && e->local_shape[1] == 3, "block-cyclic local 3x3");
+    TESS_TEST_CHECK(tess_registry_find(reg, "nope") == -1 &&
+                        tess_registry_find(reg, "layers.0") == -1 &&
+                        tess_registry_find(reg, "layers.0.w.x") == -1,
+                    "find of unknown names gives -1");
+    TESS_TEST_CHECK(tess_registry_params(reg) == NULL && tess_registry_param(reg, 0) == NULL,
+                    "no storage before finalize");
+
+    test_rejections(reg);
+    TESS_TEST_CHECK(tess_registry_count(reg) == n, "rejected adds leave the registry unchanged");
+    TESS_TEST_CHECK(tess_registry_set_decay(reg, 1, true) == TESS_OK &&
+                        tess_registry_get(reg, 1)->decay,
+                    "set_decay overrides the default");
+    TESS_TEST_CHECK(tess_registry_set_decay(reg, 1, false) == TESS_OK, "set_decay back");
+    TESS_TEST_CHECK(tess_registry_set_trainable(reg, 4, false) == TESS_OK &&
+                        !tess_registry_get(reg, 4)->trainable,
+                    "set_trainable");
+    TESS_TEST_CHECK(tess_registry_set_trainable(reg, n, false) == TESS_ERR_ARG, "index range");
+    tess_error_clear();
+
+    TESS_TEST_CHECK(tess_registry_finalize(reg) == TESS_OK && tess_registry_is_final(reg),
+                    "finalize");
+    float *params = tess_registry_params(reg), *grads = tess_registry_grads(reg);
+    TESS_TEST_CHECK(params && grads && aligned(params) && aligned(grads), "aligned buffers");
+    /* Views tile the flat buffer: writing i+1 through view i covers each element exactly once. */
+    int64_t total = tess_registry_local_total(reg);
+    for (int64_t k = 0; k < total; k++)
+        TESS_TEST_CHECK(params[k] == 0.0f && grads[k] == 0.0f, "zeroed at %lld", (long long)k);
+    for (int i = 0; i < n; i++) {
+        float *p = tess_registry_param(reg, i), *g = tess_registry_grad(reg, i);
+        TESS_TEST_CHECK(p == params + want[i].offset && g == grads + want[i].offset, "view %d", i);
+        for (int64_t k = 0; k < want[i].local; k++) {
+            p[k] += (float)(i + 1);
+            g[k] = 1.0f;
+        }
+    }
+    int64_t k = 0;
+    for (int i = 0; i < n; i++)
+        for (int64_t j = 0; j < want[i].local; j++, k++)
+            TESS_TEST_CHECK(params[k] == (float)(i + 1), "element %lld belongs to entry %d only",
+                            (long long)k, i);
+    tess_registry_zero_grads(reg);
+    int nonzero = 0;
+    for (k = 0; k < total; k++) nonzero += grads[k] != 0.0f;
+    TESS_TEST_CHECK(nonzero == 0, "zero_grads: %d non-zero", nonzero);
+
+    float *state = NULL;
+    TESS_TEST_CHECK(tess_registry_alloc_state(reg, &state) == TESS_OK && aligned(state),
+                    "state buffer");
+    if (state) TESS_TEST_CHECK(state[0] == 0.0f && state[total - 1] == 0.0f, "state zeroed");
+    free(state);
+
+    const int64_t more[1] = {2};
+    TESS_TEST_CHECK(tess_registry_add(reg, "late", 1, more, &rep, NULL) == TESS_ERR_ARG &&
+                        strstr(tess_error_text(), "'late': registry already finalized"),
+                    "add after finalize rejected: %s", tess_error_text());
+    tess_error_clear();
+    TESS_TEST_CHECK(tess_registry_finalize(reg) == TESS_ERR_ARG, "finalize twice rejected");
+    tess_error_clear();
+
+    char *table = NULL;
+    size_t table_len = 0;
+    FILE *mem = open_memstream(&table, &table_len);
+    TESS_TEST_CHECK(tess_registry_print(reg, mem) == TESS_OK, "print");
+    fclose(mem);
+    TESS_TEST_CHECK(table && strstr(table, "layers.0.w ") && strstr(table, "[3, 4]") &&
+                        strstr(table, "sharded(dim=0,part 3/4)") &&
+                        strstr(table, "block_cyclic(2x2,2x2)") && strstr(table, "frozen") &&
+                        strstr(table, "total: 6 entries, 40 local elements"),
+                    "table:\n%s", table ? table : "(null)");
+    free(table);
+
+    tess_registry_destroy(&reg);
+    TESS_TEST_CHECK(reg == NULL, "destroy sets NULL");
+    tess_registry_destroy(&reg);
+    tess_registry_destroy(NULL);
+
+    for (int p = 1; p <= 7; p++) {
+        test_shard_counts(0, p, 10, 3);
+        test_shard_counts(1, p, 2, 5);
+    }
+    int rc = tess_test_finish("registry");
+    MPI_Finalize();
+    return rc;
+}
