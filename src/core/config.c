@@ -23,7 +23,7 @@
 
 enum {
     CFG_MAX_ALIASES = 32,
-    CFG_MAX_REPORTED = 40,            /* error lines kept in the record; the rest are counted */
+    CFG_MAX_REPORTED = 20,            /* error lines kept in the record; the rest are counted */
     CFG_MAX_NAME = 50,                /* inih's MAX_SECTION and MAX_NAME, terminator included */
     CFG_MAX_FILE_BYTES = 16 << 20,    /* a config file larger than this is refused */
     CFG_MSG_BYTES = 768,
@@ -65,9 +65,11 @@ static int status_rank(tess_status s) {
     return s == TESS_ERR_NOINPUT ? 0 : s == TESS_ERR_ARG ? 1 : s == TESS_ERR_CONFIG ? 2 : 3;
 }
 
-static void cfg_error(cfg_errors *e, tess_status s, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void cfg_error(cfg_errors *e, tess_status s, const char *fmt, ...) {
+/* Record one error; the record line names the detecting call site (CFG_ERROR). */
+static void cfg_error_at(cfg_errors *e, tess_status s, int line, const char *func,
+                         const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void cfg_error_at(cfg_errors *e, tess_status s, int line, const char *func,
+                         const char *fmt, ...) {
     if (e->count == 0 || status_rank(s) < status_rank(e->status)) e->status = s;
     if (e->count++ >= CFG_MAX_REPORTED) return;
     char msg[CFG_MSG_BYTES];
@@ -75,8 +77,9 @@ static void cfg_error(cfg_errors *e, tess_status s, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    tess_error_push(s, __FILE__, __LINE__, __func__, "%s", msg);
+    tess_error_push(s, __FILE__, line, func, "%s", msg);
 }
+#define CFG_ERROR(e, s, ...) cfg_error_at((e), (s), __LINE__, __func__, __VA_ARGS__)
 
 static tess_status cfg_errors_finish(const cfg_errors *e) {
     if (e->count == 0) return TESS_OK;
@@ -214,9 +217,10 @@ static void report_unknown_key(const tess_config *cfg, cfg_errors *e, const char
                                const char *full_key) {
     const char *s = suggest_key(cfg, full_key);
     if (s)
-        cfg_error(e, TESS_ERR_CONFIG, "%s: unknown key '%s' (did you mean '%s'?)", loc, full_key, s);
+        CFG_ERROR(e, TESS_ERR_CONFIG, "%s: unknown key '%s' (did you mean '%s'?)", loc, full_key,
+                  s);
     else
-        cfg_error(e, TESS_ERR_CONFIG, "%s: unknown key '%s' (--help lists every option)", loc,
+        CFG_ERROR(e, TESS_ERR_CONFIG, "%s: unknown key '%s' (--help lists every option)", loc,
                   full_key);
 }
 
@@ -305,7 +309,8 @@ static bool parse_into(cfg_value *v, const char *text, char *why, size_t nwhy) {
         for (const char *c = text; *c && writable; c++)
             if (*c == ';' && c > text && isspace((unsigned char)c[-1])) writable = false;
         if (!writable) {
-            snprintf(why, nwhy, "cannot be written back to INI (a newline, or ';' starting a comment)");
+            snprintf(why, nwhy,
+                     "cannot be written back to INI (a newline, or ';' starting a comment)");
             return false;
         }
         char *s = dup_str(text);
@@ -329,14 +334,14 @@ static void set_from_text(cfg_value *v, cfg_errors *e, const char *loc, const ch
     size_t n = strlen(text);
     while (n > 0 && isspace((unsigned char)text[n - 1])) n--;
     if (n >= sizeof buf) {
-        cfg_error(e, TESS_ERR_CONFIG, "%s: value for '%s' longer than %zu characters", loc,
+        CFG_ERROR(e, TESS_ERR_CONFIG, "%s: value for '%s' longer than %zu characters", loc,
                   v->full_key, sizeof buf - 1);
         return;
     }
     memcpy(buf, text, n);
     buf[n] = '\0';
     if (!parse_into(v, buf, why, sizeof why))
-        cfg_error(e, TESS_ERR_CONFIG, "%s: bad value for '%s': '%s' %s", loc, v->full_key, buf,
+        CFG_ERROR(e, TESS_ERR_CONFIG, "%s: bad value for '%s': '%s' %s", loc, v->full_key, buf,
                   why);
 }
 
@@ -517,7 +522,7 @@ static void ini_classify(ini_state *st, char *buf) {
     st->kind = LINE_SECTION;
     const char *end = ini_find(s + 1, "]");
     if (*end != ']') {
-        cfg_error(st->err, TESS_ERR_CONFIG, "%s: syntax error: section header without ']'",
+        CFG_ERROR(st->err, TESS_ERR_CONFIG, "%s: syntax error: section header without ']'",
                   ini_loc(st));
         return;
     }
@@ -532,10 +537,10 @@ static void ini_classify(ini_state *st, char *buf) {
         for (int64_t i = 0; i < st->cfg->nsec; i++) match_try(&m, st->cfg->sec_names[i]);
         const char *sug = match_result(&m);
         if (sug)
-            cfg_error(st->err, TESS_ERR_CONFIG,
+            CFG_ERROR(st->err, TESS_ERR_CONFIG,
                       "%s: unknown section [%s] (did you mean [%s]?)", ini_loc(st), name, sug);
         else
-            cfg_error(st->err, TESS_ERR_CONFIG, "%s: unknown section [%s]", ini_loc(st), name);
+            CFG_ERROR(st->err, TESS_ERR_CONFIG, "%s: unknown section [%s]", ini_loc(st), name);
     }
 }
 
@@ -543,7 +548,7 @@ static void ini_classify(ini_state *st, char *buf) {
  * did not hand to the handler had no '=' or ':'. */
 static void ini_finish_line(ini_state *st) {
     if (st->lineno > 0 && st->kind == LINE_OTHER && !st->handled)
-        cfg_error(st->err, TESS_ERR_CONFIG,
+        CFG_ERROR(st->err, TESS_ERR_CONFIG,
                   "%s: syntax error: expected 'key = value', '[section]' or a ';' comment",
                   ini_loc(st));
 }
@@ -559,8 +564,8 @@ static char *ini_read_line(char *buf, int num, void *stream) {
     st->lineno++;
     st->handled = false;
     if (n + 2 > (size_t)num) { /* inih needs room for '\r', '\n' and '\0' */
-        cfg_error(st->err, TESS_ERR_CONFIG, "%s: line too long (%zu characters, at most %d)",
-                  ini_loc(st), n, num - 3);
+        CFG_ERROR(st->err, TESS_ERR_CONFIG, "%s: line too long (%zu characters, at most %d)",
+                  ini_loc(st), nl ? n - 1 : n, num - 3);
         st->kind = LINE_NONE;
         snprintf(buf, (size_t)num, "\n");
         return buf;
@@ -575,7 +580,7 @@ static int ini_on_value(void *user, const char *section, const char *name, const
     ini_state *st = user;
     st->handled = true;
     if (st->indented && st->prev_key[0]) {
-        cfg_error(st->err, TESS_ERR_CONFIG,
+        CFG_ERROR(st->err, TESS_ERR_CONFIG,
                   "%s: indented line continues the value of '%s.%s'; multi-line values are not "
                   "supported (remove the indentation)",
                   ini_loc(st), section, st->prev_key);
@@ -583,7 +588,7 @@ static int ini_on_value(void *user, const char *section, const char *name, const
     }
     snprintf(st->prev_key, sizeof st->prev_key, "%s", name);
     if (section[0] == '\0') {
-        cfg_error(st->err, TESS_ERR_CONFIG, "%s: key '%s' is outside any [section]", ini_loc(st),
+        CFG_ERROR(st->err, TESS_ERR_CONFIG, "%s: key '%s' is outside any [section]", ini_loc(st),
                   name);
         return 1;
     }
@@ -596,7 +601,7 @@ static int ini_on_value(void *user, const char *section, const char *name, const
         return 1;
     }
     if (v->file_line > 0) {
-        cfg_error(st->err, TESS_ERR_CONFIG, "%s: duplicate key '%s' (first set on line %lld)",
+        CFG_ERROR(st->err, TESS_ERR_CONFIG, "%s: duplicate key '%s' (first set on line %lld)",
                   ini_loc(st), full, (long long)v->file_line);
         return 1;
     }
@@ -608,7 +613,7 @@ static int ini_on_value(void *user, const char *section, const char *name, const
 static void parse_ini(tess_config *cfg, const char *text, size_t len, const char *origin,
                       cfg_errors *e) {
     if (memchr(text, '\0', len)) {
-        cfg_error(e, TESS_ERR_CONFIG, "%s: contains a NUL byte (not a text file?)", origin);
+        CFG_ERROR(e, TESS_ERR_CONFIG, "%s: contains a NUL byte (not a text file?)", origin);
         return;
     }
     for (int64_t i = 0; i < cfg->nvals; i++) cfg->vals[i].file_line = 0;
@@ -617,9 +622,9 @@ static void parse_ini(tess_config *cfg, const char *text, size_t len, const char
     int rc = ini_parse_stream(ini_read_line, &st, ini_on_value, &st);
     if (rc > 0 && e->count == before) {
         st.lineno = rc;
-        cfg_error(e, TESS_ERR_CONFIG, "%s: syntax error", ini_loc(&st));
+        CFG_ERROR(e, TESS_ERR_CONFIG, "%s: syntax error", ini_loc(&st));
     } else if (rc < 0) {
-        cfg_error(e, TESS_ERR_MEM, "%s: the INI parser ran out of memory", origin);
+        CFG_ERROR(e, TESS_ERR_MEM, "%s: the INI parser ran out of memory", origin);
     }
 }
 
@@ -643,14 +648,14 @@ static char *trim(char *s) {
 static void apply_set(tess_config *cfg, cfg_errors *e, const char *loc, const char *arg) {
     char buf[1024];
     if (strlen(arg) >= sizeof buf) {
-        cfg_error(e, TESS_ERR_CONFIG, "%s: argument longer than %zu characters", loc,
+        CFG_ERROR(e, TESS_ERR_CONFIG, "%s: argument longer than %zu characters", loc,
                   sizeof buf - 1);
         return;
     }
     memcpy(buf, arg, strlen(arg) + 1);
     char *eq = strchr(buf, '=');
     if (!eq) {
-        cfg_error(e, TESS_ERR_CONFIG, "%s: expected SECTION.KEY=VALUE (no '=')", loc);
+        CFG_ERROR(e, TESS_ERR_CONFIG, "%s: expected SECTION.KEY=VALUE (no '=')", loc);
         return;
     }
     *eq = '\0';
@@ -754,10 +759,10 @@ static tess_status bcast_file(const char *path, MPI_Comm comm, cfg_errors *e, ch
     TESS_MPI_CHECK(rc);
     if (hdr[2] != 0) {
         if (hdr[2] == 1)
-            cfg_error(e, TESS_ERR_NOINPUT, "cannot open config '%s': %s", path,
+            CFG_ERROR(e, TESS_ERR_NOINPUT, "cannot open config '%s': %s", path,
                       strerror((int)hdr[1]));
         else
-            cfg_error(e, TESS_ERR_NOINPUT, "cannot read config '%s': %s", path,
+            CFG_ERROR(e, TESS_ERR_NOINPUT, "cannot read config '%s': %s", path,
                       hdr[1] == EFBIG ? "larger than 16 MiB" : strerror((int)hdr[1]));
         *text = NULL;
         return TESS_OK;
@@ -801,7 +806,7 @@ static void scan_args(tess_config *cfg, int argc, char **argv, cfg_errors *e, cl
             continue;
         }
         if (a[0] != '-') {
-            cfg_error(e, TESS_ERR_ARG, "unexpected argument '%s' (options are --flags)", a);
+            CFG_ERROR(e, TESS_ERR_ARG, "unexpected argument '%s' (options are --flags)", a);
             continue;
         }
         char flag[128];
@@ -813,7 +818,8 @@ static void scan_args(tess_config *cfg, int argc, char **argv, cfg_errors *e, cl
         int alias = -1;
         for (int k = 0; k < cfg->nalias; k++)
             if (strcmp(flag, cfg->aliases[k].flag) == 0) alias = k;
-        bool takes_value = alias >= 0 || strcmp(flag, "--config") == 0 || strcmp(flag, "--set") == 0;
+        bool takes_value =
+            alias >= 0 || strcmp(flag, "--config") == 0 || strcmp(flag, "--set") == 0;
         if (!takes_value) {
             name_match m = {.name = flag};
             static const char *const builtin[] = {"--config", "--set", "--print-config", "--help"};
@@ -822,9 +828,9 @@ static void scan_args(tess_config *cfg, int argc, char **argv, cfg_errors *e, cl
             for (int k = 0; k < cfg->nalias; k++) match_try(&m, cfg->aliases[k].flag);
             const char *sug = match_result(&m);
             if (sug)
-                cfg_error(e, TESS_ERR_ARG, "unknown option '%s' (did you mean '%s'?)", flag, sug);
+                CFG_ERROR(e, TESS_ERR_ARG, "unknown option '%s' (did you mean '%s'?)", flag, sug);
             else
-                cfg_error(e, TESS_ERR_ARG, "unknown option '%s' (--help lists the options)", flag);
+                CFG_ERROR(e, TESS_ERR_ARG, "unknown option '%s' (--help lists the options)", flag);
             continue;
         }
         if (eq) {
@@ -832,12 +838,12 @@ static void scan_args(tess_config *cfg, int argc, char **argv, cfg_errors *e, cl
         } else if (i + 1 < argc) {
             val = argv[++i];
         } else {
-            cfg_error(e, TESS_ERR_ARG, "option '%s' needs a value", flag);
+            CFG_ERROR(e, TESS_ERR_ARG, "option '%s' needs a value", flag);
             continue;
         }
         if (strcmp(flag, "--config") == 0) {
             if (*config_path)
-                cfg_error(e, TESS_ERR_ARG, "--config given twice ('%s' and '%s')", *config_path,
+                CFG_ERROR(e, TESS_ERR_ARG, "--config given twice ('%s' and '%s')", *config_path,
                           val);
             else
                 *config_path = val;
@@ -1006,7 +1012,7 @@ const char *tess_config_help_text(tess_config *cfg, const char *prog) {
     sb_printf(&b,
               "usage: %s [--config FILE] [--set SECTION.KEY=VALUE]... [--print-config] [--help]\n"
               "  --config FILE         read options from an INI file ([section] then key = value)\n"
-              "  --set S.KEY=VALUE     set one option; repeatable, applied after the file in order\n"
+              "  --set S.KEY=VALUE     set one option (repeatable; after the file, in order)\n"
               "  --print-config        print the resolved configuration and exit\n"
               "  --help                print this help and exit\n",
               prog ? prog : "app");

@@ -110,7 +110,7 @@ tess_status tess_config_alias(tess_config *cfg, const char *flag, const char *ke
  * Collective on comm: rank 0 reads FILE and broadcasts it; every rank parses it. argv must be the
  * same on every rank (as mpiexec passes it). --help wins over everything else (no file is read);
  * --print-config prints the resolved INI on rank 0 after a successful parse. Help and resolved
- * text go to stdout on rank 0; errors go to the error record on every rank (see the file header). */
+ * text go to stdout on rank 0; errors go to the error record on every rank (see above). */
 tess_status tess_config_parse_args(tess_config *cfg, MPI_Comm comm, int argc, char **argv,
                                    tess_config_action *action);
 

@@ -106,7 +106,7 @@ tess_status tess_dist_iallreduce(const tess_group *g, float *x, int64_t n, tess_
 /* After completion: apply the mean's division; the request is inactive again. */
 static void request_finish(tess_dist_request *req) {
     req->nreq = 0;
-    if (req->divisor > 2) divide_f32(req->x, req->n, req->divisor);
+    if (req->divisor > 1) divide_f32(req->x, req->n, req->divisor);
 }
 
 tess_status tess_dist_wait(tess_dist_request *req) {

@@ -55,6 +55,7 @@ tess_status tess_scal_agree(MPI_Comm comm, tess_status local) {
 
 void tess_scal_grid_shape(int p, int *nprow, int *npcol) {
     int r = p > 0 ? (int)sqrt((double)p) : 1;
+    while ((int64_t)(r + 1) * (r + 1) <= p) r++;
     while (r > 1 && (int64_t)r * r > p) r--;
     while (r > 1 && p % r != 0) r--;
     *nprow = r;
@@ -135,13 +136,20 @@ tess_status tess_scal_grid_create(MPI_Comm comm, int nprow, int npcol, tess_scal
                           .npcol = npcol, .myrow = -1, .mycol = -1,
                           .in_grid = rank < nprow * npcol, .ctxt = -1};
     int e = MPI_Comm_dup(comm, &g->comm);
-    if (e == MPI_SUCCESS) e = MPI_Comm_set_errhandler(g->comm, MPI_ERRORS_RETURN);
     if (e != MPI_SUCCESS) {
         tess_scal_grid_destroy(&g);
         return tess_error_push(TESS_ERR_MPI, __FILE__, __LINE__, __func__,
-                               "MPI_Comm_dup/MPI_Comm_set_errhandler failed (MPI error %d)", e);
+                               "MPI_Comm_dup failed (MPI error %d)", e);
     }
-    st = tess_scal_agree(g->comm, scal_grid_blacs(g));
+    /* BLACS derives its communicators from g->comm and never checks MPI errors, so they keep
+     * the caller's handler; only the bridge's own calls on g->comm return errors. */
+    tess_status blacs = scal_grid_blacs(g);
+    e = MPI_Comm_set_errhandler(g->comm, MPI_ERRORS_RETURN);
+    if (e != MPI_SUCCESS && blacs == TESS_OK) {
+        blacs = tess_error_push(TESS_ERR_MPI, __FILE__, __LINE__, __func__,
+                                "MPI_Comm_set_errhandler failed (MPI error %d)", e);
+    }
+    st = tess_scal_agree(g->comm, blacs);
     if (st != TESS_OK) {
         tess_scal_grid_destroy(&g);
         return tess_error_push(st, __FILE__, __LINE__, __func__, "BLACS grid %d x %d not created",
@@ -160,7 +168,7 @@ void tess_scal_grid_destroy(tess_scal_grid **pg) {
     *pg = NULL;
 }
 
-/* Fill A's fields and descriptor and attach storage (allocated when local == NULL and own).
+/* Fill A's fields and descriptor and attach storage (allocated when own, else `local`).
  * Local decision; the caller agrees on it. */
 static tess_status scal_matrix_setup(tess_scal_matrix *A, const tess_scal_grid *g,
                                      tess_scal_dtype t, int64_t m, int64_t n, int64_t mb,

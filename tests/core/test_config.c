@@ -127,6 +127,14 @@ static void test_errors_collected(void) {
     TESS_TEST_CHECK(!has(tess_error_text(), "bad.ini:11"), "keys under an unknown section are "
                     "not reported again:\n%s", tess_error_text());
     tess_error_clear();
+    char long_line[400] = "[run]\nname = ";
+    memset(long_line + strlen(long_line), 'x', 250);
+    strcat(long_line, "\nseed = 1\n");
+    s = tess_config_parse_text(cfg, long_line, "long.ini");
+    check_record("long.ini:2: line too long (257 characters, at most 197)");
+    TESS_TEST_CHECK(s == TESS_ERR_CONFIG && tess_config_int(cfg, "run.seed") == 1,
+                    "lines after a long one are still read");
+    tess_error_clear();
     tess_config_destroy(&cfg);
 }
 
