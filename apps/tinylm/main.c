@@ -3,9 +3,9 @@
  * the core and the dense baseline the MoE app builds on.
  *
  * Data parallelism: train.batch is the GLOBAL batch; each of P ranks draws its b = batch/P
- * samples of the step (task.h), scales its loss by 1/P, and the gradients are summed over the
- * run communicator, so P ranks take the same steps as 1 rank with the whole batch (up to the
- * order of floating-point sums). Outputs under run.dir: config.ini, metrics.csv (training),
+ * samples of the step (task.h), and the gradients are averaged over the data-parallel group in
+ * buckets that start reducing while backward still runs (dist/gradsync.h), so P ranks take the
+ * same steps as 1 rank with the whole batch (up to the order of floating-point sums). Outputs under run.dir: config.ini, metrics.csv (training),
  * eval.csv (held-out loss and accuracy), plots/loss.png, plots/eval.png.
  */
 #include <math.h>
@@ -16,10 +16,11 @@
 
 #include "core/config.h"   /* tess_config_* */
 #include "core/log.h"      /* tess_log_*, tess_progress_* */
-#include "core/mpicheck.h" /* TESS_MPI_CHECK */
 #include "core/runtime.h"  /* tess_runtime_* */
 #include "core/signals.h"  /* tess_signals_install */
 #include "core/timer.h"    /* tess_timer_now */
+#include "dist/gradsync.h" /* tess_gradsync_* */
+#include "dist/mesh.h"     /* tess_group_* */
 #include "io/metrics.h"    /* tess_metrics_* */
 #include "io/plot.h"       /* tess_plot_csv */
 #include "io/rundir.h"     /* tess_rundir_prepare */
@@ -29,6 +30,7 @@
 #include "optim/clip.h"    /* tess_clip_grad_norm */
 #include "optim/guard.h"   /* tess_guard_* */
 #include "optim/sched.h"   /* tess_sched_* */
+#include "tensor/tensor.h" /* tess_tensor_sqnorm */
 #include "task.h"          /* tinylm_task_* */
 
 static const tess_opt run_opts[] = {
@@ -70,10 +72,13 @@ static const tess_opt optim_opts[] = {
     TESS_OPT_REAL("eps", 1e-8, 1e-30, 1.0, "AdamW epsilon"),
     TESS_OPT_REAL("weight_decay", 0.01, 0.0, 10.0, "decoupled weight decay (matrices only)"),
 };
+static const tess_opt dist_opts[] = {
+    TESS_OPT_INT("bucket_kib", 1024, 1, 1 << 22, "gradient all-reduce bucket size (KiB)"),
+};
 static const tess_config_section sections[] = {
     TESS_CONFIG_SECTION("run", run_opts),     TESS_CONFIG_SECTION("model", model_opts),
     TESS_CONFIG_SECTION("task", task_opts),   TESS_CONFIG_SECTION("train", train_opts),
-    TESS_CONFIG_SECTION("optim", optim_opts),
+    TESS_CONFIG_SECTION("optim", optim_opts), TESS_CONFIG_SECTION("dist", dist_opts),
 };
 
 /* Everything a run owns; freed by app_free whatever the outcome. */
@@ -82,6 +87,8 @@ typedef struct {
     tess_registry *reg;
     tess_tfm *model;
     tess_adamw *opt;
+    tess_group *dp;        /* data-parallel group: all ranks of the run */
+    tess_gradsync *sync;
     int32_t *ids, *targets; /* (b, T) */
     tess_metrics train_csv, eval_csv;
 } app;
@@ -92,6 +99,8 @@ static void app_free(app *a) {
     free(a->ids);
     free(a->targets);
     tess_adamw_destroy(&a->opt);
+    tess_gradsync_destroy(&a->sync);
+    tess_group_destroy(&a->dp);
     tess_tfm_destroy(&a->model);
     tess_registry_destroy(&a->reg);
     tess_config_destroy(&a->cfg);
@@ -125,7 +134,7 @@ static tess_status evaluate(app *a, const tinylm_task *task, const tess_runtime 
         sums[1] += (double)correct;
         sums[2] += (double)count;
     }
-    TESS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums, 3, MPI_DOUBLE, MPI_SUM, rt->comm));
+    TESS_CHECK(tess_dist_allreduce_f64(a->dp, sums, 3, TESS_DIST_SUM));
     *loss = sums[0] / sums[2];
     *acc = sums[1] / sums[2];
     return TESS_OK;
@@ -194,6 +203,11 @@ static tess_status train(app *a, const tess_runtime *rt, bool *collective) {
                             .eps = (float)tess_config_real(c, "optim.eps"),
                             .weight_decay = (float)tess_config_real(c, "optim.weight_decay")};
     TESS_CHECK(tess_adamw_create(&a->opt, a->reg, &ac));
+    TESS_CHECK(tess_group_create(rt->comm, "dp", &a->dp));
+    TESS_CHECK(tess_gradsync_create(&a->sync, a->dp, tess_registry_grads(a->reg),
+                                    tess_registry_local_total(a->reg),
+                                    tess_config_int(c, "dist.bucket_kib") * 1024 / (int64_t)sizeof(float)));
+    tess_tfm_set_grad_hook(a->model, tess_gradsync_hook, a->sync);
     a->ids = malloc((size_t)(b * mc.T) * sizeof *a->ids);
     a->targets = malloc((size_t)(b * mc.T) * sizeof *a->targets);
     TESS_REQUIRE(a->ids && a->targets, TESS_ERR_MEM, "cannot allocate a batch of %lld tokens",
@@ -204,11 +218,12 @@ static tess_status train(app *a, const tess_runtime *rt, bool *collective) {
 
     TESS_CHECK(tess_rundir_prepare(rt->comm, dir, tess_config_resolved_text(a->cfg)));
     if (rt->rank == 0) {
-        static const char *const train_cols[] = {"step", "loss", "lr", "grad_norm", "tok_per_s", "seconds"};
+        static const char *const train_cols[] = {"step", "loss", "lr", "grad_norm", "param_norm",
+                                                   "tok_per_s", "seconds"};
         static const char *const eval_cols[] = {"step", "eval_loss", "eval_acc"};
         char path[4200];
         snprintf(path, sizeof path, "%s/metrics.csv", dir);
-        TESS_CHECK(tess_metrics_open(&a->train_csv, path, train_cols, 6, false));
+        TESS_CHECK(tess_metrics_open(&a->train_csv, path, train_cols, 7, false));
         snprintf(path, sizeof path, "%s/eval.csv", dir);
         TESS_CHECK(tess_metrics_open(&a->eval_csv, path, eval_cols, 3, false));
     }
@@ -227,21 +242,21 @@ static tess_status train(app *a, const tess_runtime *rt, bool *collective) {
     const int64_t eval_every = tess_config_int(c, "train.eval_every");
     const int64_t eval_batch = tess_config_int(c, "train.eval_batch");
     const double clip = tess_config_real(c, "train.grad_clip");
-    float *grads = tess_registry_grads(a->reg);
-    const int64_t nparams = tess_registry_local_total(a->reg);
     tess_progress progress;
     tess_progress_init(&progress, steps, "tok");
     const double t0 = tess_timer_now();
     double t_log = t0, first_loss = NAN, loss = NAN, eval_loss = NAN, eval_acc = NAN;
+    double sync_exposed = 0.0;
     for (int64_t step = 0; step < steps; step++) {
         tinylm_task_batch(&task, TINYLM_SPLIT_TRAIN, step * global_B + rt->rank * b, b, a->ids,
                           a->targets);
         tess_registry_zero_grads(a->reg);
-        double local_loss = tess_tfm_forward(a->model, a->ids, a->targets, b);
-        tess_tfm_backward(a->model, 1.0f / (float)rt->size);
-        TESS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, grads, (int)nparams, MPI_FLOAT, MPI_SUM, rt->comm));
-        TESS_MPI_CHECK(MPI_Allreduce(&local_loss, &loss, 1, MPI_DOUBLE, MPI_SUM, rt->comm));
-        loss /= rt->size;
+        loss = tess_tfm_forward(a->model, a->ids, a->targets, b);
+        tess_tfm_backward(a->model, 1.0f);
+        double exposed;
+        TESS_CHECK(tess_gradsync_finish(a->sync, &exposed));
+        sync_exposed += exposed;
+        TESS_CHECK(tess_dist_allreduce_f64(a->dp, &loss, 1, TESS_DIST_MEAN));
         if (step == 0) first_loss = loss;
         double norm, lr = tess_sched_lr(&sched, step);
         bool skip;
@@ -255,7 +270,9 @@ static tess_status train(app *a, const tess_runtime *rt, bool *collective) {
             double now = tess_timer_now();
             double tok_s = (double)(global_B * mc.T) * (double)(done % log_every ? done % log_every : log_every) / (now - t_log);
             t_log = now;
-            double row[6] = {(double)done, loss, lr, norm, tok_s, now - t0};
+            double pnorm = sqrt(tess_tensor_sqnorm(tess_registry_params(a->reg),
+                                                   tess_registry_local_total(a->reg)));
+            double row[7] = {(double)done, loss, lr, norm, pnorm, tok_s, now - t0};
             if (rt->rank == 0) TESS_CHECK(tess_metrics_row(&a->train_csv, row));
         }
         if (done % eval_every == 0 || done == steps) {
@@ -266,9 +283,11 @@ static tess_status train(app *a, const tess_runtime *rt, bool *collective) {
     }
     const double seconds = tess_timer_now() - t0;
     tess_log_info("tinylm: loss %.4f -> %.4f; held-out loss %.4f, token accuracy %.2f%%; "
-                  "%lld steps in %.1f s (%.0f tok/s on %d ranks, %lld skipped)",
+                  "%lld steps in %.1f s (%.0f tok/s on %d ranks, %.2f s waiting for gradient "
+                  "sync, %lld skipped)",
                   first_loss, loss, eval_loss, 100.0 * eval_acc, (long long)steps, seconds,
-                  (double)(steps * global_B * mc.T) / seconds, rt->size, (long long)guard.skipped);
+                  (double)(steps * global_B * mc.T) / seconds, rt->size, sync_exposed,
+                  (long long)guard.skipped);
     tess_metrics_close(&a->train_csv);
     tess_metrics_close(&a->eval_csv);
     if (rt->rank == 0 && tess_config_bool(c, "run.plots")) {

@@ -76,7 +76,8 @@ tess_status tess_dist_allreduce_i64(const tess_group *g, int64_t *x, int64_t n, 
     TESS_CHECK(check_op(op));
     TESS_REQUIRE(op != TESS_DIST_MEAN, TESS_ERR_ARG,
                  "the mean of int64 values is not an int64: reduce with SUM and divide");
-    return allreduce_chunks(g, x, n, sizeof *x, MPI_INT64_T, op);
+    TESS_CHECK(allreduce_chunks(g, x, n, sizeof *x, MPI_INT64_T, op));
+    return TESS_OK;
 }
 
 tess_status tess_dist_iallreduce(const tess_group *g, float *x, int64_t n, tess_dist_op op,
@@ -132,13 +133,15 @@ tess_status tess_dist_test(tess_dist_request *req, bool *done) {
 
 tess_status tess_dist_bcast(const tess_group *g, float *x, int64_t n, int root) {
     TESS_CHECK(check_group(g, n, "broadcast"));
-    return bcast_chunks(g, x, n, sizeof *x, MPI_FLOAT, root);
+    TESS_CHECK(bcast_chunks(g, x, n, sizeof *x, MPI_FLOAT, root));
+    return TESS_OK;
 }
 
 tess_status tess_dist_bcast_bytes(const tess_group *g, void *buf, size_t bytes, int root) {
     TESS_REQUIRE(bytes <= INT64_MAX, TESS_ERR_ARG, "broadcast of %zu bytes", bytes);
     TESS_CHECK(check_group(g, (int64_t)bytes, "byte broadcast"));
-    return bcast_chunks(g, buf, (int64_t)bytes, 1, MPI_BYTE, root);
+    TESS_CHECK(bcast_chunks(g, buf, (int64_t)bytes, 1, MPI_BYTE, root));
+    return TESS_OK;
 }
 
 /* Large path of the all-gathers: rank r broadcasts its n_r elements, already at out + off_r. */
@@ -164,7 +167,8 @@ tess_status tess_dist_allgather(const tess_group *g, const float *in, int64_t n,
         off[r] = r * n;
     }
     memcpy(out + g->rank * n, in, (size_t)n * sizeof *out);
-    return gather_by_bcast(g, out, count, off);
+    TESS_CHECK(gather_by_bcast(g, out, count, off));
+    return TESS_OK;
 }
 
 tess_status tess_dist_allgatherv(const tess_group *g, const float *in, int64_t rows,
@@ -207,7 +211,8 @@ tess_status tess_dist_allgatherv(const tess_group *g, const float *in, int64_t r
     }
     if (count[g->rank] > 0)
         memcpy(out + off[g->rank], in, (size_t)count[g->rank] * sizeof *out);
-    return gather_by_bcast(g, out, count, off);
+    TESS_CHECK(gather_by_bcast(g, out, count, off));
+    return TESS_OK;
 }
 
 tess_status tess_dist_reduce_scatter(const tess_group *g, const float *in, float *out, int64_t m,
@@ -278,7 +283,8 @@ tess_status tess_dist_alltoall(const tess_group *g, const float *in, int64_t m, 
         count[r] = m;
         off[r] = r * m;
     }
-    return exchange_pairwise(g, in, count, off, out, count, off);
+    TESS_CHECK(exchange_pairwise(g, in, count, off, out, count, off));
+    return TESS_OK;
 }
 
 tess_status tess_dist_alltoallv(const tess_group *g, const float *in, const int64_t *send_rows,
@@ -320,7 +326,10 @@ tess_status tess_dist_alltoallv(const tess_group *g, const float *in, const int6
         sacc += scount[r];
         racc += rcount[r];
     }
-    if (any[2]) return exchange_pairwise(g, in, scount, soff, out, rcount, roff);
+    if (any[2]) {
+        TESS_CHECK(exchange_pairwise(g, in, scount, soff, out, rcount, roff));
+        return TESS_OK;
+    }
     int *isc = g->iscratch, *iso = isc + p, *irc = iso + p, *iro = irc + p;
     for (int r = 0; r < p; r++) {
         isc[r] = tess_dist_int(scount[r]);

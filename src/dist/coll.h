@@ -60,9 +60,11 @@ typedef struct {
 /* x (n) <- op over the ranks of g of x (n), in place. Collective on g; n and op the same on
  * every rank. x may be NULL if n == 0. MEAN is the sum divided by g->size. */
 tess_status tess_dist_allreduce(const tess_group *g, float *x, int64_t n, tess_dist_op op);
-/* Same for doubles (losses, norms, statistics). */
+/* The same for doubles (losses, norms, statistics). Collective on g; n and op the same on every
+ * rank. */
 tess_status tess_dist_allreduce_f64(const tess_group *g, double *x, int64_t n, tess_dist_op op);
-/* Same for int64 (counts); op is SUM, MAX or MIN (MEAN returns TESS_ERR_ARG). */
+/* The same for int64 (counts); op is SUM, MAX or MIN (MEAN returns TESS_ERR_ARG). Collective on
+ * g; n and op the same on every rank. */
 tess_status tess_dist_allreduce_i64(const tess_group *g, int64_t *x, int64_t n, tess_dist_op op);
 
 /* Start tess_dist_allreduce(g, x, n, op) and return at once; x must stay untouched until
@@ -71,15 +73,18 @@ tess_status tess_dist_allreduce_i64(const tess_group *g, int64_t *x, int64_t n, 
  * same on every rank. Several may be in flight on one group, each with its own request. */
 tess_status tess_dist_iallreduce(const tess_group *g, float *x, int64_t n, tess_dist_op op,
                                  tess_dist_request *req);
-/* Complete req (x then holds the result) and make it inactive. Local to the calling rank. */
+/* Complete req (x then holds the result) and make it inactive, even on failure. Not collective:
+ * waits for this rank's part only. */
 tess_status tess_dist_wait(tess_dist_request *req);
-/* *done = whether req has completed (then as after tess_dist_wait); never blocks. Local. */
+/* *done = whether req has completed (then as after tess_dist_wait); never blocks. Not
+ * collective. Calling it now and then during computation also lets MPI progress the reduction. */
 tess_status tess_dist_test(tess_dist_request *req, bool *done);
 
 /* x (n) on every rank <- x (n) on rank `root` of g. Collective on g; n and root the same on
  * every rank. An invalid root comes back from MPI as TESS_ERR_MPI ("MPI_ERR_ROOT: ..."). */
 tess_status tess_dist_bcast(const tess_group *g, float *x, int64_t n, int root);
-/* Same for `bytes` raw bytes (configuration text, headers). */
+/* The same for `bytes` raw bytes (configuration text, headers). Collective on g; bytes and root
+ * the same on every rank. */
 tess_status tess_dist_bcast_bytes(const tess_group *g, void *buf, size_t bytes, int root);
 
 /* out (size, n) <- in (n) of every rank, rank r's at row r. Collective on g; n the same on

@@ -1,6 +1,8 @@
 /* layout.c - ownership arithmetic for tess_layout (see layout.h). */
 #include "dist/layout.h"
 
+#include "core/status.h" /* TESS_ASSERT */
+
 tess_layout tess_layout_replicated(void) {
     return (tess_layout){.kind = TESS_LAYOUT_REPLICATED, .nparts = 1};
 }
@@ -16,6 +18,7 @@ tess_layout tess_layout_block_cyclic(int nprow, int npcol, int prow, int pcol, i
 }
 
 void tess_dist_block_range(int64_t n, int p, int r, int64_t *lo, int64_t *hi) {
+    TESS_ASSERT(n >= 0 && p >= 1 && r >= 0 && r < p);
     int64_t block = (n + p - 1) / p;
     int64_t a = block * r, b = a + block;
     *lo = a < n ? a : n;
@@ -23,6 +26,7 @@ void tess_dist_block_range(int64_t n, int p, int r, int64_t *lo, int64_t *hi) {
 }
 
 int64_t tess_dist_numroc(int64_t n, int64_t nb, int iproc, int nprocs) {
+    TESS_ASSERT(n >= 0 && nb >= 1 && nprocs >= 1 && iproc >= 0 && iproc < nprocs);
     int64_t nblocks = n / nb;
     int64_t count = (nblocks / nprocs) * nb;
     int64_t extra = nblocks % nprocs;
@@ -33,6 +37,7 @@ int64_t tess_dist_numroc(int64_t n, int64_t nb, int iproc, int nprocs) {
 
 void tess_layout_local_shape(const tess_layout *l, int ndim, const int64_t *global, int64_t *local,
                              int64_t *offset) {
+    TESS_ASSERT(ndim >= 0 && ndim <= TESS_MAX_DIMS);
     for (int i = 0; i < ndim; i++) {
         local[i] = global[i];
         if (offset) offset[i] = 0;

@@ -53,7 +53,7 @@ void tess_layout_local_shape(const tess_layout *l, int ndim, const int64_t *glob
 /* Elements held locally: product of the local shape. */
 int64_t tess_layout_local_count(const tess_layout *l, int ndim, const int64_t *global);
 
-/* Short description, e.g. "replicated", "sharded(dim=0,4)", "block_cyclic(2x2,64x64)". */
+/* Name of a layout kind: "replicated", "sharded" or "block_cyclic" ("unknown" otherwise). */
 const char *tess_layout_kind_name(tess_layout_kind k);
 
 #endif

@@ -8,6 +8,7 @@
 
 #include "core/status.h"   /* TESS_REQUIRE, TESS_ASSERT */
 #include "tensor/matmul.h" /* tess_matmul */
+#include "tensor/tensor.h" /* tess_tensor_expf */
 
 /* Rows per block of causal attention. Smaller blocks skip more of the masked triangle but make
  * smaller GEMMs; 64 was the fastest of 32..256 for T = 256..1024, hs = 64 (single thread). */
@@ -126,40 +127,8 @@ static void rope_rotate_backward(float *dx, const float *dy, const float *c, con
 /* The softmax loops are written for GCC's auto-vectoriser, at -O2 as well as -O3: the main loops
  * walk LANES elements at a time with LANES independent partial results (one float accumulator
  * would be a serial chain, as without -ffast-math the compiler may not reorder the sum), a
- * scalar loop takes the n % LANES tail, and the exponential is inline and branch-free. */
+ * scalar loop takes the n % LANES tail, and the exponential is tess_tensor_expf (inline). */
 enum { LANES = 8 };
-
-/* exp(x) for x <= 0 (the row maximum is already subtracted), within about 2 ulp: Cody-Waite
- * reduction x = n ln2 + r with |r| <= ln2/2, Cephes' expf polynomial for e^r, and 2^n written
- * into the exponent bits. x below -87.3 (e^x under FLT_MIN), -inf included, is clamped to -87.3,
- * giving about 1e-38, which is zero for a softmax; NaN stays NaN. */
-static inline float exp_nonpos(float x) {
-    const uint32_t lim = 0xC2AE999Au;    /* bits of -87.3f; more negative floats compare higher */
-    const uint32_t ninf = 0xFF800000u;   /* bits of -inf; negative NaNs compare higher still */
-    const float round = 12582912.0f;     /* 1.5 * 2^23: adding it rounds to an integer */
-    uint32_t xb;
-    memcpy(&xb, &x, sizeof xb);
-    /* branch-free clamp of [-inf, -87.3) to -87.3, so the loop vectorises */
-    uint32_t low = 0u - (uint32_t)(xb - (lim + 1u) <= ninf - (lim + 1u));
-    xb = (xb & ~low) | (lim & low);
-    memcpy(&x, &xb, sizeof x);
-    float t = x * 1.44269504088896341f + round;
-    float n = t - round;
-    int32_t ti;
-    memcpy(&ti, &t, sizeof ti);
-    int32_t bits = (ti - 0x4B400000 + 127) * (1 << 23); /* (n + 127) << 23: the float 2^n */
-    float r = x - n * 0.693359375f - n * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
 
 /* Largest of x (n), n >= 1. */
 static float lane_max(const float *x, int64_t n) {
@@ -181,13 +150,13 @@ static void softmax_inplace(float *row, int64_t n) {
     float acc[LANES] = {0}, sum = 0.0f;
     for (int64_t s = 0; s < nv; s += LANES) {
         for (int l = 0; l < LANES; l++) {
-            float e = exp_nonpos(row[s + l] - m);
+            float e = tess_tensor_expf(row[s + l] - m);
             row[s + l] = e;
             acc[l] += e;
         }
     }
     for (int64_t s = nv; s < n; s++) {
-        row[s] = exp_nonpos(row[s] - m);
+        row[s] = tess_tensor_expf(row[s] - m);
         sum += row[s];
     }
     for (int l = 0; l < LANES; l++) sum += acc[l];

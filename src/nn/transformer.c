@@ -56,6 +56,8 @@ struct tess_tfm {
     float *mlp_scratch;           /* tess_nn_mlp_scratch_size(N, F) */
     float *att_scratch;           /* tess_nn_attention_scratch_size */
     const int32_t *ids, *targets; /* of the last forward, borrowed until backward */
+    tess_tfm_grad_hook hook;      /* optional: told of each finished gradient range */
+    void *hook_ctx;
     int64_t B;                    /* of the last forward */
 };
 
@@ -215,6 +217,14 @@ void tess_tfm_destroy(tess_tfm **model) {
 static float *P(const tess_tfm *m, int64_t i) { return i < 0 ? NULL : tess_registry_param(m->reg, i); }
 static float *G(const tess_tfm *m, int64_t i) { return i < 0 ? NULL : tess_registry_grad(m->reg, i); }
 
+/* Flat offset of entry i in the registry's buffers. */
+static int64_t flat(const tess_tfm *m, int64_t i) { return tess_registry_get(m->reg, i)->flat_offset; }
+
+/* Report gradients [lo, hi) as final to the hook, if any. */
+static void grads_ready(const tess_tfm *m, int64_t lo, int64_t hi) {
+    if (m->hook) m->hook(m->hook_ctx, lo, hi);
+}
+
 void tess_tfm_init_params(tess_tfm *m, uint64_t seed) {
     const tess_rng_key key = {.seed = (uint32_t)seed, .stream = (uint32_t)(seed >> 32)};
     const double std = 0.02, std_out = 0.02 / sqrt(2.0 * (double)m->cfg.L);
@@ -320,6 +330,7 @@ void tess_tfm_backward(tess_tfm *m, float loss_scale) {
                             C, c->V);
     memset(m->dres, 0, rowsC);
     norm_backward(m, m->dres, m->dtmp, m->res[c->L], m->meanf, m->rstdf, m->normf_w, m->normf_b, N);
+    grads_ready(m, flat(m, m->normf_w), tess_registry_local_total(m->reg));
 
     for (int64_t l = c->L - 1; l >= 0; l--) {
         const layer_params *p = &m->lp[l];
@@ -337,8 +348,16 @@ void tess_tfm_backward(tess_tfm *m, float loss_scale) {
         tess_nn_linear_backward(m->dtmp2, G(m, p->w_qkv), NULL, m->dqkv, s->n1, P(m, p->w_qkv), N,
                                 C, 3 * C);
         norm_backward(m, m->dres, m->dtmp2, m->res[l], s->mean1, s->rstd1, p->norm1_w, p->norm1_b, N);
+        int64_t next = l + 1 < c->L ? flat(m, m->lp[l + 1].norm1_w) : flat(m, m->normf_w);
+        grads_ready(m, flat(m, p->norm1_w), next);
     }
     tess_nn_embedding_backward(G(m, m->tok_emb), m->dres, m->ids, N, c->V, C);
+    grads_ready(m, 0, flat(m, m->lp[0].norm1_w));
+}
+
+void tess_tfm_set_grad_hook(tess_tfm *m, tess_tfm_grad_hook fn, void *ctx) {
+    m->hook = fn;
+    m->hook_ctx = ctx;
 }
 
 const float *tess_tfm_logits(const tess_tfm *m) { return m->logits; }

@@ -70,7 +70,8 @@ static void check_against_ref(shape s, uint32_t seed, float amp, double tol) {
     int64_t nqkv = s.B * s.T * 3 * s.C, nout = s.B * s.T * s.C, natt = s.B * s.NH * s.T * s.T;
     float *qkv = malloc((size_t)nqkv * sizeof(float));
     float *dout = malloc((size_t)nout * sizeof(float));
-    float *out = malloc((size_t)nout * sizeof(float)), *out_ref = malloc((size_t)nout * sizeof(float));
+    float *out = malloc((size_t)nout * sizeof(float));
+    float *out_ref = malloc((size_t)nout * sizeof(float));
     float *dqkv = malloc((size_t)nqkv * sizeof(float));
     float *dqkv_ref = malloc((size_t)nqkv * sizeof(float));
     float *dqkv_twice = malloc((size_t)nqkv * sizeof(float));

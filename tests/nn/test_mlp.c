@@ -61,10 +61,12 @@ enum { NPAR = 4 };
 typedef struct {
     int64_t N, C, F;
     bool swiglu, bias;
-    float *in, *dout, *out, *c0, *c1, *c2, *scratch;
-    float *par, *grad, *din;           /* flat parameter and gradient buffers */
-    float *p[NPAR], *g[NPAR];          /* views: GELU w_fc,b_fc,w_proj,b_proj; SwiGLU gate,up,down */
-    int64_t np[NPAR], npar;
+    float *in, *dout, *out, *din;  /* (N,C) each */
+    float *c0, *c1, *c2;           /* caches (N,F): GELU pre, act; SwiGLU gate, up, h */
+    float *scratch;                /* tess_nn_mlp_scratch_size(N, F) */
+    float *par, *grad;             /* all parameters and their gradients, flat (npar) */
+    float *p[NPAR], *g[NPAR];      /* views: GELU w_fc,b_fc,w_proj,b_proj; SwiGLU gate,up,down */
+    int64_t np[NPAR], npar;        /* view sizes and their sum */
 } mlp_case;
 
 static void case_init(mlp_case *m, int64_t N, int64_t C, int64_t F, bool swiglu, bool bias) {

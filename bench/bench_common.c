@@ -1,0 +1,116 @@
+/* bench_common.c - shared helpers of the Foundation benchmarks (see bench_common.h). */
+#include "bench_common.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"   /* tess_rng_fill_normal */
+#include "core/timer.h" /* tess_timer_now */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double tess_bench_median(double *x, int n) {
+    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+enum { PEAK_MAX_REPS = 64 };
+
+tess_status tess_bench_sgemm_peak(int64_t n, int reps, double *gflops) {
+    TESS_REQUIRE(n >= 1 && n <= 8192 && reps >= 1 && reps <= PEAK_MAX_REPS, TESS_ERR_ARG,
+                 "peak sgemm: n = %lld must be in [1, 8192] and reps = %d in [1, %d]",
+                 (long long)n, reps, PEAK_MAX_REPS);
+    float *a = malloc((size_t)(n * n) * sizeof *a), *b = malloc((size_t)(n * n) * sizeof *b);
+    float *c = malloc((size_t)(n * n) * sizeof *c);
+    if (!a || !b || !c) {
+        free(a);
+        free(b);
+        free(c);
+        return tess_error_push(TESS_ERR_MEM, __FILE__, __LINE__, __func__,
+                               "cannot allocate three %lld x %lld matrices", (long long)n,
+                               (long long)n);
+    }
+    const tess_rng_key key = {.seed = 1, .stream = 0};
+    tess_rng_fill_normal(key, tess_rng_ctr(TESS_RNG_PURPOSE_TEST, 1), 0, n * n, a, 0.0f, 1.0f);
+    tess_rng_fill_normal(key, tess_rng_ctr(TESS_RNG_PURPOSE_TEST, 2), 0, n * n, b, 0.0f, 1.0f);
+    double t[PEAK_MAX_REPS];
+    const int ni = (int)n;
+    for (int r = -1; r < reps; r++) { /* r = -1: warm-up (page faults, OpenBLAS buffers) */
+        double t0 = tess_timer_now();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, ni, ni, 1.0f, a, ni, b, ni, 0.0f,
+                    c, ni);
+        if (r >= 0) t[r] = tess_timer_now() - t0;
+    }
+    free(a);
+    free(b);
+    free(c);
+    *gflops = 2.0 * (double)n * (double)n * (double)n / tess_bench_median(t, reps) * 1e-9;
+    return TESS_OK;
+}
+
+void tess_bench_blas_setup(int threads) {
+    openblas_set_num_threads(threads);
+    printf("blas_config %s\n", openblas_get_config());
+    printf("blas_core %s\n", openblas_get_corename());
+    printf("blas_threads %d\n", openblas_get_num_threads());
+}
+
+int64_t tess_bench_proc_kib(const char *field) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    const size_t len = strlen(field);
+    int64_t kib = -1;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, field, len) == 0 && line[len] == ':') {
+            kib = strtoll(line + len + 1, NULL, 10);
+            break;
+        }
+    }
+    fclose(f);
+    return kib;
+}
+
+bool tess_bench_reset_hwm(void) {
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f) return false;
+    bool ok = fputs("5", f) >= 0;
+    return fclose(f) == 0 && ok;
+}
+
+tess_status tess_bench_parse_ints(int argc, char **argv, const char *const *keys, int64_t *values,
+                                  int nkeys, int64_t lo, int64_t hi) {
+    for (int i = 1; i < argc; i += 2) {
+        int k = 0;
+        while (k < nkeys && strcmp(argv[i], keys[k]) != 0) k++;
+        TESS_REQUIRE(k < nkeys, TESS_ERR_ARG, "unknown option '%s'", argv[i]);
+        TESS_REQUIRE(i + 1 < argc, TESS_ERR_ARG, "option %s needs a value", argv[i]);
+        char *end;
+        errno = 0;
+        long long v = strtoll(argv[i + 1], &end, 10);
+        TESS_REQUIRE(errno == 0 && end != argv[i + 1] && *end == '\0' && v >= lo && v <= hi,
+                     TESS_ERR_ARG, "option %s: '%s' is not an integer in [%lld, %lld]", argv[i],
+                     argv[i + 1], (long long)lo, (long long)hi);
+        values[k] = v;
+    }
+    return TESS_OK;
+}
+
+tess_tfm_config tess_bench_tfm_config(int64_t L) {
+    return (tess_tfm_config){.V = 64, .T = 256, .C = 256, .NH = 4, .F = 704, .L = L,
+                             .norm = TESS_TFM_NORM_RMS, .mlp = TESS_TFM_MLP_SWIGLU, .causal = true,
+                             .norm_eps = 1e-5f, .rope_base = 10000.0f};
+}
+
+void tess_bench_tokens(int32_t *ids, int32_t *targets, int64_t n, int64_t V) {
+    for (int64_t i = 0; i < n; i++) {
+        ids[i] = (int32_t)((7 * i + 3) % V);
+        targets[i] = (int32_t)((7 * i + 10) % V);
+    }
+}

@@ -1,0 +1,52 @@
+/* bench_common.h - what every Foundation benchmark shares: timing statistics, the measured sgemm
+ * peak, OpenBLAS facts, /proc/self/status readers, and the fixed shapes of the block benchmark.
+ *
+ * Benchmarks report ratios against a peer or a physical limit measured in the same run
+ * (DESIGN.md, "Performance rules"); bench/run_foundation.sh runs them and prints the tables.
+ * Each program prints "key value" lines (one fact per line) that the driver collects.
+ * Not collective; single-process. */
+#ifndef TESS_BENCH_COMMON_H
+#define TESS_BENCH_COMMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/status.h"    /* tess_status */
+#include "nn/transformer.h" /* tess_tfm_config */
+
+/* Median of x (n >= 1 values); sorts x in place. */
+double tess_bench_median(double *x, int n);
+
+/* GFLOP/s of a large square cblas_sgemm (n x n x n, row-major, no transposes), the median of
+ * reps timed calls after one warm-up call: the machine's practical fp32 peak at the current
+ * OpenBLAS thread count. TESS_ERR_MEM if the operands cannot be allocated. */
+tess_status tess_bench_sgemm_peak(int64_t n, int reps, double *gflops);
+
+/* Set the OpenBLAS thread count (1 unless the driver asks for more) and print the library's
+ * facts as "blas_config", "blas_core" and "blas_threads" lines on stdout. */
+void tess_bench_blas_setup(int threads);
+
+/* Value in KiB of a "Vm...:" field of /proc/self/status (e.g. "VmRSS", "VmHWM"), or -1 if the
+ * file or field is missing. */
+int64_t tess_bench_proc_kib(const char *field);
+/* Reset VmHWM to the current VmRSS (writes "5" to /proc/self/clear_refs, Linux >= 4.0).
+ * false if the kernel refused; VmHWM then keeps the peak since the process started. */
+bool tess_bench_reset_hwm(void);
+
+/* Parse "--key value" options: *value = the integer after argv[i] == key, in [lo, hi].
+ * TESS_ERR_ARG naming the key for a missing, malformed or out-of-range value, or an unknown
+ * option. keys and values: nkeys entries; values keep their defaults when absent. */
+tess_status tess_bench_parse_ints(int argc, char **argv, const char *const *keys, int64_t *values,
+                                  int nkeys, int64_t lo, int64_t hi);
+
+/* The transformer shapes of the block and memory benchmarks (bench_block_torch.py mirrors them):
+ * pre-norm RMSNorm, RoPE, causal, SwiGLU, vocabulary V = 64, T = 256, C = 256, NH = 4 (hs 64),
+ * F = 704 (8C/3 rounded up to a multiple of 64), L layers. */
+tess_tfm_config tess_bench_tfm_config(int64_t L);
+
+/* Deterministic token ids and next-token targets for n = B*T tokens of vocabulary V:
+ * ids[i] = (7*i + 3) mod V, targets[i] = (7*i + 10) mod V (the next id in the stream).
+ * bench_block_torch.py uses the same tokens. */
+void tess_bench_tokens(int32_t *ids, int32_t *targets, int64_t n, int64_t V);
+
+#endif
