@@ -276,7 +276,11 @@ static bool parse_into(cfg_value *v, const char *text, char *why, size_t nwhy) {
             snprintf(why, nwhy, "is not a number");
             return false;
         }
-        if (!isfinite(x) || x < o->real_min || x > o->real_max) {
+        if (!isfinite(x)) {
+            snprintf(why, nwhy, "is not a finite number");
+            return false;
+        }
+        if (x < o->real_min || x > o->real_max) {
             char lo[32], hi[32];
             fmt_real(lo, sizeof lo, o->real_min);
             fmt_real(hi, sizeof hi, o->real_max);
