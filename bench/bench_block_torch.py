@@ -12,7 +12,8 @@ F.scaled_dot_product_attention, so the full T x T scores are formed and masked),
 projection, RMSNorm, SwiGLU MLP without biases, residuals; final RMSNorm, head, cross-entropy.
 fp32. Tokens as tess_bench_tokens: ids[i] = (7i+3) mod V, targets[i] = (7i+10) mod V.
 
-speed:  a timed step is zero_grad(set_to_none) + forward + backward; prints "step_s" lines.
+speed:  a timed step is zero_grad(set_to_none) + forward + backward; prints "step_s" (wall)
+        and "step_cpu_s" (process CPU time) lines.
 memory: baseline VmRSS after `import torch` and one warm-up matmul, VmHWM reset to it, then model
         + AdamW + one step (forward, backward, update); prints VmHWM, the parameter count and the
         bytes of the tensors autograd saved for backward (unique storages, parameters excluded).
@@ -128,15 +129,16 @@ def speed(args):
     model = Model(args.layers)
     ids, targets = tokens(args.batch)
     for s in range(-args.warmup, args.reps):
-        t0 = time.perf_counter()
+        w0, c0 = time.perf_counter(), time.process_time()
         model.zero_grad(set_to_none=True)
         loss = model(ids, targets)
         loss.backward()
-        t = time.perf_counter() - t0
+        w, c = time.perf_counter() - w0, time.process_time() - c0
         if s == -args.warmup:
             print(f"loss {loss.item():.6f}")
         if s >= 0:
-            print(f"step_s {t:.6f}")
+            print(f"step_s {w:.6f}")
+            print(f"step_cpu_s {c:.6f}")
 
 
 def memory(args):

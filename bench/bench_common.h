@@ -17,10 +17,18 @@
 /* Median of x (n >= 1 values); sorts x in place. */
 double tess_bench_median(double *x, int n);
 
-/* GFLOP/s of a large square cblas_sgemm (n x n x n, row-major, no transposes), the median of
- * reps timed calls after one warm-up call: the machine's practical fp32 peak at the current
- * OpenBLAS thread count. TESS_ERR_MEM if the operands cannot be allocated. */
-tess_status tess_bench_sgemm_peak(int64_t n, int reps, double *gflops);
+/* CPU seconds of this process, all threads (CLOCK_PROCESS_CPUTIME_ID). Unlike wall time it does
+ * not count time spent descheduled, so single-threaded timings taken while other processes load
+ * the machine stay close to what a quiet machine gives. */
+double tess_bench_cpu_now(void);
+
+/* GFLOP/s of a large square cblas_sgemm (n x n x n, row-major, no transposes) after one warm-up
+ * call: the machine's practical fp32 peak at the current OpenBLAS thread count, from the fastest
+ * of reps timed calls in wall time (*wall) and in process CPU time (*cpu). The fastest, not the
+ * median: a peak is what the machine can do, and load from other processes only slows calls
+ * down, so this errs towards a higher peak and a lower utilisation. TESS_ERR_MEM if the operands
+ * cannot be allocated. */
+tess_status tess_bench_sgemm_peak(int64_t n, int reps, double *wall, double *cpu);
 
 /* Set the OpenBLAS thread count (1 unless the driver asks for more) and print the library's
  * facts as "blas_config", "blas_core" and "blas_threads" lines on stdout. */

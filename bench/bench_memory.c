@@ -40,8 +40,8 @@ static tess_status run(bench *b, int argc, char **argv) {
     TESS_CHECK(tess_bench_parse_ints(argc, argv, keys, opt, 2, 1, 4096));
     const int64_t B = opt[1];
     tess_bench_blas_setup(1);
-    double warm;
-    TESS_CHECK(tess_bench_sgemm_peak(512, 1, &warm));
+    double warm_wall, warm_cpu;
+    TESS_CHECK(tess_bench_sgemm_peak(512, 1, &warm_wall, &warm_cpu));
 
     const int64_t rss0 = tess_bench_proc_kib("VmRSS");
     const bool reset = tess_bench_reset_hwm();

@@ -1,0 +1,168 @@
+/* ckpt.h - parallel-HDF5 checkpoints: write, commit atomically, keep the last N, verify, load on
+ * any rank count, resume. The file format and the commit protocol are documented for users in
+ * docs/checkpoints.md; this header states the contracts.
+ *
+ * One HDF5 file per checkpoint. Every registry entry is a dataset of its GLOBAL shape, named by
+ * its registry name under the group of its state set:
+ *   /params/<name>          the parameters (tess_registry_params)
+ *   /<set>/<name>           each extra state set, e.g. /optim/m/<name>, /optim/v/<name>
+ * plus root attributes (format, format_version, step, data_cursor, seed, world_size, ...), counter
+ * attributes (e.g. step_count on /optim), the resolved config text (/config) and the list of tensor
+ * datasets (/manifest). Each tensor dataset carries a 64-bit hash of its global contents that does
+ * not depend on how many ranks wrote it (tess_ckpt_hash_add), and its writer's layout.
+ *
+ * Writing: each rank writes hyperslabs of the entries it holds, collectively; ranks that hold the
+ * same block (replicated entries, shards repeated over data-parallel replicas) split its rows so
+ * every element is written exactly once. BLOCK_CYCLIC entries are gathered to rank 0 (dist/gather.h)
+ * when their grid spans the whole communicator; a block-cyclic grid on a sub-group is refused.
+ * Reading: each rank reads the hyperslab its own layout asks for, so a checkpoint written on P
+ * ranks loads on Q ranks.
+ *
+ * Errors (status codes of core/status.h): a missing or unreadable file TESS_ERR_NOINPUT (exit 66);
+ * a truncated or damaged file, a hash mismatch, a missing, extra or misshapen dataset, a foreign
+ * or too-new format TESS_ERR_DATA (exit 65), each named by file and dataset with what was expected
+ * and what was found; file-system failures while writing TESS_ERR_IO; a registry that differs
+ * between ranks TESS_ERR_ARG. Every collective function returns the same status on every rank
+ * (verdicts are agreed before any rank moves on), so no rank is ever left waiting.
+ *
+ * HDF5's own error stack is silenced inside these functions; failures are reported in the error
+ * record with HDF5's innermost message. Every function leaves HDF5's error printing as it found it.
+ */
+#ifndef TESS_IO_CKPT_H
+#define TESS_IO_CKPT_H
+
+#include <hdf5.h>
+#include <mpi.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h" /* tess_status */
+#include "nn/registry.h" /* tess_registry */
+
+#define TESS_CKPT_FORMAT "tessera-checkpoint"
+#define TESS_CKPT_HASH_ALGORITHM "tess-poshash64-v1"
+
+enum {
+    TESS_CKPT_FORMAT_VERSION = 1, /* the newest format this build writes and reads */
+    TESS_CKPT_PATH_MAX = 4096,    /* bytes of a checkpoint path, including the NUL */
+    TESS_CKPT_MAX_SETS = 16,      /* extra state sets per checkpoint */
+    TESS_CKPT_MAX_COUNTERS = 16,  /* counters per checkpoint */
+};
+
+/* An extra state set: local_total floats laid out like the registry's params (AdamW's m, v).
+ * name: group path of 1..63 characters, components of [A-Za-z0-9_] separated by '/', not "params",
+ * "config" or "manifest" (e.g. "optim/m"). */
+typedef struct {
+    const char *name;
+    float *buf;
+} tess_ckpt_buffer;
+
+/* A named int64 counter (AdamW's step count), stored as an attribute: name "group/attr", e.g.
+ * "optim/step_count" is attribute step_count of group /optim. Same character rules as sets. */
+typedef struct {
+    const char *name;
+    int64_t *value;
+} tess_ckpt_counter;
+
+/* What a checkpoint holds. Writers fill it; load fills buffers, counters and the scalars. */
+typedef struct {
+    tess_registry *reg;                /* finalized; params in tess_registry_params(reg) */
+    const tess_ckpt_buffer *buffers;   /* nbuffers extra state sets (may be NULL if 0) */
+    int nbuffers;
+    const tess_ckpt_counter *counters; /* ncounters counters (may be NULL if 0) */
+    int ncounters;
+    int64_t step;        /* optimizer steps completed */
+    int64_t data_cursor; /* position of the training data stream (e.g. samples consumed) */
+    uint64_t seed;       /* seed of every Philox draw; counters derive from step (core/rng.h) */
+    const char *config_text; /* write: resolved INI text (rank 0's is stored); NULL = "" */
+    const char *app;         /* write: program name, e.g. "tinylm"; NULL = "" */
+} tess_ckpt_state;
+
+/* Run metadata from a checkpoint's root attributes. */
+typedef struct {
+    int64_t format_version, step, data_cursor, world_size;
+    uint64_t seed;
+    char app[64];
+    char tessera_version[32];
+    char created_utc[32];  /* "2024-05-01T12:00:00Z" */
+    char model_digest[24]; /* 16 hex digits, see tess_ckpt_model_digest */
+} tess_ckpt_info;
+
+/* --- the position-keyed hash ------------------------------------------------------------------
+ * H = mix(S ^ n) with S = sum over elements i (mod 2^64) of mix(mix(i + G) ^ x_i), where i is the
+ * element's global row-major index, x_i its bit pattern as an unsigned integer (1, 4 or 8 bytes,
+ * zero-extended), n the element count, G = 0x9E3779B97F4A7C15 and mix the SplitMix64 finaliser.
+ * A sum of per-element terms does not depend on who hashes which elements, so ranks hash their
+ * own slabs and all-reduce the sums; any single changed element always changes H. */
+
+/* acc + the terms of n elements of elem_size bytes (1, 4 or 8) at data, with global indices
+ * first, first+1, ..., first+n-1. Start from acc = 0. Pure. */
+uint64_t tess_ckpt_hash_add(uint64_t acc, const void *data, size_t elem_size, int64_t first,
+                            int64_t n);
+/* The final hash of a sum over all `count` elements of a dataset. Pure. */
+uint64_t tess_ckpt_hash_final(uint64_t acc, int64_t count);
+
+/* Digest of the model's structure: entry names and global shapes in registration order (not the
+ * layouts, so it does not change with the rank count). Stored as the model_digest attribute. */
+uint64_t tess_ckpt_model_digest(const tess_registry *reg);
+
+/* --- writing ---------------------------------------------------------------------------------- */
+
+/* Write st to path atomically: every rank writes its hyperslabs into "<path>.tmp" (collective
+ * parallel HDF5), the file is closed, then rank 0 fsyncs it, renames it to path and fsyncs the
+ * directory. The directory must exist. On failure the tmp file is removed and path is untouched.
+ * Collective on comm; st describes the same registry (names, shapes, layout kinds) on every rank.
+ * Test hook: TESS_CKPT_TEST_KILL_AT=after_write|before_rename|after_rename makes rank 0 SIGKILL
+ * itself at that point (after the data writes, before H5Fclose / before / after the rename). */
+tess_status tess_ckpt_write(MPI_Comm comm, const char *path, const tess_ckpt_state *st);
+
+/* Save the checkpoint of step st->step in directory dir (created if missing) as
+ * "ckpt_<step, 8 digits>.h5" with tess_ckpt_write, then point dir/latest at it (written, fsynced
+ * and renamed the same way), then delete all but the keep_last newest committed checkpoints
+ * (keep_last 0: keep all). Logs "checkpoint step=N path=... bytes=... seconds=..." on rank 0.
+ * The committed path goes to path_out (n bytes; may be NULL). Collective on comm. */
+tess_status tess_ckpt_save(MPI_Comm comm, const char *dir, const tess_ckpt_state *st,
+                           int64_t keep_last, char *path_out, size_t n);
+
+/* Delete stale "*.tmp" files (unfinished checkpoints, latest.tmp) in dir, warning once per file.
+ * A missing dir is not an error. Rank 0 acts; collective on comm. */
+tess_status tess_ckpt_clean(MPI_Comm comm, const char *dir);
+
+/* --- reading ---------------------------------------------------------------------------------- */
+
+/* Open path read-only with the serial driver and check it is a checkpoint this build reads:
+ * exists (else TESS_ERR_NOINPUT), is a complete HDF5 file, has format TESS_CKPT_FORMAT and a
+ * format_version in 1..TESS_CKPT_FORMAT_VERSION (else TESS_ERR_DATA). Fills *info (may be NULL)
+ * and returns the open file in *file (close with H5Fclose). Not collective: for tools and rank 0. */
+tess_status tess_ckpt_open(const char *path, hid_t *file, tess_ckpt_info *info);
+
+/* Integrity check without a model: the file opens, its format is known, every dataset of the
+ * manifest exists and carries a hash, no tensor dataset is missing from the manifest, and every
+ * stored hash matches the data (/config and /manifest included). Each rank hashes a block of rows
+ * of every dataset, in rounds of at most 4 Mi elements. Fills *info (may be NULL) on success.
+ * Collective on comm; all ranks return the same status and record. */
+tess_status tess_ckpt_verify(MPI_Comm comm, const char *path, tess_ckpt_info *info);
+
+/* Load path into st: first rank 0 checks the file against st (every entry of the registry and of
+ * each set present with float32 type and the registry's global shape, no extra dataset in those
+ * groups, every counter present), then every rank reads the hyperslab of its own layout into the
+ * params and sets, and the hashes are compared. Fills st->step, data_cursor, seed and the
+ * counters. A different world size is logged ("resharding") and is not an error.
+ * On failure the destination buffers hold unspecified data: do not train on them. Collective on
+ * comm; all ranks return the same status and record. */
+tess_status tess_ckpt_load(MPI_Comm comm, const char *path, tess_ckpt_state *st);
+
+/* Start-up: delete stale tmp files in dir (tess_ckpt_clean), then by spec
+ *   ""     do not resume;
+ *   "auto" load the newest committed checkpoint in dir that loads cleanly (by step in the file
+ *          name); each one that fails is skipped with a warning naming the file and the reason.
+ *          No checkpoint in dir: start fresh. Checkpoints present but none valid: TESS_ERR_DATA
+ *          (starting over would soon prune them);
+ *   PATH   load that file; any failure is returned.
+ * *resumed tells whether st was loaded; the loaded path goes to path_out (n bytes; may be NULL).
+ * Logs "resumed from step N (path)" on rank 0. Collective on comm. */
+tess_status tess_ckpt_resume(MPI_Comm comm, const char *dir, const char *spec,
+                             tess_ckpt_state *st, bool *resumed, char *path_out, size_t n);
+
+#endif
