@@ -60,7 +60,7 @@ def matmul(out, t):
     ratio = one(kv, "matmul_step_ratio", float)
     print(f"### 1. Matmul path vs raw cblas_sgemm, {t} thread(s)\n")
     print(f"N = B*T = 2048 rows; F = 8C/3 rounded up to 64; attention T = 256, hs = 64. "
-          f"Timed in {one(kv, 'clock')} time; peak (fastest 1024^3 cblas_sgemm) "
+          f"Timed in {'process CPU' if one(kv, 'clock') == 'cpu' else 'wall'} time; peak (fastest 1024^3 cblas_sgemm) "
           f"{one(kv, 'peak_gflops', float):.1f} GFLOP/s. Ratio = cblas time / tess_matmul time "
           f"(median of interleaved pairs).\n")
     with open(path) as f:

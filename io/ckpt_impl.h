@@ -1,0 +1,110 @@
+/* ckpt_impl.h - internals shared by io/ckpt_*.c: HDF5 helpers, problem lists, the write/read plan.
+ * Not a public interface (see ckpt.h). */
+#ifndef TESS_IO_CKPT_IMPL_H
+#define TESS_IO_CKPT_IMPL_H
+
+#include <hdf5.h>
+#include <mpi.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h" /* tess_status */
+#include "io/ckpt.h"     /* tess_ckpt_state */
+
+enum {
+    CKPT_SET_NAME_MAX = 64,  /* bytes of a set or counter name, including the NUL */
+    CKPT_DSET_PATH_MAX = CKPT_SET_NAME_MAX + TESS_REGISTRY_NAME_MAX + 2,
+    CKPT_MSGS_BYTES = 6144,  /* problem list shared by all ranks */
+    CKPT_MSGS_MAX_LINES = 20,
+};
+
+/* --- HDF5 error printing -------------------------------------------------------------------- */
+typedef struct {
+    H5E_auto2_t fn;
+    void *data;
+} ckpt_quiet;
+/* Turn HDF5's automatic error printing off (begin) and restore it (end). */
+void ckpt_quiet_begin(ckpt_quiet *q);
+void ckpt_quiet_end(const ckpt_quiet *q);
+/* The innermost message of HDF5's current error stack, or "unknown HDF5 error". */
+void ckpt_h5_message(char *buf, size_t n);
+
+/* --- attributes (0 on success, -1 on failure) ------------------------------------------------ */
+int ckpt_attr_write_str(hid_t loc, const char *name, const char *value);
+int ckpt_attr_write_i64(hid_t loc, const char *name, int64_t v);
+int ckpt_attr_write_u64(hid_t loc, const char *name, uint64_t v);
+/* Strings of any HDF5 string type, cut to n-1 bytes. Integers of any integer type. */
+int ckpt_attr_read_str(hid_t loc, const char *name, char *buf, size_t n);
+int ckpt_attr_read_i64(hid_t loc, const char *name, int64_t *v);
+int ckpt_attr_read_u64(hid_t loc, const char *name, uint64_t *v);
+/* True if loc has attribute name (errors count as absent). */
+bool ckpt_attr_exists(hid_t loc, const char *name);
+/* True if path names an object under loc, checking every component (errors count as absent). */
+bool ckpt_path_exists(hid_t loc, const char *path);
+/* "float32", "int64", "uint8", "string", "compound", ... for messages. */
+void ckpt_type_name(hid_t type, char *buf, size_t n);
+
+/* --- names ----------------------------------------------------------------------------------- */
+/* 1..CKPT_SET_NAME_MAX-1 characters, components of [A-Za-z0-9_] separated by single '/'. */
+bool ckpt_name_is_valid(const char *name);
+/* "/<set>/<entry>" */
+void ckpt_dataset_path(char *buf, size_t n, const char *set, const char *entry);
+/* Set s of st: 0 is "params" (the registry's params), 1.. are st->buffers. */
+int ckpt_nsets(const tess_ckpt_state *st);
+const char *ckpt_set_name(const tess_ckpt_state *st, int s);
+float *ckpt_set_data(const tess_ckpt_state *st, int s);
+/* Check st on this rank: finalized registry, valid and distinct names, buffers present. */
+tess_status ckpt_check_state(const tess_ckpt_state *st);
+
+/* --- problem lists: built on one rank, broadcast, pushed to the error record everywhere ------- */
+typedef struct {
+    char text[CKPT_MSGS_BYTES]; /* lines separated by '\n' */
+    int lines, dropped;
+} ckpt_msgs;
+void ckpt_msgs_add(ckpt_msgs *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Broadcast status, m and (if info != NULL) *info from root. Collective on comm. */
+tess_status ckpt_bcast_verdict(MPI_Comm comm, int root, tess_status *s, ckpt_msgs *m,
+                               tess_ckpt_info *info);
+/* Push every line of m (and "... N more problems") to the record with status s; returns s. */
+tess_status ckpt_msgs_push(tess_status s, const ckpt_msgs *m, const char *file, int line,
+                           const char *func);
+#define CKPT_MSGS_PUSH(s, m) ckpt_msgs_push((s), (m), __FILE__, __LINE__, __func__)
+
+/* Every rank returns the same status: if any rank's local status is not TESS_OK, all return the
+ * largest status code seen; ranks that were fine add a line saying another rank failed.
+ * Collective on comm. */
+tess_status ckpt_agree(MPI_Comm comm, tess_status local, const char *what);
+
+/* --- the plan: which part of each entry this rank writes and hashes ------------------------- */
+typedef struct {
+    bool block_cyclic;             /* gathered to / scattered from rank 0 (dist/gather.h) */
+    int64_t off[TESS_MAX_DIMS];    /* region start in global coordinates */
+    int64_t cnt[TESS_MAX_DIMS];    /* region extent */
+    int64_t moff[TESS_MAX_DIMS];   /* region start inside this rank's local block */
+    int64_t count;                 /* elements in the region; 0: this rank writes none */
+} ckpt_region;
+
+/* regions[i] for every registry entry i: ranks holding the same block of an entry split its rows,
+ * so the regions of all ranks cover every element exactly once. Checks that the registry is the
+ * same on every rank (names, shapes, layout kinds) and that the blocks cover each tensor; a
+ * block-cyclic entry needs nprow * npcol == the communicator's size. *has_bc tells whether any
+ * entry is block-cyclic. TESS_ERR_ARG on every rank on failure. Collective on comm. */
+tess_status ckpt_plan(MPI_Comm comm, const tess_registry *reg, ckpt_region *regions,
+                      bool *has_bc);
+/* acc + the hash terms of region r of entry e, whose local block is `local` (row-major). */
+uint64_t ckpt_hash_region(uint64_t acc, const tess_registry_entry *e, const ckpt_region *r,
+                          const float *local);
+
+/* --- files ----------------------------------------------------------------------------------- */
+/* A file-access list for parallel HDF5 on comm (MPI-IO, collective metadata, format bounds
+ * v18..v18, no file locking), or a negative id. */
+hid_t ckpt_fapl_mpio(MPI_Comm comm);
+/* fsync a file or a directory by path; 0 or -1 with errno. */
+int ckpt_fsync_path(const char *path, bool directory);
+/* The directory part of path ("." if none). */
+void ckpt_dirname(const char *path, char *buf, size_t n);
+/* Test hook: SIGKILL this process if TESS_CKPT_TEST_KILL_AT equals point. */
+void ckpt_test_kill(const char *point);
+
+#endif

@@ -1,0 +1,477 @@
+/* dataset.c - shared HDF5 plumbing of the training-data readers and writers (see dataset.h). */
+#include "io/dataset.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/mpicheck.h" /* TESS_MPI_CHECK */
+
+enum { AGREE_TEXT_BYTES = 2048 };
+
+void tess_ds_quiet_begin(tess_ds_quiet *q) {
+    if (H5Eget_auto2(H5E_DEFAULT, &q->func, &q->data) < 0) {
+        q->func = NULL;
+        q->data = NULL;
+    }
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
+void tess_ds_quiet_end(const tess_ds_quiet *q) { H5Eset_auto2(H5E_DEFAULT, q->func, q->data); }
+
+typedef struct {
+    char *buf;
+    size_t n;
+    bool found;
+} reason_ctx;
+
+/* Walking upward, the first record is the innermost: where HDF5 first saw the problem. */
+static herr_t reason_walk(unsigned depth, const H5E_error2_t *e, void *data) {
+    (void)depth;
+    reason_ctx *c = data;
+    if (c->found || e->desc == NULL || e->desc[0] == '\0') return 0;
+    snprintf(c->buf, c->n, "%s", e->desc);
+    c->found = true;
+    return 0;
+}
+
+void tess_ds_h5_reason(char *buf, size_t n) {
+    reason_ctx c = {buf, n, false};
+    if (n == 0) return;
+    if (H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, reason_walk, &c) < 0 || !c.found)
+        snprintf(buf, n, "no HDF5 detail");
+}
+
+tess_status tess_ds_agree(MPI_Comm comm, tess_status local) {
+    int rank = 0, size = 1;
+    TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    TESS_MPI_CHECK(MPI_Comm_size(comm, &size));
+    int first = local == TESS_OK ? size : rank;
+    TESS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm));
+    if (first == size) return TESS_OK;
+    int code = (int)local;
+    char text[AGREE_TEXT_BYTES] = "";
+    if (rank == first) snprintf(text, sizeof text, "%s", tess_error_text());
+    TESS_MPI_CHECK(MPI_Bcast(&code, 1, MPI_INT, first, comm));
+    TESS_MPI_CHECK(MPI_Bcast(text, (int)sizeof text, MPI_CHAR, first, comm));
+    if (rank == first) return local;
+    size_t len = strnlen(text, sizeof text);
+    while (len > 0 && text[len - 1] == '\n') text[--len] = '\0';
+    return tess_error_push((tess_status)code, __FILE__, __LINE__, __func__,
+                           "rank %d reported:\n%s", first, text);
+}
+
+static tess_status close_ids(tess_ds_file *f) {
+    bool ok = true;
+    if (f->dxpl != H5I_INVALID_HID) ok = H5Pclose(f->dxpl) >= 0 && ok;
+    if (f->file != H5I_INVALID_HID) ok = H5Fclose(f->file) >= 0 && ok;
+    f->dxpl = H5I_INVALID_HID;
+    f->file = H5I_INVALID_HID;
+    TESS_REQUIRE(ok, TESS_ERR_IO, "closing '%s' failed", f->path);
+    return TESS_OK;
+}
+
+static tess_status open_local(tess_ds_file *f, bool coll_metadata) {
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    TESS_REQUIRE(fapl >= 0, TESS_ERR_INTERNAL, "H5Pcreate(FILE_ACCESS) failed");
+    bool ok = H5Pset_fapl_mpio(fapl, f->comm, MPI_INFO_NULL) >= 0 &&
+              H5Pset_all_coll_metadata_ops(fapl, coll_metadata) >= 0;
+    if (ok) f->file = H5Fopen(f->path, H5F_ACC_RDONLY, fapl);
+    char why[256];
+    tess_ds_h5_reason(why, sizeof why);
+    H5Pclose(fapl);
+    TESS_REQUIRE(ok, TESS_ERR_INTERNAL, "cannot set up the MPI-IO driver for '%s'", f->path);
+    TESS_REQUIRE(f->file >= 0, TESS_ERR_DATA,
+                 "'%s' is not a readable HDF5 file (truncated or another format?): %s", f->path,
+                 why);
+    f->dxpl = H5Pcreate(H5P_DATASET_XFER);
+    TESS_REQUIRE(f->dxpl >= 0 && H5Pset_dxpl_mpio(f->dxpl, H5FD_MPIO_COLLECTIVE) >= 0,
+                 TESS_ERR_INTERNAL, "cannot create a collective transfer list");
+    return TESS_OK;
+}
+
+static tess_status check_format(const tess_ds_file *f, const char *format, int64_t max_version) {
+    TESS_REQUIRE(H5Aexists_by_name(f->file, "/", "format", H5P_DEFAULT) > 0, TESS_ERR_DATA,
+                 "'%s' has no root attribute 'format': not a Tessera dataset file "
+                 "(expected format '%s'; see docs/datasets.md for the converters)",
+                 f->path, format);
+    char found[128];
+    TESS_CHECK(tess_ds_attr_string(f, "/", "format", found, sizeof found));
+    TESS_REQUIRE(strcmp(found, format) == 0, TESS_ERR_DATA,
+                 "'%s' has format '%s', expected '%s'", f->path, found, format);
+    int64_t version = 0;
+    TESS_CHECK(tess_ds_attr_int(f, "/", "format_version", &version));
+    TESS_REQUIRE(version >= 1 && version <= max_version, TESS_ERR_DATA,
+                 "'%s': format_version %lld of '%s' is not supported (this build reads 1..%lld)",
+                 f->path, (long long)version, format, (long long)max_version);
+    return TESS_OK;
+}
+
+tess_status tess_ds_open(tess_ds_file *f, MPI_Comm comm, const char *path, const char *format,
+                         int64_t max_version, bool coll_metadata) {
+    *f = (tess_ds_file){.file = H5I_INVALID_HID, .dxpl = H5I_INVALID_HID, .comm = comm};
+    TESS_MPI_CHECK(MPI_Comm_rank(comm, &f->rank));
+    TESS_MPI_CHECK(MPI_Comm_size(comm, &f->size));
+    TESS_REQUIRE(path != NULL && strlen(path) < sizeof f->path, TESS_ERR_ARG,
+                 "dataset path missing or longer than %d bytes", TESS_DS_PATH_MAX - 1);
+    snprintf(f->path, sizeof f->path, "%s", path);
+
+    /* Rank 0 looks at the file system once; everyone takes the same branch. */
+    int err = 0;
+    if (f->rank == 0) {
+        struct stat st;
+        if (stat(path, &st) != 0) err = errno;
+        else if (S_ISDIR(st.st_mode)) err = EISDIR;
+        else if (access(path, R_OK) != 0) err = errno;
+    }
+    TESS_MPI_CHECK(MPI_Bcast(&err, 1, MPI_INT, 0, comm));
+    TESS_REQUIRE(err == 0, TESS_ERR_NOINPUT, "cannot open dataset file '%s': %s", path,
+                 strerror(err));
+
+    tess_ds_quiet q;
+    tess_ds_quiet_begin(&q);
+    tess_status s = open_local(f, coll_metadata);
+    s = tess_ds_agree(comm, s);
+    if (s == TESS_OK) s = tess_ds_agree(comm, check_format(f, format, max_version));
+    if (s != TESS_OK) close_ids(f);
+    tess_ds_quiet_end(&q);
+    TESS_REQUIRE(s == TESS_OK, s, "opening '%s' as %s", path, format);
+    return TESS_OK;
+}
+
+tess_status tess_ds_close(tess_ds_file *f) {
+    tess_ds_quiet q;
+    tess_ds_quiet_begin(&q);
+    tess_status s = close_ids(f);
+    tess_ds_quiet_end(&q);
+    return s;
+}
+
+bool tess_ds_exists(const tess_ds_file *f, const char *name) {
+    char prefix[TESS_DS_PATH_MAX];
+    size_t n = strlen(name);
+    if (n == 0 || n >= sizeof prefix) return false;
+    /* H5Lexists fails on a missing intermediate group: test each prefix in turn. */
+    for (size_t i = 1; i <= n; i++) {
+        if (i < n && name[i] != '/') continue;
+        memcpy(prefix, name, i);
+        prefix[i] = '\0';
+        if (H5Lexists(f->file, prefix, H5P_DEFAULT) <= 0) return false;
+    }
+    return true;
+}
+
+/* "float32", "int64", "uint16", "string", ... */
+static void type_name(hid_t t, char *buf, size_t n) {
+    H5T_class_t c = H5Tget_class(t);
+    size_t bits = H5Tget_size(t) * 8;
+    if (c == H5T_INTEGER)
+        snprintf(buf, n, "%sint%zu", H5Tget_sign(t) == H5T_SGN_NONE ? "u" : "", bits);
+    else if (c == H5T_FLOAT) snprintf(buf, n, "float%zu", bits);
+    else if (c == H5T_STRING) snprintf(buf, n, "string");
+    else if (c == H5T_COMPOUND) snprintf(buf, n, "compound");
+    else snprintf(buf, n, "type class %d", (int)c);
+}
+
+static void shape_text(char *buf, size_t n, int ndim, const int64_t *dims) {
+    size_t off = (size_t)snprintf(buf, n, "[");
+    for (int d = 0; d < ndim && off < n; d++) {
+        if (dims[d] < 0) off += (size_t)snprintf(buf + off, n - off, "%s*", d ? ", " : "");
+        else off += (size_t)snprintf(buf + off, n - off, "%s%lld", d ? ", " : "",
+                                     (long long)dims[d]);
+    }
+    if (off < n) snprintf(buf + off, n - off, "]");
+}
+
+static tess_status check_dataset(const tess_ds_file *f, hid_t d, const char *name,
+                                 tess_ds_class cls, int ndim, const int64_t *want,
+                                 int64_t *dims) {
+    hid_t t = H5Dget_type(d);
+    TESS_REQUIRE(t >= 0, TESS_ERR_DATA, "'%s': cannot read the type of %s", f->path, name);
+    H5T_class_t c = H5Tget_class(t);
+    char tname[32];
+    type_name(t, tname, sizeof tname);
+    H5Tclose(t);
+    H5T_class_t want_c = cls == TESS_DS_INT ? H5T_INTEGER : H5T_FLOAT;
+    TESS_REQUIRE(c == want_c, TESS_ERR_DATA, "'%s': dataset %s has type %s, expected %s",
+                 f->path, name, tname, cls == TESS_DS_INT ? "an integer type" : "a float type");
+
+    hid_t sp = H5Dget_space(d);
+    TESS_REQUIRE(sp >= 0, TESS_ERR_DATA, "'%s': cannot read the shape of %s", f->path, name);
+    int nd = H5Sget_simple_extent_ndims(sp);
+    hsize_t h[H5S_MAX_RANK];
+    int64_t found[H5S_MAX_RANK];
+    if (nd > 0) H5Sget_simple_extent_dims(sp, h, NULL);
+    H5Sclose(sp);
+    for (int i = 0; i < nd; i++) found[i] = (int64_t)h[i];
+    char want_txt[96], found_txt[96];
+    int64_t any[TESS_DS_MAX_DIMS] = {-1, -1};
+    shape_text(want_txt, sizeof want_txt, ndim, want ? want : any);
+    shape_text(found_txt, sizeof found_txt, nd > 0 ? nd : 0, found);
+    TESS_REQUIRE(nd == ndim, TESS_ERR_DATA, "'%s': dataset %s has %d dimension(s) %s, expected %d %s",
+                 f->path, name, nd, found_txt, ndim, want_txt);
+    for (int i = 0; i < ndim; i++) {
+        TESS_REQUIRE(want == NULL || want[i] < 0 || want[i] == found[i], TESS_ERR_DATA,
+                     "'%s': dataset %s has shape %s, expected %s", f->path, name, found_txt,
+                     want_txt);
+        dims[i] = found[i];
+    }
+    return TESS_OK;
+}
+
+tess_status tess_ds_dataset_open(const tess_ds_file *f, const char *name, tess_ds_class cls,
+                                 int ndim, const int64_t *want, int64_t *dims, hid_t *dset) {
+    TESS_REQUIRE(ndim >= 1 && ndim <= TESS_DS_MAX_DIMS, TESS_ERR_ARG, "ndim %d", ndim);
+    *dset = H5I_INVALID_HID;
+    TESS_REQUIRE(tess_ds_exists(f, name), TESS_ERR_DATA, "'%s': dataset %s is missing", f->path,
+                 name);
+    hid_t d = H5Dopen2(f->file, name, H5P_DEFAULT);
+    TESS_REQUIRE(d >= 0, TESS_ERR_DATA, "'%s': %s is not a dataset", f->path, name);
+    tess_status s = check_dataset(f, d, name, cls, ndim, want, dims);
+    if (s != TESS_OK) {
+        H5Dclose(d);
+        return s;
+    }
+    *dset = d;
+    return TESS_OK;
+}
+
+/* Open attribute attr of obj and return it with its type class. */
+static tess_status attr_open(const tess_ds_file *f, const char *obj, const char *attr,
+                             H5T_class_t want, const char *want_txt, hid_t *a) {
+    TESS_REQUIRE(strcmp(obj, "/") == 0 || tess_ds_exists(f, obj), TESS_ERR_DATA,
+                 "'%s': object %s is missing", f->path, obj);
+    TESS_REQUIRE(H5Aexists_by_name(f->file, obj, attr, H5P_DEFAULT) > 0, TESS_ERR_DATA,
+                 "'%s': attribute '%s' of %s is missing (expected %s)", f->path, attr, obj,
+                 want_txt);
+    *a = H5Aopen_by_name(f->file, obj, attr, H5P_DEFAULT, H5P_DEFAULT);
+    TESS_REQUIRE(*a >= 0, TESS_ERR_DATA, "'%s': cannot open attribute '%s' of %s", f->path, attr,
+                 obj);
+    hid_t t = H5Aget_type(*a);
+    hid_t sp = H5Aget_space(*a);
+    H5T_class_t c = H5Tget_class(t);
+    char tname[32];
+    type_name(t, tname, sizeof tname);
+    hssize_t npts = H5Sget_simple_extent_npoints(sp);
+    H5Tclose(t);
+    H5Sclose(sp);
+    if (c != want || npts != 1) {
+        H5Aclose(*a);
+        TESS_REQUIRE(false, TESS_ERR_DATA,
+                     "'%s': attribute '%s' of %s is %s with %lld value(s), expected one %s",
+                     f->path, attr, obj, tname, (long long)npts, want_txt);
+    }
+    return TESS_OK;
+}
+
+tess_status tess_ds_attr_int(const tess_ds_file *f, const char *obj, const char *attr,
+                             int64_t *v) {
+    hid_t a;
+    TESS_CHECK(attr_open(f, obj, attr, H5T_INTEGER, "integer", &a));
+    long long x = 0;
+    herr_t e = H5Aread(a, H5T_NATIVE_LLONG, &x);
+    H5Aclose(a);
+    TESS_REQUIRE(e >= 0, TESS_ERR_DATA, "'%s': cannot read attribute '%s' of %s", f->path, attr,
+                 obj);
+    *v = (int64_t)x;
+    return TESS_OK;
+}
+
+tess_status tess_ds_attr_double(const tess_ds_file *f, const char *obj, const char *attr,
+                                double *v) {
+    hid_t a;
+    TESS_CHECK(attr_open(f, obj, attr, H5T_FLOAT, "float", &a));
+    herr_t e = H5Aread(a, H5T_NATIVE_DOUBLE, v);
+    H5Aclose(a);
+    TESS_REQUIRE(e >= 0, TESS_ERR_DATA, "'%s': cannot read attribute '%s' of %s", f->path, attr,
+                 obj);
+    return TESS_OK;
+}
+
+tess_status tess_ds_attr_string(const tess_ds_file *f, const char *obj, const char *attr,
+                                char *buf, size_t n) {
+    hid_t a;
+    TESS_CHECK(attr_open(f, obj, attr, H5T_STRING, "string", &a));
+    hid_t ft = H5Aget_type(a);
+    hid_t mt = H5Tcopy(H5T_C_S1);
+    herr_t e = -1;
+    if (H5Tis_variable_str(ft) > 0) {
+        char *s = NULL;
+        H5Tset_size(mt, H5T_VARIABLE);
+        e = H5Aread(a, mt, &s);
+        if (e >= 0) snprintf(buf, n, "%s", s ? s : "");
+        if (s) H5free_memory(s);
+    } else {
+        size_t len = H5Tget_size(ft);
+        char *tmp = malloc(len + 1);
+        H5Tset_size(mt, len + 1);
+        if (tmp) e = H5Aread(a, mt, tmp);
+        if (e >= 0) snprintf(buf, n, "%s", tmp);
+        free(tmp);
+    }
+    H5Tclose(mt);
+    H5Tclose(ft);
+    H5Aclose(a);
+    TESS_REQUIRE(e >= 0, TESS_ERR_DATA, "'%s': cannot read string attribute '%s' of %s", f->path,
+                 attr, obj);
+    return TESS_OK;
+}
+
+tess_status tess_ds_read_runs(const tess_ds_file *f, hid_t dset, const char *name, hid_t memtype,
+                              int64_t ncols, const int64_t *lo, const int64_t *cnt,
+                              int64_t nruns, void *buf) {
+    hid_t fs = H5Dget_space(dset);
+    TESS_REQUIRE(fs >= 0, TESS_ERR_DATA, "'%s': cannot read the shape of %s", f->path, name);
+    int nd = H5Sget_simple_extent_ndims(fs);
+    int64_t total = 0;
+    herr_t e = H5Sselect_none(fs);
+    for (int64_t i = 0; i < nruns && e >= 0; i++) {
+        if (cnt[i] == 0) continue;
+        hsize_t start[2] = {(hsize_t)lo[i], 0}, count[2] = {(hsize_t)cnt[i], (hsize_t)ncols};
+        e = H5Sselect_hyperslab(fs, H5S_SELECT_OR, start, NULL, count, NULL);
+        total += cnt[i] * ncols;
+    }
+    hsize_t mdim = (hsize_t)(total > 0 ? total : 1);
+    hid_t ms = H5Screate_simple(1, &mdim, NULL);
+    if (total == 0 && ms >= 0) e = e >= 0 ? H5Sselect_none(ms) : e;
+    char dummy[8];
+    if (e >= 0 && ms >= 0 && nd >= 1)
+        e = H5Dread(dset, memtype, ms, fs, f->dxpl, total > 0 ? buf : (void *)dummy);
+    char why[256];
+    tess_ds_h5_reason(why, sizeof why);
+    if (ms >= 0) H5Sclose(ms);
+    H5Sclose(fs);
+    TESS_REQUIRE(e >= 0 && ms >= 0, TESS_ERR_DATA, "'%s': reading %s failed: %s", f->path, name,
+                 why);
+    return TESS_OK;
+}
+
+/* --- writer ------------------------------------------------------------------------------- */
+
+tess_status tess_ds_writer_create(tess_ds_writer *w, const char *path, const char *format,
+                                  int64_t version) {
+    *w = (tess_ds_writer){.file = H5I_INVALID_HID};
+    TESS_REQUIRE(path != NULL && strlen(path) < sizeof w->path, TESS_ERR_ARG,
+                 "output path missing or longer than %d bytes", TESS_DS_PATH_MAX - 1);
+    snprintf(w->path, sizeof w->path, "%s", path);
+    snprintf(w->tmp, sizeof w->tmp, "%s.tmp", path);
+    tess_ds_quiet_begin(&w->quiet);
+    w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (w->file < 0) {
+        char why[256];
+        tess_ds_h5_reason(why, sizeof why);
+        int err = errno;
+        tess_ds_quiet_end(&w->quiet);
+        TESS_REQUIRE(false, TESS_ERR_IO, "cannot create '%s': %s (%s)", w->tmp, why,
+                     strerror(err));
+    }
+    tess_status s = tess_ds_write_attr_string(w, "/", "format", format);
+    if (s == TESS_OK) s = tess_ds_write_attr_int(w, "/", "format_version", version);
+    if (s != TESS_OK) {
+        tess_ds_writer_abandon(w);
+        return tess_error_push(s, __FILE__, __LINE__, __func__, "writing '%s'", w->tmp);
+    }
+    return TESS_OK;
+}
+
+tess_status tess_ds_write_group(tess_ds_writer *w, const char *name) {
+    hid_t g = H5Gcreate2(w->file, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    TESS_REQUIRE(g >= 0, TESS_ERR_IO, "'%s': cannot create group %s", w->tmp, name);
+    H5Gclose(g);
+    return TESS_OK;
+}
+
+tess_status tess_ds_write_array(tess_ds_writer *w, const char *name, hid_t ftype, hid_t mtype,
+                                int ndim, const int64_t *dims, const void *buf) {
+    TESS_REQUIRE(ndim >= 1 && ndim <= TESS_DS_MAX_DIMS, TESS_ERR_ARG, "ndim %d", ndim);
+    hsize_t h[TESS_DS_MAX_DIMS];
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        TESS_REQUIRE(dims[i] >= 0, TESS_ERR_ARG, "%s: dimension %d is %lld", name, i,
+                     (long long)dims[i]);
+        h[i] = (hsize_t)dims[i];
+        n *= dims[i];
+    }
+    hid_t sp = H5Screate_simple(ndim, h, NULL);
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    if (lcpl >= 0) H5Pset_create_intermediate_group(lcpl, 1);
+    hid_t d = sp >= 0 && lcpl >= 0 ? H5Dcreate2(w->file, name, ftype, sp, lcpl, H5P_DEFAULT,
+                                                H5P_DEFAULT)
+                                   : H5I_INVALID_HID;
+    herr_t e = d >= 0 ? 0 : -1;
+    if (d >= 0 && n > 0) e = H5Dwrite(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf);
+    char why[256];
+    tess_ds_h5_reason(why, sizeof why);
+    if (d >= 0) H5Dclose(d);
+    if (lcpl >= 0) H5Pclose(lcpl);
+    if (sp >= 0) H5Sclose(sp);
+    TESS_REQUIRE(e >= 0, TESS_ERR_IO, "'%s': cannot write dataset %s: %s", w->tmp, name, why);
+    return TESS_OK;
+}
+
+static tess_status write_attr(tess_ds_writer *w, const char *obj, const char *attr, hid_t ftype,
+                              hid_t mtype, const void *v) {
+    hid_t o = H5Oopen(w->file, obj, H5P_DEFAULT);
+    TESS_REQUIRE(o >= 0, TESS_ERR_IO, "'%s': cannot open %s to add attribute '%s'", w->tmp, obj,
+                 attr);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(o, attr, ftype, sp, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t e = a >= 0 ? H5Awrite(a, mtype, v) : -1;
+    if (a >= 0) H5Aclose(a);
+    H5Sclose(sp);
+    H5Oclose(o);
+    TESS_REQUIRE(e >= 0, TESS_ERR_IO, "'%s': cannot write attribute '%s' of %s", w->tmp, attr,
+                 obj);
+    return TESS_OK;
+}
+
+tess_status tess_ds_write_attr_int(tess_ds_writer *w, const char *obj, const char *attr,
+                                   int64_t v) {
+    long long x = v;
+    return write_attr(w, obj, attr, H5T_STD_I64LE, H5T_NATIVE_LLONG, &x);
+}
+
+tess_status tess_ds_write_attr_double(tess_ds_writer *w, const char *obj, const char *attr,
+                                      double v) {
+    return write_attr(w, obj, attr, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v);
+}
+
+tess_status tess_ds_write_attr_string(tess_ds_writer *w, const char *obj, const char *attr,
+                                      const char *v) {
+    hid_t t = H5Tcopy(H5T_C_S1);
+    TESS_REQUIRE(t >= 0, TESS_ERR_INTERNAL, "H5Tcopy failed");
+    H5Tset_size(t, H5T_VARIABLE);
+    H5Tset_cset(t, H5T_CSET_UTF8);
+    tess_status s = write_attr(w, obj, attr, t, t, &v);
+    H5Tclose(t);
+    return s;
+}
+
+tess_status tess_ds_writer_commit(tess_ds_writer *w) {
+    herr_t e = H5Fclose(w->file);
+    w->file = H5I_INVALID_HID;
+    tess_ds_quiet_end(&w->quiet);
+    if (e < 0) {
+        remove(w->tmp);
+        TESS_REQUIRE(false, TESS_ERR_IO, "closing '%s' failed", w->tmp);
+    }
+    if (rename(w->tmp, w->path) != 0) {
+        int err = errno;
+        remove(w->tmp);
+        TESS_REQUIRE(false, TESS_ERR_IO, "cannot rename '%s' to '%s': %s", w->tmp, w->path,
+                     strerror(err));
+    }
+    return TESS_OK;
+}
+
+void tess_ds_writer_abandon(tess_ds_writer *w) {
+    if (w->file != H5I_INVALID_HID) {
+        H5Fclose(w->file);
+        w->file = H5I_INVALID_HID;
+        tess_ds_quiet_end(&w->quiet);
+    }
+    remove(w->tmp);
+}
