@@ -130,13 +130,14 @@ double tess_zo_step_size(const tess_zo_config *c, int64_t k);
 /* Raw direction u of sample i of iteration k at global coordinates [first, first + n):
  * u[j] = N(0,1) draw at index (i << 40) + first + j (SPHERE and GAUSS; equal to
  * tess_rng_normal(key, ctr(ZO, k), index, 0, 1)), or +-1 from bit (index mod 128) of Philox
- * block index / 128 (RADEMACHER). SPHERE divides by ||u|| over all d coordinates. Pure. */
+ * block index / 128 (RADEMACHER). The optimizer turns a SPHERE draw into e = u / ||u||, the norm
+ * taken over all d coordinates (summed in coordinate order when x is replicated). Pure. */
 void tess_zo_direction(tess_rng_key key, tess_zo_dir dir, int64_t k, int64_t i, int64_t first,
                        int64_t n, double *u);
 
 /* The function being minimised. x is this rank's slice [first, first + n) of the query point
- * (the whole point when x is replicated), t the chain time. All callbacks are numeric and
- * cannot fail; they must not call MPI except `prepare`... which is not collective either. */
+ * (the whole point when x is replicated), t the chain time. All callbacks are local numeric
+ * code: they cannot fail and make no MPI calls. */
 typedef struct {
     void *ctx;
     int64_t npartials; /* scalars per evaluation returned by `partial`, 1..TESS_ZO_MAX_PARTIALS */

@@ -2,57 +2,12 @@
  * odd shapes (causal and not, RoPE and not, one and several heads, T across the causal row-block
  * size), backward accumulation, causality, argument checks, and PyTorch values stored in
  * tests/data/nn_refs (directory given as argv[1]). */
-#include <Random123/philox.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nn/attention.h" /* tess_nn_attention_* */
+#include "nn_test_util.h" /* nn_test_fill_uniform, nn_test_rel_err, nn_test_read_section */
 #include "tess_test.h"
-
-/* x (n) = uniform(-1, 1), drawn from Philox with key (seed, 0) and counter i. */
-static void fill_uniform(float *x, int64_t n, uint32_t seed) {
-    philox4x32_key_t key = {{seed, 0}};
-    for (int64_t i = 0; i < n; i++) {
-        philox4x32_ctr_t ctr = {{(uint32_t)i, (uint32_t)(i >> 32), 0, 0}};
-        philox4x32_ctr_t r = philox4x32(ctr, key);
-        x[i] = (float)(r.v[0] * (2.0 / 4294967296.0) - 1.0);
-    }
-}
-
-/* max |a - b| / max(1, max |b|) over n values. */
-static double rel_err(const float *a, const float *b, int64_t n) {
-    double err = 0.0, mag = 1.0;
-    for (int64_t i = 0; i < n; i++) {
-        double e = fabs((double)a[i] - (double)b[i]);
-        err = e > err ? e : err;
-        mag = fabs((double)b[i]) > mag ? fabs((double)b[i]) : mag;
-    }
-    return err / mag;
-}
-
-/* Read section `name` of a reference file (see gen_attn_mlp_refs.py) into x (n). 0 on success. */
-static int read_section(const char *path, const char *name, float *x, int64_t n) {
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    char word[64];
-    long long count;
-    int rc = -1;
-    while (fscanf(f, "%63s %lld", word, &count) == 2) {
-        int match = strcmp(word, name) == 0 && count == n;
-        for (long long i = 0; i < count; i++) {
-            float v;
-            if (fscanf(f, "%f", &v) != 1) goto done;
-            if (match) x[i] = v;
-        }
-        if (match) {
-            rc = 0;
-            break;
-        }
-    }
-done:
-    fclose(f);
-    return rc;
-}
 
 typedef struct {
     int64_t B, T, C, NH;
@@ -78,10 +33,10 @@ static void check_against_ref(shape s, uint32_t seed, float amp, double tol) {
     float *att = malloc((size_t)natt * sizeof(float)), *datt = malloc((size_t)natt * sizeof(float));
     float *cache = malloc((size_t)tess_nn_attention_cache_size(&d) * sizeof(float));
     float *scratch = malloc((size_t)tess_nn_attention_scratch_size(&d) * sizeof(float));
-    fill_uniform(qkv, nqkv, seed);
+    nn_test_fill_uniform(qkv, nqkv, seed, 1.0f);
     for (int64_t i = 0; i < nqkv; i++) qkv[i] *= amp;
-    fill_uniform(dout, nout, seed + 1);
-    fill_uniform(dqkv, nqkv, seed + 2); /* nonzero start: backward must add */
+    nn_test_fill_uniform(dout, nout, seed + 1, 1.0f);
+    nn_test_fill_uniform(dqkv, nqkv, seed + 2, 1.0f); /* nonzero start: backward must add */
     memcpy(dqkv_ref, dqkv, (size_t)nqkv * sizeof(float));
 
     tess_nn_attention_forward(out, cache, scratch, qkv, &d);
@@ -91,7 +46,7 @@ static void check_against_ref(shape s, uint32_t seed, float amp, double tol) {
     char what[160];
     snprintf(what, sizeof what, "B=%lld T=%lld C=%lld NH=%lld causal=%d rope=%d", (long long)s.B,
              (long long)s.T, (long long)s.C, (long long)s.NH, s.causal, s.rope);
-    double ef = rel_err(out, out_ref, nout), eb = rel_err(dqkv, dqkv_ref, nqkv);
+    double ef = nn_test_rel_err(out, out_ref, nout), eb = nn_test_rel_err(dqkv, dqkv_ref, nqkv);
     TESS_TEST_CHECK(ef < tol, "forward vs ref, %s: rel err %.3g", what, ef);
     TESS_TEST_CHECK(eb < tol, "backward vs ref, %s: rel err %.3g", what, eb);
 
@@ -102,7 +57,7 @@ static void check_against_ref(shape s, uint32_t seed, float amp, double tol) {
     tess_nn_attention_backward(dqkv_twice, scratch, dout, cache, &d);
     tess_nn_attention_backward(dqkv_twice, scratch, dout, cache, &d);
     for (int64_t i = 0; i < nqkv; i++) dqkv[i] *= 2.0f;
-    double ea = rel_err(dqkv_twice, dqkv, nqkv);
+    double ea = nn_test_rel_err(dqkv_twice, dqkv, nqkv);
     TESS_TEST_CHECK(ea < 1e-6, "backward accumulates, %s: rel err %.3g", what, ea);
 
     free(qkv), free(dout), free(out), free(out_ref), free(dqkv), free(dqkv_ref), free(dqkv_twice);
@@ -121,7 +76,7 @@ static void check_causality(bool causal, bool rope) {
     float *out1 = malloc((size_t)(B * T * C) * sizeof(float));
     float *cache = malloc((size_t)tess_nn_attention_cache_size(&d) * sizeof(float));
     float *scratch = malloc((size_t)tess_nn_attention_scratch_size(&d) * sizeof(float));
-    fill_uniform(qkv, B * T * 3 * C, 77);
+    nn_test_fill_uniform(qkv, B * T * 3 * C, 77, 1.0f);
     tess_nn_attention_forward(out0, cache, scratch, qkv, &d);
     for (int64_t i = (t + 1) * 3 * C; i < T * 3 * C; i++) qkv[i] = -3.0f * qkv[i] + 0.5f;
     tess_nn_attention_forward(out1, cache, scratch, qkv, &d);
@@ -147,7 +102,7 @@ static void check_nan(void) {
     float *out = malloc((size_t)(B * T * C) * sizeof(float));
     float *cache = malloc((size_t)tess_nn_attention_cache_size(&d) * sizeof(float));
     float *scratch = malloc((size_t)tess_nn_attention_scratch_size(&d) * sizeof(float));
-    fill_uniform(qkv, B * T * 3 * C, 55);
+    nn_test_fill_uniform(qkv, B * T * 3 * C, 55, 1.0f);
     qkv[t * 3 * C] = -NAN; /* q of token t, head 0; x86 makes negative NaNs */
     tess_nn_attention_forward(out, cache, scratch, qkv, &d);
     TESS_TEST_CHECK(isnan(out[t * C]) && !isnan(out[(t - 1) * C]) && !isnan(out[t * C + C / NH]),
@@ -164,7 +119,7 @@ static void check_torch(const char *dir, const char *file) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", dir, file);
     float dims[6];
-    if (read_section(path, "dims", dims, 6) != 0) {
+    if (nn_test_read_section(path, "dims", dims, 6) != 0) {
         TESS_TEST_CHECK(0, "cannot read %s", path);
         return;
     }
@@ -180,13 +135,13 @@ static void check_torch(const char *dir, const char *file) {
     float *out_pt = malloc((size_t)nout * sizeof(float));
     float *cache = malloc((size_t)tess_nn_attention_cache_size(&d) * sizeof(float));
     float *scratch = malloc((size_t)tess_nn_attention_scratch_size(&d) * sizeof(float));
-    int rd = read_section(path, "qkv", qkv, nqkv) | read_section(path, "dout", dout, nout) |
-             read_section(path, "out", out_pt, nout) | read_section(path, "dqkv", dqkv_pt, nqkv);
+    int rd = nn_test_read_section(path, "qkv", qkv, nqkv) | nn_test_read_section(path, "dout", dout, nout) |
+             nn_test_read_section(path, "out", out_pt, nout) | nn_test_read_section(path, "dqkv", dqkv_pt, nqkv);
     TESS_TEST_CHECK(rd == 0, "%s: all sections read", file);
     if (rd == 0) {
         tess_nn_attention_forward(out, cache, scratch, qkv, &d);
         tess_nn_attention_backward(dqkv, scratch, dout, cache, &d);
-        double ef = rel_err(out, out_pt, nout), eb = rel_err(dqkv, dqkv_pt, nqkv);
+        double ef = nn_test_rel_err(out, out_pt, nout), eb = nn_test_rel_err(dqkv, dqkv_pt, nqkv);
         TESS_TEST_CHECK(ef < 1e-6, "%s: forward vs PyTorch, rel err %.3g", file, ef);
         TESS_TEST_CHECK(eb < 1e-6, "%s: backward vs PyTorch, rel err %.3g", file, eb);
     }

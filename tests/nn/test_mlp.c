@@ -1,58 +1,13 @@
 /* test_mlp.c - the GELU and SwiGLU MLPs: fast against reference on small odd shapes (with and
  * without GELU biases), backward accumulation into every gradient, and PyTorch values stored in
  * tests/data/nn_refs (directory given as argv[1]). */
-#include <Random123/philox.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nn/mlp.h" /* tess_nn_mlp_* */
+#include "nn_test_util.h" /* nn_test_fill_uniform, nn_test_rel_err, nn_test_read_section */
 #include "tess_test.h"
-
-/* x (n) = scale * uniform(-1, 1), drawn from Philox with key (seed, 0) and counter i. */
-static void fill_uniform(float *x, int64_t n, uint32_t seed, float scale) {
-    philox4x32_key_t key = {{seed, 0}};
-    for (int64_t i = 0; i < n; i++) {
-        philox4x32_ctr_t ctr = {{(uint32_t)i, (uint32_t)(i >> 32), 0, 0}};
-        philox4x32_ctr_t r = philox4x32(ctr, key);
-        x[i] = scale * (float)(r.v[0] * (2.0 / 4294967296.0) - 1.0);
-    }
-}
-
-/* max |a - b| / max(1, max |b|) over n values. */
-static double rel_err(const float *a, const float *b, int64_t n) {
-    double err = 0.0, mag = 1.0;
-    for (int64_t i = 0; i < n; i++) {
-        double e = fabs((double)a[i] - (double)b[i]);
-        err = e > err ? e : err;
-        mag = fabs((double)b[i]) > mag ? fabs((double)b[i]) : mag;
-    }
-    return err / mag;
-}
-
-/* Read section `name` of a reference file (see gen_attn_mlp_refs.py) into x (n). 0 on success. */
-static int read_section(const char *path, const char *name, float *x, int64_t n) {
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    char word[64];
-    long long count;
-    int rc = -1;
-    while (fscanf(f, "%63s %lld", word, &count) == 2) {
-        int match = strcmp(word, name) == 0 && count == n;
-        for (long long i = 0; i < count; i++) {
-            float v;
-            if (fscanf(f, "%f", &v) != 1) goto done;
-            if (match) x[i] = v;
-        }
-        if (match) {
-            rc = 0;
-            break;
-        }
-    }
-done:
-    fclose(f);
-    return rc;
-}
 
 static float *alloc(int64_t n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(float)); }
 
@@ -117,11 +72,11 @@ static void check_against_ref(int64_t N, int64_t C, int64_t F, bool swiglu, bool
     mlp_case fast, ref;
     case_init(&fast, N, C, F, swiglu, bias);
     case_init(&ref, N, C, F, swiglu, bias);
-    fill_uniform(fast.in, N * C, seed, 1.5f);
-    fill_uniform(fast.dout, N * C, seed + 1, 1.0f);
-    fill_uniform(fast.par, fast.npar, seed + 2, 0.7f);
-    fill_uniform(fast.grad, fast.npar, seed + 3, 1.0f); /* nonzero start: backward must add */
-    fill_uniform(fast.din, N * C, seed + 4, 1.0f);
+    nn_test_fill_uniform(fast.in, N * C, seed, 1.5f);
+    nn_test_fill_uniform(fast.dout, N * C, seed + 1, 1.0f);
+    nn_test_fill_uniform(fast.par, fast.npar, seed + 2, 0.7f);
+    nn_test_fill_uniform(fast.grad, fast.npar, seed + 3, 1.0f); /* nonzero start: backward must add */
+    nn_test_fill_uniform(fast.din, N * C, seed + 4, 1.0f);
     memcpy(ref.in, fast.in, (size_t)(N * C) * sizeof(float));
     memcpy(ref.dout, fast.dout, (size_t)(N * C) * sizeof(float));
     memcpy(ref.din, fast.din, (size_t)(N * C) * sizeof(float));
@@ -130,10 +85,10 @@ static void check_against_ref(int64_t N, int64_t C, int64_t F, bool swiglu, bool
     run(&fast, false);
     run(&ref, true);
     const char *name = swiglu ? "swiglu" : bias ? "gelu" : "gelu (no bias)";
-    double eo = rel_err(fast.out, ref.out, N * C), ed = rel_err(fast.din, ref.din, N * C);
-    double eg = rel_err(fast.grad, ref.grad, fast.npar);
-    double ec = rel_err(fast.c0, ref.c0, N * F) + rel_err(fast.c1, ref.c1, N * F) +
-                (swiglu ? rel_err(fast.c2, ref.c2, N * F) : 0.0);
+    double eo = nn_test_rel_err(fast.out, ref.out, N * C), ed = nn_test_rel_err(fast.din, ref.din, N * C);
+    double eg = nn_test_rel_err(fast.grad, ref.grad, fast.npar);
+    double ec = nn_test_rel_err(fast.c0, ref.c0, N * F) + nn_test_rel_err(fast.c1, ref.c1, N * F) +
+                (swiglu ? nn_test_rel_err(fast.c2, ref.c2, N * F) : 0.0);
     TESS_TEST_CHECK(eo < 2e-6 && ec < 2e-6, "%s N=%lld C=%lld F=%lld: forward rel err %.3g, "
                     "caches %.3g", name, (long long)N, (long long)C, (long long)F, eo, ec);
     TESS_TEST_CHECK(ed < 2e-6 && eg < 2e-6, "%s N=%lld C=%lld F=%lld: din rel err %.3g, "
@@ -148,8 +103,8 @@ static void check_against_ref(int64_t N, int64_t C, int64_t F, bool swiglu, bool
     run(&fast, false);
     for (int64_t i = 0; i < fast.npar; i++) ref.grad[i] *= 2.0f;
     for (int64_t i = 0; i < N * C; i++) ref.din[i] *= 2.0f;
-    TESS_TEST_CHECK(rel_err(fast.grad, ref.grad, fast.npar) < 1e-6 &&
-                        rel_err(fast.din, ref.din, N * C) < 1e-6,
+    TESS_TEST_CHECK(nn_test_rel_err(fast.grad, ref.grad, fast.npar) < 1e-6 &&
+                        nn_test_rel_err(fast.din, ref.din, N * C) < 1e-6,
                     "%s N=%lld: backward accumulates into every gradient", name, (long long)N);
     case_free(&fast);
     case_free(&ref);
@@ -163,7 +118,7 @@ static void check_torch(const char *dir, const char *file, bool swiglu) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", dir, file);
     float dims[3];
-    if (read_section(path, "dims", dims, 3) != 0) {
+    if (nn_test_read_section(path, "dims", dims, 3) != 0) {
         TESS_TEST_CHECK(0, "cannot read %s", path);
         return;
     }
@@ -171,19 +126,19 @@ static void check_torch(const char *dir, const char *file, bool swiglu) {
     mlp_case m;
     case_init(&m, N, C, F, swiglu, !swiglu);
     float *out_pt = alloc(N * C), *din_pt = alloc(N * C), *grad_pt = alloc(m.npar);
-    int rd = read_section(path, "in", m.in, N * C) | read_section(path, "dout", m.dout, N * C) |
-             read_section(path, "out", out_pt, N * C) | read_section(path, "din", din_pt, N * C);
+    int rd = nn_test_read_section(path, "in", m.in, N * C) | nn_test_read_section(path, "dout", m.dout, N * C) |
+             nn_test_read_section(path, "out", out_pt, N * C) | nn_test_read_section(path, "din", din_pt, N * C);
     for (int i = 0; i < NPAR; i++) {
         const char *pn = swiglu ? swiglu_p[i] : gelu_p[i], *gn = swiglu ? swiglu_g[i] : gelu_g[i];
         if (!pn) continue;
-        rd |= read_section(path, pn, m.p[i], m.np[i]);
-        rd |= read_section(path, gn, grad_pt + (m.g[i] - m.grad), m.np[i]);
+        rd |= nn_test_read_section(path, pn, m.p[i], m.np[i]);
+        rd |= nn_test_read_section(path, gn, grad_pt + (m.g[i] - m.grad), m.np[i]);
     }
     TESS_TEST_CHECK(rd == 0, "%s: all sections read", file);
     if (rd == 0) {
         run(&m, false);
-        double eo = rel_err(m.out, out_pt, N * C), ed = rel_err(m.din, din_pt, N * C);
-        double eg = rel_err(m.grad, grad_pt, m.npar);
+        double eo = nn_test_rel_err(m.out, out_pt, N * C), ed = nn_test_rel_err(m.din, din_pt, N * C);
+        double eg = nn_test_rel_err(m.grad, grad_pt, m.npar);
         TESS_TEST_CHECK(eo < 1e-6, "%s: forward vs PyTorch, rel err %.3g", file, eo);
         TESS_TEST_CHECK(ed < 1e-6 && eg < 1e-6, "%s: din vs PyTorch %.3g, params %.3g", file, ed,
                         eg);
