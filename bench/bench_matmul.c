@@ -4,8 +4,9 @@
  *
  *   bench_matmul [--threads 1] [--reps 7] [--sample-ms 20] [--tokens 2048]
  *
- * Shapes, for C = 256 and 512, N = --tokens rows (B*T), F = 8C/3 rounded up to a multiple of 64
- * (SwiGLU), and per attention head T = 256, hs = 64:
+ * Shapes, for C = 256 and 512, N = --tokens rows (B*T, a multiple of 256), F = 8C/3 rounded up
+ * to a multiple of 64 (SwiGLU), and per attention head T = 256, hs = 64 (N/256 sequences times
+ * C/64 heads per step):
  *   linear layers (qkv C->3C, out C->C, gate/up C->F, down F->C), as nn/linear.c issues them:
  *     forward  out = in @ W^T          (N,OC,C)  trans_b
  *     backward din += dout @ W         (N,C,OC)
@@ -126,9 +127,13 @@ static tess_status run(int argc, char **argv) {
     static const char *const keys[] = {"--threads", "--reps", "--sample-ms", "--tokens"};
     int64_t opt[] = {1, 7, 20, 2048};
     TESS_CHECK(tess_bench_parse_ints(argc, argv, keys, opt, 4, 1, 1 << 20));
-    const int reps = (int)(opt[1] < MAX_REPS ? opt[1] : MAX_REPS);
+    TESS_REQUIRE(opt[1] <= MAX_REPS, TESS_ERR_ARG, "--reps %lld exceeds %d", (long long)opt[1],
+                 MAX_REPS);
+    const int reps = (int)opt[1];
     const double sample_s = (double)opt[2] * 1e-3;
     const int64_t n = opt[3];
+    TESS_REQUIRE(n % ATT_T == 0, TESS_ERR_ARG, "--tokens %lld must be a multiple of T = %d",
+                 (long long)n, ATT_T);
     tess_bench_blas_setup((int)opt[0]);
 
     gemm_case cs[MAX_CASES];
@@ -151,11 +156,14 @@ static tess_status run(int argc, char **argv) {
         snprintf(cs[nc++].name, sizeof cs[0].name, "C%lld attn fwd, per head", (long long)C);
         cs[nc] = (gemm_case){.kind = GEMM_ATT_BWD, .count = heads};
         snprintf(cs[nc++].name, sizeof cs[0].name, "C%lld attn bwd, per head", (long long)C);
-        int64_t m = n * (3 * C > F ? 3 * C : F);
-        if (m > max_floats) max_floats = m;
     }
     cs[nc] = (gemm_case){.kind = GEMM_ONE, .M = ATT_T, .N = ATT_T, .K = ATT_HS, .tb = true};
     snprintf(cs[nc++].name, sizeof cs[0].name, "QK^T unblocked, per head");
+    for (int i = 0; i < nc; i++) { /* every operand fits in each buffer */
+        const int64_t sizes[3] = {cs[i].M * cs[i].K, cs[i].K * cs[i].N, cs[i].M * cs[i].N};
+        for (int j = 0; j < 3; j++)
+            if (sizes[j] > max_floats) max_floats = sizes[j];
+    }
 
     float *a = malloc((size_t)max_floats * sizeof *a), *b = malloc((size_t)max_floats * sizeof *b);
     float *c = calloc((size_t)max_floats, sizeof *c);

@@ -13,8 +13,8 @@
  *
  * Writing: each rank writes hyperslabs of the entries it holds, collectively; ranks that hold the
  * same block (replicated entries, shards repeated over data-parallel replicas) split its rows so
- * every element is written exactly once. BLOCK_CYCLIC entries are gathered to rank 0 (dist/gather.h)
- * when their grid spans the whole communicator; a block-cyclic grid on a sub-group is refused.
+ * every element is written exactly once. BLOCK_CYCLIC entries are gathered to rank 0
+ * (dist/gather.h) when their grid spans the whole communicator; a grid on a sub-group is refused.
  * Reading: each rank reads the hyperslab its own layout asks for, so a checkpoint written on P
  * ranks loads on Q ranks.
  *
@@ -134,7 +134,8 @@ tess_status tess_ckpt_clean(MPI_Comm comm, const char *dir);
 /* Open path read-only with the serial driver and check it is a checkpoint this build reads:
  * exists (else TESS_ERR_NOINPUT), is a complete HDF5 file, has format TESS_CKPT_FORMAT and a
  * format_version in 1..TESS_CKPT_FORMAT_VERSION (else TESS_ERR_DATA). Fills *info (may be NULL)
- * and returns the open file in *file (close with H5Fclose). Not collective: for tools and rank 0. */
+ * and returns the open file in *file (close with H5Fclose). Not collective: for tools and for
+ * rank 0. */
 tess_status tess_ckpt_open(const char *path, hid_t *file, tess_ckpt_info *info);
 
 /* Integrity check without a model: the file opens, its format is known, every dataset of the

@@ -27,7 +27,8 @@ typedef struct {
 /* Turn HDF5's automatic error printing off (begin) and restore it (end). */
 void ckpt_quiet_begin(ckpt_quiet *q);
 void ckpt_quiet_end(const ckpt_quiet *q);
-/* The innermost message of HDF5's current error stack, or "unknown HDF5 error". */
+/* The innermost message of HDF5's current error stack, or "no detail from HDF5". Call it right
+ * after the failing call: every other HDF5 call clears the stack. */
 void ckpt_h5_message(char *buf, size_t n);
 
 /* --- attributes (0 on success, -1 on failure) ------------------------------------------------ */
@@ -75,6 +76,14 @@ tess_status ckpt_msgs_push(tess_status s, const ckpt_msgs *m, const char *file, 
  * largest status code seen; ranks that were fine add a line saying another rank failed.
  * Collective on comm. */
 tess_status ckpt_agree(MPI_Comm comm, tess_status local, const char *what);
+
+/* Share rank 0's verdict: every rank returns s_root (given on rank 0; others pass anything);
+ * ranks other than 0 get rank 0's first record line. Collective on comm. */
+tess_status ckpt_root_verdict(MPI_Comm comm, tess_status s_root);
+
+/* Committed checkpoints of dir ("ckpt_<step>.h5"), newest first, as "name\n" lines on every rank
+ * (malloc'ed, caller frees; *count may be 0; a missing dir is empty). Collective on comm. */
+tess_status ckpt_list_shared(MPI_Comm comm, const char *dir, char **names, int64_t *count);
 
 /* --- the plan: which part of each entry this rank writes and hashes ------------------------- */
 typedef struct {

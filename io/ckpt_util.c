@@ -42,7 +42,7 @@ static herr_t first_error(unsigned n, const H5E_error2_t *err, void *data) {
 void ckpt_h5_message(char *buf, size_t n) {
     walk_ctx w = {buf, n, false};
     H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, first_error, &w);
-    if (!w.found) snprintf(buf, n, "unknown HDF5 error");
+    if (!w.found) snprintf(buf, n, "no detail from HDF5");
 }
 
 /* --- attributes ------------------------------------------------------------------------------ */
@@ -83,6 +83,7 @@ int ckpt_attr_read_str(hid_t loc, const char *name, char *buf, size_t n) {
     if (ft >= 0 && space >= 0 && H5Tget_class(ft) == H5T_STRING &&
         H5Sget_simple_extent_npoints(space) == 1) {
         hid_t mt = H5Tcopy(H5T_C_S1);
+        if (mt >= 0) H5Tset_cset(mt, H5Tget_cset(ft)); /* HDF5 converts no ASCII <-> UTF-8 */
         if (H5Tis_variable_str(ft) > 0) {
             char *s = NULL;
             if (mt >= 0 && H5Tset_size(mt, H5T_VARIABLE) >= 0 && H5Aread(a, mt, &s) >= 0) {
@@ -202,6 +203,8 @@ static bool first_component_is(const char *name, const char *word) {
 tess_status ckpt_check_state(const tess_ckpt_state *st) {
     TESS_REQUIRE(st && st->reg && tess_registry_is_final(st->reg), TESS_ERR_ARG,
                  "checkpoint state needs a finalized registry");
+    TESS_REQUIRE(tess_registry_count(st->reg) > 0, TESS_ERR_ARG,
+                 "checkpoint state needs a registry with at least one entry");
     TESS_REQUIRE(st->nbuffers >= 0 && st->nbuffers <= TESS_CKPT_MAX_SETS &&
                      (st->nbuffers == 0 || st->buffers),
                  TESS_ERR_ARG, "nbuffers = %d must be in [0, %d] with buffers given", st->nbuffers,

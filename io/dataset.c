@@ -60,8 +60,8 @@ tess_status tess_ds_agree(MPI_Comm comm, tess_status local) {
     if (rank == first) return local;
     size_t len = strnlen(text, sizeof text);
     while (len > 0 && text[len - 1] == '\n') text[--len] = '\0';
-    return tess_error_push((tess_status)code, __FILE__, __LINE__, __func__,
-                           "rank %d reported:\n%s", first, text);
+    return tess_error_push((tess_status)code, __FILE__, __LINE__, __func__, "rank %d reported:\n%s",
+                           first, text);
 }
 
 static tess_status close_ids(tess_ds_file *f) {
@@ -100,8 +100,8 @@ static tess_status check_format(const tess_ds_file *f, const char *format, int64
                  f->path, format);
     char found[128];
     TESS_CHECK(tess_ds_attr_string(f, "/", "format", found, sizeof found));
-    TESS_REQUIRE(strcmp(found, format) == 0, TESS_ERR_DATA,
-                 "'%s' has format '%s', expected '%s'", f->path, found, format);
+    TESS_REQUIRE(strcmp(found, format) == 0, TESS_ERR_DATA, "'%s' has format '%s', expected '%s'",
+                 f->path, found, format);
     int64_t version = 0;
     TESS_CHECK(tess_ds_attr_int(f, "/", "format_version", &version));
     TESS_REQUIRE(version >= 1 && version <= max_version, TESS_ERR_DATA,
@@ -123,9 +123,12 @@ tess_status tess_ds_open(tess_ds_file *f, MPI_Comm comm, const char *path, const
     int err = 0;
     if (f->rank == 0) {
         struct stat st;
-        if (stat(path, &st) != 0) err = errno;
-        else if (S_ISDIR(st.st_mode)) err = EISDIR;
-        else if (access(path, R_OK) != 0) err = errno;
+        if (stat(path, &st) != 0)
+            err = errno;
+        else if (S_ISDIR(st.st_mode))
+            err = EISDIR;
+        else if (access(path, R_OK) != 0)
+            err = errno;
     }
     TESS_MPI_CHECK(MPI_Bcast(&err, 1, MPI_INT, 0, comm));
     TESS_REQUIRE(err == 0, TESS_ERR_NOINPUT, "cannot open dataset file '%s': %s", path,
@@ -170,25 +173,30 @@ static void type_name(hid_t t, char *buf, size_t n) {
     size_t bits = H5Tget_size(t) * 8;
     if (c == H5T_INTEGER)
         snprintf(buf, n, "%sint%zu", H5Tget_sign(t) == H5T_SGN_NONE ? "u" : "", bits);
-    else if (c == H5T_FLOAT) snprintf(buf, n, "float%zu", bits);
-    else if (c == H5T_STRING) snprintf(buf, n, "string");
-    else if (c == H5T_COMPOUND) snprintf(buf, n, "compound");
-    else snprintf(buf, n, "type class %d", (int)c);
+    else if (c == H5T_FLOAT)
+        snprintf(buf, n, "float%zu", bits);
+    else if (c == H5T_STRING)
+        snprintf(buf, n, "string");
+    else if (c == H5T_COMPOUND)
+        snprintf(buf, n, "compound");
+    else
+        snprintf(buf, n, "type class %d", (int)c);
 }
 
 static void shape_text(char *buf, size_t n, int ndim, const int64_t *dims) {
     size_t off = (size_t)snprintf(buf, n, "[");
     for (int d = 0; d < ndim && off < n; d++) {
-        if (dims[d] < 0) off += (size_t)snprintf(buf + off, n - off, "%s*", d ? ", " : "");
-        else off += (size_t)snprintf(buf + off, n - off, "%s%lld", d ? ", " : "",
-                                     (long long)dims[d]);
+        if (dims[d] < 0)
+            off += (size_t)snprintf(buf + off, n - off, "%s*", d ? ", " : "");
+        else
+            off +=
+                (size_t)snprintf(buf + off, n - off, "%s%lld", d ? ", " : "", (long long)dims[d]);
     }
     if (off < n) snprintf(buf + off, n - off, "]");
 }
 
 static tess_status check_dataset(const tess_ds_file *f, hid_t d, const char *name,
-                                 tess_ds_class cls, int ndim, const int64_t *want,
-                                 int64_t *dims) {
+                                 tess_ds_class cls, int ndim, const int64_t *want, int64_t *dims) {
     hid_t t = H5Dget_type(d);
     TESS_REQUIRE(t >= 0, TESS_ERR_DATA, "'%s': cannot read the type of %s", f->path, name);
     H5T_class_t c = H5Tget_class(t);
@@ -196,8 +204,8 @@ static tess_status check_dataset(const tess_ds_file *f, hid_t d, const char *nam
     type_name(t, tname, sizeof tname);
     H5Tclose(t);
     H5T_class_t want_c = cls == TESS_DS_INT ? H5T_INTEGER : H5T_FLOAT;
-    TESS_REQUIRE(c == want_c, TESS_ERR_DATA, "'%s': dataset %s has type %s, expected %s",
-                 f->path, name, tname, cls == TESS_DS_INT ? "an integer type" : "a float type");
+    TESS_REQUIRE(c == want_c, TESS_ERR_DATA, "'%s': dataset %s has type %s, expected %s", f->path,
+                 name, tname, cls == TESS_DS_INT ? "an integer type" : "a float type");
 
     hid_t sp = H5Dget_space(d);
     TESS_REQUIRE(sp >= 0, TESS_ERR_DATA, "'%s': cannot read the shape of %s", f->path, name);
@@ -211,8 +219,9 @@ static tess_status check_dataset(const tess_ds_file *f, hid_t d, const char *nam
     int64_t any[TESS_DS_MAX_DIMS] = {-1, -1};
     shape_text(want_txt, sizeof want_txt, ndim, want ? want : any);
     shape_text(found_txt, sizeof found_txt, nd > 0 ? nd : 0, found);
-    TESS_REQUIRE(nd == ndim, TESS_ERR_DATA, "'%s': dataset %s has %d dimension(s) %s, expected %d %s",
-                 f->path, name, nd, found_txt, ndim, want_txt);
+    TESS_REQUIRE(nd == ndim, TESS_ERR_DATA,
+                 "'%s': dataset %s has %d dimension(s) %s, expected %d %s", f->path, name, nd,
+                 found_txt, ndim, want_txt);
     for (int i = 0; i < ndim; i++) {
         TESS_REQUIRE(want == NULL || want[i] < 0 || want[i] == found[i], TESS_ERR_DATA,
                      "'%s': dataset %s has shape %s, expected %s", f->path, name, found_txt,
@@ -267,8 +276,7 @@ static tess_status attr_open(const tess_ds_file *f, const char *obj, const char 
     return TESS_OK;
 }
 
-tess_status tess_ds_attr_int(const tess_ds_file *f, const char *obj, const char *attr,
-                             int64_t *v) {
+tess_status tess_ds_attr_int(const tess_ds_file *f, const char *obj, const char *attr, int64_t *v) {
     hid_t a;
     TESS_CHECK(attr_open(f, obj, attr, H5T_INTEGER, "integer", &a));
     long long x = 0;
@@ -291,12 +299,13 @@ tess_status tess_ds_attr_double(const tess_ds_file *f, const char *obj, const ch
     return TESS_OK;
 }
 
-tess_status tess_ds_attr_string(const tess_ds_file *f, const char *obj, const char *attr,
-                                char *buf, size_t n) {
+tess_status tess_ds_attr_string(const tess_ds_file *f, const char *obj, const char *attr, char *buf,
+                                size_t n) {
     hid_t a;
     TESS_CHECK(attr_open(f, obj, attr, H5T_STRING, "string", &a));
     hid_t ft = H5Aget_type(a);
     hid_t mt = H5Tcopy(H5T_C_S1);
+    H5Tset_cset(mt, H5Tget_cset(ft)); /* HDF5 converts no string between ASCII and UTF-8 */
     herr_t e = -1;
     if (H5Tis_variable_str(ft) > 0) {
         char *s = NULL;
@@ -321,8 +330,8 @@ tess_status tess_ds_attr_string(const tess_ds_file *f, const char *obj, const ch
 }
 
 tess_status tess_ds_read_runs(const tess_ds_file *f, hid_t dset, const char *name, hid_t memtype,
-                              int64_t ncols, const int64_t *lo, const int64_t *cnt,
-                              int64_t nruns, void *buf) {
+                              int64_t ncols, const int64_t *lo, const int64_t *cnt, int64_t nruns,
+                              void *buf) {
     hid_t fs = H5Dget_space(dset);
     TESS_REQUIRE(fs >= 0, TESS_ERR_DATA, "'%s': cannot read the shape of %s", f->path, name);
     int nd = H5Sget_simple_extent_ndims(fs);
@@ -365,8 +374,7 @@ tess_status tess_ds_writer_create(tess_ds_writer *w, const char *path, const cha
         tess_ds_h5_reason(why, sizeof why);
         int err = errno;
         tess_ds_quiet_end(&w->quiet);
-        TESS_REQUIRE(false, TESS_ERR_IO, "cannot create '%s': %s (%s)", w->tmp, why,
-                     strerror(err));
+        TESS_REQUIRE(false, TESS_ERR_IO, "cannot create '%s': %s (%s)", w->tmp, why, strerror(err));
     }
     tess_status s = tess_ds_write_attr_string(w, "/", "format", format);
     if (s == TESS_OK) s = tess_ds_write_attr_int(w, "/", "format_version", version);
@@ -398,9 +406,9 @@ tess_status tess_ds_write_array(tess_ds_writer *w, const char *name, hid_t ftype
     hid_t sp = H5Screate_simple(ndim, h, NULL);
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
     if (lcpl >= 0) H5Pset_create_intermediate_group(lcpl, 1);
-    hid_t d = sp >= 0 && lcpl >= 0 ? H5Dcreate2(w->file, name, ftype, sp, lcpl, H5P_DEFAULT,
-                                                H5P_DEFAULT)
-                                   : H5I_INVALID_HID;
+    hid_t d = sp >= 0 && lcpl >= 0
+                  ? H5Dcreate2(w->file, name, ftype, sp, lcpl, H5P_DEFAULT, H5P_DEFAULT)
+                  : H5I_INVALID_HID;
     herr_t e = d >= 0 ? 0 : -1;
     if (d >= 0 && n > 0) e = H5Dwrite(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf);
     char why[256];
@@ -423,8 +431,7 @@ static tess_status write_attr(tess_ds_writer *w, const char *obj, const char *at
     if (a >= 0) H5Aclose(a);
     H5Sclose(sp);
     H5Oclose(o);
-    TESS_REQUIRE(e >= 0, TESS_ERR_IO, "'%s': cannot write attribute '%s' of %s", w->tmp, attr,
-                 obj);
+    TESS_REQUIRE(e >= 0, TESS_ERR_IO, "'%s': cannot write attribute '%s' of %s", w->tmp, attr, obj);
     return TESS_OK;
 }
 

@@ -9,6 +9,9 @@
  * <path> on commit, so a converted file appears only when complete.
  * HDF5's own error printing is switched off inside these calls (tess_ds_quiet_*); its innermost
  * message is quoted in ours instead (tess_ds_h5_reason).
+ * Collectiveness: with a file opened with coll_metadata, every function below that takes the
+ * tess_ds_file reads metadata collectively, so all ranks must call the same ones in the same order
+ * (they do, as the metadata are the same everywhere); tess_ds_read_runs is always collective.
  * Apps use the three readers; this header is their common plumbing. docs/datasets.md has the
  * file layouts.
  */
@@ -74,12 +77,11 @@ bool tess_ds_exists(const tess_ds_file *f, const char *name);
 
 /* Read a scalar attribute `attr` of object `obj` ("/", "/graphs"); TESS_ERR_DATA if missing or
  * of another type class. Strings may be variable- or fixed-length; buf gets n bytes at most. */
-tess_status tess_ds_attr_int(const tess_ds_file *f, const char *obj, const char *attr,
-                             int64_t *v);
+tess_status tess_ds_attr_int(const tess_ds_file *f, const char *obj, const char *attr, int64_t *v);
 tess_status tess_ds_attr_double(const tess_ds_file *f, const char *obj, const char *attr,
                                 double *v);
-tess_status tess_ds_attr_string(const tess_ds_file *f, const char *obj, const char *attr,
-                                char *buf, size_t n);
+tess_status tess_ds_attr_string(const tess_ds_file *f, const char *obj, const char *attr, char *buf,
+                                size_t n);
 
 /* Read rows [lo[i], lo[i] + cnt[i]) for i in [0, nruns) of dataset dset (rank 1 or 2; a row has
  * ncols elements, ncols = 1 for rank 1) into buf, packed in run order, converted to memtype.
@@ -87,8 +89,8 @@ tess_status tess_ds_attr_string(const tess_ds_file *f, const char *obj, const ch
  * nothing but still takes part). name is for messages. Collective on f->comm (every rank calls
  * it for the same dataset). */
 tess_status tess_ds_read_runs(const tess_ds_file *f, hid_t dset, const char *name, hid_t memtype,
-                              int64_t ncols, const int64_t *lo, const int64_t *cnt,
-                              int64_t nruns, void *buf);
+                              int64_t ncols, const int64_t *lo, const int64_t *cnt, int64_t nruns,
+                              void *buf);
 
 /* A file being written by one process. */
 typedef struct {
@@ -109,8 +111,7 @@ tess_status tess_ds_write_group(tess_ds_writer *w, const char *name);
 tess_status tess_ds_write_array(tess_ds_writer *w, const char *name, hid_t ftype, hid_t mtype,
                                 int ndim, const int64_t *dims, const void *buf);
 /* Scalar attributes on object obj: int64, float64, variable-length UTF-8 string (h5py: str). */
-tess_status tess_ds_write_attr_int(tess_ds_writer *w, const char *obj, const char *attr,
-                                   int64_t v);
+tess_status tess_ds_write_attr_int(tess_ds_writer *w, const char *obj, const char *attr, int64_t v);
 tess_status tess_ds_write_attr_double(tess_ds_writer *w, const char *obj, const char *attr,
                                       double v);
 tess_status tess_ds_write_attr_string(tess_ds_writer *w, const char *obj, const char *attr,

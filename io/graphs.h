@@ -38,18 +38,18 @@ typedef struct {
     int64_t num_features; /* F */
     int64_t num_classes;  /* C */
     char name[TESS_GRAPHS_NAME_MAX];
-    char feature_kind[TESS_GRAPHS_NAME_MAX]; /* e.g. "node_labels_onehot", "degree_onehot" */
+    char feature_kind[TESS_GRAPHS_NAME_MAX]; /* e.g. "node_labels_onehot[1..53]" */
     /* the graphs held here, in increasing global id */
-    int64_t num_graphs; /* G_local */
-    int64_t num_nodes;  /* N_local */
-    int64_t nnz;        /* nnz_local */
-    int64_t *graph_ids; /* (G_local) global id of each graph */
-    int64_t *node_ptr;  /* (G_local + 1) */
-    int64_t *edge_ptr;  /* (G_local + 1) */
-    int64_t *indptr;    /* (N_local + 1) */
-    int32_t *indices;   /* (nnz_local) graph-local neighbour ids */
-    float *x;           /* (N_local, F) */
-    int32_t *y;         /* (G_local) */
+    int64_t num_graphs;    /* G_local */
+    int64_t num_nodes;     /* N_local */
+    int64_t nnz;           /* nnz_local */
+    int64_t *graph_ids;    /* (G_local) global id of each graph */
+    int64_t *node_ptr;     /* (G_local + 1) */
+    int64_t *edge_ptr;     /* (G_local + 1) */
+    int64_t *indptr;       /* (N_local + 1) */
+    int32_t *indices;      /* (nnz_local) graph-local neighbour ids */
+    float *x;              /* (N_local, F) */
+    int32_t *y;            /* (G_local) */
     int64_t *label_values; /* (C) */
 } tess_graphs;
 
@@ -97,7 +97,7 @@ typedef struct {
     int64_t isolated_nodes; /* nodes without neighbours */
     int64_t max_degree;
     int64_t node_label_min, node_label_max; /* when <NAME>_node_labels.txt exists */
-    int64_t num_attributes; /* columns of <NAME>_node_attributes.txt, 0 if absent */
+    int64_t num_attributes;                 /* columns of <NAME>_node_attributes.txt, 0 if absent */
 } tess_tu_report;
 
 /* Read a TU dataset into a whole collection gs (free with tess_graphs_free). source is the

@@ -2,6 +2,8 @@
 #include "io/metrics.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 tess_status tess_metrics_open(tess_metrics *m, const char *path, const char *const *names,
@@ -18,6 +20,46 @@ tess_status tess_metrics_open(tess_metrics *m, const char *path, const char *con
                      strerror(errno));
     }
     return TESS_OK;
+}
+
+/* The header line "names[0],...,names[ncols-1]\n" into buf. */
+static void format_header(char *buf, size_t cap, const char *const *names, int ncols) {
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < ncols && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s", names[i], i + 1 < ncols ? "," : "\n");
+}
+
+tess_status tess_metrics_open_resume(tess_metrics *m, const char *path, const char *const *names,
+                                     int ncols, int64_t step) {
+    FILE *in = fopen(path, "r");
+    if (!in) return tess_metrics_open(m, path, names, ncols, false);
+    char tmp[4200], header[4096], line[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    format_header(header, sizeof header, names, ncols);
+    FILE *out = fopen(tmp, "w");
+    if (!out) {
+        fclose(in);
+        TESS_REQUIRE(false, TESS_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+    }
+    bool header_ok = fgets(line, sizeof line, in) && strcmp(line, header) == 0;
+    if (header_ok) {
+        fputs(header, out);
+        while (fgets(line, sizeof line, in)) {
+            char *end;
+            double row_step = strtod(line, &end);
+            if (end != line && row_step <= (double)step) fputs(line, out);
+        }
+    }
+    fclose(in);
+    int write_ok = fclose(out) == 0;
+    if (!header_ok) {
+        remove(tmp);
+        TESS_REQUIRE(false, TESS_ERR_DATA, "metrics file '%s' has another header than %s", path, header);
+    }
+    TESS_REQUIRE(write_ok && rename(tmp, path) == 0, TESS_ERR_IO, "cannot replace '%s': %s", path,
+                 strerror(errno));
+    return tess_metrics_open(m, path, names, ncols, true);
 }
 
 tess_status tess_metrics_row(tess_metrics *m, const double *values) {

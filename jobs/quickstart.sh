@@ -31,6 +31,7 @@ run_app() {   # run_app NAME EXE ARGS... : runs on $np ranks, logs to runs/quick
 }
 
 run_app tinylm "$bin/tinylm/tinylm"
+run_app zo "$bin/zo/zo"
 
 echo
 echo "quickstart: done. Results under $out:"

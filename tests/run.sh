@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# tests/run.sh - the whole test suite from a clean clone: install missing dependencies, configure
-# the "ci" preset (warnings are errors, assertions on), build, run ctest on all cores.
+# tests/run.sh - the whole test suite from a clean clone: install missing dependencies (Slurm
+# included), configure the "ci" preset (warnings are errors, assertions on), build, run ctest on
+# all cores. The slurm tests start a local one-node cluster (cluster/slurm1.sh) and stop it.
 # usage: bash tests/run.sh [ctest args...]     e.g. bash tests/run.sh -L unit
-#        TESS_TEST_EXCLUDE="slow|slurm" (default "slurm") excludes labels unless ctest args are given.
+#        TESS_TEST_EXCLUDE="slow|slurm" excludes labels unless ctest args are given (default: none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash cluster/install-deps.sh
+bash cluster/install-deps.sh --slurm
+# Whatever happens, no Slurm daemon or job of the test cluster outlives the run.
+trap 'bash cluster/slurm1.sh down >/dev/null 2>&1 || true' EXIT
 
 jobs=$(nproc)
 # Machine facts for mpiexec, not project facts: 4-rank tests on 2 cores, and CI runs as root.
@@ -19,6 +22,8 @@ cmake --preset ci
 cmake --build --preset ci -j"$jobs"
 if [ "$#" -gt 0 ]; then
   ctest --preset ci "$@"
+elif [ -n "${TESS_TEST_EXCLUDE:-}" ]; then
+  ctest --preset ci -LE "$TESS_TEST_EXCLUDE"
 else
-  ctest --preset ci -LE "${TESS_TEST_EXCLUDE:-slurm}"
+  ctest --preset ci
 fi

@@ -7,6 +7,9 @@
  * buckets that start reducing while backward still runs (dist/gradsync.h), so P ranks take the
  * same steps as 1 rank with the whole batch (up to the order of floating-point sums). Outputs under run.dir: config.ini, metrics.csv (training),
  * eval.csv (held-out loss and accuracy), plots/loss.png, plots/eval.png.
+ *
+ * Preemption: SIGUSR1, SIGTERM or SIGINT on any rank stops every rank after the same step, which
+ * is checkpointed; the run then exits 75 and --resume auto continues it exactly (docs/jobs.md).
  */
 #include <math.h>
 #include <mpi.h>
@@ -17,10 +20,11 @@
 #include "core/config.h"   /* tess_config_* */
 #include "core/log.h"      /* tess_log_*, tess_progress_* */
 #include "core/runtime.h"  /* tess_runtime_* */
-#include "core/signals.h"  /* tess_signals_install */
+#include "core/signals.h"  /* tess_signals_install, tess_signals_stop_requested */
 #include "core/timer.h"    /* tess_timer_now */
 #include "dist/gradsync.h" /* tess_gradsync_* */
 #include "dist/mesh.h"     /* tess_group_* */
+#include "io/ckpt.h"       /* tess_ckpt_* */
 #include "io/metrics.h"    /* tess_metrics_* */
 #include "io/plot.h"       /* tess_plot_csv */
 #include "io/rundir.h"     /* tess_rundir_prepare */
@@ -32,6 +36,10 @@
 #include "optim/sched.h"   /* tess_sched_* */
 #include "tensor/tensor.h" /* tess_tensor_sqnorm */
 #include "task.h"          /* tinylm_task_* */
+
+/* Exit code of a run stopped by SIGUSR1/SIGTERM/SIGINT after its checkpoint: requeue me
+ * (EX_TEMPFAIL; the exit-code table of docs/architecture.md, the requeue logic of docs/jobs.md). */
+enum { TINYLM_EXIT_STOPPED = 75 };
 
 static const tess_opt run_opts[] = {
     TESS_OPT_STRING("dir", "runs/tinylm", "output directory (config.ini, metrics.csv, plots/)"),
@@ -75,10 +83,19 @@ static const tess_opt optim_opts[] = {
 static const tess_opt dist_opts[] = {
     TESS_OPT_INT("bucket_kib", 1024, 1, 1 << 22, "gradient all-reduce bucket size (KiB)"),
 };
+static const tess_opt ckpt_opts[] = {
+    TESS_OPT_STRING("dir", "", "checkpoint directory (empty: <run.dir>/checkpoints)"),
+    TESS_OPT_INT("every", 0, 0, INT64_MAX / 2, "steps between checkpoints (0: only at_end)"),
+    TESS_OPT_INT("keep", 3, 0, 1000000, "newest checkpoints kept (0: all)"),
+    TESS_OPT_BOOL("at_end", true, "checkpoint after the last step"),
+    TESS_OPT_STRING("resume", "", "'' (start fresh), auto (newest valid in ckpt.dir) or a file; "
+                    "also --resume"),
+};
 static const tess_config_section sections[] = {
     TESS_CONFIG_SECTION("run", run_opts),     TESS_CONFIG_SECTION("model", model_opts),
     TESS_CONFIG_SECTION("task", task_opts),   TESS_CONFIG_SECTION("train", train_opts),
     TESS_CONFIG_SECTION("optim", optim_opts), TESS_CONFIG_SECTION("dist", dist_opts),
+    TESS_CONFIG_SECTION("ckpt", ckpt_opts),
 };
 
 /* Everything a run owns; freed by app_free whatever the outcome. */
@@ -91,6 +108,7 @@ typedef struct {
     tess_gradsync *sync;
     int32_t *ids, *targets; /* (b, T) */
     tess_metrics train_csv, eval_csv;
+    bool stopped; /* a stop signal ended training early (after a checkpoint, if any step ran) */
 } app;
 
 static void app_free(app *a) {
@@ -151,6 +169,45 @@ static tess_status draw_plots(const char *dir) {
     snprintf(png, sizeof png, "%s/plots/eval.png", dir);
     TESS_CHECK(tess_plot_csv(csv, png, "tinylm held-out loss and token accuracy", "step", eval_cols,
                              2, true));
+    return TESS_OK;
+}
+
+/* What a tinylm checkpoint holds: the registry's params, AdamW's m, v and step count, and the
+ * step, data cursor and seed of the run. */
+typedef struct {
+    tess_ckpt_buffer sets[2];
+    tess_ckpt_counter counters[1];
+    int64_t step_count;
+    tess_ckpt_state st;
+    char dir[4200];
+} tinylm_ckpt;
+
+static void ckpt_prepare(tinylm_ckpt *k, app *a, const char *run_dir, uint64_t seed) {
+    float *m, *v;
+    int64_t n;
+    tess_adamw_state(a->opt, &m, &v, &n);
+    k->sets[0] = (tess_ckpt_buffer){"optim/m", m};
+    k->sets[1] = (tess_ckpt_buffer){"optim/v", v};
+    k->counters[0] = (tess_ckpt_counter){"optim/step_count", &k->step_count};
+    k->step_count = 0;
+    k->st = (tess_ckpt_state){.reg = a->reg, .buffers = k->sets, .nbuffers = 2,
+                              .counters = k->counters, .ncounters = 1, .seed = seed,
+                              .config_text = tess_config_resolved_text(a->cfg), .app = "tinylm"};
+    const char *dir = tess_config_string(a->cfg, "ckpt.dir");
+    if (dir[0])
+        snprintf(k->dir, sizeof k->dir, "%s", dir);
+    else
+        snprintf(k->dir, sizeof k->dir, "%s/checkpoints", run_dir);
+}
+
+/* Checkpoint after `done` steps. Collective: every rank returns the same status. */
+static tess_status ckpt_save(tinylm_ckpt *k, app *a, const tess_runtime *rt, int64_t done,
+                             int64_t data_cursor) {
+    k->st.step = done;
+    k->st.data_cursor = data_cursor;
+    k->step_count = tess_adamw_step_count(a->opt);
+    TESS_CHECK(tess_ckpt_save(rt->comm, k->dir, &k->st, tess_config_int(a->cfg, "ckpt.keep"),
+                              NULL, 0));
     return TESS_OK;
 }
 
@@ -217,15 +274,39 @@ static tess_status train(app *a, const tess_runtime *rt, bool *collective) {
                                rt->rank == 0 ? stderr : NULL));
 
     TESS_CHECK(tess_rundir_prepare(rt->comm, dir, tess_config_resolved_text(a->cfg)));
+    /* Resume (ckpt.resume): the step, the data cursor and AdamW's state come back exactly; the
+     * verdict is the same on every rank, so a refused checkpoint ends the run collectively. */
+    tinylm_ckpt ckpt;
+    ckpt_prepare(&ckpt, a, dir, seed);
+    bool resumed = false;
+    tess_status rs = tess_ckpt_resume(rt->comm, ckpt.dir, tess_config_string(c, "ckpt.resume"),
+                                      &ckpt.st, &resumed, NULL, 0);
+    if (rs == TESS_OK && resumed && ckpt.st.seed != seed)
+        rs = tess_error_push(TESS_ERR_CONFIG, __FILE__, __LINE__, __func__,
+                             "the checkpoint was written with run.seed = %llu, this run has %llu",
+                             (unsigned long long)ckpt.st.seed, (unsigned long long)seed);
+    if (rs == TESS_OK && resumed && ckpt.st.step > steps)
+        rs = tess_error_push(TESS_ERR_CONFIG, __FILE__, __LINE__, __func__,
+                             "the checkpoint is at step %lld, beyond train.steps = %lld",
+                             (long long)ckpt.st.step, (long long)steps);
+    if (rs == TESS_OK && resumed) rs = tess_adamw_set_step_count(a->opt, ckpt.step_count);
+    if (rs != TESS_OK) {
+        *collective = true;
+        return tess_error_push(rs, __FILE__, __LINE__, __func__, "resuming from '%s'",
+                               tess_config_string(c, "ckpt.resume"));
+    }
+    const int64_t start = resumed ? ckpt.st.step : 0, cursor0 = resumed ? ckpt.st.data_cursor : 0;
     if (rt->rank == 0) {
         static const char *const train_cols[] = {"step", "loss", "lr", "grad_norm", "param_norm",
                                                    "tok_per_s", "seconds"};
         static const char *const eval_cols[] = {"step", "eval_loss", "eval_acc"};
         char path[4200];
         snprintf(path, sizeof path, "%s/metrics.csv", dir);
-        TESS_CHECK(tess_metrics_open(&a->train_csv, path, train_cols, 7, false));
+        TESS_CHECK(resumed ? tess_metrics_open_resume(&a->train_csv, path, train_cols, 7, start)
+                           : tess_metrics_open(&a->train_csv, path, train_cols, 7, false));
         snprintf(path, sizeof path, "%s/eval.csv", dir);
-        TESS_CHECK(tess_metrics_open(&a->eval_csv, path, eval_cols, 3, false));
+        TESS_CHECK(resumed ? tess_metrics_open_resume(&a->eval_csv, path, eval_cols, 3, start)
+                           : tess_metrics_open(&a->eval_csv, path, eval_cols, 3, false));
     }
     tess_log_info("tinylm: task %s n=%lld, model L=%lld C=%lld heads=%lld F=%lld %s/%s, "
                   "%lld parameters, %.1f MiB activations/rank",
@@ -247,8 +328,21 @@ static tess_status train(app *a, const tess_runtime *rt, bool *collective) {
     const double t0 = tess_timer_now();
     double t_log = t0, first_loss = NAN, loss = NAN, eval_loss = NAN, eval_acc = NAN;
     double sync_exposed = 0.0;
-    for (int64_t step = 0; step < steps; step++) {
-        tinylm_task_batch(&task, TINYLM_SPLIT_TRAIN, step * global_B + rt->rank * b, b, a->ids,
+    const int64_t ckpt_every = tess_config_int(c, "ckpt.every");
+    /* A stop that came during start-up ends the run before the first step, with nothing new to
+     * save (the MAX over ranks, so every rank takes the same branch). */
+    double stop_vote = tess_signals_stop_requested() ? 1.0 : 0.0;
+    TESS_CHECK(tess_dist_allreduce_f64(a->dp, &stop_vote, 1, TESS_DIST_MAX));
+    if (stop_vote > 0.0 && start < steps) {
+        tess_log_info("tinylm: stop requested before step %lld: exiting %d without a checkpoint",
+                      (long long)start + 1, TINYLM_EXIT_STOPPED);
+        a->stopped = true;
+        return TESS_OK;
+    }
+    for (int64_t step = start; step < steps; step++) {
+        /* samples [cursor, cursor + global_B) of the stream; this rank takes its b of them */
+        const int64_t cursor = cursor0 + (step - start) * global_B;
+        tinylm_task_batch(&task, TINYLM_SPLIT_TRAIN, cursor + rt->rank * b, b, a->ids,
                           a->targets);
         tess_registry_zero_grads(a->reg);
         loss = tess_tfm_forward(a->model, a->ids, a->targets, b);
@@ -256,8 +350,13 @@ static tess_status train(app *a, const tess_runtime *rt, bool *collective) {
         double exposed;
         TESS_CHECK(tess_gradsync_finish(a->sync, &exposed));
         sync_exposed += exposed;
-        TESS_CHECK(tess_dist_allreduce_f64(a->dp, &loss, 1, TESS_DIST_MEAN));
-        if (step == 0) first_loss = loss;
+        /* The loss and the stop vote travel together: a signal on any rank stops every rank
+         * after this same step (OPERATIONS.md 2.1). */
+        double reduced[2] = {loss, tess_signals_stop_requested() ? 1.0 : 0.0};
+        TESS_CHECK(tess_dist_allreduce_f64(a->dp, reduced, 2, TESS_DIST_MEAN));
+        loss = reduced[0];
+        const bool stop = reduced[1] > 0.0;
+        if (step == start) first_loss = loss;
         double norm, lr = tess_sched_lr(&sched, step);
         bool skip;
         TESS_CHECK(tess_clip_grad_norm(a->reg, clip, MPI_COMM_NULL, &norm));
@@ -280,13 +379,26 @@ static tess_status train(app *a, const tess_runtime *rt, bool *collective) {
             double row[3] = {(double)done, eval_loss, eval_acc};
             if (rt->rank == 0) TESS_CHECK(tess_metrics_row(&a->eval_csv, row));
         }
+        const bool saved = ckpt_every > 0 && done % ckpt_every == 0 && done < steps;
+        if (saved) TESS_CHECK(ckpt_save(&ckpt, a, rt, done, cursor + global_B));
+        if (stop && done < steps) {
+            if (!saved) TESS_CHECK(ckpt_save(&ckpt, a, rt, done, cursor + global_B));
+            tess_log_info("tinylm: stop requested: checkpoint at step %lld of %lld, exiting %d "
+                          "(resume with --resume auto)", (long long)done, (long long)steps,
+                          TINYLM_EXIT_STOPPED);
+            a->stopped = true;
+            return TESS_OK;
+        }
     }
+    if (tess_config_bool(c, "ckpt.at_end") && start < steps)
+        TESS_CHECK(ckpt_save(&ckpt, a, rt, steps, cursor0 + (steps - start) * global_B));
     const double seconds = tess_timer_now() - t0;
     tess_log_info("tinylm: loss %.4f -> %.4f; held-out loss %.4f, token accuracy %.2f%%; "
                   "%lld steps in %.1f s (%.0f tok/s on %d ranks, %.2f s waiting for gradient "
                   "sync, %lld skipped)",
-                  first_loss, loss, eval_loss, 100.0 * eval_acc, (long long)steps, seconds,
-                  (double)(steps * global_B * mc.T) / seconds, rt->size, sync_exposed,
+                  first_loss, loss, eval_loss, 100.0 * eval_acc, (long long)(steps - start),
+                  seconds, (double)((steps - start) * global_B * mc.T) / seconds, rt->size,
+                  sync_exposed,
                   (long long)guard.skipped);
     tess_metrics_close(&a->train_csv);
     tess_metrics_close(&a->eval_csv);
@@ -304,6 +416,7 @@ static tess_status train(app *a, const tess_runtime *rt, bool *collective) {
 static tess_status run(const tess_runtime *rt, int argc, char **argv, bool *collective, app *a) {
     tess_config_action action;
     TESS_CHECK(tess_config_create(&a->cfg, sections, sizeof sections / sizeof sections[0]));
+    TESS_CHECK(tess_config_alias(a->cfg, "--resume", "ckpt.resume"));
     TESS_CHECK(tess_config_parse_args(a->cfg, rt->comm, argc, argv, &action));
     if (action != TESS_CONFIG_ACTION_RUN) return TESS_OK;
     TESS_CHECK(train(a, rt, collective));
@@ -319,5 +432,6 @@ int main(int argc, char **argv) {
     app a = {0};
     if (s == TESS_OK) s = run(&rt, argc, argv, &collective, &a);
     app_free(&a);
-    return tess_runtime_finish(&rt, s, collective);
+    const int code = tess_runtime_finish(&rt, s, collective);
+    return code == 0 && a.stopped ? TINYLM_EXIT_STOPPED : code;
 }

@@ -1,0 +1,214 @@
+/* runner.c - one method on one problem and chain, measured (see runner.h). */
+#include "runner.h"
+
+#include <math.h>
+#include <nlopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/timer.h" /* tess_timer_now */
+#include "dist/coll.h"  /* tess_dist_allreduce_f64 */
+
+int64_t zoapp_traj_point(int64_t budget, int64_t n, int64_t j) {
+    double v = pow((double)budget, (double)(j + 1) / (double)n);
+    int64_t r = (int64_t)llround(v);
+    return r < 1 ? 1 : (r > budget ? budget : r);
+}
+
+typedef struct {
+    zoapp_problem *p;
+    zoapp_chain *ch;
+} oracle;
+
+static void oracle_prepare(void *ctx, int64_t t0, int64_t nsteps) {
+    oracle *o = ctx;
+    TESS_ASSERT(o->ch->t == t0);
+    (void)t0;
+    zoapp_chain_advance(o->ch, nsteps);
+}
+
+static void oracle_partial(void *ctx, const double *x, int64_t first, int64_t n, int64_t t,
+                           double *out) {
+    oracle *o = ctx;
+    out[0] = zoapp_problem_value(o->p, x, zoapp_chain_at(o->ch, t));
+}
+
+static void oracle_grad(void *ctx, const double *x, int64_t n, int64_t t, double *grad) {
+    oracle *o = ctx;
+    zoapp_problem_grad(o->p, x, zoapp_chain_at(o->ch, t), grad);
+}
+
+static double local_err(const zoapp_problem *p, const double *x) {
+    double s = 0.0;
+    for (int64_t j = 0; j < p->n; j++) {
+        double e = x[j] - p->xstar[j];
+        s += e * e;
+    }
+    return s;
+}
+
+static tess_status measure(zoapp_problem *p, const tess_group *shard, const double *x, bool fgap,
+                           double *err, double *gap) {
+    double v[2] = {local_err(p, x), fgap ? zoapp_problem_f(p, x) : 0.0};
+    if (shard && shard->size > 1) TESS_CHECK(tess_dist_allreduce_f64(shard, v, 2, TESS_DIST_SUM));
+    *err = v[0] / p->xstar_norm2;
+    *gap = fgap ? v[1] - p->fstar : NAN;
+    return TESS_OK;
+}
+
+static tess_status run_loop(tess_zo *zo, const tess_zo_config *cfg, zoapp_problem *p,
+                            zoapp_chain *ch, const tess_group *shard, const zoapp_run_opts *o,
+                            zoapp_traj *traj, zoapp_result *res) {
+    oracle orc = {.p = p, .ch = ch};
+    const tess_zo_objective obj = {.ctx = &orc, .npartials = 1, .partial = oracle_partial,
+                                   .finish = NULL, .grad = oracle_grad, .prepare = oracle_prepare};
+    const double t_start = tess_timer_now();
+    double fsum = 0.0, fw = 0.0, comm = 0.0, err = NAN, gap = NAN;
+    int64_t samples = 0, iters = 0, j = 0;
+    const int64_t *cnt = tess_zo_counters(zo);
+    while (samples < o->budget) {
+        tess_zo_step_info info;
+        TESS_CHECK(tess_zo_step(zo, &obj, &info));
+        samples += info.samples;
+        comm += info.comm_bytes;
+        iters++;
+        const double *x = cfg->average ? tess_zo_xbar(zo) : tess_zo_x(zo);
+        bool want_gap = o->fgap && j < o->npoints && samples >= zoapp_traj_point(o->budget, o->npoints, j);
+        TESS_CHECK(measure(p, shard, x, want_gap, &err, &gap));
+        TESS_REQUIRE(isfinite(err), TESS_ERR_DIVERGED,
+                     "the iterate diverged after %lld samples (step size eta = %g too large?)",
+                     (long long)samples, info.eta);
+        if (2 * samples > o->budget) {
+            fsum += err * (double)info.samples;
+            fw += (double)info.samples;
+        }
+        if (err > o->eps) { /* n_eps: from when on R stays <= eps */
+            res->n_eps = res->evals_eps = NAN;
+        } else if (isnan(res->n_eps)) {
+            res->n_eps = (double)samples;
+            res->evals_eps = (double)cnt[TESS_ZO_CNT_EVALS];
+        }
+        for (; j < o->npoints && samples >= zoapp_traj_point(o->budget, o->npoints, j); j++) {
+            traj->samples[j] = (double)samples;
+            traj->evals[j] = (double)cnt[TESS_ZO_CNT_EVALS];
+            traj->err[j] = err;
+            traj->gap[j] = gap;
+        }
+    }
+    traj->n = j;
+    TESS_CHECK(measure(p, shard, cfg->average ? tess_zo_xbar(zo) : tess_zo_x(zo), o->fgap, &err,
+                       &gap));
+    res->floor = fw > 0.0 ? fsum / fw : err;
+    res->final_err = err;
+    res->final_gap = gap;
+    res->iters = iters;
+    res->samples = samples;
+    res->evals = cnt[TESS_ZO_CNT_EVALS];
+    res->seconds = tess_timer_now() - t_start;
+    res->comm_bytes_per_iter = iters ? comm / (double)iters : 0.0;
+    return TESS_OK;
+}
+
+tess_status zoapp_run_method(const tess_zo_config *cfg, zoapp_problem *p, zoapp_chain *ch,
+                             const tess_group *eval, const tess_group *shard,
+                             const zoapp_run_opts *o, zoapp_traj *traj, zoapp_result *res) {
+    TESS_REQUIRE(o->npoints >= 2 && o->npoints <= ZOAPP_MAX_POINTS, TESS_ERR_ARG,
+                 "trajectory points %lld outside 2..%d", (long long)o->npoints, ZOAPP_MAX_POINTS);
+    *res = (zoapp_result){.n_eps = NAN, .evals_eps = NAN};
+    memset(traj, 0, sizeof *traj);
+    tess_zo *zo = NULL;
+    TESS_CHECK(tess_zo_create(&zo, cfg, p->cfg.d, eval, shard));
+    int64_t maxk = cfg->batch;
+    while (cfg->batching == TESS_ZO_BATCH_MLMC && maxk * 2 <= cfg->batch * cfg->cap) maxk *= 2;
+    const int64_t spp = cfg->estimator == TESS_ZO_EST_ONE_POINT_SYM ? 2 : 1;
+    tess_status st = TESS_OK;
+    if (ch->cap < maxk * spp)
+        st = tess_error_push(TESS_ERR_ARG, __FILE__, __LINE__, __func__,
+                             "chain segment capacity %lld < %lld samples of an iteration",
+                             (long long)ch->cap, (long long)(maxk * spp));
+    if (st == TESS_OK) {
+        zoapp_chain_reset(ch);
+        st = run_loop(zo, cfg, p, ch, shard, o, traj, res);
+    }
+    tess_zo_destroy(&zo);
+    TESS_REQUIRE(st == TESS_OK, st, "running %s (%s batching, B = %lld, M = %lld)",
+                 cfg->estimator == TESS_ZO_EST_FIRST_ORDER ? "first-order SGD" : "zero-order SGD",
+                 cfg->batching == TESS_ZO_BATCH_MLMC ? "MLMC" : "fixed", (long long)cfg->batch,
+                 (long long)cfg->cap);
+    return TESS_OK;
+}
+
+/* ---- NLopt --------------------------------------------------------------------------------- */
+
+typedef struct {
+    zoapp_problem *p;
+    zoapp_chain *ch;
+    const zoapp_run_opts *o;
+    zoapp_traj *traj;
+    zoapp_result *res;
+    int64_t calls, limit, j;
+    double fsum, fw;
+} nl_ctx;
+
+static double nl_objective(unsigned n, const double *x, double *grad, void *data) {
+    nl_ctx *c = data;
+    (void)n;
+    (void)grad;
+    if (c->calls >= c->limit) return HUGE_VAL; /* NLopt may overshoot maxeval by a call */
+    c->calls++;
+    double v = zoapp_problem_value(c->p, x, zoapp_chain_next(c->ch));
+    double err = local_err(c->p, x) / c->p->xstar_norm2;
+    if (2 * c->calls > c->limit) {
+        c->fsum += err;
+        c->fw += 1.0;
+    }
+    if (err > c->o->eps) {
+        c->res->n_eps = c->res->evals_eps = NAN;
+    } else if (isnan(c->res->n_eps)) {
+        c->res->n_eps = (double)c->calls;
+        c->res->evals_eps = (double)c->calls;
+    }
+    for (; c->j < c->o->npoints && c->calls >= zoapp_traj_point(c->o->budget, c->o->npoints, c->j);
+         c->j++) {
+        c->traj->samples[c->j] = (double)c->calls;
+        c->traj->evals[c->j] = (double)c->calls;
+        c->traj->err[c->j] = err;
+        c->traj->gap[c->j] = c->o->fgap ? zoapp_problem_f(c->p, x) - c->p->fstar : NAN;
+    }
+    return v;
+}
+
+tess_status zoapp_run_nlopt(const char *alg, double init_step, int64_t max_evals,
+                            zoapp_problem *p, zoapp_chain *ch, const zoapp_run_opts *o,
+                            zoapp_traj *traj, zoapp_result *res, int *nlopt_code) {
+    const int64_t d = p->cfg.d;
+    *res = (zoapp_result){.n_eps = NAN, .evals_eps = NAN};
+    memset(traj, 0, sizeof *traj);
+    double *x = calloc((size_t)d, sizeof *x);
+    TESS_REQUIRE(x, TESS_ERR_MEM, "nlopt: out of memory");
+    nlopt_opt opt = nlopt_create(strcmp(alg, "neldermead") == 0 ? NLOPT_LN_NELDERMEAD : NLOPT_LN_BOBYQA,
+                                 (unsigned)d);
+    if (!opt) {
+        free(x);
+        TESS_REQUIRE(false, TESS_ERR_MEM, "nlopt_create(%s, %lld) failed", alg, (long long)d);
+    }
+    nl_ctx c = {.p = p, .ch = ch, .o = o, .traj = traj, .res = res,
+                .limit = max_evals < o->budget ? max_evals : o->budget};
+    zoapp_chain_reset(ch);
+    nlopt_set_min_objective(opt, nl_objective, &c);
+    nlopt_set_maxeval(opt, (int)(c.limit < INT32_MAX ? c.limit : INT32_MAX));
+    nlopt_set_initial_step1(opt, init_step);
+    double fmin = 0.0;
+    const double t0 = tess_timer_now();
+    *nlopt_code = (int)nlopt_optimize(opt, x, &fmin);
+    res->seconds = tess_timer_now() - t0;
+    nlopt_destroy(opt);
+    traj->n = c.j;
+    res->final_err = local_err(p, x) / p->xstar_norm2;
+    res->final_gap = o->fgap ? zoapp_problem_f(p, x) - p->fstar : NAN;
+    res->floor = c.fw > 0.0 ? c.fsum / c.fw : res->final_err;
+    res->samples = res->evals = c.calls;
+    res->iters = c.calls;
+    free(x);
+    return TESS_OK;
+}

@@ -1,0 +1,836 @@
+/* ckpt_read.c - opening, checking, verifying, loading and resuming checkpoints (see ckpt.h).
+ *
+ * Every collective function follows the same order (OPERATIONS.md 4 and 5): rank 0 opens the
+ * file alone and checks its structure, the verdict and its problem list are broadcast, and only
+ * a file that passed is opened collectively. Reads then run on every rank in the same sequence;
+ * a local failure is recorded and the sequence continues, so no rank waits in a collective for
+ * one that gave up. Hash sums are all-reduced and judged identically everywhere. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/log.h"      /* tess_log_info, tess_log_warn */
+#include "core/mpicheck.h" /* TESS_MPI_CHECK */
+#include "dist/gather.h"   /* tess_dist_scatter_global */
+#include "dist/mesh.h"     /* tess_group_create */
+#include "io/ckpt_impl.h"
+
+enum { VERIFY_ROUND_ELEMS = 4 << 20 };
+
+/* --- opening --------------------------------------------------------------------------------- */
+
+static tess_status open_checked(const char *path, hid_t *file, tess_ckpt_info *info,
+                                ckpt_msgs *m) {
+    *file = -1;
+    struct stat sb;
+    if (access(path, R_OK) != 0) {
+        ckpt_msgs_add(m, "cannot open checkpoint '%s': %s", path, strerror(errno));
+        return TESS_ERR_NOINPUT;
+    }
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        ckpt_msgs_add(m, "cannot open checkpoint '%s': it is a directory", path);
+        return TESS_ERR_NOINPUT;
+    }
+    if (H5Fis_hdf5(path) <= 0) {
+        ckpt_msgs_add(m, "checkpoint '%s' is not an HDF5 file (%lld bytes)", path,
+                      (long long)sb.st_size);
+        return TESS_ERR_DATA;
+    }
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl >= 0) H5Pset_file_locking(fapl, 0, 1);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl >= 0 ? fapl : H5P_DEFAULT);
+    char h5[256];
+    ckpt_h5_message(h5, sizeof h5); /* before the next call clears HDF5's error stack */
+    if (fapl >= 0) H5Pclose(fapl);
+    if (f < 0) {
+        ckpt_msgs_add(m, "checkpoint '%s' is truncated or damaged (%lld bytes): %s", path,
+                      (long long)sb.st_size, h5);
+        return TESS_ERR_DATA;
+    }
+    tess_ckpt_info in;
+    memset(&in, 0, sizeof in);
+    char format[64];
+    if (ckpt_attr_read_str(f, "format", format, sizeof format) != 0) {
+        ckpt_msgs_add(m, "'%s' is not a Tessera checkpoint (no 'format' attribute)", path);
+        H5Fclose(f);
+        return TESS_ERR_DATA;
+    }
+    if (strcmp(format, TESS_CKPT_FORMAT) != 0) {
+        ckpt_msgs_add(m, "'%s' is not a Tessera checkpoint (format is '%s', expected '%s')", path,
+                      format, TESS_CKPT_FORMAT);
+        H5Fclose(f);
+        return TESS_ERR_DATA;
+    }
+    if (ckpt_attr_read_i64(f, "format_version", &in.format_version) != 0 ||
+        in.format_version < 1 || in.format_version > TESS_CKPT_FORMAT_VERSION) {
+        if (in.format_version > TESS_CKPT_FORMAT_VERSION)
+            ckpt_msgs_add(m, "checkpoint '%s' has format_version %lld, newer than this build "
+                          "reads (%d): use a newer Tessera",
+                          path, (long long)in.format_version, TESS_CKPT_FORMAT_VERSION);
+        else
+            ckpt_msgs_add(m, "checkpoint '%s' has no valid format_version (expected 1..%d)", path,
+                          TESS_CKPT_FORMAT_VERSION);
+        H5Fclose(f);
+        return TESS_ERR_DATA;
+    }
+    struct {
+        const char *name;
+        int64_t *v;
+    } ints[] = {{"step", &in.step}, {"data_cursor", &in.data_cursor},
+                {"world_size", &in.world_size}};
+    struct {
+        const char *name;
+        char *buf;
+        size_t n;
+    } strs[] = {{"app", in.app, sizeof in.app},
+                {"tessera_version", in.tessera_version, sizeof in.tessera_version},
+                {"created_utc", in.created_utc, sizeof in.created_utc},
+                {"model_digest", in.model_digest, sizeof in.model_digest}};
+    const char *missing = NULL;
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0] && !missing; i++)
+        if (ckpt_attr_read_i64(f, ints[i].name, ints[i].v) != 0) missing = ints[i].name;
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0] && !missing; i++)
+        if (ckpt_attr_read_str(f, strs[i].name, strs[i].buf, strs[i].n) != 0)
+            missing = strs[i].name;
+    if (!missing && ckpt_attr_read_u64(f, "seed", &in.seed) != 0) missing = "seed";
+    if (missing) {
+        ckpt_msgs_add(m, "corrupt checkpoint '%s': root attribute '%s' is missing or unreadable",
+                      path, missing);
+        H5Fclose(f);
+        return TESS_ERR_DATA;
+    }
+    if (info) *info = in;
+    *file = f;
+    return TESS_OK;
+}
+
+tess_status tess_ckpt_open(const char *path, hid_t *file, tess_ckpt_info *info) {
+    TESS_REQUIRE(path && file, TESS_ERR_ARG, "path and file must not be NULL");
+    ckpt_quiet q;
+    ckpt_quiet_begin(&q);
+    ckpt_msgs m = {.lines = 0};
+    m.text[0] = '\0';
+    tess_status s = open_checked(path, file, info, &m);
+    ckpt_quiet_end(&q);
+    if (s != TESS_OK) return CKPT_MSGS_PUSH(s, &m);
+    return TESS_OK;
+}
+
+/* --- checking against the model (rank 0, file open) ------------------------------------------ */
+
+static void shape_text(char *buf, size_t n, int ndim, const int64_t *dims) {
+    size_t len = (size_t)snprintf(buf, n, "[");
+    for (int d = 0; d < ndim && len < n; d++)
+        len += (size_t)snprintf(buf + len, n - len, "%s%lld", d ? "," : "", (long long)dims[d]);
+    if (len < n) snprintf(buf + len, n - len, "]");
+}
+
+typedef struct {
+    const tess_registry *reg;
+    const char *group;
+    ckpt_msgs *m;
+} extra_ctx;
+
+static herr_t find_extra(hid_t g, const char *name, const H5L_info_t *li, void *data) {
+    extra_ctx *c = data;
+    (void)li;
+    hid_t o = H5Oopen(g, name, H5P_DEFAULT);
+    if (o < 0) return 0;
+    bool dataset = H5Iget_type(o) == H5I_DATASET;
+    H5Oclose(o);
+    if (dataset && tess_registry_find(c->reg, name) < 0)
+        ckpt_msgs_add(c->m, "dataset %s/%s is not in the model", c->group, name);
+    return 0;
+}
+
+static void check_entry(hid_t f, const char *path, const tess_registry_entry *e, ckpt_msgs *m) {
+    if (!ckpt_path_exists(f, path)) {
+        ckpt_msgs_add(m, "dataset %s is missing", path);
+        return;
+    }
+    hid_t d = H5Dopen2(f, path, H5P_DEFAULT);
+    if (d < 0) {
+        ckpt_msgs_add(m, "%s is not a readable dataset", path);
+        return;
+    }
+    hid_t t = H5Dget_type(d), space = H5Dget_space(d);
+    if (t < 0 || H5Tget_class(t) != H5T_FLOAT || H5Tget_size(t) != 4) {
+        char tn[64] = "unknown";
+        if (t >= 0) ckpt_type_name(t, tn, sizeof tn);
+        ckpt_msgs_add(m, "dataset %s has type %s, the model expects float32", path, tn);
+    }
+    hsize_t dims[H5S_MAX_RANK];
+    int nd = space >= 0 ? H5Sget_simple_extent_dims(space, dims, NULL) : -1;
+    bool same = nd == e->ndim;
+    int64_t found[H5S_MAX_RANK];
+    for (int i = 0; i < nd && i < H5S_MAX_RANK; i++) {
+        found[i] = (int64_t)dims[i];
+        if (i < e->ndim && found[i] != e->shape[i]) same = false;
+    }
+    if (!same) {
+        char a[160], b[160];
+        shape_text(a, sizeof a, nd < 0 ? 0 : nd, found);
+        shape_text(b, sizeof b, e->ndim, e->shape);
+        ckpt_msgs_add(m, "dataset %s has shape %s, the model expects %s", path, a, b);
+    }
+    if (!ckpt_attr_exists(d, "hash")) ckpt_msgs_add(m, "dataset %s has no hash attribute", path);
+    if (space >= 0) H5Sclose(space);
+    if (t >= 0) H5Tclose(t);
+    H5Dclose(d);
+}
+
+static tess_status check_compat(hid_t f, const char *path, const tess_ckpt_info *info,
+                                const tess_ckpt_state *st, ckpt_msgs *m) {
+    ckpt_msgs det = {.lines = 0};
+    det.text[0] = '\0';
+    const int64_t n = tess_registry_count(st->reg);
+    for (int s = 0; s < ckpt_nsets(st); s++) {
+        char group[CKPT_SET_NAME_MAX + 2];
+        snprintf(group, sizeof group, "/%s", ckpt_set_name(st, s));
+        if (!ckpt_path_exists(f, group)) {
+            ckpt_msgs_add(&det, "group %s is missing (the checkpoint holds no '%s' state)", group,
+                          ckpt_set_name(st, s));
+            continue;
+        }
+        for (int64_t i = 0; i < n; i++) {
+            const tess_registry_entry *e = tess_registry_get(st->reg, i);
+            char p[CKPT_DSET_PATH_MAX];
+            ckpt_dataset_path(p, sizeof p, ckpt_set_name(st, s), e->name);
+            check_entry(f, p, e, &det);
+        }
+        hid_t g = H5Gopen2(f, group, H5P_DEFAULT);
+        if (g >= 0) {
+            extra_ctx c = {st->reg, group, &det};
+            H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, NULL, find_extra, &c);
+            H5Gclose(g);
+        }
+    }
+    for (int c = 0; c < st->ncounters; c++) {
+        const char *name = st->counters[c].name, *slash = strrchr(name, '/');
+        char group[CKPT_SET_NAME_MAX + 1];
+        snprintf(group, sizeof group, "/%.*s", (int)(slash - name), name);
+        hid_t g = ckpt_path_exists(f, group) ? H5Gopen2(f, group, H5P_DEFAULT) : -1;
+        int64_t v;
+        if (g < 0 || ckpt_attr_read_i64(g, slash + 1, &v) != 0)
+            ckpt_msgs_add(&det, "counter %s (attribute '%s' of group %s) is missing", name,
+                          slash + 1, group);
+        if (g >= 0) H5Gclose(g);
+    }
+    if (det.lines == 0) return TESS_OK;
+    char digest[24];
+    snprintf(digest, sizeof digest, "%016llx", (unsigned long long)tess_ckpt_model_digest(st->reg));
+    bool other_model = strcmp(digest, info->model_digest) != 0;
+    ckpt_msgs_add(m, "incompatible checkpoint '%s' (step %lld): %d problem%s%s%s%s%s", path,
+                  (long long)info->step, det.lines + det.dropped,
+                  det.lines + det.dropped == 1 ? "" : "s",
+                  other_model ? "; written for a different model (model_digest " : "",
+                  other_model ? info->model_digest : "", other_model ? ", this model " : "",
+                  other_model ? digest : "");
+    if (other_model) {
+        size_t len = strlen(m->text);
+        if (len > 0 && len + 2 < sizeof m->text) {
+            m->text[len - 1] = ')';
+            m->text[len] = '\n';
+            m->text[len + 1] = '\0';
+        }
+    }
+    const char *p = det.text;
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        int len = nl ? (int)(nl - p) : (int)strlen(p);
+        ckpt_msgs_add(m, "  %.*s", len, p);
+        p += len + (nl ? 1 : 0);
+    }
+    m->dropped += det.dropped;
+    return TESS_ERR_DATA;
+}
+
+/* --- collective helpers ---------------------------------------------------------------------- */
+
+/* Rank 0 opens path and checks it (against st unless NULL); the verdict, its problem list and
+ * the info reach every rank. Collective on comm. */
+static tess_status probe(MPI_Comm comm, const char *path, const tess_ckpt_state *st,
+                         tess_ckpt_info *info, ckpt_msgs *m) {
+    int rank;
+    TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    tess_status s = TESS_OK;
+    memset(info, 0, sizeof *info);
+    m->lines = m->dropped = 0;
+    m->text[0] = '\0';
+    if (rank == 0) {
+        hid_t f;
+        s = open_checked(path, &f, info, m);
+        if (s == TESS_OK && st) s = check_compat(f, path, info, st, m);
+        if (f >= 0) H5Fclose(f);
+    }
+    TESS_CHECK(ckpt_bcast_verdict(comm, 0, &s, m, info));
+    return s;
+}
+
+/* Record the first local failure and go on (see the file comment). */
+typedef struct {
+    tess_status status;
+    char what[TESS_CKPT_PATH_MAX + 768];
+} read_err;
+
+static void rfail(read_err *r, tess_status s, const char *fmt, const char *arg) {
+    if (r->status != TESS_OK) return;
+    char h5[256];
+    ckpt_h5_message(h5, sizeof h5);
+    r->status = s;
+    snprintf(r->what, sizeof r->what, fmt, arg);
+    size_t len = strlen(r->what);
+    snprintf(r->what + len, sizeof r->what - len, ": %s", h5);
+}
+
+static hid_t open_collective(MPI_Comm comm, const char *path) {
+    hid_t fapl = ckpt_fapl_mpio(comm);
+    hid_t f = fapl >= 0 ? H5Fopen(path, H5F_ACC_RDONLY, fapl) : -1;
+    if (fapl >= 0) H5Pclose(fapl);
+    return f;
+}
+
+/* --- verify ---------------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *manifest; /* "\n"-separated, sorted as written */
+    ckpt_msgs *m;
+} visit_ctx;
+
+static bool in_manifest(const char *manifest, const char *path) {
+    size_t len = strlen(path);
+    for (const char *p = manifest; *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t l = nl ? (size_t)(nl - p) : strlen(p);
+        if (l == len && memcmp(p, path, len) == 0) return true;
+        p += l + (nl ? 1 : 0);
+    }
+    return false;
+}
+
+static herr_t find_unlisted(hid_t root, const char *name, const H5L_info_t *li, void *data) {
+    visit_ctx *c = data;
+    (void)li;
+    hid_t o = H5Oopen(root, name, H5P_DEFAULT);
+    if (o < 0) return 0;
+    bool dataset = H5Iget_type(o) == H5I_DATASET;
+    H5Oclose(o);
+    char path[CKPT_DSET_PATH_MAX + 2];
+    snprintf(path, sizeof path, "/%s", name);
+    if (dataset && strcmp(path, "/config") != 0 && strcmp(path, "/manifest") != 0 &&
+        !in_manifest(c->manifest, path))
+        ckpt_msgs_add(c->m, "dataset %s is not in the manifest", path);
+    return 0;
+}
+
+/* Rank 0: the manifest as "path\n" lines (malloc'ed) and its structural problems. */
+static tess_status read_manifest(hid_t f, const char *path, char **out, ckpt_msgs *m) {
+    *out = NULL;
+    hid_t d = ckpt_path_exists(f, "/manifest") ? H5Dopen2(f, "/manifest", H5P_DEFAULT) : -1;
+    if (d < 0) {
+        ckpt_msgs_add(m, "corrupt checkpoint '%s': dataset /manifest is missing", path);
+        return TESS_ERR_DATA;
+    }
+    hid_t t = H5Dget_type(d), space = H5Dget_space(d);
+    hssize_t rows = space >= 0 ? H5Sget_simple_extent_npoints(space) : -1;
+    size_t width = t >= 0 ? H5Tget_size(t) : 0;
+    char *raw = NULL, *text = NULL;
+    tess_status s = TESS_OK;
+    if (t < 0 || H5Tget_class(t) != H5T_STRING || H5Tis_variable_str(t) > 0 || rows < 0 ||
+        width == 0) {
+        ckpt_msgs_add(m, "corrupt checkpoint '%s': /manifest is not a fixed-length string list",
+                      path);
+        s = TESS_ERR_DATA;
+    } else {
+        raw = calloc((size_t)rows * width + 1, 1);
+        text = calloc((size_t)rows * (width + 1) + 1, 1);
+        if (!raw || !text || H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw) < 0) {
+            ckpt_msgs_add(m, "corrupt checkpoint '%s': cannot read /manifest", path);
+            s = TESS_ERR_DATA;
+        } else {
+            size_t len = 0;
+            for (hssize_t r = 0; r < rows; r++) {
+                size_t l = strnlen(raw + (size_t)r * width, width);
+                memcpy(text + len, raw + (size_t)r * width, l);
+                len += l;
+                text[len++] = '\n';
+            }
+            text[len] = '\0';
+        }
+    }
+    free(raw);
+    if (space >= 0) H5Sclose(space);
+    if (t >= 0) H5Tclose(t);
+    H5Dclose(d);
+    if (s != TESS_OK) {
+        free(text);
+        return s;
+    }
+    *out = text;
+    return TESS_OK;
+}
+
+static tess_status verify_structure(hid_t f, const char *path, char **manifest, ckpt_msgs *m) {
+    TESS_CHECK(read_manifest(f, path, manifest, m) == TESS_OK ? TESS_OK : TESS_ERR_DATA);
+    int before = m->lines;
+    char *p = *manifest;
+    while (*p) {
+        char *nl = strchr(p, '\n');
+        *nl = '\0';
+        hid_t d = ckpt_path_exists(f, p) ? H5Dopen2(f, p, H5P_DEFAULT) : -1;
+        if (d < 0) {
+            ckpt_msgs_add(m, "dataset %s is missing", p);
+        } else {
+            if (!ckpt_attr_exists(d, "hash"))
+                ckpt_msgs_add(m, "dataset %s has no hash attribute", p);
+            H5Dclose(d);
+        }
+        *nl = '\n';
+        p = nl + 1;
+    }
+    hid_t d = ckpt_path_exists(f, "/config") ? H5Dopen2(f, "/config", H5P_DEFAULT) : -1;
+    if (d < 0 || !ckpt_attr_exists(d, "hash"))
+        ckpt_msgs_add(m, "dataset /config is missing or has no hash attribute");
+    if (d >= 0) H5Dclose(d);
+    visit_ctx c = {*manifest, m};
+    H5Lvisit(f, H5_INDEX_NAME, H5_ITER_INC, find_unlisted, &c);
+    if (m->lines == before && m->dropped == 0) return TESS_OK;
+    /* put a headline in front of the problems */
+    ckpt_msgs body = *m;
+    m->lines = m->dropped = 0;
+    m->text[0] = '\0';
+    ckpt_msgs_add(m, "corrupt checkpoint '%s': %d structural problem%s", path,
+                  body.lines + body.dropped, body.lines + body.dropped == 1 ? "" : "s");
+    for (const char *q = body.text; *q;) {
+        const char *nl = strchr(q, '\n');
+        int len = nl ? (int)(nl - q) : (int)strlen(q);
+        ckpt_msgs_add(m, "  %.*s", len, q);
+        q += len + (nl ? 1 : 0);
+    }
+    m->dropped += body.dropped;
+    return TESS_ERR_DATA;
+}
+
+/* Hash sum of this rank's rows of dataset path (rounds of whole rows, the same number of
+ * collective reads on every rank). Strings are hashed as bytes. */
+static void hash_rows(hid_t f, const char *path, int rank, int size, hid_t dxpl, void **buf,
+                      size_t *cap, uint64_t *sum, int64_t *count, uint64_t *stored, read_err *r) {
+    *sum = 0;
+    *count = 0;
+    *stored = 0;
+    hid_t d = H5Dopen2(f, path, H5P_DEFAULT);
+    if (d < 0) rfail(r, TESS_ERR_DATA, "cannot open dataset %s", path);
+    if (d >= 0 && ckpt_attr_read_u64(d, "hash", stored) != 0)
+        rfail(r, TESS_ERR_DATA, "cannot read the hash of %s", path);
+    hid_t ft = d >= 0 ? H5Dget_type(d) : -1, space = d >= 0 ? H5Dget_space(d) : -1;
+    bool text = ft >= 0 && H5Tget_class(ft) == H5T_STRING;
+    hid_t mt = ft >= 0 ? (text ? H5Tcopy(ft) : H5Tget_native_type(ft, H5T_DIR_ASCEND)) : -1;
+    size_t esize = ft >= 0 ? H5Tget_size(ft) : 1;
+    if (!text && esize != 1 && esize != 4 && esize != 8)
+        rfail(r, TESS_ERR_DATA, "dataset %s has an element size the hash does not cover", path);
+    hsize_t dims[H5S_MAX_RANK];
+    int nd = space >= 0 ? H5Sget_simple_extent_dims(space, dims, NULL) : 0;
+    if (nd < 0) nd = 0;
+    int64_t rows = nd ? (int64_t)dims[0] : 1, rowlen = 1;
+    for (int i = 1; i < nd; i++) rowlen *= (int64_t)dims[i];
+    *count = rows * rowlen * (text ? (int64_t)esize : 1);
+    int64_t per = VERIFY_ROUND_ELEMS / (rowlen > 0 ? rowlen : 1);
+    if (per < 1) per = 1;
+    int64_t rounds = (rows + per * size - 1) / (per * size);
+    size_t need = (size_t)(per * rowlen) * esize;
+    if (need > *cap) {
+        void *grown = realloc(*buf, need);
+        if (grown) {
+            *buf = grown;
+            *cap = need;
+        } else {
+            rfail(r, TESS_ERR_MEM, "cannot allocate a read buffer for %s", path);
+        }
+    }
+    for (int64_t t = 0; t < rounds; t++) {
+        int64_t lo = (t * size + rank) * per, hi = lo + per;
+        if (lo > rows) lo = rows;
+        if (hi > rows) hi = rows;
+        bool mine = hi > lo && r->status == TESS_OK && space >= 0;
+        hid_t fsel = space >= 0 ? H5Scopy(space) : -1, msel;
+        hsize_t mdim = (hsize_t)((hi - lo) * rowlen), one = 1;
+        if (mine && nd > 0) {
+            hsize_t start[H5S_MAX_RANK] = {0}, cnt[H5S_MAX_RANK];
+            start[0] = (hsize_t)lo;
+            cnt[0] = (hsize_t)(hi - lo);
+            for (int i = 1; i < nd; i++) cnt[i] = dims[i];
+            H5Sselect_hyperslab(fsel, H5S_SELECT_SET, start, NULL, cnt, NULL);
+            msel = H5Screate_simple(1, &mdim, NULL);
+        } else if (mine) {
+            msel = H5Screate(H5S_SCALAR);
+        } else {
+            if (fsel >= 0) H5Sselect_none(fsel);
+            msel = H5Screate_simple(1, &one, NULL);
+            H5Sselect_none(msel);
+        }
+        if (d >= 0 && mt >= 0 && *buf && H5Dread(d, mt, msel, fsel, dxpl, *buf) < 0)
+            rfail(r, TESS_ERR_DATA, "cannot read dataset %s", path);
+        else if (mine)
+            *sum = text ? tess_ckpt_hash_add(*sum, *buf, 1, lo * rowlen * (int64_t)esize,
+                                             (hi - lo) * rowlen * (int64_t)esize)
+                        : tess_ckpt_hash_add(*sum, *buf, esize, lo * rowlen, (hi - lo) * rowlen);
+        H5Sclose(msel);
+        if (fsel >= 0) H5Sclose(fsel);
+    }
+    if (mt >= 0) H5Tclose(mt);
+    if (space >= 0) H5Sclose(space);
+    if (ft >= 0) H5Tclose(ft);
+    if (d >= 0) H5Dclose(d);
+}
+
+static tess_status verify_impl(MPI_Comm comm, const char *path, tess_ckpt_info *info) {
+    int rank, size;
+    TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    TESS_MPI_CHECK(MPI_Comm_size(comm, &size));
+    ckpt_msgs m;
+    tess_ckpt_info in;
+    tess_status s = TESS_OK;
+    char *manifest = NULL;
+    memset(&in, 0, sizeof in);
+    m.lines = m.dropped = 0;
+    m.text[0] = '\0';
+    if (rank == 0) {
+        hid_t f;
+        s = open_checked(path, &f, &in, &m);
+        if (s == TESS_OK) s = verify_structure(f, path, &manifest, &m);
+        if (f >= 0) H5Fclose(f);
+    }
+    TESS_CHECK(ckpt_bcast_verdict(comm, 0, &s, &m, &in));
+    if (s != TESS_OK) {
+        free(manifest);
+        return CKPT_MSGS_PUSH(s, &m);
+    }
+    int64_t len = rank == 0 ? (int64_t)strlen(manifest) : 0;
+    TESS_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT64_T, 0, comm));
+    if (rank != 0) manifest = malloc((size_t)len + 1);
+    TESS_CHECK(ckpt_agree(comm, manifest ? TESS_OK : TESS_ERR_MEM, "allocating the manifest"));
+    TESS_MPI_CHECK(MPI_Bcast(manifest, (int)len, MPI_CHAR, 0, comm));
+    manifest[len] = '\0';
+
+    read_err r = {TESS_OK, ""};
+    hid_t f = open_collective(comm, path);
+    if (f < 0) rfail(&r, TESS_ERR_DATA, "cannot open '%s' collectively", path);
+    s = ckpt_agree(comm, r.status, r.what);
+    if (s != TESS_OK) {
+        if (f >= 0) H5Fclose(f);
+        free(manifest);
+        return s;
+    }
+    hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
+    H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
+    void *buf = NULL;
+    size_t cap = 0;
+    ckpt_msgs bad = {.lines = 0};
+    bad.text[0] = '\0';
+    /* the manifest's datasets, then /config and /manifest themselves */
+    int64_t ndatasets = 2;
+    for (const char *p = manifest; *p; p++) ndatasets += *p == '\n';
+    const char **paths = malloc((size_t)ndatasets * sizeof *paths);
+    s = ckpt_agree(comm, paths ? TESS_OK : TESS_ERR_MEM, "allocating the dataset list");
+    if (s != TESS_OK) {
+        H5Pclose(dxpl);
+        H5Fclose(f);
+        free(manifest);
+        return s;
+    }
+    int64_t np = 0;
+    for (char *p = manifest, *nl; *p; p = nl + 1) {
+        nl = strchr(p, '\n');
+        *nl = '\0';
+        paths[np++] = p;
+    }
+    paths[np++] = "/config";
+    paths[np++] = "/manifest";
+    for (int64_t k = 0; k < np; k++) {
+        uint64_t sum, total, stored;
+        int64_t count;
+        hash_rows(f, paths[k], rank, size, dxpl, &buf, &cap, &sum, &count, &stored, &r);
+        int e = MPI_Allreduce(&sum, &total, 1, MPI_UINT64_T, MPI_SUM, comm);
+        if (e != MPI_SUCCESS) rfail(&r, TESS_ERR_MPI, "MPI_Allreduce of the hash of %s", paths[k]);
+        uint64_t h = tess_ckpt_hash_final(total, count);
+        if (h != stored)
+            ckpt_msgs_add(&bad, "  dataset %s does not match its hash (stored %016llx, data "
+                          "%016llx)",
+                          paths[k], (unsigned long long)stored, (unsigned long long)h);
+    }
+    free(paths);
+    free(buf);
+    H5Pclose(dxpl);
+    H5Fclose(f);
+    free(manifest);
+    TESS_CHECK(ckpt_agree(comm, r.status, r.what));
+    if (bad.lines) {
+        ckpt_msgs head = {.lines = 0};
+        head.text[0] = '\0';
+        ckpt_msgs_add(&head, "corrupt checkpoint '%s': %d of %lld datasets fail their hash check",
+                      path, bad.lines + bad.dropped, (long long)ndatasets);
+        CKPT_MSGS_PUSH(TESS_ERR_DATA, &head);
+        return CKPT_MSGS_PUSH(TESS_ERR_DATA, &bad);
+    }
+    if (info) *info = in;
+    return TESS_OK;
+}
+
+tess_status tess_ckpt_verify(MPI_Comm comm, const char *path, tess_ckpt_info *info) {
+    TESS_REQUIRE(path, TESS_ERR_ARG, "path must not be NULL");
+    ckpt_quiet q;
+    ckpt_quiet_begin(&q);
+    tess_status s = verify_impl(comm, path, info);
+    ckpt_quiet_end(&q);
+    TESS_REQUIRE(s == TESS_OK, s, "verifying checkpoint '%s'", path);
+    return TESS_OK;
+}
+
+/* --- load ------------------------------------------------------------------------------------ */
+
+/* Read entry e of one set into its local view (block-cyclic: through rank 0 and a scatter) and
+ * return this rank's hash terms. */
+static uint64_t read_entry(hid_t d, const tess_registry_entry *e, const ckpt_region *rg,
+                           float *local, const tess_group *g, int rank, hid_t dxpl,
+                           read_err *r, tess_status *fatal) {
+    hsize_t gd[TESS_MAX_DIMS], ld[TESS_MAX_DIMS], off[TESS_MAX_DIMS], one = 1;
+    for (int i = 0; i < e->ndim; i++) {
+        gd[i] = (hsize_t)e->shape[i];
+        ld[i] = (hsize_t)e->local_shape[i];
+        off[i] = (hsize_t)e->global_offset[i];
+    }
+    hid_t fsel = H5Screate_simple(e->ndim, gd, NULL), msel;
+    float *dst = local, *global = NULL;
+    bool reads;
+    if (rg->block_cyclic) {
+        reads = rank == 0;
+        if (reads) global = malloc((size_t)e->global_count * sizeof *global);
+        *fatal = ckpt_agree(g->comm, !reads || global ? TESS_OK : TESS_ERR_MEM,
+                            "allocating a block-cyclic tensor on rank 0");
+        if (*fatal != TESS_OK) {
+            H5Sclose(fsel);
+            return 0;
+        }
+        dst = global;
+        msel = reads ? H5Screate_simple(e->ndim, gd, NULL) : H5Screate_simple(1, &one, NULL);
+    } else {
+        reads = e->local_count > 0;
+        msel = reads ? H5Screate_simple(e->ndim, ld, NULL) : H5Screate_simple(1, &one, NULL);
+        if (reads) H5Sselect_hyperslab(fsel, H5S_SELECT_SET, off, NULL, ld, NULL);
+    }
+    if (!reads) {
+        H5Sselect_none(fsel);
+        H5Sselect_none(msel);
+    }
+    static float dummy;
+    if (d < 0 || H5Dread(d, H5T_NATIVE_FLOAT, msel, fsel, dxpl, reads ? (void *)dst : &dummy) < 0)
+        rfail(r, TESS_ERR_DATA, "cannot read dataset of %s", e->name);
+    H5Sclose(msel);
+    H5Sclose(fsel);
+    uint64_t acc = ckpt_hash_region(0, e, rg, dst);
+    if (rg->block_cyclic) {
+        tess_status s = tess_dist_scatter_global(g, &e->layout, e->ndim, e->shape, global, local);
+        if (s != TESS_OK)
+            *fatal = tess_error_push(s, __FILE__, __LINE__, __func__, "scattering %s", e->name);
+        free(global);
+    }
+    return acc;
+}
+
+static tess_status load_impl(MPI_Comm comm, const char *path, tess_ckpt_state *st) {
+    int rank, size;
+    TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    TESS_MPI_CHECK(MPI_Comm_size(comm, &size));
+    TESS_CHECK(ckpt_agree(comm, ckpt_check_state(st), "checking the checkpoint state"));
+    const int64_t n = tess_registry_count(st->reg), nk = ckpt_nsets(st) * n;
+    TESS_REQUIRE(nk < INT32_MAX, TESS_ERR_ARG, "too many datasets (%lld)", (long long)nk);
+    ckpt_region *regions = calloc((size_t)n + 1, sizeof *regions);
+    uint64_t *acc = calloc((size_t)nk + 1, sizeof *acc), *sum = calloc((size_t)nk + 1, sizeof *sum);
+    uint64_t *stored = calloc((size_t)nk + 1, sizeof *stored);
+    tess_status s = ckpt_agree(comm, regions && acc && sum && stored ? TESS_OK : TESS_ERR_MEM,
+                               "allocating the load plan");
+    bool has_bc = false;
+    tess_group *g = NULL;
+    tess_ckpt_info info;
+    ckpt_msgs m;
+    if (s == TESS_OK) s = ckpt_plan(comm, st->reg, regions, &has_bc);
+    if (s == TESS_OK) {
+        s = probe(comm, path, st, &info, &m);
+        if (s != TESS_OK) CKPT_MSGS_PUSH(s, &m);
+    }
+    if (s == TESS_OK && has_bc) s = tess_group_create(comm, "ckpt", &g);
+    hid_t f = -1;
+    read_err r = {TESS_OK, ""};
+    if (s == TESS_OK) {
+        if (info.world_size != size)
+            tess_log_info("checkpoint '%s' was written by %lld ranks, now %d: resharding", path,
+                          (long long)info.world_size, size);
+        f = open_collective(comm, path);
+        if (f < 0) rfail(&r, TESS_ERR_DATA, "cannot open '%s' collectively", path);
+        s = ckpt_agree(comm, r.status, r.what);
+    }
+    if (s == TESS_OK) {
+        hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
+        H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
+        for (int k = 0; k < ckpt_nsets(st) && s == TESS_OK; k++) {
+            float *base = ckpt_set_data(st, k);
+            for (int64_t i = 0; i < n && s == TESS_OK; i++) {
+                const tess_registry_entry *e = tess_registry_get(st->reg, i);
+                char p[CKPT_DSET_PATH_MAX];
+                ckpt_dataset_path(p, sizeof p, ckpt_set_name(st, k), e->name);
+                hid_t d = H5Dopen2(f, p, H5P_DEFAULT);
+                if (d < 0) rfail(&r, TESS_ERR_DATA, "cannot open dataset %s", p);
+                if (d >= 0 && ckpt_attr_read_u64(d, "hash", &stored[k * n + i]) != 0)
+                    rfail(&r, TESS_ERR_DATA, "cannot read the hash of %s", p);
+                acc[k * n + i] = read_entry(d, e, &regions[i], base + e->flat_offset, g, rank,
+                                            dxpl, &r, &s);
+                if (d >= 0) H5Dclose(d);
+            }
+        }
+        H5Pclose(dxpl);
+        for (int c = 0; c < st->ncounters && s == TESS_OK; c++) {
+            const char *name = st->counters[c].name, *slash = strrchr(name, '/');
+            char group[CKPT_SET_NAME_MAX + 1];
+            snprintf(group, sizeof group, "/%.*s", (int)(slash - name), name);
+            hid_t gr = H5Gopen2(f, group, H5P_DEFAULT);
+            if (gr < 0 || ckpt_attr_read_i64(gr, slash + 1, st->counters[c].value) != 0)
+                rfail(&r, TESS_ERR_DATA, "cannot read counter %s", name);
+            if (gr >= 0) H5Gclose(gr);
+        }
+    }
+    if (f >= 0 && H5Fclose(f) < 0) rfail(&r, TESS_ERR_DATA, "cannot close '%s'", path);
+    if (s == TESS_OK) s = ckpt_agree(comm, r.status, r.what);
+    if (s == TESS_OK) {
+        int e = MPI_Allreduce(acc, sum, (int)nk, MPI_UINT64_T, MPI_SUM, comm);
+        if (e != MPI_SUCCESS)
+            s = tess_error_push(TESS_ERR_MPI, __FILE__, __LINE__, __func__,
+                                "MPI_Allreduce of the hashes failed");
+    }
+    if (s == TESS_OK) {
+        ckpt_msgs bad = {.lines = 0};
+        bad.text[0] = '\0';
+        for (int k = 0; k < ckpt_nsets(st); k++)
+            for (int64_t i = 0; i < n; i++) {
+                const tess_registry_entry *e = tess_registry_get(st->reg, i);
+                uint64_t h = tess_ckpt_hash_final(sum[k * n + i], e->global_count);
+                if (h != stored[k * n + i])
+                    ckpt_msgs_add(&bad, "  dataset /%s/%s does not match its hash (stored "
+                                  "%016llx, data %016llx)",
+                                  ckpt_set_name(st, k), e->name,
+                                  (unsigned long long)stored[k * n + i], (unsigned long long)h);
+            }
+        if (bad.lines) {
+            ckpt_msgs head = {.lines = 0};
+            head.text[0] = '\0';
+            ckpt_msgs_add(&head, "corrupt checkpoint '%s' (step %lld): %d dataset%s changed "
+                          "since it was written",
+                          path, (long long)info.step, bad.lines + bad.dropped,
+                          bad.lines + bad.dropped == 1 ? "" : "s");
+            CKPT_MSGS_PUSH(TESS_ERR_DATA, &head);
+            s = CKPT_MSGS_PUSH(TESS_ERR_DATA, &bad);
+        }
+    }
+    if (s == TESS_OK) {
+        st->step = info.step;
+        st->data_cursor = info.data_cursor;
+        st->seed = info.seed;
+    }
+    tess_group_destroy(&g);
+    free(regions);
+    free(acc);
+    free(sum);
+    free(stored);
+    return s;
+}
+
+tess_status tess_ckpt_load(MPI_Comm comm, const char *path, tess_ckpt_state *st) {
+    TESS_REQUIRE(path, TESS_ERR_ARG, "path must not be NULL");
+    ckpt_quiet q;
+    ckpt_quiet_begin(&q);
+    tess_status s = load_impl(comm, path, st);
+    ckpt_quiet_end(&q);
+    TESS_REQUIRE(s == TESS_OK, s, "loading checkpoint '%s'", path);
+    return TESS_OK;
+}
+
+/* --- resume ---------------------------------------------------------------------------------- */
+
+/* The first lines of the current record, without their "[rank r] file:line func(): " prefixes,
+ * joined by "; " (the reason in a fallback warning). */
+static void record_reason(char *buf, size_t n, int max_lines) {
+    const char *t = tess_error_text();
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int l = 0; l < max_lines && *t && len + 1 < n; l++) {
+        const char *nl = strchr(t, '\n'), *end = nl ? nl : t + strlen(t), *body = t;
+        for (const char *p = t; p + 4 <= end; p++)
+            if (memcmp(p, "(): ", 4) == 0) {
+                body = p + 4;
+                break;
+            }
+        while (body < end && *body == ' ') body++;
+        len += (size_t)snprintf(buf + len, n - len, "%s%.*s", l ? "; " : "", (int)(end - body),
+                                body);
+        if (!nl) break;
+        t = nl + 1;
+    }
+}
+
+tess_status tess_ckpt_resume(MPI_Comm comm, const char *dir, const char *spec,
+                             tess_ckpt_state *st, bool *resumed, char *path_out, size_t n) {
+    TESS_REQUIRE(dir && spec && resumed, TESS_ERR_ARG, "dir, spec and resumed must not be NULL");
+    *resumed = false;
+    if (path_out && n) path_out[0] = '\0';
+    TESS_CHECK(tess_ckpt_clean(comm, dir));
+    if (spec[0] == '\0') return TESS_OK;
+    if (strcmp(spec, "auto") != 0) {
+        TESS_CHECK(tess_ckpt_load(comm, spec, st));
+        tess_log_info("resumed from step %lld (%s)", (long long)st->step, spec);
+        if (path_out && n) snprintf(path_out, n, "%s", spec);
+        *resumed = true;
+        return TESS_OK;
+    }
+    char *names;
+    int64_t count;
+    TESS_CHECK(ckpt_list_shared(comm, dir, &names, &count));
+    char first_reason[1024] = "";
+    tess_status s = TESS_OK;
+    int64_t tried = 0;
+    for (char *p = names, *nl; *p && !*resumed; p = nl + 1) {
+        nl = strchr(p, '\n');
+        *nl = '\0';
+        char path[TESS_CKPT_PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", dir, p);
+        tried++;
+        ckpt_quiet q;
+        ckpt_quiet_begin(&q);
+        s = load_impl(comm, path, st); /* the record then holds just the reasons */
+        ckpt_quiet_end(&q);
+        if (s == TESS_OK) {
+            *resumed = true;
+            tess_log_info("resumed from step %lld (%s)", (long long)st->step, path);
+            if (path_out && n) snprintf(path_out, n, "%s", path);
+        } else if (s == TESS_ERR_DATA || s == TESS_ERR_NOINPUT) {
+            char reason[1024];
+            record_reason(reason, sizeof reason, 3);
+            if (!first_reason[0]) snprintf(first_reason, sizeof first_reason, "%s", reason);
+            tess_log_warn("checkpoint '%s' skipped: %s", path, reason);
+            tess_error_clear();
+            s = TESS_OK;
+        } else {
+            break; /* not a property of the file (MPI, memory): give up */
+        }
+    }
+    free(names);
+    TESS_CHECK(s);
+    if (*resumed) return TESS_OK;
+    TESS_REQUIRE(tried == 0, TESS_ERR_DATA,
+                 "none of the %lld checkpoints in '%s' loads (the newest: %s); move them away or "
+                 "use another ckpt.dir to start over",
+                 (long long)tried, dir, first_reason);
+    tess_log_info("no checkpoint in '%s': starting from step 0", dir);
+    return TESS_OK;
+}

@@ -1,0 +1,636 @@
+/* ckpt_write.c - collective checkpoint writing, atomic commit, latest pointer, retention
+ * (see ckpt.h; the file layout is described in docs/checkpoints.md). */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "core/log.h"      /* tess_log_info, tess_log_warn */
+#include "core/mpicheck.h" /* TESS_MPI_CHECK */
+#include "core/timer.h"    /* tess_timer_now */
+#include "dist/gather.h"   /* tess_dist_gather_global */
+#include "dist/mesh.h"     /* tess_group_create */
+#include "io/ckpt_impl.h"
+#include "io/rundir.h"     /* tess_rundir_mkdirs */
+
+/* What every rank writes identically: rank 0's values, broadcast. */
+typedef struct {
+    char created_utc[32];
+    char *config; /* malloc'ed copy of rank 0's config text */
+    int64_t config_len;
+} shared_meta;
+
+static tess_status share_meta(MPI_Comm comm, int rank, const tess_ckpt_state *st, shared_meta *m) {
+    memset(m, 0, sizeof *m);
+    const char *text = st->config_text ? st->config_text : "";
+    if (rank == 0) {
+        time_t now = time(NULL);
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(m->created_utc, sizeof m->created_utc, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        m->config_len = (int64_t)strlen(text);
+    }
+    TESS_MPI_CHECK(MPI_Bcast(m->created_utc, (int)sizeof m->created_utc, MPI_CHAR, 0, comm));
+    TESS_MPI_CHECK(MPI_Bcast(&m->config_len, 1, MPI_INT64_T, 0, comm));
+    TESS_REQUIRE(m->config_len < INT32_MAX, TESS_ERR_ARG, "config text of %lld bytes is too long",
+                 (long long)m->config_len);
+    m->config = malloc((size_t)m->config_len + 1);
+    TESS_CHECK(ckpt_agree(comm, m->config ? TESS_OK : TESS_ERR_MEM, "allocating the config text"));
+    if (rank == 0) memcpy(m->config, text, (size_t)m->config_len);
+    m->config[m->config_len] = '\0';
+    TESS_MPI_CHECK(MPI_Bcast(m->config, (int)m->config_len, MPI_CHAR, 0, comm));
+    return TESS_OK;
+}
+
+/* step, data_cursor, seed and the counters must be the same on every rank. */
+static tess_status agree_scalars(MPI_Comm comm, const tess_ckpt_state *st) {
+    int64_t v[2 * (3 + TESS_CKPT_MAX_COUNTERS)] = {0}, r[2 * (3 + TESS_CKPT_MAX_COUNTERS)];
+    const int k = 3 + st->ncounters;
+    v[0] = st->step;
+    v[1] = st->data_cursor;
+    v[2] = (int64_t)st->seed;
+    for (int c = 0; c < st->ncounters; c++) v[3 + c] = *st->counters[c].value;
+    for (int i = 0; i < k; i++) v[k + i] = -v[i];
+    TESS_MPI_CHECK(MPI_Allreduce(v, r, 2 * k, MPI_INT64_T, MPI_MAX, comm));
+    for (int i = 0; i < k; i++)
+        TESS_REQUIRE(r[i] == -r[k + i], TESS_ERR_ARG, "%s differs between ranks (%lld .. %lld)",
+                     i == 0 ? "step" : i == 1 ? "data_cursor" : i == 2 ? "seed"
+                                                                       : st->counters[i - 3].name,
+                     (long long)-r[k + i], (long long)r[i]);
+    return TESS_OK;
+}
+
+static void layout_text(const tess_layout *l, char *buf, size_t n) {
+    switch (l->kind) {
+    case TESS_LAYOUT_SHARDED:
+        snprintf(buf, n, "sharded(dim=%d,parts=%d)", l->dim, l->nparts);
+        break;
+    case TESS_LAYOUT_BLOCK_CYCLIC:
+        snprintf(buf, n, "block_cyclic(grid=%dx%d,block=%lldx%lld)", l->nprow, l->npcol,
+                 (long long)l->mb, (long long)l->nb);
+        break;
+    default: snprintf(buf, n, "replicated"); break;
+    }
+}
+
+/* Records the first HDF5 failure of this rank and keeps going, so every rank still makes every
+ * collective call; the verdict is agreed after H5Fclose. */
+typedef struct {
+    tess_status status;
+    char what[TESS_CKPT_PATH_MAX + 768];
+} write_err;
+
+static void fail(write_err *w, tess_status s, const char *fmt, const char *arg) {
+    if (w->status != TESS_OK) return;
+    char h5[256];
+    ckpt_h5_message(h5, sizeof h5);
+    w->status = s;
+    snprintf(w->what, sizeof w->what, fmt, arg);
+    size_t len = strlen(w->what);
+    snprintf(w->what + len, sizeof w->what - len, ": %s", h5);
+}
+
+/* mkdir -p of a group path under file (all ranks, same calls). */
+static void ensure_group(hid_t file, const char *path, write_err *w) {
+    char buf[CKPT_DSET_PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p != '/' && *p != '\0') continue;
+        char saved = *p;
+        *p = '\0';
+        if (H5Lexists(file, buf, H5P_DEFAULT) <= 0) {
+            hid_t g = H5Gcreate2(file, buf, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+            if (g < 0) fail(w, TESS_ERR_IO, "cannot create group %s", buf);
+            else H5Gclose(g);
+        }
+        *p = saved;
+        if (saved == '\0') return;
+    }
+}
+
+/* A dataset of global dims of type ftype, with a hash attribute and (if layout) a layout
+ * attribute; collectively written from buf (only the selections given). */
+static void write_dataset(hid_t file, const char *path, hid_t ftype, hid_t mtype, int ndim,
+                          const hsize_t *dims, hid_t filesel, hid_t memsel, const void *buf,
+                          uint64_t hash, const char *layout, hid_t dxpl, write_err *w) {
+    hid_t space = ndim > 0 ? H5Screate_simple(ndim, dims, NULL) : H5Screate(H5S_SCALAR);
+    hid_t d = space >= 0 ? H5Dcreate2(file, path, ftype, space, H5P_DEFAULT, H5P_DEFAULT,
+                                      H5P_DEFAULT)
+                         : -1;
+    if (d < 0) fail(w, TESS_ERR_IO, "cannot create dataset %s", path);
+    if (d >= 0 && ckpt_attr_write_u64(d, "hash", hash) < 0)
+        fail(w, TESS_ERR_IO, "cannot write the hash of %s", path);
+    if (d >= 0 && layout && ckpt_attr_write_str(d, "layout", layout) < 0)
+        fail(w, TESS_ERR_IO, "cannot write the layout of %s", path);
+    if (d >= 0 && H5Dwrite(d, mtype, memsel, filesel, dxpl, buf) < 0)
+        fail(w, TESS_ERR_IO, "cannot write dataset %s", path);
+    if (d >= 0) H5Dclose(d);
+    if (space >= 0) H5Sclose(space);
+}
+
+/* File and memory selections of region r of entry e (none if r->count == 0). */
+static void region_spaces(const tess_registry_entry *e, const ckpt_region *r, hid_t *fsel,
+                          hid_t *msel) {
+    hsize_t g[TESS_MAX_DIMS], l[TESS_MAX_DIMS], off[TESS_MAX_DIMS], cnt[TESS_MAX_DIMS],
+        mo[TESS_MAX_DIMS], one = 1;
+    for (int d = 0; d < e->ndim; d++) {
+        g[d] = (hsize_t)e->shape[d];
+        l[d] = (hsize_t)(r->block_cyclic ? e->shape[d] : e->local_shape[d]);
+        off[d] = (hsize_t)r->off[d];
+        cnt[d] = (hsize_t)r->cnt[d];
+        mo[d] = (hsize_t)r->moff[d];
+    }
+    *fsel = H5Screate_simple(e->ndim, g, NULL);
+    if (r->count == 0) {
+        H5Sselect_none(*fsel);
+        *msel = H5Screate_simple(1, &one, NULL);
+        H5Sselect_none(*msel);
+        return;
+    }
+    *msel = H5Screate_simple(e->ndim, l, NULL);
+    H5Sselect_hyperslab(*fsel, H5S_SELECT_SET, off, NULL, cnt, NULL);
+    H5Sselect_hyperslab(*msel, H5S_SELECT_SET, mo, NULL, cnt, NULL);
+}
+
+/* A string dataset (fixed-length UTF-8, NULL-padded) of nrows x width bytes, written by rank 0,
+ * hashed over its bytes. nrows 0: a scalar. */
+static void write_text(hid_t file, const char *path, const char *bytes, int64_t nrows,
+                       size_t width, int rank, hid_t dxpl, write_err *w) {
+    hid_t t = H5Tcopy(H5T_C_S1);
+    if (t < 0 || H5Tset_size(t, width) < 0 || H5Tset_strpad(t, H5T_STR_NULLPAD) < 0 ||
+        H5Tset_cset(t, H5T_CSET_UTF8) < 0)
+        fail(w, TESS_ERR_IO, "cannot make the string type of %s", path);
+    const int64_t total = (nrows ? nrows : 1) * (int64_t)width;
+    uint64_t hash = tess_ckpt_hash_final(tess_ckpt_hash_add(0, bytes, 1, 0, total), total);
+    hsize_t dims = (hsize_t)nrows;
+    hid_t fsel = nrows ? H5Screate_simple(1, &dims, NULL) : H5Screate(H5S_SCALAR);
+    hid_t msel = nrows ? H5Screate_simple(1, &dims, NULL) : H5Screate(H5S_SCALAR);
+    if (rank != 0) {
+        H5Sselect_none(fsel);
+        H5Sselect_none(msel);
+    }
+    write_dataset(file, path, t, t, nrows ? 1 : 0, &dims, fsel, msel, bytes, hash, NULL, dxpl, w);
+    H5Sclose(fsel);
+    H5Sclose(msel);
+    if (t >= 0) H5Tclose(t);
+}
+
+static void write_root_attrs(hid_t file, const tess_ckpt_state *st, const shared_meta *m, int size,
+                             write_err *w) {
+    char digest[24];
+    snprintf(digest, sizeof digest, "%016llx",
+             (unsigned long long)tess_ckpt_model_digest(st->reg));
+    struct {
+        const char *name, *value;
+    } strs[] = {{"format", TESS_CKPT_FORMAT},
+                {"tessera_version", TESS_VERSION},
+                {"app", st->app ? st->app : ""},
+                {"created_utc", m->created_utc},
+                {"model_digest", digest},
+                {"hash_algorithm", TESS_CKPT_HASH_ALGORITHM},
+                {"rng", "philox4x32-10"}};
+    struct {
+        const char *name;
+        int64_t value;
+    } ints[] = {{"format_version", TESS_CKPT_FORMAT_VERSION},
+                {"step", st->step},
+                {"data_cursor", st->data_cursor},
+                {"world_size", size}};
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+        if (ckpt_attr_write_str(file, strs[i].name, strs[i].value) < 0)
+            fail(w, TESS_ERR_IO, "cannot write root attribute %s", strs[i].name);
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (ckpt_attr_write_i64(file, ints[i].name, ints[i].value) < 0)
+            fail(w, TESS_ERR_IO, "cannot write root attribute %s", ints[i].name);
+    if (ckpt_attr_write_u64(file, "seed", st->seed) < 0)
+        fail(w, TESS_ERR_IO, "cannot write root attribute %s", "seed");
+}
+
+static void write_counters(hid_t file, const tess_ckpt_state *st, write_err *w) {
+    for (int c = 0; c < st->ncounters; c++) {
+        char group[CKPT_SET_NAME_MAX + 1];
+        const char *name = st->counters[c].name, *slash = strrchr(name, '/');
+        snprintf(group, sizeof group, "/%.*s", (int)(slash - name), name);
+        ensure_group(file, group, w);
+        hid_t g = H5Gopen2(file, group, H5P_DEFAULT);
+        if (g < 0 || ckpt_attr_write_i64(g, slash + 1, *st->counters[c].value) < 0)
+            fail(w, TESS_ERR_IO, "cannot write counter %s", name);
+        if (g >= 0) H5Gclose(g);
+    }
+}
+
+/* The manifest: "/<set>/<entry>" of every tensor dataset, fixed width. */
+static char *make_manifest(const tess_ckpt_state *st, int64_t *nrows, size_t *width) {
+    const int64_t n = tess_registry_count(st->reg);
+    *nrows = ckpt_nsets(st) * n;
+    *width = 1;
+    for (int s = 0; s < ckpt_nsets(st); s++)
+        for (int64_t i = 0; i < n; i++) {
+            size_t len = strlen(ckpt_set_name(st, s)) +
+                         strlen(tess_registry_get(st->reg, i)->name) + 2;
+            if (len > *width) *width = len;
+        }
+    char *m = calloc((size_t)(*nrows ? *nrows : 1), *width);
+    if (!m) return NULL;
+    for (int s = 0; s < ckpt_nsets(st); s++)
+        for (int64_t i = 0; i < n; i++) {
+            char path[CKPT_DSET_PATH_MAX];
+            ckpt_dataset_path(path, sizeof path, ckpt_set_name(st, s),
+                              tess_registry_get(st->reg, i)->name);
+            memcpy(m + (size_t)(s * n + i) * *width, path, strlen(path));
+        }
+    return m;
+}
+
+/* Every tensor dataset: hash (all-reduced), create, write the region. */
+static tess_status write_tensors(MPI_Comm comm, hid_t file, const tess_ckpt_state *st,
+                                 const ckpt_region *regions, const tess_group *g, int rank,
+                                 hid_t dxpl, write_err *w) {
+    const int64_t n = tess_registry_count(st->reg);
+    for (int s = 0; s < ckpt_nsets(st); s++) {
+        const float *base = ckpt_set_data(st, s);
+        char group[CKPT_SET_NAME_MAX + 2];
+        snprintf(group, sizeof group, "/%s", ckpt_set_name(st, s));
+        ensure_group(file, group, w);
+        for (int64_t i = 0; i < n; i++) {
+            const tess_registry_entry *e = tess_registry_get(st->reg, i);
+            const ckpt_region *r = &regions[i];
+            const float *local = base + e->flat_offset;
+            float *global = NULL;
+            if (r->block_cyclic) {
+                if (rank == 0) global = malloc((size_t)e->global_count * sizeof *global);
+                TESS_CHECK(ckpt_agree(comm, rank != 0 || global ? TESS_OK : TESS_ERR_MEM,
+                                      "allocating a block-cyclic tensor on rank 0"));
+                tess_status gs = tess_dist_gather_global(g, &e->layout, e->ndim, e->shape, local,
+                                                         global);
+                if (gs != TESS_OK) {
+                    free(global);
+                    return tess_error_push(gs, __FILE__, __LINE__, __func__, "gathering %s",
+                                           e->name);
+                }
+                local = global;
+            }
+            uint64_t acc = ckpt_hash_region(0, e, r, local), sum;
+            int me = MPI_Allreduce(&acc, &sum, 1, MPI_UINT64_T, MPI_SUM, comm);
+            if (me != MPI_SUCCESS) {
+                free(global);
+                TESS_MPI_CHECK(me);
+            }
+            char path[CKPT_DSET_PATH_MAX], layout[96];
+            ckpt_dataset_path(path, sizeof path, ckpt_set_name(st, s), e->name);
+            layout_text(&e->layout, layout, sizeof layout);
+            hsize_t dims[TESS_MAX_DIMS];
+            for (int d = 0; d < e->ndim; d++) dims[d] = (hsize_t)e->shape[d];
+            hid_t fsel, msel;
+            region_spaces(e, r, &fsel, &msel);
+            static const float dummy = 0.0f;
+            write_dataset(file, path, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, e->ndim, dims, fsel, msel,
+                          r->count ? (const void *)local : &dummy,
+                          tess_ckpt_hash_final(sum, e->global_count), layout, dxpl, w);
+            H5Sclose(fsel);
+            H5Sclose(msel);
+            free(global);
+        }
+    }
+    return TESS_OK;
+}
+
+/* Everything but the commit. On return the file is closed (or was never created). */
+static tess_status write_tmp(MPI_Comm comm, const char *tmp, const tess_ckpt_state *st,
+                             const ckpt_region *regions, const tess_group *g,
+                             const shared_meta *meta) {
+    int rank, size;
+    TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    TESS_MPI_CHECK(MPI_Comm_size(comm, &size));
+    int64_t nrows;
+    size_t width;
+    char *manifest = make_manifest(st, &nrows, &width);
+    TESS_CHECK(ckpt_agree(comm, manifest ? TESS_OK : TESS_ERR_MEM, "allocating the manifest"));
+
+    write_err w = {TESS_OK, ""};
+    hid_t fapl = ckpt_fapl_mpio(comm);
+    hid_t file = fapl >= 0 ? H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl) : -1;
+    if (file < 0) fail(&w, TESS_ERR_IO, "cannot create '%s'", tmp);
+    if (fapl >= 0) H5Pclose(fapl);
+    tess_status s = ckpt_agree(comm, w.status, w.what);
+    if (s != TESS_OK) {
+        if (file >= 0) H5Fclose(file);
+        free(manifest);
+        return s;
+    }
+    hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
+    if (dxpl < 0 || H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE) < 0)
+        fail(&w, TESS_ERR_IO, "cannot make the transfer list of '%s'", tmp);
+    write_root_attrs(file, st, meta, size, &w);
+    s = write_tensors(comm, file, st, regions, g, rank, dxpl, &w);
+    if (s == TESS_OK) { /* s is the same on every rank */
+        write_counters(file, st, &w);
+        write_text(file, "/config", meta->config, 0,
+                   meta->config_len ? (size_t)meta->config_len : 1, rank, dxpl, &w);
+        write_text(file, "/manifest", manifest, nrows, width, rank, dxpl, &w);
+        if (rank == 0) ckpt_test_kill("after_write");
+    }
+    free(manifest);
+    if (dxpl >= 0) H5Pclose(dxpl);
+    if (H5Fclose(file) < 0) fail(&w, TESS_ERR_IO, "cannot close '%s'", tmp);
+    TESS_CHECK(s);
+    TESS_CHECK(ckpt_agree(comm, w.status, w.what));
+    return TESS_OK;
+}
+
+/* Rank 0: fsync src, rename to dst, fsync the directory. */
+static tess_status commit_file(const char *src, const char *dst, bool test_hooks) {
+    char dir[TESS_CKPT_PATH_MAX];
+    ckpt_dirname(dst, dir, sizeof dir);
+    TESS_REQUIRE(ckpt_fsync_path(src, false) == 0, TESS_ERR_IO, "cannot fsync '%s': %s", src,
+                 strerror(errno));
+    if (test_hooks) ckpt_test_kill("before_rename");
+    TESS_REQUIRE(rename(src, dst) == 0, TESS_ERR_IO, "cannot rename '%s' to '%s': %s", src, dst,
+                 strerror(errno));
+    TESS_REQUIRE(ckpt_fsync_path(dir, true) == 0, TESS_ERR_IO, "cannot fsync directory '%s': %s",
+                 dir, strerror(errno));
+    if (test_hooks) ckpt_test_kill("after_rename");
+    return TESS_OK;
+}
+
+tess_status ckpt_root_verdict(MPI_Comm comm, tess_status s_root) {
+    int rank;
+    TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    ckpt_msgs m = {.lines = 0};
+    m.text[0] = '\0';
+    tess_status s = s_root;
+    if (rank == 0 && s != TESS_OK) {
+        /* rank 0's record holds the traceback; the others get its first line's message */
+        const char *t = tess_error_text(), *nl = strchr(t, '\n'), *end = nl ? nl : t + strlen(t);
+        const char *body = t;
+        for (const char *p = t; p + 4 <= end; p++)
+            if (memcmp(p, "(): ", 4) == 0) {
+                body = p + 4;
+                break;
+            }
+        ckpt_msgs_add(&m, "rank 0: %.*s", (int)(end - body), body);
+    }
+    TESS_CHECK(ckpt_bcast_verdict(comm, 0, &s, &m, NULL));
+    if (s == TESS_OK || rank == 0) return s;
+    return CKPT_MSGS_PUSH(s, &m);
+}
+
+static tess_status write_impl(MPI_Comm comm, const char *path, const tess_ckpt_state *st) {
+    int rank;
+    TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    TESS_REQUIRE(path && strlen(path) + 5 < TESS_CKPT_PATH_MAX, TESS_ERR_ARG,
+                 "checkpoint path must have 1..%d characters", TESS_CKPT_PATH_MAX - 6);
+    TESS_CHECK(ckpt_agree(comm, ckpt_check_state(st), "checking the checkpoint state"));
+    TESS_CHECK(agree_scalars(comm, st));
+    const int64_t n = tess_registry_count(st->reg);
+    ckpt_region *regions = calloc((size_t)n + 1, sizeof *regions);
+    TESS_CHECK(ckpt_agree(comm, regions ? TESS_OK : TESS_ERR_MEM, "allocating the plan"));
+    bool has_bc = false;
+    tess_status s = ckpt_plan(comm, st->reg, regions, &has_bc);
+    tess_group *g = NULL;
+    if (s == TESS_OK && has_bc) s = tess_group_create(comm, "ckpt", &g);
+    shared_meta meta = {.config = NULL};
+    if (s == TESS_OK) s = share_meta(comm, rank, st, &meta);
+    char tmp[TESS_CKPT_PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (s == TESS_OK) s = write_tmp(comm, tmp, st, regions, g, &meta);
+    free(regions);
+    free(meta.config);
+    tess_group_destroy(&g);
+    if (s != TESS_OK) {
+        if (rank == 0) remove(tmp);
+        return s;
+    }
+    tess_status c = rank == 0 ? commit_file(tmp, path, true) : TESS_OK;
+    if (c != TESS_OK) remove(tmp);
+    TESS_CHECK(ckpt_root_verdict(comm, c));
+    return TESS_OK;
+}
+
+tess_status tess_ckpt_write(MPI_Comm comm, const char *path, const tess_ckpt_state *st) {
+    ckpt_quiet q;
+    ckpt_quiet_begin(&q);
+    tess_status s = write_impl(comm, path, st);
+    ckpt_quiet_end(&q);
+    TESS_REQUIRE(s == TESS_OK, s, "writing checkpoint '%s'", path ? path : "(null)");
+    return TESS_OK;
+}
+
+/* --- save: name, latest pointer, retention -------------------------------------------------- */
+
+/* Step of a committed checkpoint name "ckpt_<digits>.h5", or -1. */
+static int64_t name_step(const char *name) {
+    if (strncmp(name, "ckpt_", 5) != 0) return -1;
+    const char *p = name + 5;
+    int64_t step = 0;
+    int digits = 0;
+    for (; *p >= '0' && *p <= '9'; p++, digits++) {
+        if (step > (INT64_MAX - 9) / 10) return -1;
+        step = step * 10 + (*p - '0');
+    }
+    return digits > 0 && strcmp(p, ".h5") == 0 ? step : -1;
+}
+
+typedef struct {
+    int64_t step;
+    char name[256];
+} listed;
+
+static int cmp_listed_desc(const void *a, const void *b) {
+    const listed *x = a, *y = b;
+    return (x->step < y->step) - (x->step > y->step);
+}
+
+/* Committed checkpoints of dir, newest first (malloc'ed; *count may be 0). A missing dir is
+ * empty. Not collective. */
+static tess_status list_committed(const char *dir, listed **out, int64_t *count) {
+    *out = NULL;
+    *count = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        TESS_REQUIRE(errno == ENOENT, TESS_ERR_NOINPUT, "cannot list checkpoint directory '%s': %s",
+                     dir, strerror(errno));
+        return TESS_OK;
+    }
+    int64_t cap = 0;
+    tess_status s = TESS_OK;
+    for (struct dirent *de; (de = readdir(d));) {
+        int64_t step = name_step(de->d_name);
+        if (step < 0 || strlen(de->d_name) >= sizeof((listed *)0)->name) continue;
+        if (*count == cap) {
+            cap = cap ? 2 * cap : 16;
+            listed *grown = realloc(*out, (size_t)cap * sizeof **out);
+            if (!grown) {
+                s = tess_error_push(TESS_ERR_MEM, __FILE__, __LINE__, __func__,
+                                    "out of memory listing '%s'", dir);
+                break;
+            }
+            *out = grown;
+        }
+        (*out)[*count].step = step;
+        snprintf((*out)[*count].name, sizeof(*out)[*count].name, "%s", de->d_name);
+        (*count)++;
+    }
+    closedir(d);
+    if (s == TESS_OK && *count > 1) qsort(*out, (size_t)*count, sizeof **out, cmp_listed_desc);
+    return s;
+}
+
+/* Rank 0: point dir/latest at name (tmp, fsync, rename, fsync dir). */
+static tess_status write_latest(const char *dir, const char *name) {
+    char tmp[TESS_CKPT_PATH_MAX], dst[TESS_CKPT_PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s/latest.tmp", dir);
+    snprintf(dst, sizeof dst, "%s/latest", dir);
+    FILE *f = fopen(tmp, "w");
+    TESS_REQUIRE(f, TESS_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+    int ok = fprintf(f, "%s\n", name) > 0;
+    ok = fclose(f) == 0 && ok;
+    TESS_REQUIRE(ok, TESS_ERR_IO, "error writing '%s': %s", tmp, strerror(errno));
+    TESS_CHECK(commit_file(tmp, dst, false));
+    return TESS_OK;
+}
+
+/* Rank 0, after the commit of step `step`: delete checkpoints of later steps (an abandoned
+ * timeline: the run went back to an earlier checkpoint) and all but the keep_last newest. */
+static tess_status prune(const char *dir, int64_t step, int64_t keep_last) {
+    listed *l;
+    int64_t count;
+    TESS_CHECK(list_committed(dir, &l, &count));
+    int64_t kept = 0;
+    for (int64_t i = 0; i < count; i++) {
+        char path[TESS_CKPT_PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", dir, l[i].name);
+        bool later = l[i].step > step;
+        if (!later && (keep_last == 0 || kept < keep_last)) {
+            kept++;
+            continue;
+        }
+        if (later)
+            tess_log_warn("deleting checkpoint '%s': its step %lld is after the step just saved "
+                          "(%lld), from an abandoned earlier run",
+                          path, (long long)l[i].step, (long long)step);
+        if (remove(path) != 0 && errno != ENOENT) {
+            tess_status s = tess_error_push(TESS_ERR_IO, __FILE__, __LINE__, __func__,
+                                            "cannot delete old checkpoint '%s': %s", path,
+                                            strerror(errno));
+            free(l);
+            return s;
+        }
+    }
+    free(l);
+    return TESS_OK;
+}
+
+static tess_status save_on_root(const char *dir, const char *name, int64_t step,
+                                int64_t keep_last) {
+    TESS_CHECK(write_latest(dir, name));
+    TESS_CHECK(prune(dir, step, keep_last));
+    return TESS_OK;
+}
+
+tess_status tess_ckpt_save(MPI_Comm comm, const char *dir, const tess_ckpt_state *st,
+                           int64_t keep_last, char *path_out, size_t n) {
+    int rank;
+    TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    TESS_REQUIRE(dir && strlen(dir) > 0 && strlen(dir) + 32 < TESS_CKPT_PATH_MAX, TESS_ERR_ARG,
+                 "checkpoint directory must have 1..%d characters", TESS_CKPT_PATH_MAX - 33);
+    TESS_REQUIRE(keep_last >= 0, TESS_ERR_ARG, "keep_last = %lld must be >= 0",
+                 (long long)keep_last);
+    TESS_REQUIRE(st && st->step >= 0, TESS_ERR_ARG, "checkpoint step must be >= 0");
+    const double t0 = tess_timer_now();
+    TESS_CHECK(ckpt_root_verdict(comm, rank == 0 ? tess_rundir_mkdirs(dir) : TESS_OK));
+    char name[64], path[TESS_CKPT_PATH_MAX];
+    snprintf(name, sizeof name, "ckpt_%08lld.h5", (long long)st->step);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    TESS_CHECK(tess_ckpt_write(comm, path, st));
+    TESS_CHECK(ckpt_root_verdict(comm, rank == 0 ? save_on_root(dir, name, st->step, keep_last)
+                                             : TESS_OK));
+    if (rank == 0) {
+        struct stat sb;
+        long long bytes = stat(path, &sb) == 0 ? (long long)sb.st_size : -1;
+        tess_log_info("checkpoint step=%lld path=%s bytes=%lld seconds=%.3f", (long long)st->step,
+                      path, bytes, tess_timer_now() - t0);
+    }
+    if (path_out && n) snprintf(path_out, n, "%s", path);
+    return TESS_OK;
+}
+
+/* --- start-up cleaning ----------------------------------------------------------------------- */
+
+static tess_status clean_on_root(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) {
+        TESS_REQUIRE(errno == ENOENT, TESS_ERR_NOINPUT, "cannot list checkpoint directory '%s': %s",
+                     dir, strerror(errno));
+        return TESS_OK;
+    }
+    tess_status s = TESS_OK;
+    for (struct dirent *de; (de = readdir(d));) {
+        size_t len = strlen(de->d_name);
+        if (len < 5 || strcmp(de->d_name + len - 4, ".tmp") != 0) continue;
+        char path[TESS_CKPT_PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (remove(path) != 0) {
+            s = tess_error_push(TESS_ERR_IO, __FILE__, __LINE__, __func__,
+                                "cannot delete stale '%s': %s", path, strerror(errno));
+            break;
+        }
+        tess_log_warn("deleted '%s': an unfinished checkpoint or pointer from an earlier run",
+                      path);
+    }
+    closedir(d);
+    return s;
+}
+
+tess_status tess_ckpt_clean(MPI_Comm comm, const char *dir) {
+    int rank;
+    TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    TESS_REQUIRE(dir && strlen(dir) > 0, TESS_ERR_ARG, "checkpoint directory must not be empty");
+    TESS_CHECK(ckpt_root_verdict(comm, rank == 0 ? clean_on_root(dir) : TESS_OK));
+    return TESS_OK;
+}
+
+tess_status ckpt_list_shared(MPI_Comm comm, const char *dir, char **names, int64_t *count) {
+    int rank;
+    TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    *names = NULL;
+    *count = 0;
+    int64_t len = 0;
+    tess_status s = TESS_OK;
+    char *text = NULL;
+    if (rank == 0) {
+        listed *l = NULL;
+        s = list_committed(dir, &l, count);
+        if (s == TESS_OK) {
+            text = malloc((size_t)*count * sizeof l->name + 1);
+            if (!text) s = tess_error_push(TESS_ERR_MEM, __FILE__, __LINE__, __func__,
+                                           "out of memory listing '%s'", dir);
+        }
+        if (s == TESS_OK) {
+            text[0] = '\0';
+            for (int64_t i = 0; i < *count; i++) {
+                size_t at = (size_t)len;
+                len += snprintf(text + at, sizeof l->name + 1, "%s\n", l[i].name);
+            }
+        }
+        free(l);
+    }
+    s = ckpt_root_verdict(comm, s);
+    if (s != TESS_OK) {
+        free(text);
+        return s;
+    }
+    int64_t v[2] = {*count, len};
+    TESS_MPI_CHECK(MPI_Bcast(v, 2, MPI_INT64_T, 0, comm));
+    *count = v[0];
+    len = v[1];
+    if (rank != 0) text = malloc((size_t)len + 1);
+    TESS_CHECK(ckpt_agree(comm, text ? TESS_OK : TESS_ERR_MEM, "allocating the checkpoint list"));
+    TESS_MPI_CHECK(MPI_Bcast(text, (int)len, MPI_CHAR, 0, comm));
+    text[len] = '\0';
+    *names = text;
+    return TESS_OK;
+}

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# check_tool.sh MPIEXEC TESS_CKPT CKPT - the tess-ckpt commands on a test checkpoint (written by
+# test_ckpt_roundtrip at 2 ranks): ls, show, meta, diff, verify, their exit codes and messages,
+# verify and diff failing on a copy with one flipped data byte, and the clear errors for a missing
+# file, a file that is not HDF5 and an HDF5 file that is not a Tessera checkpoint.
+set -u
+mpiexec=$1 tool=$2 ckpt=$3
+fails=0
+# expect CODE REGEX -- cmd... : exit code CODE and output matching REGEX
+expect() {
+  local want=$1 regex=$2; shift 3
+  local out code
+  out=$("$@" 2>&1); code=$?
+  if [ "$code" -ne "$want" ] || ! printf '%s\n' "$out" | grep -Eq -- "$regex"; then
+    printf '%s\n' "$out"
+    echo "check_tool: FAIL: '$*' exited $code (want $want), output should match /$regex/" >&2
+    fails=$((fails + 1))
+  else
+    echo "ok: $* -> $code, /$regex/"
+  fi
+}
+
+cp "$ckpt" good.h5
+expect 0 '^/params/emb.w +float32 +\[11,6\] +264 B +sharded\(dim=0,parts=2\)$' -- "$tool" ls good.h5
+expect 0 '^26 datasets, ' -- "$tool" ls good.h5
+expect 0 'nan 0  inf 0' -- "$tool" show good.h5 emb.w
+expect 0 '^first values: 0 0\.361615419 0\.674287915' -- "$tool" show good.h5 /params/emb.w --first 3
+expect 0 'layout=block_cyclic\(grid=1x2,block=2x3\)' -- "$tool" show good.h5 optim/v/grid.a
+expect 64 "no dataset 'nope' in 'good.h5'" -- "$tool" show good.h5 nope
+expect 0 '^counters of /optim: step_count=47$' -- "$tool" meta good.h5
+expect 0 '^  world_size +2$' -- "$tool" meta good.h5
+expect 0 '^seed = 7$' -- "$tool" meta good.h5
+expect 0 '^identical: 24 tensors' -- "$tool" diff good.h5 "$ckpt"
+expect 0 'good.h5: ok \(step 42, written by 2 ranks' -- "$tool" verify good.h5
+expect 0 'good.h5: ok' -- "$mpiexec" -n 2 "$tool" verify good.h5
+expect 64 'bad command line for frobnicate' -- "$tool" frobnicate good.h5
+
+# a checkpoint directory: its latest pointer is followed
+mkdir -p dir && cp good.h5 dir/ckpt_00000042.h5 && echo ckpt_00000042.h5 > dir/latest
+expect 0 'dir/ckpt_00000042.h5: tessera-checkpoint v1, step 42' -- "$tool" meta dir
+
+# one flipped byte inside /params/head.b
+cp good.h5 flipped.h5
+off=$("$tool" show flipped.h5 head.b | sed -n 's/.*file offset \([0-9]*\),.*/\1/p')
+byte=$(od -An -tu1 -j $((off + 6)) -N1 flipped.h5 | tr -d ' ')
+printf "$(printf '\\%03o' $((byte ^ 16)))" | dd of=flipped.h5 bs=1 seek=$((off + 6)) conv=notrunc 2>/dev/null
+expect 65 'dataset /params/head.b does not match its hash' -- "$tool" verify flipped.h5
+expect 65 'flipped.h5: FAILED' -- "$mpiexec" -n 2 "$tool" verify good.h5 flipped.h5
+expect 1 '/params/head.b +max_abs [0-9.e+-]+  max_rel [0-9.e+-]+  differing 1 of 13' -- "$tool" diff good.h5 flipped.h5
+
+# inputs that are not checkpoints
+expect 66 "cannot open checkpoint 'missing.h5': No such file or directory" -- "$tool" verify missing.h5
+expect 66 "cannot open checkpoint 'missing.h5'" -- "$tool" ls missing.h5
+echo "[run]" > text.h5
+expect 65 "checkpoint 'text.h5' is not an HDF5 file" -- "$tool" ls text.h5
+rm -f plain.h5 && h5copy -i good.h5 -o plain.h5 -s /config -d /config
+expect 65 "'plain.h5' is not a Tessera checkpoint \(no 'format' attribute\)" -- "$tool" meta plain.h5
+head -c 6000 good.h5 > cut.h5
+expect 65 "checkpoint 'cut.h5' is truncated or damaged \(6000 bytes\)" -- "$tool" verify cut.h5
+
+[ "$fails" -eq 0 ] || { echo "check_tool: $fails failed" >&2; exit 1; }
+echo "check_tool: all passed"

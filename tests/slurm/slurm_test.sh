@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# slurm_test.sh SRC TINYLM TESS_CKPT CASE - the jobs/ scripts on the real local cluster of
+# cluster/slurm1.sh (started by the slurm_up fixture). Run in the test's own directory; job
+# output goes to job.out there, the app's run directory to run/. Assertions read sbatch --wait's
+# exit status, `scontrol show job` (JobState, Restarts, ExitCode) and job.out.
+#   srun | mpirun  tinylm 2 ranks through jobs/tinylm.sbatch with that launcher: exit 0,
+#                  COMPLETED, world size 2, metrics.csv complete
+#   bad_config     an unknown key: exit 78 passed through, FAILED, Restarts=0, the config error
+#                  in job.out, no requeue, within seconds
+#   preempt_usr1   once a checkpoint exists, `scancel --signal=USR1 --batch` (OPERATIONS.md 1.6):
+#                  the job checkpoints, exits 75, requeues, resumes (SLURM_RESTART_COUNT=1),
+#                  finishes; its final checkpoint and loss rows equal an uninterrupted run's
+#   preempt_term   the same with `scancel --signal=TERM --full` (every process gets SIGTERM)
+#   timelimit      -t 1 with --signal=B:USR1@40: Slurm's own early warning stops the job before
+#                  its limit, it requeues and the next attempt resumes; then scancel: that
+#                  attempt stops too but the job is not requeued
+# Exit 77 (skipped) when Slurm is not installed or the cluster does not answer.
+set -euo pipefail
+src=$1 tinylm=$2 tess_ckpt=$3 case=$4
+fail() { echo "slurm_test: FAIL ($case): $*" >&2; [ -f job.out ] && sed 's/^/  job.out| /' job.out >&2; exit 1; }
+say() { echo "slurm_test: $*"; }
+
+command -v sbatch >/dev/null || { echo "slurm_test: Slurm is not installed: skipped"; exit 77; }
+eval "$(bash "$src/cluster/slurm1.sh" env)"
+sinfo -h >/dev/null 2>&1 || { echo "slurm_test: no cluster at $SLURM_CONF: skipped"; exit 77; }
+
+rm -rf job.out run ref
+export TESS_ROOT=$src TESS_BIN=$tinylm TESS_RUN_DIR=run TESS_LAUNCHER=srun
+sbatch_args=(--parsable -o job.out)
+
+# field ID NAME: one field of `scontrol show job` (e.g. JobState, Restarts, ExitCode).
+field() { scontrol -o show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+
+# wait_final ID SECONDS: poll until the job reaches a final state (sbatch --wait polls every 2,
+# then 8, then 32 s: too coarse for a test). Requeued attempts pass through PENDING.
+wait_final() {
+  local s
+  for _ in $(seq $(($2 * 5))); do
+    s=$(field "$1" JobState)
+    case "$s" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|PREEMPTED|BOOT_FAIL|DEADLINE) return 0 ;; esac
+    sleep 0.2
+  done
+  fail "job $1 still $s after $2 s"
+}
+
+# wait_log REGEX SECONDS: until job.out matches.
+wait_log() {
+  for _ in $(seq $(($2 * 5))); do
+    grep -Eq "$1" job.out 2>/dev/null && return 0
+    sleep 0.2
+  done
+  fail "no /$1/ in job.out after $2 s"
+}
+
+# sbatch_wait ARGS...: sbatch --wait, bounded; sets $id and $rc (the job's exit status).
+sbatch_wait() {
+  rc=0
+  id=$(timeout 100 sbatch "${sbatch_args[@]}" --wait "$@") || rc=$?
+  if [ "$rc" -eq 124 ]; then squeue >&2; fail "sbatch --wait: job ${id:-?} not finished after 100 s"; fi
+}
+
+expect_job() { # expect_job ID STATE RESTARTS EXITCODE
+  local st rs ec
+  st=$(field "$1" JobState) rs=$(field "$1" Restarts) ec=$(field "$1" ExitCode)
+  say "job $1: JobState=$st Restarts=$rs ExitCode=$ec"
+  [ "$st" = "$2" ] || fail "JobState=$st, expected $2"
+  [ "$rs" = "$3" ] || fail "Restarts=$rs, expected $3"
+  [ "$ec" = "$4" ] || fail "ExitCode=$ec, expected $4"
+}
+
+# The preemption runs: long enough (1200 steps, several seconds) to be stopped in the middle.
+long=(--set train.steps=1200 --set run.log_every=50 --set train.eval_every=400 --set run.plots=false
+      --set ckpt.every=100)
+
+case "$case" in
+srun|mpirun)
+  TESS_LAUNCHER=$case sbatch_wait "$src/jobs/tinylm.sbatch" --set train.steps=60 \
+    --set run.log_every=20 --set train.eval_every=60 --set run.plots=false
+  [ "$rc" -eq 0 ] || fail "sbatch --wait exited $rc, expected 0"
+  expect_job "$id" COMPLETED 0 0:0
+  grep -q "tess-job: job $id attempt 1 .*: $case " job.out || fail "job.out does not show the $case launch"
+  grep -q "global batch 32 = 2 ranks x 16" job.out || fail "the app did not run on 2 ranks"
+  [ "$(tail -n 1 run/metrics.csv | cut -d, -f1)" = 60 ] || fail "run/metrics.csv does not end at step 60"
+  ;;
+bad_config)
+  sbatch_wait "$src/jobs/tinylm.sbatch" --set optim.lrr=0.1
+  [ "$rc" -eq 78 ] || fail "sbatch --wait exited $rc, expected 78 (bad configuration)"
+  expect_job "$id" FAILED 0 78:0
+  grep -q "unknown key 'optim.lrr' (did you mean 'optim.lr'?)" job.out || fail "config error not in job.out"
+  grep -q "requeueing" job.out && fail "a configuration error must not requeue"
+  secs=$(field "$id" RunTime | awk -F: '{ print $1 * 3600 + $2 * 60 + $3 }')
+  [ "$secs" -le 20 ] || fail "the job ran $secs s: a bad configuration must fail fast"
+  ;;
+preempt_usr1|preempt_term)
+  # The uninterrupted reference, same ranks and options, straight under mpiexec.
+  mpiexec -n 2 "$tinylm" --set run.dir=ref "${long[@]}" >ref.log 2>&1 || { cat ref.log; fail "reference run failed"; }
+  id=$(sbatch "${sbatch_args[@]}" "$src/jobs/tinylm.sbatch" "${long[@]}")
+  say "submitted job $id"
+  wait_log "checkpoint step=" 90
+  if [ "$case" = preempt_usr1 ]; then scancel --signal=USR1 --batch "$id"
+  else scancel --signal=TERM --full "$id"; fi
+  say "signalled job $id ($case) after its first checkpoint"
+  wait_final "$id" 150
+  expect_job "$id" COMPLETED 1 0:0
+  grep -q "tinylm exited with 75" job.out || fail "attempt 1 did not exit 75"
+  grep -q "requeueing job $id" job.out || fail "the job did not requeue itself"
+  grep -q "tess-job: job $id attempt 2 " job.out || fail "no second attempt (SLURM_RESTART_COUNT=1)"
+  grep -Eq "resumed from step [1-9]" job.out || fail "attempt 2 did not resume from a checkpoint"
+  last=$(ls run/ckpt/ckpt_*.h5 | tail -n 1) ref_last=$(ls ref/ckpt/ckpt_*.h5 | tail -n 1)
+  [ "$(basename "$last")" = "$(basename "$ref_last")" ] || fail "final checkpoints $last and $ref_last differ in step"
+  "$tess_ckpt" diff "$ref_last" "$last" || fail "final state differs from the uninterrupted run"
+  # every loss row of the reference appears unchanged in the resumed run (the last row per step)
+  awk -F, 'NR == FNR { if (FNR > 1) ref[$1] = $2; next }
+           FNR > 1 { got[$1] = $2 }
+           END { for (s in ref) if (!(s in got) || got[s] != ref[s]) { print "step " s ": " ref[s] " vs " got[s]; bad = 1 }
+                 exit bad }' ref/metrics.csv run/metrics.csv || fail "loss rows differ from the uninterrupted run"
+  ;;
+timelimit)
+  id=$(sbatch "${sbatch_args[@]}" -t 1 --signal=B:USR1@40 "$src/jobs/tinylm.sbatch" \
+         --set train.steps=1000000 --set run.log_every=200 --set train.eval_every=1000000 \
+         --set run.plots=false --set ckpt.every=1000)
+  say "submitted job $id with a 1-minute limit and USR1 40 s before it"
+  wait_log "requeueing job $id" 75
+  wait_log "resumed from step [1-9]" 60
+  scancel "$id" # a cancelled job stops with a checkpoint too, but is not requeued
+  wait_final "$id" 30
+  grep -q "DUE TO TIME LIMIT" job.out && fail "the time limit was reached before the job stopped"
+  [ "$(field "$id" Restarts)" -ge 1 ] || fail "Restarts=$(field "$id" Restarts), expected >= 1"
+  [ "$(field "$id" JobState)" = CANCELLED ] || fail "JobState=$(field "$id" JobState) after scancel"
+  grep -q "cancelled, not requeued" job.out || fail "the cancelled attempt did not say it stays cancelled"
+  ;;
+*) fail "unknown case '$case'" ;;
+esac
+say "$case passed"
