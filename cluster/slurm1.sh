@@ -98,6 +98,7 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=1
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 ReturnToService=2
@@ -135,7 +136,7 @@ up() {
   local mode
   mode=$(cgroup_mode)
   # Fresh state every time: only the directories this script owns, never $BASE itself.
-  rm -rf "$BASE"/{etc,state,spool,log,run,tmp}
+  rm -rf "${BASE:?}"/{etc,state,spool,log,run,tmp}
   mkdir -p "$BASE"/{etc,state,spool,log,run,tmp}
   start_munge
   write_conf
@@ -145,6 +146,7 @@ up() {
   if [ "$mode" = private ]; then
     command -v unshare >/dev/null || die "private cgroup mode needs unshare (util-linux)"
     # unshare and sh exec into slurmd: $! is slurmd's PID. -N: node name differs from hostname -s.
+    # shellcheck disable=SC2016 # $0 is expanded by the inner sh: the config path
     env "$MARK" unshare -m --propagation private sh -c '
       mount -t tmpfs tmpfs /sys/fs/cgroup && mkdir -p /sys/fs/cgroup/systemd &&
       mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd &&
@@ -181,7 +183,7 @@ JOB
   timeout 60 sbatch --wait -o "$out" "$BASE/selftest.sbatch" >&2 || rc=$?
   cat "$out" >&2 || true
   [ "$rc" -ne 124 ] || { squeue >&2; die "selftest job did not finish within 60 s"; }
-  [ "$rc" -eq 0 ] || die "selftest job failed with exit status $rc"
+  [ "$rc" -eq 0 ] || { log "selftest job failed with exit status $rc"; exit "$rc"; }
   [ "$(grep -c . "$out")" -eq 6 ] || die "selftest: expected 2 srun and 2 mpirun lines in $out"
   log "selftest passed"
 }
@@ -271,5 +273,5 @@ case "${1:-}" in
   status) status ;;
   env) echo "export SLURM_CONF=$SLURM_CONF" ;;
   down) down ;;
-  *) sed -n '6,19p' "$0" >&2; exit 64 ;;
+  *) sed -n '7,19p' "$0" >&2; exit 64 ;;
 esac

@@ -33,6 +33,7 @@ if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_
 # (OPERATIONS.md 1.5). So mpirun runs in its own session, out of reach of the terminal's Ctrl-C,
 # and this script turns every stop request into one SIGUSR1 for it.
 stop=0 child=""
+# shellcheck disable=SC2317 # called by the trap
 forward() {
   stop=1
   if [ -n "$child" ]; then kill -USR1 "$child" 2>/dev/null || true; fi

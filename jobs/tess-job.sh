@@ -15,6 +15,8 @@
 #                      for every attempt of a job; point a new job at an old one to continue it)
 #   TESS_RESUME        auto (default: the newest valid checkpoint in the run directory, if any),
 #                      a checkpoint file, or "" to pass no --resume (start fresh)
+#   TESS_CKPT_DIR      where the app commits checkpoints (default $TESS_RUN_DIR/checkpoints, the
+#                      apps' default ckpt.dir); read only for the SIGTERM case below
 #   TESS_MAX_REQUEUES  requeue at most this many times (default 10), then fail with exit 75
 #   TESS_MODULES       modules to "module load" first, e.g. "openmpi/4.1 hdf5/1.10-openmpi"
 #
@@ -24,7 +26,12 @@
 # USR1 to srun/mpirun, which pass it to every rank. The ranks agree on a step, checkpoint and
 # exit 75. Then the job requeues itself (same job id, SLURM_RESTART_COUNT one higher) unless it
 # was cancelled: a job you scancel stays cancelled.
+# A SIGTERM to every process of the job (time limit reached, preemption, scancel --full) also
+# reaches the launcher, which hides the app's 75: mpirun forwards the SIGTERM, then exits 1; srun
+# kills its tasks with SIGKILL. So after a stop signal, a launcher failure counts as 75 when the
+# app committed a checkpoint during this attempt (TESS_CKPT_DIR/latest changed): progress is saved.
 
+# shellcheck shell=bash
 tess_job_log() { echo "tess-job: $*" >&2; }
 
 # Forward a stop request to the launcher; remember it if the launcher has not started yet.
@@ -33,7 +40,7 @@ tess_job_forward() {
   if [ -n "${tess_job_child:-}" ]; then kill -USR1 "$tess_job_child" 2>/dev/null || true; fi
 }
 
-# tess_job_requeue RC: after exit 75, requeue this job unless it was cancelled or the cap is hit.
+# After exit 75: requeue this job unless it was cancelled or TESS_MAX_REQUEUES is reached.
 tess_job_requeue() {
   local restarts=${SLURM_RESTART_COUNT:-0} max=${TESS_MAX_REQUEUES:-10} info state reason
   if [ "$restarts" -ge "$max" ]; then
@@ -55,8 +62,11 @@ tess_job_requeue() {
   fi
 }
 
+# The newest committed checkpoint of DIR (the name in DIR/latest), or nothing.
+tess_job_latest() { cat "$1/latest" 2>/dev/null || true; }
+
 tess_job_run() {
-  local app=$1 rc exe run_dir launch resume=()
+  local app=$1 rc exe run_dir launch resume=() ckpt_dir latest0
   shift
   tess_job_stop=0 tess_job_child=""
   trap tess_job_forward USR1 TERM # set before anything else: an early signal must not kill us
@@ -69,6 +79,8 @@ tess_job_run() {
   [ -x "$exe" ] || { tess_job_log "no executable '$exe': build it (README) or set TESS_BIN"; exit 66; }
   run_dir=${TESS_RUN_DIR:-runs/$app-$SLURM_JOB_ID}
   mkdir -p "$run_dir"
+  ckpt_dir=${TESS_CKPT_DIR:-$run_dir/checkpoints}
+  latest0=$(tess_job_latest "$ckpt_dir")
 
   # One BLAS/OpenMP thread per CPU of each task; HDF5 locks fail on NFS/Lustre (OPERATIONS 3.7).
   export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1} OPENBLAS_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}
@@ -94,6 +106,12 @@ tess_job_run() {
     wait "$tess_job_child"; rc=$? # bash keeps the exited child's status: the real one
   fi
   tess_job_log "$app exited with $rc (exit codes: docs/jobs.md)"
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 75 ] && [ "$tess_job_stop" -eq 1 ] &&
+     [ -n "$(tess_job_latest "$ckpt_dir")" ] && [ "$(tess_job_latest "$ckpt_dir")" != "$latest0" ]; then
+    tess_job_log "stopped by a signal after committing $ckpt_dir/$(tess_job_latest "$ckpt_dir"):" \
+                 "counted as 75"
+    rc=75
+  fi
   if [ "$rc" -eq 75 ]; then tess_job_requeue; fi
   exit "$rc"
 }

@@ -37,10 +37,6 @@
 #include "tensor/tensor.h" /* tess_tensor_sqnorm */
 #include "task.h"          /* tinylm_task_* */
 
-/* Exit code of a run stopped by SIGUSR1/SIGTERM/SIGINT after its checkpoint: requeue me
- * (EX_TEMPFAIL; the exit-code table of docs/architecture.md, the requeue logic of docs/jobs.md). */
-enum { TINYLM_EXIT_STOPPED = 75 };
-
 static const tess_opt run_opts[] = {
     TESS_OPT_STRING("dir", "runs/tinylm", "output directory (config.ini, metrics.csv, plots/)"),
     TESS_OPT_INT("seed", 1234, 0, UINT32_MAX, "seed of every random draw (init and data)"),
@@ -335,7 +331,7 @@ static tess_status train(app *a, const tess_runtime *rt, bool *collective) {
     TESS_CHECK(tess_dist_allreduce_f64(a->dp, &stop_vote, 1, TESS_DIST_MAX));
     if (stop_vote > 0.0 && start < steps) {
         tess_log_info("tinylm: stop requested before step %lld: exiting %d without a checkpoint",
-                      (long long)start + 1, TINYLM_EXIT_STOPPED);
+                      (long long)start + 1, TESS_EXIT_STOPPED);
         a->stopped = true;
         return TESS_OK;
     }
@@ -385,7 +381,7 @@ static tess_status train(app *a, const tess_runtime *rt, bool *collective) {
             if (!saved) TESS_CHECK(ckpt_save(&ckpt, a, rt, done, cursor + global_B));
             tess_log_info("tinylm: stop requested: checkpoint at step %lld of %lld, exiting %d "
                           "(resume with --resume auto)", (long long)done, (long long)steps,
-                          TINYLM_EXIT_STOPPED);
+                          TESS_EXIT_STOPPED);
             a->stopped = true;
             return TESS_OK;
         }
@@ -433,5 +429,5 @@ int main(int argc, char **argv) {
     if (s == TESS_OK) s = run(&rt, argc, argv, &collective, &a);
     app_free(&a);
     const int code = tess_runtime_finish(&rt, s, collective);
-    return code == 0 && a.stopped ? TINYLM_EXIT_STOPPED : code;
+    return code == 0 && a.stopped ? TESS_EXIT_STOPPED : code;
 }

@@ -21,6 +21,11 @@
 
 #include "core/status.h" /* tess_status */
 
+/* Exit code of a run that stopped early on SIGUSR1/SIGTERM/SIGINT after committing a
+ * checkpoint (EX_TEMPFAIL): job scripts requeue it and the next start resumes. Apps return it
+ * from main themselves, after a successful tess_runtime_finish. */
+enum { TESS_EXIT_STOPPED = 75 };
+
 typedef struct {
     MPI_Comm comm;  /* duplicate of the world communicator, MPI_ERRORS_RETURN; the run's comm */
     MPI_Comm world; /* the communicator main passed in, for aborting if the dup failed */

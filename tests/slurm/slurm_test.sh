@@ -10,15 +10,44 @@
 #   preempt_usr1   once a checkpoint exists, `scancel --signal=USR1 --batch` (OPERATIONS.md 1.6):
 #                  the job checkpoints, exits 75, requeues, resumes (SLURM_RESTART_COUNT=1),
 #                  finishes; its final checkpoint and loss rows equal an uninterrupted run's
-#   preempt_term   the same with `scancel --signal=TERM --full` (every process gets SIGTERM)
+#   preempt_term   the same with `scancel --signal=TERM --full` (every process gets SIGTERM) and
+#                  mpirun as the launcher: srun answers SIGTERM by killing its tasks (docs/jobs.md)
+#   requeue_cap    the same USR1 with TESS_MAX_REQUEUES=0: checkpoint and 75, but no requeue:
+#                  FAILED with ExitCode 75, Restarts=0
 #   timelimit      -t 1 with --signal=B:USR1@40: Slurm's own early warning stops the job before
 #                  its limit, it requeues and the next attempt resumes; then scancel: that
 #                  attempt stops too but the job is not requeued
+#   launcher       no Slurm: jobs/launch-mpirun.sh stopped by SIGINT (Ctrl-C) after a checkpoint
+#                  exits 75; the same command again resumes and finishes
 # Exit 77 (skipped) when Slurm is not installed or the cluster does not answer.
 set -euo pipefail
 src=$1 tinylm=$2 tess_ckpt=$3 case=$4
 fail() { echo "slurm_test: FAIL ($case): $*" >&2; [ -f job.out ] && sed 's/^/  job.out| /' job.out >&2; exit 1; }
 say() { echo "slurm_test: $*"; }
+
+if [ "$case" = launcher ]; then
+  rm -rf job.out run
+  export TESS_BIN=$tinylm TESS_RUN_DIR=run
+  args=(--set train.steps=400 --set run.log_every=50 --set train.eval_every=400
+        --set run.plots=false --set ckpt.every=100)
+  set -m # job control: without it bash starts background jobs with SIGINT ignored, untrappable
+  bash "$src/jobs/launch-mpirun.sh" -n 2 tinylm "${args[@]}" >job.out 2>&1 &
+  pid=$!
+  set +m
+  for _ in $(seq 300); do grep -q "checkpoint step=" job.out && break; sleep 0.2; done
+  kill -INT "$pid"
+  rc=0
+  wait "$pid" || rc=$?
+  [ "$rc" -eq 75 ] || fail "after Ctrl-C the launcher exited $rc, expected 75"
+  grep -q "run the same command again to resume" job.out || fail "no resume hint"
+  rc=0
+  bash "$src/jobs/launch-mpirun.sh" -n 2 tinylm "${args[@]}" >job.out 2>&1 || rc=$?
+  [ "$rc" -eq 0 ] || fail "the second run exited $rc"
+  grep -Eq "resumed from step [1-9]" job.out || fail "the second run did not resume"
+  [ "$(tail -n 1 run/metrics.csv | cut -d, -f1)" = 400 ] || fail "run/metrics.csv does not end at step 400"
+  say "launcher passed"
+  exit 0
+fi
 
 command -v sbatch >/dev/null || { echo "slurm_test: Slurm is not installed: skipped"; exit 77; }
 eval "$(bash "$src/cluster/slurm1.sh" env)"
@@ -68,8 +97,8 @@ expect_job() { # expect_job ID STATE RESTARTS EXITCODE
   [ "$ec" = "$4" ] || fail "ExitCode=$ec, expected $4"
 }
 
-# The preemption runs: long enough (1200 steps, several seconds) to be stopped in the middle.
-long=(--set train.steps=1200 --set run.log_every=50 --set train.eval_every=400 --set run.plots=false
+# The preemption runs: long enough (600 steps, several seconds) to be stopped in the middle.
+long=(--set train.steps=600 --set run.log_every=50 --set train.eval_every=400 --set run.plots=false
       --set ckpt.every=100)
 
 case "$case" in
@@ -92,21 +121,25 @@ bad_config)
   [ "$secs" -le 20 ] || fail "the job ran $secs s: a bad configuration must fail fast"
   ;;
 preempt_usr1|preempt_term)
-  # The uninterrupted reference, same ranks and options, straight under mpiexec.
-  mpiexec -n 2 "$tinylm" --set run.dir=ref "${long[@]}" >ref.log 2>&1 || { cat ref.log; fail "reference run failed"; }
+  [ "$case" = preempt_usr1 ] || export TESS_LAUNCHER=mpirun
   id=$(sbatch "${sbatch_args[@]}" "$src/jobs/tinylm.sbatch" "${long[@]}")
-  say "submitted job $id"
+  say "submitted job $id ($TESS_LAUNCHER)"
   wait_log "checkpoint step=" 90
   if [ "$case" = preempt_usr1 ]; then scancel --signal=USR1 --batch "$id"
   else scancel --signal=TERM --full "$id"; fi
   say "signalled job $id ($case) after its first checkpoint"
+  # The uninterrupted reference, same ranks and options, straight under mpiexec, while the job
+  # waits to be requeued.
+  mpiexec -n 2 "$tinylm" --set run.dir=ref "${long[@]}" >ref.log 2>&1 || { cat ref.log; fail "reference run failed"; }
   wait_final "$id" 150
   expect_job "$id" COMPLETED 1 0:0
-  grep -q "tinylm exited with 75" job.out || fail "attempt 1 did not exit 75"
+  # mpirun exits 1 after a SIGTERM of its own; the job script counts the new checkpoint as 75
+  grep -Eq "tinylm exited with 75|counted as 75" job.out || fail "attempt 1 did not end with 75"
   grep -q "requeueing job $id" job.out || fail "the job did not requeue itself"
   grep -q "tess-job: job $id attempt 2 " job.out || fail "no second attempt (SLURM_RESTART_COUNT=1)"
   grep -Eq "resumed from step [1-9]" job.out || fail "attempt 2 did not resume from a checkpoint"
-  last=$(ls run/ckpt/ckpt_*.h5 | tail -n 1) ref_last=$(ls ref/ckpt/ckpt_*.h5 | tail -n 1)
+  got=(run/checkpoints/ckpt_*.h5) want=(ref/checkpoints/ckpt_*.h5) # 8-digit steps: glob order
+  last=${got[-1]} ref_last=${want[-1]}
   [ "$(basename "$last")" = "$(basename "$ref_last")" ] || fail "final checkpoints $last and $ref_last differ in step"
   "$tess_ckpt" diff "$ref_last" "$last" || fail "final state differs from the uninterrupted run"
   # every loss row of the reference appears unchanged in the resumed run (the last row per step)
@@ -114,6 +147,14 @@ preempt_usr1|preempt_term)
            FNR > 1 { got[$1] = $2 }
            END { for (s in ref) if (!(s in got) || got[s] != ref[s]) { print "step " s ": " ref[s] " vs " got[s]; bad = 1 }
                  exit bad }' ref/metrics.csv run/metrics.csv || fail "loss rows differ from the uninterrupted run"
+  ;;
+requeue_cap)
+  id=$(TESS_MAX_REQUEUES=0 sbatch "${sbatch_args[@]}" "$src/jobs/tinylm.sbatch" "${long[@]}")
+  wait_log "checkpoint step=" 90
+  scancel --signal=USR1 --batch "$id"
+  wait_final "$id" 60
+  expect_job "$id" FAILED 0 75:0
+  grep -q "(TESS_MAX_REQUEUES): not requeued" job.out || fail "the cap was not reported"
   ;;
 timelimit)
   id=$(sbatch "${sbatch_args[@]}" -t 1 --signal=B:USR1@40 "$src/jobs/tinylm.sbatch" \
