@@ -9,8 +9,8 @@
  *
  * Ranks: the run communicator is a mesh eval x shard (dist.shard ranks split the coordinates of
  * x, the others split the function evaluations of each iteration; zo.h). In the sweep, runs are
- * dealt round-robin to groups of sweep.group ranks (configuration parallelism), each group a
- * mesh of its own. Outputs under run.dir: config.ini, metrics.csv, results.md, runs.csv (sweep),
+ * dealt back and forth (0 1 1 0 ...) to groups of sweep.group ranks (configuration
+ * parallelism), each group a mesh of its own. Outputs under run.dir: config.ini, metrics.csv, results.md, runs.csv (sweep),
  * plots/ (PNG files).
  */
 #include <math.h>
@@ -78,7 +78,8 @@ static const tess_opt budget_opts[] = {
 };
 static const tess_opt baselines_opts[] = {
     TESS_OPT_BOOL("first_order", true, "first-order SGD, same batching, same samples"),
-    TESS_OPT_BOOL("plain", true, "zero-order SGD without MLMC (K = B consecutive samples)"),
+    TESS_OPT_BOOL("plain", true,
+                  "zero-order SGD without MLMC (K = B samples; off when optim.batching = fixed)"),
     TESS_OPT_REAL("fo_eta", 0.0, 0.0, 1e6, "first-order step size; 0: the zero-order one"),
     TESS_OPT_CHOICE("nlopt", "bobyqa", "bobyqa|neldermead|none", "NLopt derivative-free solver"),
     TESS_OPT_INT("nlopt_max_evals", 20000, 1, INT32_MAX, "NLopt call limit (also the budget)"),
@@ -97,7 +98,7 @@ static const tess_opt sweep_opts[] = {
     TESS_OPT_REAL("relax", 6.0, 0.01, 1e6,
                   "budget in relaxation times: relax * E[K] / (eta mu) samples"),
     TESS_OPT_INT("max_samples", 4000000, 1, INT64_MAX / 4, "budget cap per run"),
-    TESS_OPT_REAL("eps", 1e-3, 0.0, 1e6, "target of the relative error for calls-to-eps"),
+    TESS_OPT_REAL("eps", 3e-3, 0.0, 1e6, "target of the relative error for calls-to-eps"),
 };
 static const tess_config_section sections[] = {
     TESS_CONFIG_SECTION("run", run_opts),         TESS_CONFIG_SECTION("problem", problem_opts),
@@ -111,6 +112,14 @@ static const char *const method_names[M_COUNT] = {"zo", "zo_plain", "fo", "fo_pl
 static const char *const method_titles[M_COUNT] = {
     "zero-order, MLMC", "zero-order, fixed batch", "first-order, MLMC", "first-order, fixed batch",
     "NLopt"};
+
+/* Title of method m under the options: zo and fo follow optim.batching. */
+static const char *method_title(const tess_config *c, method m) {
+    const bool fixed = tess_config_choice(c, "optim.batching") == TESS_ZO_BATCH_FIXED;
+    if (m == M_ZO && fixed) return method_titles[M_ZO_PLAIN];
+    if (m == M_FO && fixed) return method_titles[M_FO_PLAIN];
+    return method_titles[m];
+}
 
 enum { MAX_LIST = 32 };
 
@@ -199,6 +208,10 @@ static tess_status validate(const tess_config *c, int size) {
     TESS_CHECK(parse_list(c, "sweep.dims", v, &n));
     TESS_CHECK(parse_list(c, "sweep.taus", v, &n));
     TESS_CHECK(parse_methods(c, use));
+    TESS_REQUIRE(!sweep || shard == 1 || (!use[M_FO] && !use[M_FO_PLAIN]), TESS_ERR_CONFIG,
+                 "sweep.methods = '%s' with dist.shard = %lld: the first-order methods need a "
+                 "replicated x (dist.shard = 1)", tess_config_string(c, "sweep.methods"),
+                 (long long)shard);
     return TESS_OK;
 }
 
@@ -280,7 +293,7 @@ static tess_status gnuplot(const char *script) {
 
 /* ---- compare mode -------------------------------------------------------------------------- */
 
-static tess_status compare_plots(const char *dir, const bool *ran, bool l1) {
+static tess_status compare_plots(const tess_config *c, const char *dir, const bool *ran, bool l1) {
     char s[8192];
     int n = snprintf(s, sizeof s,
                      "set terminal pngcairo size 900,560 noenhanced\nset datafile separator ','\n"
@@ -293,7 +306,7 @@ static tess_status compare_plots(const char *dir, const bool *ran, bool l1) {
         if (ran[m]) {
             n += snprintf(s + n, sizeof s - (size_t)n,
                           "%s'%s/metrics.csv' using 1:'%s_err' with lines lw 2 title '%s'", sep, dir,
-                          method_names[m], method_titles[m]);
+                          method_names[m], method_title(c, (method)m));
             sep = ", ";
         }
     n += snprintf(s + n, sizeof s - (size_t)n,
@@ -306,7 +319,7 @@ static tess_status compare_plots(const char *dir, const bool *ran, bool l1) {
         if (ran[m]) {
             n += snprintf(s + n, sizeof s - (size_t)n,
                           "%s'%s/metrics.csv' using '%s_cost':'%s_err' with lines lw 2 title '%s'",
-                          sep, dir, method_names[m], method_names[m], method_titles[m]);
+                          sep, dir, method_names[m], method_names[m], method_title(c, (method)m));
             sep = ", ";
         }
     if (l1) {
@@ -319,7 +332,7 @@ static tess_status compare_plots(const char *dir, const bool *ran, bool l1) {
             if (ran[m]) {
                 n += snprintf(s + n, sizeof s - (size_t)n,
                               "%s'%s/metrics.csv' using 1:'%s_gap' with lines lw 2 title '%s'", sep,
-                              dir, method_names[m], method_titles[m]);
+                              dir, method_names[m], method_title(c, (method)m));
                 sep = ", ";
             }
     }
@@ -361,7 +374,8 @@ static tess_status compare(app *a, const tess_runtime *rt) {
     static zoapp_traj traj[M_COUNT];
     zoapp_result res[M_COUNT];
     bool ran[M_COUNT] = {false};
-    const bool want[M_COUNT] = {true, tess_config_bool(c, "baselines.plain"),
+    const bool fixed = tess_config_choice(c, "optim.batching") == TESS_ZO_BATCH_FIXED;
+    const bool want[M_COUNT] = {true, tess_config_bool(c, "baselines.plain") && !fixed,
                                 tess_config_bool(c, "baselines.first_order") && sh->size == 1,
                                 false, tess_config_choice(c, "baselines.nlopt") != 2 && sh->size == 1};
     if (sh->size > 1) tess_log_info("zo: sharded x: the first-order and NLopt baselines are skipped");
@@ -372,7 +386,7 @@ static tess_status compare(app *a, const tess_runtime *rt) {
         ran[m] = true;
         tess_log_info("zo: %-24s eta %.3g: %lld samples, %lld evals, %lld iterations in %.2f s; "
                       "floor %.3e, final %.3e, samples to eps %.4g, %.0f B/iteration sent",
-                      method_titles[m], zc.eta, (long long)res[m].samples, (long long)res[m].evals,
+                      method_title(c, (method)m), zc.eta, (long long)res[m].samples, (long long)res[m].evals,
                       (long long)res[m].iters, res[m].seconds, res[m].floor, res[m].final_err,
                       res[m].n_eps, res[m].comm_bytes_per_iter);
     }
@@ -441,13 +455,13 @@ static tess_status compare(app *a, const tess_runtime *rt) {
             snprintf(fin, sizeof fin, "%.3e (%.3e)", res[m].final_err, res[m].final_gap);
         else
             snprintf(fin, sizeof fin, "%.3e", res[m].final_err);
-        fprintf(f, "| %s | %.3e | %s | %.4g | %.4g | %lld | %.2f |\n", method_titles[m],
+        fprintf(f, "| %s | %.3e | %s | %.4g | %.4g | %lld | %.2f |\n", method_title(c, (method)m),
                 res[m].floor, fin, res[m].n_eps, res[m].evals_eps * cost,
                 (long long)res[m].evals, res[m].seconds);
     }
     fclose(f);
     if (tess_config_bool(c, "run.plots")) {
-        if (compare_plots(dir, ran, l1) == TESS_OK) {
+        if (compare_plots(c, dir, ran, l1) == TESS_OK) {
             tess_log_info("zo: wrote %s/metrics.csv, %s/results.md, %s/plots/error.png, "
                           "error_cost.png", dir, dir, dir);
         } else {
@@ -489,9 +503,9 @@ static tess_status sweep_plots(const char *dir, const bool *use, const double *d
                 if (!use[m]) continue;
                 n += snprintf(s + n, sizeof s - (size_t)n,
                               "%s'%s/metrics.csv' using (column('d')==%g ? column('tau_over_d') : "
-                              "1/0):'%s_%s' with linespoints lw 2 dt %d title '%s d=%g'",
-                              sep, dir, dims[k], method_names[m], what[w][0], 1 + m, method_names[m],
-                              dims[k]);
+                              "1/0):'%s_%s' with linespoints lw 2 lc %d dt %d pt %d title '%s d=%g'",
+                              sep, dir, dims[k], method_names[m], what[w][0], 1 + m, 1 + k,
+                              4 + k, method_names[m], dims[k]);
                 sep = ", ";
             }
         n += snprintf(s + n, sizeof s - (size_t)n, "\n");
@@ -541,7 +555,10 @@ static tess_status sweep(app *a, const tess_runtime *rt) {
             for (int m = 0; m < M_NLOPT && st == TESS_OK; m++) {
                 if (!use[m]) continue;
                 for (int64_t s = 0; s < seeds && st == TESS_OK; s++, r++) {
-                    if (r % ngroups != mygroup) continue;
+                    /* deal runs back and forth (0 1 1 0 0 1 ...) so the costly methods, which
+                     * alternate with the cheap ones, spread over the groups */
+                    const int64_t lap = r / ngroups, pos = r % ngroups;
+                    if ((lap % 2 == 0 ? pos : ngroups - 1 - pos) != mygroup) continue;
                     tess_zo_config zc = method_config(c, &a->prob, (method)m, seed + (uint32_t)s, 0);
                     zc.rule = TESS_ZO_RULE_SWITCH;
                     double budget = tess_config_real(c, "sweep.relax") * expected_k(&zc) / (zc.eta * zc.mu);

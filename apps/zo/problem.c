@@ -114,7 +114,7 @@ static tess_status ridge_xstar(zoapp_problem *p, tess_scal_grid *g, const tess_g
     TESS_CHECK(dense_solve(g, all, p->A, NULL, n, d, c->lambda, r, p->xstar));
     /* residual ||H x* - r|| / ||r||, H x* = A^T (A x*)/n + lambda x* */
     double num = 0.0, den = dot(r, r, d);
-    double *hx = calloc((size_t)d, sizeof *hx);
+    double *hx = calloc((size_t)(d > 0 ? d : 1), sizeof *hx);
     TESS_REQUIRE(hx, TESS_ERR_MEM, "ridge residual: out of memory");
     for (int64_t z = 0; z < n; z++) {
         double m = dot(p->A + z * d, p->xstar, d);

@@ -27,9 +27,8 @@ struct tess_zo {
     int erank, esize, ssize;
     int64_t max_k;
     double *x, *xbar, *e, *p, *g; /* (n) each; xbar NULL unless averaging */
-    double *vals;                 /* (2 max_k) function values of the active samples */
-    double *parts;                /* (2 max_k TESS_ZO_MAX_PARTIALS) own partial sums */
-    double *norms;                /* (max_k) squared direction norms (sharded sphere) */
+    double *vals;  /* (3 max_k) per active sample: its values (and sharded: its squared norm) */
+    double *parts; /* (2 TESS_ZO_MAX_PARTIALS) partial sums of one sample's evaluations */
     zo_seg *segs;
     int64_t nsegs;
     bool registry;
@@ -197,11 +196,10 @@ static tess_status zo_alloc(tess_zo *z, const tess_zo_config *cfg, int64_t d,
     z->p = calloc(1, nb);
     z->g = calloc(1, nb);
     z->xbar = cfg->average ? calloc(1, nb) : NULL;
-    z->vals = calloc((size_t)(2 * z->max_k), sizeof(double));
-    z->parts = calloc((size_t)(2 * z->max_k * TESS_ZO_MAX_PARTIALS), sizeof(double));
-    z->norms = calloc((size_t)z->max_k, sizeof(double));
+    z->vals = calloc((size_t)(3 * z->max_k), sizeof(double));
+    z->parts = calloc((size_t)(2 * TESS_ZO_MAX_PARTIALS), sizeof(double));
     TESS_REQUIRE(z->x && z->e && z->p && z->g && (z->xbar || !cfg->average) && z->vals &&
-                     z->parts && z->norms,
+                     z->parts,
                  TESS_ERR_MEM, "zo: cannot allocate 5 x %lld doubles of state", (long long)z->n);
     return TESS_OK;
 }
@@ -298,7 +296,6 @@ void tess_zo_destroy(tess_zo **zo) {
     free(z->g);
     free(z->vals);
     free(z->parts);
-    free(z->norms);
     free(z->segs);
     free(z);
     *zo = NULL;
@@ -347,12 +344,8 @@ static double local_sqnorm(const tess_zo *z, const double *u) {
     return s;
 }
 
-/* Direction e of active sample q (sample i = a + q) into z->e, normalised for the sphere with
- * the pre-reduced squared norm (sharded) or the local one (replicated). */
-static void direction(tess_zo *z, int64_t k, int64_t i, int64_t q) {
-    raw_direction(z, k, i, z->e);
-    if (z->cfg.dir != TESS_ZO_DIR_SPHERE) return;
-    double nrm2 = z->ssize > 1 ? z->norms[q] : local_sqnorm(z, z->e);
+/* Scale the raw direction in z->e to the unit sphere, given its squared norm. */
+static void normalise(tess_zo *z, double nrm2) {
     double inv = 1.0 / sqrt(nrm2);
     for (int64_t j = 0; j < z->n; j++) z->e[j] *= inv;
 }
@@ -394,7 +387,11 @@ static void first_order(tess_zo *z, const tess_zo_objective *obj, const tess_zo_
     z->cnt[TESS_ZO_CNT_EVALS] += pl->K - pl->first_active;
 }
 
-/* The zero-order part of one iteration: g = sum_i w_i c_i e_i (file header of zo.h). */
+/* The zero-order part of one iteration: g = sum_i w_i c_i e_i (file header of zo.h).
+ * Per own sample: draw e (sharded sphere: one all-reduce of its squared norm), evaluate
+ * (sharded: one all-reduce of the partial sums), so its values are known at once and eval rank 0
+ * accumulates it without drawing e again. Then the values (and sharded norms) of all active
+ * samples are exchanged over eval, and every other sample's e is drawn again, in sample order. */
 static tess_status zero_order(tess_zo *z, const tess_zo_objective *obj, tess_zo_loss_fn loss,
                               void *lctx, const tess_zo_plan *pl, int64_t k, int64_t t0,
                               double *comm_bytes) {
@@ -403,69 +400,75 @@ static tess_status zero_order(tess_zo *z, const tess_zo_objective *obj, tess_zo_
     const int64_t spp = c->estimator == TESS_ZO_EST_ONE_POINT_SYM ? 2 : 1;
     const int64_t nv = c->estimator == TESS_ZO_EST_ONE_POINT ? 1 : 2;
     const int64_t np = z->registry ? 1 : obj->npartials;
-    const bool immediate = z->registry || z->ssize == 1; /* values known without a reduction */
-    const bool inline_acc = immediate && z->erank == 0;
+    const bool sphere = c->dir == TESS_ZO_DIR_SPHERE;
+    const bool shard_norm = sphere && z->ssize > 1;          /* the norm needs a reduction */
+    const bool shard_parts = !z->registry && z->ssize > 1;   /* the values need a reduction */
+    const int64_t nx = nv + (shard_norm ? 1 : 0);            /* exchanged scalars per sample */
+    const bool inline_acc = z->erank == 0;
     int64_t lo, hi;
     tess_dist_block_range(nact, z->esize, z->erank, &lo, &hi);
 
-    if (z->ssize > 1 && c->dir == TESS_ZO_DIR_SPHERE) {
-        for (int64_t q = 0; q < nact; q++) {
-            raw_direction(z, k, a + q, z->e);
-            z->norms[q] = local_sqnorm(z, z->e);
-        }
-        TESS_CHECK(tess_dist_allreduce_f64(z->shard, z->norms, nact, TESS_DIST_SUM));
-        *comm_bytes += (double)nact * sizeof(double);
-    }
-    memset(z->vals, 0, (size_t)(nact * nv) * sizeof(double));
+    memset(z->vals, 0, (size_t)(nact * nx) * sizeof(double));
     double base = z->sca[TESS_ZO_SCA_BASELINE];
     bool has_base = z->cnt[TESS_ZO_CNT_HAS_BASE] != 0;
     for (int64_t q = lo; q < hi; q++) {
         const int64_t i = a + q;
-        direction(z, k, i, q);
+        double *v = z->vals + q * nx;
+        raw_direction(z, k, i, z->e);
+        if (sphere) {
+            double nrm2 = local_sqnorm(z, z->e);
+            if (shard_norm) {
+                TESS_CHECK(tess_dist_allreduce_f64(z->shard, &nrm2, 1, TESS_DIST_SUM));
+                *comm_bytes += sizeof(double);
+                v[nv] = nrm2;
+            }
+            normalise(z, nrm2);
+        }
         for (int64_t s = 0; s < nv; s++) {
             const double sign = s == 0 ? 1.0 : -1.0;
             const int64_t t = t0 + i * spp + (spp == 2 ? s : 0);
             if (z->registry) {
                 write_params(z, sign * c->gamma);
-                z->vals[q * nv + s] = loss(lctx, t);
+                v[s] = loss(lctx, t);
                 continue;
             }
             for (int64_t j = 0; j < z->n; j++) z->p[j] = z->x[j] + sign * c->gamma * z->e[j];
-            double *out = z->parts + ((q - lo) * nv + s) * np;
-            obj->partial(obj->ctx, z->p, z->first, z->n, t, out);
-            if (immediate) z->vals[q * nv + s] = obj->finish ? obj->finish(obj->ctx, out, t) : out[0];
+            obj->partial(obj->ctx, z->p, z->first, z->n, t, z->parts + s * np);
+        }
+        if (!z->registry) {
+            if (shard_parts) {
+                TESS_CHECK(tess_dist_allreduce_f64(z->shard, z->parts, nv * np, TESS_DIST_SUM));
+                *comm_bytes += (double)(nv * np) * sizeof(double);
+            }
+            for (int64_t s = 0; s < nv; s++) {
+                const int64_t t = t0 + i * spp + (spp == 2 ? s : 0);
+                const double *sum = z->parts + s * np;
+                v[s] = obj->finish ? obj->finish(obj->ctx, sum, t) : sum[0];
+            }
         }
         if (inline_acc) {
-            double cq = coefficient(z, z->vals + q * nv, has_base ? base : 0.0);
-            base = z->vals[q * nv];
+            double cq = coefficient(z, v, has_base ? base : 0.0);
+            base = v[0];
             has_base = true;
             axpy(z->g, tess_zo_plan_weight(pl, i) * cq, z->e, z->n);
         }
     }
-    if (!immediate) {
-        TESS_CHECK(tess_dist_allreduce_f64(z->shard, z->parts, (hi - lo) * nv * np, TESS_DIST_SUM));
-        *comm_bytes += (double)((hi - lo) * nv * np) * sizeof(double);
-        for (int64_t q = lo; q < hi; q++)
-            for (int64_t s = 0; s < nv; s++) {
-                const double *sum = z->parts + ((q - lo) * nv + s) * np;
-                const int64_t t = t0 + (a + q) * spp + (spp == 2 ? s : 0);
-                z->vals[q * nv + s] = obj->finish ? obj->finish(obj->ctx, sum, t) : sum[0];
-            }
-    }
     if (z->esize > 1) {
         /* each entry has exactly one non-zero contributor: the sum is exact in any order */
-        TESS_CHECK(tess_dist_allreduce_f64(z->eval, z->vals, nact * nv, TESS_DIST_SUM));
-        *comm_bytes += (double)(nact * nv) * sizeof(double);
+        TESS_CHECK(tess_dist_allreduce_f64(z->eval, z->vals, nact * nx, TESS_DIST_SUM));
+        *comm_bytes += (double)(nact * nx) * sizeof(double);
     }
     base = z->sca[TESS_ZO_SCA_BASELINE];
     has_base = z->cnt[TESS_ZO_CNT_HAS_BASE] != 0;
     for (int64_t q = 0; q < nact; q++) {
         const int64_t i = a + q;
-        double cq = coefficient(z, z->vals + q * nv, has_base ? base : 0.0);
-        base = z->vals[q * nv];
+        const double *v = z->vals + q * nx;
+        double cq = coefficient(z, v, has_base ? base : 0.0);
+        base = v[0];
         has_base = true;
         if (inline_acc && q >= lo && q < hi) continue;
-        direction(z, k, i, q);
+        raw_direction(z, k, i, z->e);
+        if (sphere) normalise(z, shard_norm ? v[nv] : local_sqnorm(z, z->e));
         axpy(z->g, tess_zo_plan_weight(pl, i) * cq, z->e, z->n);
     }
     z->sca[TESS_ZO_SCA_BASELINE] = base;

@@ -20,16 +20,18 @@
  *
  * Parallelism ("evaluation parallel", DESIGN.md). Two groups, either may be NULL (size 1):
  *   eval   ranks split the active samples of an iteration (contiguous blocks in sample order) and
- *          exchange ONLY the function values (2 doubles per sample, one all-reduce in which each
- *          entry has exactly one non-zero contributor, hence exact). Every rank then regenerates
+ *          exchange ONLY the function values (2 doubles per sample, 3 when sharded sphere
+ *          directions add their squared norm; one all-reduce in which each entry has exactly one
+ *          non-zero contributor, hence exact). Every rank then regenerates
  *          all directions and forms g in sample order: the iterates are bitwise identical for any
  *          eval group size. Rank 0 of eval accumulates its own samples while evaluating, so one
  *          rank never generates a direction twice.
  *   shard  ranks split the coordinates of x (contiguous blocks, tess_dist_block_range). The
- *          objective returns per-rank partial sums that are all-reduced (one all-reduce of the
- *          evaluated partials per iteration); sphere directions need one more all-reduce of the
- *          K squared norms, projection one of a scalar. Deterministic for a fixed shard count,
- *          equal to the replicated run up to rounding.
+ *          objective returns per-rank partial sums; per evaluated sample one all-reduce of its
+ *          partial sums (2 npartials doubles) and, for sphere directions, one of its squared
+ *          norm (1 double); projection adds one of a scalar. Each rank draws only its own
+ *          coordinates of each direction, so the work per rank is O(d / shards). Deterministic
+ *          for a fixed shard count, equal to the replicated run up to rounding.
  * A run on an eval x shard mesh passes both groups; every function below that takes the
  * optimizer is collective on both (all ranks, same order) unless it says "Not collective".
  * Memory per rank is O(d_local): x, the direction, the evaluation point, g (and x-bar if
