@@ -12,13 +12,13 @@ tess_status tess_plot_csv(const char *csv, const char *png, const char *title, c
     FILE *gp = popen("gnuplot", "w");
     TESS_REQUIRE(gp, TESS_ERR_IO, "cannot start gnuplot for '%s'", png);
     fprintf(gp, "set terminal pngcairo size 800,500 noenhanced\n");
-    fprintf(gp, "set output '%s'\nset datafile separator ','\nset key autotitle columnhead\n", png);
+    fprintf(gp, "set output '%s'\nset datafile separator ','\nset key top right\n", png);
     fprintf(gp, "set title '%s'\nset xlabel '%s'\nset grid\n%s", title, xcol,
             logy ? "set logscale y\n" : "");
     fprintf(gp, "plot ");
     for (int i = 0; i < ny; i++)
-        fprintf(gp, "'%s' using '%s':'%s' with lines lw 2%s", csv, xcol, ycols[i],
-                i + 1 < ny ? ", " : "\n");
+        fprintf(gp, "'%s' using '%s':'%s' with lines lw 2 title '%s'%s", csv, xcol, ycols[i],
+                ycols[i], i + 1 < ny ? ", " : "\n");
     int rc = pclose(gp);
     TESS_REQUIRE(rc == 0, TESS_ERR_IO, "gnuplot failed (status %d) drawing '%s' from '%s'", rc, png,
                  csv);
