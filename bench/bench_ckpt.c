@@ -28,7 +28,8 @@
  * rchar (/proc/self/io: bytes passed to write and read calls) across the save and the load,
  * summed over ranks, over the state bytes. --profile 1 also times the position-keyed hash
  * (tess_ckpt_hash_add) over the local state: the CPU pass that a save and a load add to the I/O.
- * Prints "key value" lines on rank 0, medians over --reps.
+ * Prints "key value" lines on rank 0: medians over --reps ("<op>_s"), and every repetition's
+ * seconds in order ("<op>_all").
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -290,6 +291,13 @@ static double time_hash(const bench *b) {
     return MPI_Wtime() - t0;
 }
 
+/* "<key>_all" with every repetition's seconds in order, then "<key>_s" with their median. */
+static void print_times(const char *key, double *x, int n) {
+    printf("%s_all", key);
+    for (int r = 0; r < n; r++) printf(" %.4f", x[r]);
+    printf("\n%s_s %.4f\n", key, tess_bench_median(x, n));
+}
+
 static tess_status run(MPI_Comm comm, int argc, char **argv) {
     bench b = {.comm = comm};
     MPI_Comm_rank(comm, &b.rank);
@@ -365,12 +373,12 @@ static tess_status run(MPI_Comm comm, int argc, char **argv) {
         printf("largest_local_tensor_bytes %lld\ncache_drop %s\nhwm_reset %d\n",
                (long long)b.largest_local, drop, hwm_reset);
         if (with_raw) {
-            printf("raw_write_s %.4f\nraw_fsync_s %.4f\nraw_read_s %.4f\n",
-                   tess_bench_median(t[OP_RAW_WRITE], n), tess_bench_median(fs, n),
-                   tess_bench_median(t[OP_RAW_READ], n));
+            print_times("raw_write", t[OP_RAW_WRITE], n);
+            print_times("raw_fsync", fs, n);
+            print_times("raw_read", t[OP_RAW_READ], n);
         }
-        printf("tess_write_s %.4f\ntess_read_s %.4f\n", tess_bench_median(t[OP_TESS_WRITE], n),
-               tess_bench_median(t[OP_TESS_READ], n));
+        print_times("tess_write", t[OP_TESS_WRITE], n);
+        print_times("tess_read", t[OP_TESS_READ], n);
         printf("save_hwm_growth_kib %.0f\nload_hwm_growth_kib %.0f\n", tess_bench_median(h[0], n),
                tess_bench_median(h[1], n));
         printf("save_wchar_per_state_byte %.4f\nload_rchar_per_state_byte %.4f\n",

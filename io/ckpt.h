@@ -6,6 +6,8 @@
  * its registry name under the group of its state set:
  *   /params/<name>          the parameters (tess_registry_params)
  *   /<set>/<name>           each extra state set, e.g. /optim/m/<name>, /optim/v/<name>
+ *   /<array>                each flat array (tess_ckpt_array): float32, float64 or int64, 1-D of
+ *                           its global length, e.g. /zo/x; replicated or split into row blocks
  * plus root attributes (format, format_version, step, data_cursor, seed, world_size, ...), counter
  * attributes (e.g. step_count on /optim), the resolved config text (/config) and the list of tensor
  * datasets (/manifest). Each tensor dataset carries a 64-bit hash of its global contents that does
@@ -48,6 +50,7 @@ enum {
     TESS_CKPT_PATH_MAX = 4096,    /* bytes of a checkpoint path, including the NUL */
     TESS_CKPT_MAX_SETS = 16,      /* extra state sets per checkpoint */
     TESS_CKPT_MAX_COUNTERS = 16,  /* counters per checkpoint */
+    TESS_CKPT_MAX_ARRAYS = 32,    /* flat arrays per checkpoint */
 };
 
 /* An extra state set: local_total floats laid out like the registry's params (AdamW's m, v).
@@ -65,13 +68,37 @@ typedef struct {
     int64_t *value;
 } tess_ckpt_counter;
 
-/* What a checkpoint holds. Writers fill it; load fills buffers, counters and the scalars. */
+/* Element type of a flat array; stored little-endian (H5T_IEEE_F32LE, H5T_IEEE_F64LE,
+ * H5T_STD_I64LE) whatever the machine. */
+typedef enum { TESS_CKPT_F32 = 0, TESS_CKPT_F64, TESS_CKPT_I64 } tess_ckpt_dtype;
+
+/* A flat array outside the registry (float64 iterates, int64 counters, scalars): a 1-D dataset
+ * /<name> of n_global elements, of which this rank holds [first, first + n_local) at data.
+ * Replicated: first 0, n_local = n_global on every rank. Sharded along dim 0: the ranks' ranges
+ * (e.g. tess_dist_block_range blocks) tile [0, n_global); ranks holding the same range (replicas)
+ * split it when writing, so each element is written and hashed once, whatever the rank count.
+ * Loading fills each rank's own range, so a checkpoint written on P ranks loads on Q.
+ * name: like a set name ("zo/x"); not under "params", "config", "manifest" or a set's group, and
+ * no array's name a group of another's. */
 typedef struct {
-    tess_registry *reg;                /* finalized; params in tess_registry_params(reg) */
+    const char *name;
+    tess_ckpt_dtype dtype;
+    void *data;       /* n_local elements of dtype (float, double or int64_t) */
+    int64_t n_global; /* >= 1, the same on every rank */
+    int64_t first, n_local;
+} tess_ckpt_array;
+
+/* What a checkpoint holds. Writers fill it; load fills buffers, arrays, counters and the
+ * scalars. */
+typedef struct {
+    tess_registry *reg;                /* finalized; params in tess_registry_params(reg); NULL:
+                                          no params and no sets (then narrays >= 1) */
     const tess_ckpt_buffer *buffers;   /* nbuffers extra state sets (may be NULL if 0) */
     int nbuffers;
     const tess_ckpt_counter *counters; /* ncounters counters (may be NULL if 0) */
     int ncounters;
+    const tess_ckpt_array *arrays;     /* narrays flat arrays (may be NULL if 0) */
+    int narrays;
     int64_t step;        /* optimizer steps completed */
     int64_t data_cursor; /* position of the training data stream (e.g. samples consumed) */
     uint64_t seed;       /* seed of every Philox draw; counters derive from step (core/rng.h) */
@@ -104,7 +131,8 @@ uint64_t tess_ckpt_hash_add(uint64_t acc, const void *data, size_t elem_size, in
 uint64_t tess_ckpt_hash_final(uint64_t acc, int64_t count);
 
 /* Digest of the model's structure: entry names and global shapes in registration order (not the
- * layouts, so it does not change with the rank count). Stored as the model_digest attribute. */
+ * layouts, so it does not change with the rank count). Stored as the model_digest attribute.
+ * reg may be NULL (no model: the digest of nothing). */
 uint64_t tess_ckpt_model_digest(const tess_registry *reg);
 
 /* --- writing ---------------------------------------------------------------------------------- */
@@ -147,8 +175,9 @@ tess_status tess_ckpt_verify(MPI_Comm comm, const char *path, tess_ckpt_info *in
 
 /* Load path into st: first rank 0 checks the file against st (every entry of the registry and of
  * each set present with float32 type and the registry's global shape, no extra dataset in those
- * groups, every counter present), then every rank reads the hyperslab of its own layout into the
- * params and sets, and the hashes are compared. Fills st->step, data_cursor, seed and the
+ * groups, every counter present, every array present as a 1-D dataset of its dtype and n_global:
+ * TESS_ERR_DATA naming the expected and the found type or shape), then every rank reads the hyperslab of its own layout into the
+ * params, sets and arrays, and the hashes are compared. Fills st->step, data_cursor, seed and the
  * counters. A different world size is logged ("resharding") and is not an error.
  * On failure the destination buffers hold unspecified data: do not train on them. Collective on
  * comm; all ranks return the same status and record. */

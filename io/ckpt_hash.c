@@ -49,7 +49,7 @@ uint64_t tess_ckpt_hash_final(uint64_t acc, int64_t count) { return mix64(acc ^ 
 /* FNV-1a over the structure text "name:d0,d1,...;" of every entry. */
 uint64_t tess_ckpt_model_digest(const tess_registry *reg) {
     uint64_t h = 0xcbf29ce484222325ull;
-    for (int64_t i = 0; i < tess_registry_count(reg); i++) {
+    for (int64_t i = 0; reg && i < tess_registry_count(reg); i++) {
         const tess_registry_entry *e = tess_registry_get(reg, i);
         char text[TESS_REGISTRY_NAME_MAX + 16 * TESS_MAX_DIMS + 4];
         int len = snprintf(text, sizeof text, "%s:", e->name);

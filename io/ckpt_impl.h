@@ -105,6 +105,29 @@ tess_status ckpt_plan(MPI_Comm comm, const tess_registry *reg, ckpt_region *regi
 uint64_t ckpt_hash_region(uint64_t acc, const tess_registry_entry *e, const ckpt_region *r,
                           const float *local);
 
+/* --- flat arrays (ckpt_array.c) ------------------------------------------------------------ */
+/* The part of an array this rank writes and hashes: global start, elements (0: none), start in
+ * its local data. The spans of all ranks cover every element once. */
+typedef struct {
+    int64_t off, count, moff;
+    int64_t parts; /* distinct ranges over all ranks (1: replicated) */
+} ckpt_span;
+/* Registry entries of st (0 without a registry). */
+int64_t ckpt_reg_count(const tess_ckpt_state *st);
+size_t ckpt_dtype_size(tess_ckpt_dtype t);
+hid_t ckpt_dtype_file(tess_ckpt_dtype t); /* little-endian HDF5 type */
+hid_t ckpt_dtype_mem(tess_ckpt_dtype t);  /* native HDF5 type */
+const char *ckpt_dtype_name(tess_ckpt_dtype t);
+/* spans[a] for every array of st: checks that dtype and n_global agree between ranks and that
+ * the distinct ranges tile [0, n_global); ranks holding the same range split it. TESS_ERR_ARG on
+ * every rank on failure. Collective on comm. */
+tess_status ckpt_array_plan(MPI_Comm comm, const tess_ckpt_state *st, ckpt_span *spans);
+/* acc + the hash terms of span sp of array a. */
+uint64_t ckpt_array_hash(uint64_t acc, const tess_ckpt_array *a, const ckpt_span *sp);
+/* Rank 0, file open: array a is present as a 1-D dataset of its dtype and length with a hash;
+ * problems go to m. */
+void ckpt_array_check(hid_t f, const tess_ckpt_array *a, ckpt_msgs *m);
+
 /* --- files ----------------------------------------------------------------------------------- */
 /* A file-access list for parallel HDF5 on comm (MPI-IO, collective metadata, format bounds
  * v18..v18, no file locking), or a negative id. */

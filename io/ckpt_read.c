@@ -186,7 +186,8 @@ static tess_status check_compat(hid_t f, const char *path, const tess_ckpt_info 
                                 const tess_ckpt_state *st, ckpt_msgs *m) {
     ckpt_msgs det = {.lines = 0};
     det.text[0] = '\0';
-    const int64_t n = tess_registry_count(st->reg);
+    const int64_t n = ckpt_reg_count(st);
+    for (int k = 0; k < st->narrays; k++) ckpt_array_check(f, &st->arrays[k], &det);
     for (int s = 0; s < ckpt_nsets(st); s++) {
         char group[CKPT_SET_NAME_MAX + 2];
         snprintf(group, sizeof group, "/%s", ckpt_set_name(st, s));
@@ -640,23 +641,56 @@ static uint64_t read_entry(hid_t d, const tess_registry_entry *e, const ckpt_reg
     return acc;
 }
 
+/* Read this rank's range of array a (collective: every rank calls it, possibly selecting
+ * nothing) and return the hash terms of its span; the stored hash goes to *stored. */
+static uint64_t read_array(hid_t f, const tess_ckpt_array *a, const ckpt_span *sp, hid_t dxpl,
+                           uint64_t *stored, read_err *r) {
+    char path[CKPT_SET_NAME_MAX + 2];
+    snprintf(path, sizeof path, "/%s", a->name);
+    hid_t d = H5Dopen2(f, path, H5P_DEFAULT);
+    if (d < 0) rfail(r, TESS_ERR_DATA, "cannot open dataset %s", path);
+    if (d >= 0 && ckpt_attr_read_u64(d, "hash", stored) != 0)
+        rfail(r, TESS_ERR_DATA, "cannot read the hash of %s", path);
+    hsize_t dims = (hsize_t)a->n_global, off = (hsize_t)a->first, cnt = (hsize_t)a->n_local,
+            one = 1;
+    hid_t fsel = H5Screate_simple(1, &dims, NULL);
+    hid_t msel = H5Screate_simple(1, a->n_local > 0 ? &cnt : &one, NULL);
+    if (a->n_local > 0) {
+        H5Sselect_hyperslab(fsel, H5S_SELECT_SET, &off, NULL, &cnt, NULL);
+    } else {
+        H5Sselect_none(fsel);
+        H5Sselect_none(msel);
+    }
+    static int64_t dummy;
+    if (d < 0 || H5Dread(d, ckpt_dtype_mem(a->dtype), msel, fsel, dxpl,
+                         a->n_local > 0 ? a->data : (void *)&dummy) < 0)
+        rfail(r, TESS_ERR_DATA, "cannot read dataset %s", path);
+    H5Sclose(msel);
+    H5Sclose(fsel);
+    if (d >= 0) H5Dclose(d);
+    return ckpt_array_hash(0, a, sp);
+}
+
 static tess_status load_impl(MPI_Comm comm, const char *path, tess_ckpt_state *st) {
     int rank, size;
     TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
     TESS_MPI_CHECK(MPI_Comm_size(comm, &size));
     TESS_CHECK(ckpt_agree(comm, ckpt_check_state(st), "checking the checkpoint state"));
-    const int64_t n = tess_registry_count(st->reg), nk = ckpt_nsets(st) * n;
+    const int64_t n = ckpt_reg_count(st), nt = ckpt_nsets(st) * n, nk = nt + st->narrays;
     TESS_REQUIRE(nk < INT32_MAX, TESS_ERR_ARG, "too many datasets (%lld)", (long long)nk);
     ckpt_region *regions = calloc((size_t)n + 1, sizeof *regions);
+    ckpt_span *spans = calloc((size_t)st->narrays + 1, sizeof *spans);
     uint64_t *acc = calloc((size_t)nk + 1, sizeof *acc), *sum = calloc((size_t)nk + 1, sizeof *sum);
     uint64_t *stored = calloc((size_t)nk + 1, sizeof *stored);
-    tess_status s = ckpt_agree(comm, regions && acc && sum && stored ? TESS_OK : TESS_ERR_MEM,
+    tess_status s = ckpt_agree(comm, regions && spans && acc && sum && stored ? TESS_OK
+                                                                             : TESS_ERR_MEM,
                                "allocating the load plan");
     bool has_bc = false;
     tess_group *g = NULL;
     tess_ckpt_info info;
     ckpt_msgs m;
-    if (s == TESS_OK) s = ckpt_plan(comm, st->reg, regions, &has_bc);
+    if (s == TESS_OK && st->reg) s = ckpt_plan(comm, st->reg, regions, &has_bc);
+    if (s == TESS_OK) s = ckpt_array_plan(comm, st, spans);
     if (s == TESS_OK) {
         s = probe(comm, path, st, &info, &m);
         if (s != TESS_OK) CKPT_MSGS_PUSH(s, &m);
@@ -690,6 +724,8 @@ static tess_status load_impl(MPI_Comm comm, const char *path, tess_ckpt_state *s
                 if (d >= 0) H5Dclose(d);
             }
         }
+        for (int k = 0; k < st->narrays && s == TESS_OK; k++)
+            acc[nt + k] = read_array(f, &st->arrays[k], &spans[k], dxpl, &stored[nt + k], &r);
         H5Pclose(dxpl);
         for (int c = 0; c < st->ncounters && s == TESS_OK; c++) {
             const char *name = st->counters[c].name, *slash = strrchr(name, '/');
@@ -722,6 +758,14 @@ static tess_status load_impl(MPI_Comm comm, const char *path, tess_ckpt_state *s
                                   ckpt_set_name(st, k), e->name,
                                   (unsigned long long)stored[k * n + i], (unsigned long long)h);
             }
+        for (int k = 0; k < st->narrays; k++) {
+            uint64_t h = tess_ckpt_hash_final(sum[nt + k], st->arrays[k].n_global);
+            if (h != stored[nt + k])
+                ckpt_msgs_add(&bad, "  dataset /%s does not match its hash (stored %016llx, data "
+                              "%016llx)",
+                              st->arrays[k].name, (unsigned long long)stored[nt + k],
+                              (unsigned long long)h);
+        }
         if (bad.lines) {
             ckpt_msgs head = {.lines = 0};
             head.text[0] = '\0';
@@ -740,6 +784,7 @@ static tess_status load_impl(MPI_Comm comm, const char *path, tess_ckpt_state *s
     }
     tess_group_destroy(&g);
     free(regions);
+    free(spans);
     free(acc);
     free(sum);
     free(stored);

@@ -184,7 +184,7 @@ void ckpt_dataset_path(char *buf, size_t n, const char *set, const char *entry) 
     snprintf(buf, n, "/%s/%s", set, entry);
 }
 
-int ckpt_nsets(const tess_ckpt_state *st) { return 1 + st->nbuffers; }
+int ckpt_nsets(const tess_ckpt_state *st) { return st->reg ? 1 + st->nbuffers : 0; }
 
 const char *ckpt_set_name(const tess_ckpt_state *st, int s) {
     return s == 0 ? "params" : st->buffers[s - 1].name;
@@ -201,9 +201,16 @@ static bool first_component_is(const char *name, const char *word) {
 }
 
 tess_status ckpt_check_state(const tess_ckpt_state *st) {
-    TESS_REQUIRE(st && st->reg && tess_registry_is_final(st->reg), TESS_ERR_ARG,
+    TESS_REQUIRE(st, TESS_ERR_ARG, "checkpoint state must not be NULL");
+    TESS_REQUIRE(st->narrays >= 0 && st->narrays <= TESS_CKPT_MAX_ARRAYS &&
+                     (st->narrays == 0 || st->arrays),
+                 TESS_ERR_ARG, "narrays = %d must be in [0, %d] with arrays given", st->narrays,
+                 TESS_CKPT_MAX_ARRAYS);
+    TESS_REQUIRE(st->reg || (st->narrays > 0 && st->nbuffers == 0), TESS_ERR_ARG,
+                 "checkpoint state without a registry needs arrays and no state sets");
+    TESS_REQUIRE(!st->reg || tess_registry_is_final(st->reg), TESS_ERR_ARG,
                  "checkpoint state needs a finalized registry");
-    TESS_REQUIRE(tess_registry_count(st->reg) > 0, TESS_ERR_ARG,
+    TESS_REQUIRE(!st->reg || tess_registry_count(st->reg) > 0, TESS_ERR_ARG,
                  "checkpoint state needs a registry with at least one entry");
     TESS_REQUIRE(st->nbuffers >= 0 && st->nbuffers <= TESS_CKPT_MAX_SETS &&
                      (st->nbuffers == 0 || st->buffers),
@@ -229,6 +236,35 @@ tess_status ckpt_check_state(const tess_ckpt_state *st) {
             /* one set's group may not contain another's datasets */
             TESS_REQUIRE(!first_component_is(name, other) && !first_component_is(other, name),
                          TESS_ERR_ARG, "state sets '%s' and '%s' overlap", other, name);
+        }
+    }
+    for (int k = 0; k < st->narrays; k++) {
+        const tess_ckpt_array *a = &st->arrays[k];
+        TESS_REQUIRE(a->name && ckpt_name_is_valid(a->name), TESS_ERR_ARG,
+                     "array name '%s' must be 1..%d characters of [A-Za-z0-9_] in '/'-separated "
+                     "components",
+                     a->name ? a->name : "(null)", CKPT_SET_NAME_MAX - 1);
+        TESS_REQUIRE(!first_component_is(a->name, "params") &&
+                         !first_component_is(a->name, "config") &&
+                         !first_component_is(a->name, "manifest"),
+                     TESS_ERR_ARG, "array name '%s' is reserved", a->name);
+        TESS_REQUIRE(a->dtype == TESS_CKPT_F32 || a->dtype == TESS_CKPT_F64 ||
+                         a->dtype == TESS_CKPT_I64,
+                     TESS_ERR_ARG, "array %s: unknown dtype %d", a->name, (int)a->dtype);
+        TESS_REQUIRE(a->n_global >= 1 && a->first >= 0 && a->n_local >= 0 &&
+                         a->first + a->n_local <= a->n_global && (a->n_local == 0 || a->data),
+                     TESS_ERR_ARG,
+                     "array %s: range [%lld, %lld + %lld) must lie in [0, %lld) with data given",
+                     a->name, (long long)a->first, (long long)a->first, (long long)a->n_local,
+                     (long long)a->n_global);
+        for (int s = 0; s < st->nbuffers; s++)
+            TESS_REQUIRE(!first_component_is(a->name, st->buffers[s].name), TESS_ERR_ARG,
+                         "array %s lies in state set %s", a->name, st->buffers[s].name);
+        for (int t = 0; t < k; t++) {
+            const char *other = st->arrays[t].name;
+            TESS_REQUIRE(!first_component_is(a->name, other) &&
+                             !first_component_is(other, a->name),
+                         TESS_ERR_ARG, "arrays '%s' and '%s' overlap", other, a->name);
         }
     }
     for (int c = 0; c < st->ncounters; c++) {

@@ -222,11 +222,13 @@ static void write_counters(hid_t file, const tess_ckpt_state *st, write_err *w) 
     }
 }
 
-/* The manifest: "/<set>/<entry>" of every tensor dataset, fixed width. */
+/* The manifest: "/<set>/<entry>" of every tensor dataset, then "/<array>", fixed width. */
 static char *make_manifest(const tess_ckpt_state *st, int64_t *nrows, size_t *width) {
-    const int64_t n = tess_registry_count(st->reg);
-    *nrows = ckpt_nsets(st) * n;
+    const int64_t n = ckpt_reg_count(st);
+    *nrows = ckpt_nsets(st) * n + st->narrays;
     *width = 1;
+    for (int k = 0; k < st->narrays; k++)
+        if (strlen(st->arrays[k].name) + 1 > *width) *width = strlen(st->arrays[k].name) + 1;
     for (int s = 0; s < ckpt_nsets(st); s++)
         for (int64_t i = 0; i < n; i++) {
             size_t len = strlen(ckpt_set_name(st, s)) +
@@ -242,14 +244,59 @@ static char *make_manifest(const tess_ckpt_state *st, int64_t *nrows, size_t *wi
                               tess_registry_get(st->reg, i)->name);
             memcpy(m + (size_t)(s * n + i) * *width, path, strlen(path));
         }
+    for (int k = 0; k < st->narrays; k++) {
+        char *row = m + (size_t)(ckpt_nsets(st) * n + k) * *width;
+        row[0] = '/';
+        memcpy(row + 1, st->arrays[k].name, strlen(st->arrays[k].name));
+    }
     return m;
+}
+
+/* Every flat array: hash (all-reduced), create, write this rank's span. */
+static tess_status write_arrays(MPI_Comm comm, hid_t file, const tess_ckpt_state *st,
+                                const ckpt_span *spans, hid_t dxpl, write_err *w) {
+    for (int k = 0; k < st->narrays; k++) {
+        const tess_ckpt_array *a = &st->arrays[k];
+        const ckpt_span *sp = &spans[k];
+        uint64_t acc = ckpt_array_hash(0, a, sp), sum;
+        TESS_MPI_CHECK(MPI_Allreduce(&acc, &sum, 1, MPI_UINT64_T, MPI_SUM, comm));
+        char path[CKPT_SET_NAME_MAX + 2], layout[96];
+        snprintf(path, sizeof path, "/%s", a->name);
+        const char *slash = strrchr(path, '/');
+        if (slash != path) {
+            char group[CKPT_SET_NAME_MAX + 2];
+            snprintf(group, sizeof group, "%.*s", (int)(slash - path), path);
+            ensure_group(file, group, w);
+        }
+        if (sp->parts == 1)
+            snprintf(layout, sizeof layout, "replicated");
+        else
+            snprintf(layout, sizeof layout, "sharded(dim=0,parts=%lld)", (long long)sp->parts);
+        hsize_t dims = (hsize_t)a->n_global, off = (hsize_t)sp->off, cnt = (hsize_t)sp->count,
+                ld = (hsize_t)(a->n_local > 0 ? a->n_local : 1), mo = (hsize_t)sp->moff;
+        hid_t fsel = H5Screate_simple(1, &dims, NULL), msel = H5Screate_simple(1, &ld, NULL);
+        if (sp->count > 0) {
+            H5Sselect_hyperslab(fsel, H5S_SELECT_SET, &off, NULL, &cnt, NULL);
+            H5Sselect_hyperslab(msel, H5S_SELECT_SET, &mo, NULL, &cnt, NULL);
+        } else {
+            H5Sselect_none(fsel);
+            H5Sselect_none(msel);
+        }
+        static const int64_t dummy = 0;
+        write_dataset(file, path, ckpt_dtype_file(a->dtype), ckpt_dtype_mem(a->dtype), 1, &dims,
+                      fsel, msel, sp->count ? (const void *)a->data : &dummy,
+                      tess_ckpt_hash_final(sum, a->n_global), layout, dxpl, w);
+        H5Sclose(fsel);
+        H5Sclose(msel);
+    }
+    return TESS_OK;
 }
 
 /* Every tensor dataset: hash (all-reduced), create, write the region. */
 static tess_status write_tensors(MPI_Comm comm, hid_t file, const tess_ckpt_state *st,
                                  const ckpt_region *regions, const tess_group *g, int rank,
                                  hid_t dxpl, write_err *w) {
-    const int64_t n = tess_registry_count(st->reg);
+    const int64_t n = ckpt_reg_count(st);
     for (int s = 0; s < ckpt_nsets(st); s++) {
         const float *base = ckpt_set_data(st, s);
         char group[CKPT_SET_NAME_MAX + 2];
@@ -300,8 +347,8 @@ static tess_status write_tensors(MPI_Comm comm, hid_t file, const tess_ckpt_stat
 
 /* Everything but the commit. On return the file is closed (or was never created). */
 static tess_status write_tmp(MPI_Comm comm, const char *tmp, const tess_ckpt_state *st,
-                             const ckpt_region *regions, const tess_group *g,
-                             const shared_meta *meta) {
+                             const ckpt_region *regions, const ckpt_span *spans,
+                             const tess_group *g, const shared_meta *meta) {
     int rank, size;
     TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
     TESS_MPI_CHECK(MPI_Comm_size(comm, &size));
@@ -326,6 +373,7 @@ static tess_status write_tmp(MPI_Comm comm, const char *tmp, const tess_ckpt_sta
         fail(&w, TESS_ERR_IO, "cannot make the transfer list of '%s'", tmp);
     write_root_attrs(file, st, meta, size, &w);
     s = write_tensors(comm, file, st, regions, g, rank, dxpl, &w);
+    if (s == TESS_OK) s = write_arrays(comm, file, st, spans, dxpl, &w);
     if (s == TESS_OK) { /* s is the same on every rank */
         write_counters(file, st, &w);
         write_text(file, "/config", meta->config, 0,
@@ -385,19 +433,23 @@ static tess_status write_impl(MPI_Comm comm, const char *path, const tess_ckpt_s
                  "checkpoint path must have 1..%d characters", TESS_CKPT_PATH_MAX - 6);
     TESS_CHECK(ckpt_agree(comm, ckpt_check_state(st), "checking the checkpoint state"));
     TESS_CHECK(agree_scalars(comm, st));
-    const int64_t n = tess_registry_count(st->reg);
+    const int64_t n = ckpt_reg_count(st);
     ckpt_region *regions = calloc((size_t)n + 1, sizeof *regions);
-    TESS_CHECK(ckpt_agree(comm, regions ? TESS_OK : TESS_ERR_MEM, "allocating the plan"));
+    ckpt_span *spans = calloc((size_t)st->narrays + 1, sizeof *spans);
+    tess_status s = ckpt_agree(comm, regions && spans ? TESS_OK : TESS_ERR_MEM,
+                               "allocating the plan");
     bool has_bc = false;
-    tess_status s = ckpt_plan(comm, st->reg, regions, &has_bc);
+    if (s == TESS_OK && st->reg) s = ckpt_plan(comm, st->reg, regions, &has_bc);
+    if (s == TESS_OK) s = ckpt_array_plan(comm, st, spans);
     tess_group *g = NULL;
     if (s == TESS_OK && has_bc) s = tess_group_create(comm, "ckpt", &g);
     shared_meta meta = {.config = NULL};
     if (s == TESS_OK) s = share_meta(comm, rank, st, &meta);
     char tmp[TESS_CKPT_PATH_MAX];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (s == TESS_OK) s = write_tmp(comm, tmp, st, regions, g, &meta);
+    if (s == TESS_OK) s = write_tmp(comm, tmp, st, regions, spans, g, &meta);
     free(regions);
+    free(spans);
     free(meta.config);
     tess_group_destroy(&g);
     if (s != TESS_OK) {

@@ -217,9 +217,10 @@ static tess_status open_named(hid_t f, const char *file, const char *name, char 
     return TESS_OK;
 }
 
-/* Read elements [first, first + count) of a dataset, in row-major order, as doubles. Only whole
- * rows are selected, so count and first must be multiples of the row length (or the set is 1-D). */
-static herr_t read_rows(hid_t d, hid_t space, int64_t first_row, int64_t nrows, double *buf) {
+/* Read rows [first_row, first_row + nrows) of a dataset, in row-major order, as mtype (8-byte
+ * elements: H5T_NATIVE_DOUBLE, or H5T_NATIVE_INT64 to keep int64 values exact). */
+static herr_t read_rows(hid_t d, hid_t space, int64_t first_row, int64_t nrows, hid_t mtype,
+                        void *buf) {
     hsize_t dims[MAX_DIMS], start[MAX_DIMS] = {0}, cnt[MAX_DIMS];
     int nd = H5Sget_simple_extent_dims(space, dims, NULL);
     hid_t fsel = H5Scopy(space), msel;
@@ -236,7 +237,7 @@ static herr_t read_rows(hid_t d, hid_t space, int64_t first_row, int64_t nrows, 
     } else {
         msel = H5Screate(H5S_SCALAR);
     }
-    herr_t e = H5Dread(d, H5T_NATIVE_DOUBLE, msel, fsel, H5P_DEFAULT, buf);
+    herr_t e = H5Dread(d, mtype, msel, fsel, H5P_DEFAULT, buf);
     H5Sclose(msel);
     H5Sclose(fsel);
     return e;
@@ -309,7 +310,7 @@ static tess_status cmd_show(const char *arg, const char *name, int64_t nfirst) {
         printf("first values:");
         for (int64_t r0 = 0; r0 < rows && s == TESS_OK; r0 += per) {
             int64_t nr = rows - r0 < per ? rows - r0 : per;
-            if (read_rows(d, space, r0, nr, buf) < 0) {
+            if (read_rows(d, space, r0, nr, H5T_NATIVE_DOUBLE, buf) < 0) {
                 s = tess_error_push(TESS_ERR_DATA, __FILE__, __LINE__, __func__,
                                     "cannot read %s", path);
                 break;
@@ -440,8 +441,18 @@ static bool diff_tensor(hid_t fa, hid_t fb, const char *path, tess_status *s) {
     char sha[128], shb[128];
     int64_t na = shape_text(sa, sha, sizeof sha), nb = shape_text(sb, shb, sizeof shb);
     bool differs = false;
-    if (strcmp(sha, shb) != 0) {
-        printf("  %-40s shape %s vs %s\n", path, sha, shb);
+    hid_t ta = H5Dget_type(da), tb = H5Dget_type(db);
+    /* int64 datasets (both integer, 8 bytes) are compared as int64, everything else as doubles */
+    const bool i64 = H5Tget_class(ta) == H5T_INTEGER && H5Tget_class(tb) == H5T_INTEGER &&
+                     H5Tget_size(ta) == 8 && H5Tget_size(tb) == 8;
+    const hid_t mtype = i64 ? H5T_NATIVE_INT64 : H5T_NATIVE_DOUBLE;
+    char tna[32], tnb[32];
+    type_text(ta, tna, sizeof tna);
+    type_text(tb, tnb, sizeof tnb);
+    H5Tclose(ta);
+    H5Tclose(tb);
+    if (strcmp(sha, shb) != 0 || strcmp(tna, tnb) != 0) {
+        printf("  %-40s %s%s vs %s%s\n", path, tna, sha, tnb, shb);
         differs = true;
     } else {
         int64_t rows, rowlen, per = chunk_rows(sa, &rows, &rowlen);
@@ -453,7 +464,8 @@ static bool diff_tensor(hid_t fa, hid_t fb, const char *path, tess_status *s) {
             *s = tess_error_push(TESS_ERR_MEM, __FILE__, __LINE__, __func__, "out of memory");
         for (int64_t r0 = 0; r0 < rows && *s == TESS_OK; r0 += per) {
             int64_t nr = rows - r0 < per ? rows - r0 : per;
-            if (read_rows(da, sa, r0, nr, a) < 0 || read_rows(db, sb, r0, nr, b) < 0) {
+            if (read_rows(da, sa, r0, nr, mtype, a) < 0 ||
+                read_rows(db, sb, r0, nr, mtype, b) < 0) {
                 *s = tess_error_push(TESS_ERR_DATA, __FILE__, __LINE__, __func__,
                                      "cannot read %s", path);
                 break;
@@ -462,6 +474,13 @@ static bool diff_tensor(hid_t fa, hid_t fb, const char *path, tess_status *s) {
                 /* doubles hold every float32 exactly: equal bits <=> equal doubles, NaNs aside */
                 bool same = memcmp(&a[j], &b[j], sizeof a[j]) == 0;
                 ndiff += !same;
+                if (i64) { /* the bits are int64: compare their values as doubles from here */
+                    int64_t ia, ib;
+                    memcpy(&ia, &a[j], sizeof ia);
+                    memcpy(&ib, &b[j], sizeof ib);
+                    a[j] = (double)ia;
+                    b[j] = (double)ib;
+                }
                 double d = fabs(a[j] - b[j]);
                 if (!same && (isnan(d) || d > max_abs)) max_abs = isnan(d) ? INFINITY : d;
                 double m = fmax(fabs(a[j]), fabs(b[j]));

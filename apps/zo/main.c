@@ -12,6 +12,10 @@
  * dealt back and forth (0 1 1 0 ...) to groups of sweep.group ranks (configuration
  * parallelism), each group a mesh of its own. Outputs under run.dir: config.ini, metrics.csv, results.md, runs.csv (sweep),
  * plots/ (PNG files).
+ *
+ * Checkpoints (compare mode; docs/zo.md 7): every ckpt.every iterations, after the last one, and
+ * when SIGUSR1, SIGTERM or SIGINT reaches any rank (all ranks stop after the same iteration,
+ * save it and exit 75); --resume auto continues bitwise. The sweep does not checkpoint.
  */
 #include <math.h>
 #include <mpi.h>
@@ -22,12 +26,14 @@
 #include "chain.h"         /* zoapp_chain_* */
 #include "core/config.h"   /* tess_config_* */
 #include "core/log.h"      /* tess_log_* */
+#include "core/mpicheck.h" /* TESS_MPI_CHECK */
 #include "core/runtime.h"  /* tess_runtime_* */
-#include "core/signals.h"  /* tess_signals_install */
+#include "core/signals.h"  /* tess_signals_install, tess_signals_stop_requested */
 #include "core/timer.h"    /* tess_timer_now */
 #include "dist/coll.h"     /* tess_dist_allreduce_f64 */
 #include "dist/layout.h"   /* tess_dist_block_range */
 #include "dist/mesh.h"     /* tess_mesh_*, tess_group_* */
+#include "io/ckpt.h"       /* tess_ckpt_* */
 #include "io/metrics.h"    /* tess_metrics_* */
 #include "io/rundir.h"     /* tess_rundir_prepare */
 #include "optim/zo.h"      /* tess_zo_* */
@@ -40,6 +46,17 @@ static const tess_opt run_opts[] = {
     TESS_OPT_STRING("dir", "runs/zo", "output directory (config.ini, metrics.csv, plots/)"),
     TESS_OPT_INT("seed", 1234, 0, UINT32_MAX, "seed of the problem, the chain and the directions"),
     TESS_OPT_BOOL("plots", true, "draw PNG plots with gnuplot at the end"),
+    TESS_OPT_INT("stop_at", 0, 0, INT64_MAX / 4,
+                 "test hook: stop as on a signal after this many iterations (0: never)"),
+};
+static const tess_opt ckpt_opts[] = {
+    TESS_OPT_STRING("dir", "", "checkpoint directory (empty: <run.dir>/checkpoints)"),
+    TESS_OPT_INT("every", 0, 0, INT64_MAX / 4,
+                 "iterations (over all methods) between checkpoints (0: only at_end)"),
+    TESS_OPT_INT("keep", 3, 0, 1000000, "newest checkpoints kept (0: all)"),
+    TESS_OPT_BOOL("at_end", true, "checkpoint after the last iteration"),
+    TESS_OPT_STRING("resume", "", "'' (start fresh), auto (newest valid in ckpt.dir) or a file; "
+                    "also --resume"),
 };
 static const tess_opt problem_opts[] = {
     TESS_OPT_CHOICE("kind", "quadratic", ZOAPP_PROB_CHOICES, "test problem (docs/zo.md 3.2)"),
@@ -105,6 +122,7 @@ static const tess_config_section sections[] = {
     TESS_CONFIG_SECTION("chain", chain_opts),     TESS_CONFIG_SECTION("optim", optim_opts),
     TESS_CONFIG_SECTION("budget", budget_opts),   TESS_CONFIG_SECTION("baselines", baselines_opts),
     TESS_CONFIG_SECTION("dist", dist_opts),       TESS_CONFIG_SECTION("sweep", sweep_opts),
+    TESS_CONFIG_SECTION("ckpt", ckpt_opts),
 };
 
 typedef enum { M_ZO = 0, M_ZO_PLAIN, M_FO, M_FO_PLAIN, M_NLOPT, M_COUNT } method;
@@ -123,6 +141,9 @@ static const char *method_title(const tess_config *c, method m) {
 
 enum { MAX_LIST = 32 };
 
+typedef struct zock zock; /* a checkpoint of the compare mode (below) */
+static void zock_free(zock *k);
+
 typedef struct {
     tess_config *cfg;
     tess_mesh *mesh;
@@ -131,9 +152,13 @@ typedef struct {
     zoapp_problem prob;
     zoapp_chain chain;
     tess_metrics csv;
+    bool stopped; /* a stop signal ended the run early (after a checkpoint, if it had begun) */
+    zock *ck;     /* compare mode: the checkpoint staging */
 } app;
 
 static void app_free(app *a) {
+    if (a->ck) zock_free(a->ck);
+    free(a->ck);
     tess_metrics_close(&a->csv);
     zoapp_chain_free(&a->chain);
     zoapp_problem_free(&a->prob);
@@ -291,6 +316,180 @@ static tess_status gnuplot(const char *script) {
     return TESS_OK;
 }
 
+/* ---- checkpoints (compare mode) ------------------------------------------------------------ */
+
+enum { RES_FIELDS = 9, TRAJ_FIELDS = 4 * ZOAPP_MAX_POINTS };
+enum { PG_METHOD = 0, PG_ITERS, PG_SAMPLES, PG_J, PG_N }; /* run/progress */
+enum { A_X = 0, A_XBAR, A_CNT, A_SCA, A_CHAIN_I, A_CHAIN_Y, A_PG, A_SUMS, A_TRAJ_N, A_TRAJ, A_RES,
+       A_COUNT };
+
+/* What a zo checkpoint holds, staged in buffers of its own: the optimizer of the method running
+ * (zo/x, zo/xbar when averaging, zo/counters, zo/scalars), the chain (chain/state = t, z;
+ * chain/y), where the run is (run/progress = method, iterations, samples, trajectory points;
+ * run/sums = the floor sums and bytes sent) and every method's trajectory and results (wall
+ * time aside). step = iterations over all methods. */
+struct zock {
+    tess_ckpt_array arr[A_COUNT];
+    tess_ckpt_state st;
+    double *x, *xbar, sca[TESS_ZO_NSCA], chain_y, sums[3], *traj, res[M_COUNT * RES_FIELDS];
+    int64_t cnt[TESS_ZO_NCNT], chain_i[2], pg[PG_N], traj_n[M_COUNT];
+    char dir[4200];
+    const tess_config *cfg;
+    MPI_Comm comm;
+    int64_t iters_before; /* iterations of the methods finished before the running one */
+    int64_t budget, stop_at, every, keep;
+    bool restore;         /* the next start hook restores the staged state */
+    bool stopped;
+};
+
+static void zock_free(zock *k) {
+    free(k->x);
+    free(k->xbar);
+    free(k->traj);
+}
+
+static tess_status zock_init(zock *k, tess_config *c, MPI_Comm comm, int64_t d, int64_t lo,
+                             int64_t n, bool average, uint64_t seed, int64_t budget) {
+    memset(k, 0, sizeof *k);
+    k->cfg = c;
+    k->comm = comm;
+    k->budget = budget;
+    k->stop_at = tess_config_int(c, "run.stop_at");
+    k->every = tess_config_int(c, "ckpt.every");
+    k->keep = tess_config_int(c, "ckpt.keep");
+    k->x = calloc((size_t)(n > 0 ? n : 1), sizeof *k->x);
+    k->xbar = calloc((size_t)(n > 0 ? n : 1), sizeof *k->xbar);
+    k->traj = calloc((size_t)(M_COUNT * TRAJ_FIELDS), sizeof *k->traj);
+    TESS_REQUIRE(k->x && k->xbar && k->traj, TESS_ERR_MEM, "zo: out of memory for checkpoints");
+    int na = 0;
+    k->arr[na++] = (tess_ckpt_array){"zo/x", TESS_CKPT_F64, k->x, d, lo, n};
+    if (average) k->arr[na++] = (tess_ckpt_array){"zo/xbar", TESS_CKPT_F64, k->xbar, d, lo, n};
+    k->arr[na++] = (tess_ckpt_array){"zo/counters", TESS_CKPT_I64, k->cnt, TESS_ZO_NCNT, 0,
+                                     TESS_ZO_NCNT};
+    k->arr[na++] = (tess_ckpt_array){"zo/scalars", TESS_CKPT_F64, k->sca, TESS_ZO_NSCA, 0,
+                                     TESS_ZO_NSCA};
+    k->arr[na++] = (tess_ckpt_array){"chain/state", TESS_CKPT_I64, k->chain_i, 2, 0, 2};
+    k->arr[na++] = (tess_ckpt_array){"chain/y", TESS_CKPT_F64, &k->chain_y, 1, 0, 1};
+    k->arr[na++] = (tess_ckpt_array){"run/progress", TESS_CKPT_I64, k->pg, PG_N, 0, PG_N};
+    k->arr[na++] = (tess_ckpt_array){"run/sums", TESS_CKPT_F64, k->sums, 3, 0, 3};
+    k->arr[na++] = (tess_ckpt_array){"run/traj_n", TESS_CKPT_I64, k->traj_n, M_COUNT, 0, M_COUNT};
+    k->arr[na++] = (tess_ckpt_array){"run/traj", TESS_CKPT_F64, k->traj, M_COUNT * TRAJ_FIELDS,
+                                     0, M_COUNT * TRAJ_FIELDS};
+    k->arr[na++] = (tess_ckpt_array){"run/results", TESS_CKPT_F64, k->res, M_COUNT * RES_FIELDS,
+                                     0, M_COUNT * RES_FIELDS};
+    k->st = (tess_ckpt_state){.reg = NULL, .arrays = k->arr, .narrays = na, .seed = seed,
+                              .config_text = tess_config_resolved_text(c), .app = "zo"};
+    const char *dir = tess_config_string(c, "ckpt.dir");
+    if (dir[0])
+        snprintf(k->dir, sizeof k->dir, "%s", dir);
+    else
+        snprintf(k->dir, sizeof k->dir, "%s/checkpoints", tess_config_string(c, "run.dir"));
+    return TESS_OK;
+}
+
+/* Trajectory and results of method m into / out of the staging buffers. */
+static void stage_method(zock *k, int m, const zoapp_traj *t, const zoapp_result *r) {
+    double *q = k->traj + (int64_t)m * TRAJ_FIELDS;
+    memcpy(q, t->samples, sizeof t->samples);
+    memcpy(q + ZOAPP_MAX_POINTS, t->evals, sizeof t->evals);
+    memcpy(q + 2 * ZOAPP_MAX_POINTS, t->err, sizeof t->err);
+    memcpy(q + 3 * ZOAPP_MAX_POINTS, t->gap, sizeof t->gap);
+    k->traj_n[m] = t->n;
+    const double v[RES_FIELDS] = {r->floor, r->n_eps, r->evals_eps, r->final_err, r->final_gap,
+                                  r->comm_bytes_per_iter, (double)r->iters, (double)r->samples,
+                                  (double)r->evals};
+    memcpy(k->res + m * RES_FIELDS, v, sizeof v);
+}
+
+static void unstage_method(const zock *k, int m, zoapp_traj *t, zoapp_result *r) {
+    const double *q = k->traj + (int64_t)m * TRAJ_FIELDS, *v = k->res + m * RES_FIELDS;
+    memcpy(t->samples, q, sizeof t->samples);
+    memcpy(t->evals, q + ZOAPP_MAX_POINTS, sizeof t->evals);
+    memcpy(t->err, q + 2 * ZOAPP_MAX_POINTS, sizeof t->err);
+    memcpy(t->gap, q + 3 * ZOAPP_MAX_POINTS, sizeof t->gap);
+    t->n = k->traj_n[m];
+    *r = (zoapp_result){.floor = v[0], .n_eps = v[1], .evals_eps = v[2], .final_err = v[3],
+                        .final_gap = v[4], .comm_bytes_per_iter = v[5], .iters = (int64_t)v[6],
+                        .samples = (int64_t)v[7], .evals = (int64_t)v[8]};
+}
+
+/* The optimizer's views and the chain into the staging buffers (to == true) or back. */
+static void stage_optimizer(zock *k, tess_zo *zo, zoapp_chain *ch, bool to) {
+    tess_zo_view v[TESS_ZO_MAX_VIEWS];
+    const int nv = tess_zo_state_views(zo, v);
+    for (int i = 0; i < nv; i++) {
+        void *buf = strcmp(v[i].name, "zo.x") == 0      ? (void *)k->x
+                    : strcmp(v[i].name, "zo.xbar") == 0 ? (void *)k->xbar
+                    : strcmp(v[i].name, "zo.counters") == 0 ? (void *)k->cnt
+                                                            : (void *)k->sca;
+        const size_t bytes = (size_t)v[i].n_local * 8;
+        if (to)
+            memcpy(buf, v[i].data, bytes);
+        else
+            memcpy(v[i].data, buf, bytes);
+    }
+    if (to) {
+        k->chain_i[0] = ch->t;
+        k->chain_i[1] = ch->z;
+        k->chain_y = ch->y;
+    } else {
+        ch->t = k->chain_i[0];
+        ch->z = k->chain_i[1];
+        ch->y = k->chain_y;
+    }
+}
+
+static tess_status zock_save(zock *k, int64_t step) {
+    k->st.step = step;
+    TESS_CHECK(tess_ckpt_save(k->comm, k->dir, &k->st, k->keep, NULL, 0));
+    return TESS_OK;
+}
+
+static tess_status zock_start(void *ctx, tess_zo *zo, zoapp_chain *ch, zoapp_progress *pg,
+                              zoapp_traj *traj, zoapp_result *res) {
+    zock *k = ctx;
+    if (!k->restore) return TESS_OK;
+    k->restore = false;
+    stage_optimizer(k, zo, ch, false);
+    const int m = (int)k->pg[PG_METHOD];
+    unstage_method(k, m, traj, res);
+    *pg = (zoapp_progress){.iters = k->pg[PG_ITERS], .samples = k->pg[PG_SAMPLES],
+                           .j = k->pg[PG_J], .fsum = k->sums[0], .fw = k->sums[1],
+                           .comm = k->sums[2]};
+    return TESS_OK;
+}
+
+/* After every iteration: the stop vote (MAX over all ranks: a signal on any rank, or run.stop_at),
+ * periodic checkpoints, and the checkpoint of a stop. The method's last iteration stages the
+ * optimizer for the final checkpoint. */
+static tess_status zock_boundary(void *ctx, tess_zo *zo, const zoapp_chain *ch,
+                                 const zoapp_progress *pg, const zoapp_traj *traj,
+                                 const zoapp_result *res, bool *stop) {
+    zock *k = ctx;
+    const int64_t step = k->iters_before + pg->iters;
+    int vote = tess_signals_stop_requested() || step == k->stop_at, any;
+    TESS_MPI_CHECK(MPI_Allreduce(&vote, &any, 1, MPI_INT, MPI_MAX, k->comm));
+    const bool last = pg->samples >= k->budget;
+    const bool periodic = k->every > 0 && step % k->every == 0;
+    *stop = any != 0;
+    if (!periodic && !*stop && !last) return TESS_OK;
+    stage_optimizer(k, zo, (zoapp_chain *)ch, true);
+    stage_method(k, (int)k->pg[PG_METHOD], traj, res);
+    k->pg[PG_ITERS] = pg->iters;
+    k->pg[PG_SAMPLES] = pg->samples;
+    k->pg[PG_J] = pg->j;
+    k->sums[0] = pg->fsum;
+    k->sums[1] = pg->fw;
+    k->sums[2] = pg->comm;
+    if (periodic || *stop) TESS_CHECK(zock_save(k, step));
+    if (*stop) {
+        tess_log_info("zo: stop requested: checkpoint after iteration %lld, exiting %d (resume "
+                      "with --resume auto)", (long long)step, TESS_EXIT_STOPPED);
+        k->stopped = true;
+    }
+    return TESS_OK;
+}
+
 /* ---- compare mode -------------------------------------------------------------------------- */
 
 static tess_status compare_plots(const tess_config *c, const char *dir, const bool *ran, bool l1) {
@@ -340,7 +539,7 @@ static tess_status compare_plots(const tess_config *c, const char *dir, const bo
     return gnuplot(s);
 }
 
-static tess_status compare(app *a, const tess_runtime *rt) {
+static tess_status compare(app *a, const tess_runtime *rt, bool *collective) {
     const tess_config *c = a->cfg;
     const char *dir = tess_config_string(c, "run.dir");
     const uint32_t seed = (uint32_t)tess_config_int(c, "run.seed");
@@ -379,16 +578,78 @@ static tess_status compare(app *a, const tess_runtime *rt) {
                                 tess_config_bool(c, "baselines.first_order") && sh->size == 1,
                                 false, tess_config_choice(c, "baselines.nlopt") != 2 && sh->size == 1};
     if (sh->size > 1) tess_log_info("zo: sharded x: the first-order and NLopt baselines are skipped");
+    /* Resume (ckpt.resume): the finished methods' results, the running method's optimizer, chain
+     * and progress come back exactly; the verdict is the same on every rank. */
+    a->ck = calloc(1, sizeof *a->ck);
+    TESS_REQUIRE(a->ck, TESS_ERR_MEM, "zo: out of memory for checkpoints");
+    zock *ck = a->ck;
+    TESS_CHECK(zock_init(ck, a->cfg, rt->comm, d, lo, hi - lo,
+                         tess_config_bool(c, "optim.average"), seed, ro.budget));
+    bool resumed = false;
+    tess_status rs = tess_ckpt_resume(rt->comm, ck->dir, tess_config_string(c, "ckpt.resume"),
+                                      &ck->st, &resumed, NULL, 0);
+    if (rs == TESS_OK && resumed && ck->st.seed != seed)
+        rs = tess_error_push(TESS_ERR_CONFIG, __FILE__, __LINE__, __func__,
+                             "the checkpoint was written with run.seed = %llu, this run has %u",
+                             (unsigned long long)ck->st.seed, seed);
+    if (rs == TESS_OK && resumed &&
+        (ck->pg[PG_METHOD] < 0 || ck->pg[PG_METHOD] > M_NLOPT ||
+         (ck->pg[PG_METHOD] < M_NLOPT && !want[ck->pg[PG_METHOD]])))
+        rs = tess_error_push(TESS_ERR_CONFIG, __FILE__, __LINE__, __func__,
+                             "the checkpoint is inside method %lld, which this run does not run "
+                             "(different baselines.* or optim.batching?)",
+                             (long long)ck->pg[PG_METHOD]);
+    if (rs != TESS_OK) {
+        *collective = true;
+        return tess_error_push(rs, __FILE__, __LINE__, __func__, "resuming from '%s'",
+                               tess_config_string(c, "ckpt.resume"));
+    }
+    const int first = resumed ? (int)ck->pg[PG_METHOD] : 0;
+    ck->iters_before = resumed ? ck->st.step - ck->pg[PG_ITERS] : 0;
+    ck->restore = resumed && first < M_NLOPT;
+    /* A stop during start-up ends the run before the first iteration, with nothing to save (the
+     * MAX over ranks, so every rank takes the same branch). */
+    int vote = tess_signals_stop_requested(), any;
+    TESS_MPI_CHECK(MPI_Allreduce(&vote, &any, 1, MPI_INT, MPI_MAX, rt->comm));
+    if (any) {
+        tess_log_info("zo: stop requested before the first iteration: exiting %d without a "
+                      "checkpoint", TESS_EXIT_STOPPED);
+        a->stopped = true;
+        return TESS_OK;
+    }
+    const zoapp_hooks hooks = {.start = zock_start, .boundary = zock_boundary, .ctx = ck};
+    bool ran_now = false;
     for (int m = 0; m < M_NLOPT; m++) {
         if (!want[m]) continue;
+        if (m < first) { /* finished before the checkpoint */
+            unstage_method(ck, m, &traj[m], &res[m]);
+            ran[m] = true;
+            continue;
+        }
         tess_zo_config zc = method_config(c, &a->prob, (method)m, seed, ro.budget);
-        TESS_CHECK(zoapp_run_method(&zc, &a->prob, &a->chain, eval, sh, &ro, &traj[m], &res[m]));
+        ck->pg[PG_METHOD] = m;
+        bool stopped;
+        TESS_CHECK(zoapp_run_method(&zc, &a->prob, &a->chain, eval, sh, &ro, &hooks, &traj[m],
+                                    &res[m], &stopped));
+        if (stopped) {
+            a->stopped = true;
+            return TESS_OK;
+        }
+        ran_now = true;
+        ck->iters_before += res[m].iters;
+        stage_method(ck, m, &traj[m], &res[m]);
         ran[m] = true;
         tess_log_info("zo: %-24s eta %.3g: %lld samples, %lld evals, %lld iterations in %.2f s; "
                       "floor %.3e, final %.3e, samples to eps %.4g, %.0f B/iteration sent",
                       method_title(c, (method)m), zc.eta, (long long)res[m].samples, (long long)res[m].evals,
                       (long long)res[m].iters, res[m].seconds, res[m].floor, res[m].final_err,
                       res[m].n_eps, res[m].comm_bytes_per_iter);
+    }
+    if (ran_now && tess_config_bool(c, "ckpt.at_end")) {
+        ck->pg[PG_METHOD] = M_NLOPT;
+        ck->pg[PG_ITERS] = ck->pg[PG_SAMPLES] = ck->pg[PG_J] = 0;
+        ck->sums[0] = ck->sums[1] = ck->sums[2] = 0.0;
+        TESS_CHECK(zock_save(ck, ck->iters_before));
     }
     int code = 0;
     if (want[M_NLOPT]) {
@@ -575,7 +836,8 @@ static tess_status sweep(app *a, const tess_runtime *rt) {
                     zoapp_traj traj;
                     zoapp_result res;
                     if (st == TESS_OK)
-                        st = zoapp_run_method(&zc, &a->prob, &a->chain, eval, sh, &ro, &traj, &res);
+                        st = zoapp_run_method(&zc, &a->prob, &a->chain, eval, sh, &ro, NULL, &traj,
+                                             &res, NULL);
                     if (st != TESS_OK) break;
                     const double cost = zc.estimator == TESS_ZO_EST_FIRST_ORDER ? (double)d : 1.0;
                     double *row = rows + r * RUN_FIELDS;
@@ -693,15 +955,20 @@ static tess_status sweep(app *a, const tess_runtime *rt) {
 static tess_status run(const tess_runtime *rt, int argc, char **argv, bool *collective, app *a) {
     tess_config_action action;
     TESS_CHECK(tess_config_create(&a->cfg, sections, sizeof sections / sizeof sections[0]));
+    TESS_CHECK(tess_config_alias(a->cfg, "--resume", "ckpt.resume"));
     TESS_CHECK(tess_config_parse_args(a->cfg, rt->comm, argc, argv, &action));
     if (action != TESS_CONFIG_ACTION_RUN) return TESS_OK;
     TESS_CHECK(validate(a->cfg, rt->size));
     /* configuration errors were found alike on every rank; from here a failure may be local */
     *collective = false;
-    if (tess_config_choice(a->cfg, "run.mode") == 0)
-        TESS_CHECK(compare(a, rt));
-    else
+    if (tess_config_choice(a->cfg, "run.mode") == 0) {
+        TESS_CHECK(compare(a, rt, collective));
+    } else {
+        if (tess_config_string(a->cfg, "ckpt.resume")[0] || tess_config_int(a->cfg, "ckpt.every"))
+            tess_log_warn("zo: the sweep does not checkpoint: ckpt.every and ckpt.resume are "
+                          "ignored");
         TESS_CHECK(sweep(a, rt));
+    }
     return TESS_OK;
 }
 
@@ -714,5 +981,6 @@ int main(int argc, char **argv) {
     app a = {0};
     if (s == TESS_OK) s = run(&rt, argc, argv, &collective, &a);
     app_free(&a);
-    return tess_runtime_finish(&rt, s, collective);
+    const int code = tess_runtime_finish(&rt, s, collective);
+    return code == 0 && a.stopped ? TESS_EXIT_STOPPED : code;
 }

@@ -58,62 +58,76 @@ static tess_status measure(zoapp_problem *p, const tess_group *shard, const doub
 
 static tess_status run_loop(tess_zo *zo, const tess_zo_config *cfg, zoapp_problem *p,
                             zoapp_chain *ch, const tess_group *shard, const zoapp_run_opts *o,
-                            zoapp_traj *traj, zoapp_result *res) {
+                            const zoapp_hooks *hooks, zoapp_traj *traj, zoapp_result *res,
+                            bool *stopped) {
     oracle orc = {.p = p, .ch = ch};
     const tess_zo_objective obj = {.ctx = &orc, .npartials = 1, .partial = oracle_partial,
                                    .finish = NULL, .grad = oracle_grad, .prepare = oracle_prepare};
     const double t_start = tess_timer_now();
-    double fsum = 0.0, fw = 0.0, comm = 0.0, err = NAN, gap = NAN;
-    int64_t samples = 0, iters = 0, j = 0;
+    zoapp_progress pg = {0};
+    double err = NAN, gap = NAN;
+    if (hooks && hooks->start) TESS_CHECK(hooks->start(hooks->ctx, zo, ch, &pg, traj, res));
+    const double seconds0 = res->seconds;
     const int64_t *cnt = tess_zo_counters(zo);
-    while (samples < o->budget) {
+    bool stop = false;
+    while (pg.samples < o->budget && !stop) {
         tess_zo_step_info info;
         TESS_CHECK(tess_zo_step(zo, &obj, &info));
-        samples += info.samples;
-        comm += info.comm_bytes;
-        iters++;
+        pg.samples += info.samples;
+        pg.comm += info.comm_bytes;
+        pg.iters++;
         const double *x = cfg->average ? tess_zo_xbar(zo) : tess_zo_x(zo);
-        bool want_gap = o->fgap && j < o->npoints && samples >= zoapp_traj_point(o->budget, o->npoints, j);
+        bool want_gap = o->fgap && pg.j < o->npoints &&
+                        pg.samples >= zoapp_traj_point(o->budget, o->npoints, pg.j);
         TESS_CHECK(measure(p, shard, x, want_gap, &err, &gap));
         TESS_REQUIRE(isfinite(err), TESS_ERR_DIVERGED,
                      "the iterate diverged after %lld samples (step size eta = %g too large?)",
-                     (long long)samples, info.eta);
-        if (2 * samples > o->budget) {
-            fsum += err * (double)info.samples;
-            fw += (double)info.samples;
+                     (long long)pg.samples, info.eta);
+        if (2 * pg.samples > o->budget) {
+            pg.fsum += err * (double)info.samples;
+            pg.fw += (double)info.samples;
         }
         if (err > o->eps) { /* n_eps: from when on R stays <= eps */
             res->n_eps = res->evals_eps = NAN;
         } else if (isnan(res->n_eps)) {
-            res->n_eps = (double)samples;
+            res->n_eps = (double)pg.samples;
             res->evals_eps = (double)cnt[TESS_ZO_CNT_EVALS];
         }
-        for (; j < o->npoints && samples >= zoapp_traj_point(o->budget, o->npoints, j); j++) {
-            traj->samples[j] = (double)samples;
-            traj->evals[j] = (double)cnt[TESS_ZO_CNT_EVALS];
-            traj->err[j] = err;
-            traj->gap[j] = gap;
+        for (; pg.j < o->npoints && pg.samples >= zoapp_traj_point(o->budget, o->npoints, pg.j);
+             pg.j++) {
+            traj->samples[pg.j] = (double)pg.samples;
+            traj->evals[pg.j] = (double)cnt[TESS_ZO_CNT_EVALS];
+            traj->err[pg.j] = err;
+            traj->gap[pg.j] = gap;
         }
+        traj->n = pg.j;
+        res->seconds = seconds0 + (tess_timer_now() - t_start);
+        if (hooks && hooks->boundary)
+            TESS_CHECK(hooks->boundary(hooks->ctx, zo, ch, &pg, traj, res, &stop));
     }
-    traj->n = j;
+    if (stopped) *stopped = stop;
+    if (stop) return TESS_OK;
+    traj->n = pg.j;
     TESS_CHECK(measure(p, shard, cfg->average ? tess_zo_xbar(zo) : tess_zo_x(zo), o->fgap, &err,
                        &gap));
-    res->floor = fw > 0.0 ? fsum / fw : err;
+    res->floor = pg.fw > 0.0 ? pg.fsum / pg.fw : err;
     res->final_err = err;
     res->final_gap = gap;
-    res->iters = iters;
-    res->samples = samples;
+    res->iters = pg.iters;
+    res->samples = pg.samples;
     res->evals = cnt[TESS_ZO_CNT_EVALS];
-    res->seconds = tess_timer_now() - t_start;
-    res->comm_bytes_per_iter = iters ? comm / (double)iters : 0.0;
+    res->seconds = seconds0 + (tess_timer_now() - t_start);
+    res->comm_bytes_per_iter = pg.iters ? pg.comm / (double)pg.iters : 0.0;
     return TESS_OK;
 }
 
 tess_status zoapp_run_method(const tess_zo_config *cfg, zoapp_problem *p, zoapp_chain *ch,
                              const tess_group *eval, const tess_group *shard,
-                             const zoapp_run_opts *o, zoapp_traj *traj, zoapp_result *res) {
+                             const zoapp_run_opts *o, const zoapp_hooks *hooks,
+                             zoapp_traj *traj, zoapp_result *res, bool *stopped) {
     TESS_REQUIRE(o->npoints >= 2 && o->npoints <= ZOAPP_MAX_POINTS, TESS_ERR_ARG,
                  "trajectory points %lld outside 2..%d", (long long)o->npoints, ZOAPP_MAX_POINTS);
+    if (stopped) *stopped = false;
     *res = (zoapp_result){.n_eps = NAN, .evals_eps = NAN};
     memset(traj, 0, sizeof *traj);
     tess_zo *zo = NULL;
@@ -128,7 +142,7 @@ tess_status zoapp_run_method(const tess_zo_config *cfg, zoapp_problem *p, zoapp_
                              (long long)ch->cap, (long long)(maxk * spp));
     if (st == TESS_OK) {
         zoapp_chain_reset(ch);
-        st = run_loop(zo, cfg, p, ch, shard, o, traj, res);
+        st = run_loop(zo, cfg, p, ch, shard, o, hooks, traj, res, stopped);
     }
     tess_zo_destroy(&zo);
     TESS_REQUIRE(st == TESS_OK, st, "running %s (%s batching, B = %lld, M = %lld)",

@@ -42,15 +42,37 @@ typedef struct {
     int64_t iters, samples, evals;
 } zoapp_result;
 
+/* Where a run is between two iterations, besides the optimizer, the chain, traj and res: what a
+ * checkpoint saves to continue it bitwise (res->seconds aside: wall time is not state). */
+typedef struct {
+    int64_t iters, samples, j; /* iterations, chain samples, trajectory points filled */
+    double fsum, fw, comm;     /* floor sums (weighted R, weight) and bytes sent */
+} zoapp_progress;
+
+/* Hooks of a checkpointed run (apps/zo/main.c); each may be NULL. start: after the optimizer is
+ * made and the chain reset, before the first iteration (restore a saved state into zo, ch, pg,
+ * traj and res). boundary: after every iteration, with the state complete; *stop = true ends the
+ * run there (the caller saved it). Both are called collectively on eval and shard. */
+typedef struct {
+    tess_status (*start)(void *ctx, tess_zo *zo, zoapp_chain *ch, zoapp_progress *pg,
+                         zoapp_traj *traj, zoapp_result *res);
+    tess_status (*boundary)(void *ctx, tess_zo *zo, const zoapp_chain *ch,
+                            const zoapp_progress *pg, const zoapp_traj *traj,
+                            const zoapp_result *res, bool *stop);
+    void *ctx;
+} zoapp_hooks;
+
 /* Sample count of trajectory point j of n for a budget: budget^((j+1)/n), rounded, >= 1. */
 int64_t zoapp_traj_point(int64_t budget, int64_t n, int64_t j);
 
 /* Run the optimizer configured by cfg until the budget is spent. Collective on eval and shard;
- * the chain is reset first. TESS_ERR_ARG/MEM from the optimizer, TESS_ERR_DIVERGED if R
- * becomes non-finite. */
+ * the chain is reset first. hooks may be NULL; *stopped (may be NULL) tells whether a boundary
+ * hook ended the run early (then traj and res are incomplete). TESS_ERR_ARG/MEM from the
+ * optimizer, TESS_ERR_DIVERGED if R becomes non-finite, a hook's status. */
 tess_status zoapp_run_method(const tess_zo_config *cfg, zoapp_problem *p, zoapp_chain *ch,
                              const tess_group *eval, const tess_group *shard,
-                             const zoapp_run_opts *o, zoapp_traj *traj, zoapp_result *res);
+                             const zoapp_run_opts *o, const zoapp_hooks *hooks,
+                             zoapp_traj *traj, zoapp_result *res, bool *stopped);
 
 /* NLopt on the same noisy objective: every function call consumes one chain state; at most
  * min(budget, max_evals) calls; alg "bobyqa" or "neldermead"; the trajectory follows the points

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# slurm_test.sh SRC TINYLM TESS_CKPT CASE - the jobs/ scripts on the real local cluster of
+# slurm_test.sh SRC TINYLM TESS_CKPT CASE [ZO] - the jobs/ scripts on the real local cluster of
 # cluster/slurm1.sh (started by the slurm_up fixture). Run in the test's own directory; job
 # output goes to job.out there, the app's run directory to run/. Assertions read sbatch --wait's
 # exit status, `scontrol show job` (JobState, Restarts, ExitCode) and job.out.
@@ -17,11 +17,16 @@
 #   timelimit      -t 1 with --signal=B:USR1@40: Slurm's own early warning stops the job before
 #                  its limit, it requeues and the next attempt resumes; then scancel: that
 #                  attempt stops too but the job is not requeued
+#   zo_srun        zo's default compare run through jobs/zo.sbatch: exit 0, COMPLETED, 2 ranks,
+#                  metrics.csv and results.md written
+#   zo_preempt     a longer zo run stopped by `scancel --signal=USR1 --batch` after its first
+#                  checkpoint: 75, requeue, resume; metrics.csv byte-identical to an
+#                  uninterrupted run's and the final checkpoints equal (tess-ckpt diff)
 #   launcher       no Slurm: jobs/launch-mpirun.sh stopped by SIGINT (Ctrl-C) after a checkpoint
 #                  exits 75; the same command again resumes and finishes
 # Exit 77 (skipped) when Slurm is not installed or the cluster does not answer.
 set -euo pipefail
-src=$1 tinylm=$2 tess_ckpt=$3 case=$4
+src=$1 tinylm=$2 tess_ckpt=$3 case=$4 zo=${5:-}
 fail() { echo "slurm_test: FAIL ($case): $*" >&2; [ -f job.out ] && sed 's/^/  job.out| /' job.out >&2; exit 1; }
 say() { echo "slurm_test: $*"; }
 
@@ -155,6 +160,29 @@ requeue_cap)
   wait_final "$id" 60
   expect_job "$id" FAILED 0 75:0
   grep -q "(TESS_MAX_REQUEUES): not requeued" job.out || fail "the cap was not reported"
+  ;;
+zo_srun)
+  TESS_BIN=$zo sbatch_wait "$src/jobs/zo.sbatch" --set run.plots=false
+  [ "$rc" -eq 0 ] || fail "sbatch --wait exited $rc, expected 0"
+  expect_job "$id" COMPLETED 0 0:0
+  grep -q "2 ranks = 2 eval x 1 shard" job.out || fail "zo did not run on 2 ranks"
+  [ -s run/metrics.csv ] && [ -s run/results.md ] || fail "zo wrote no metrics.csv or results.md"
+  ;;
+zo_preempt)
+  zlong=(--set budget.samples=3000000 --set baselines.nlopt_max_evals=500 --set run.plots=false
+         --set ckpt.every=20000)
+  id=$(TESS_BIN=$zo sbatch "${sbatch_args[@]}" "$src/jobs/zo.sbatch" "${zlong[@]}")
+  say "submitted zo job $id"
+  wait_log "checkpoint step=" 90
+  scancel --signal=USR1 --batch "$id"
+  say "signalled zo job $id after its first checkpoint"
+  mpiexec -n 2 "$zo" --set run.dir=ref "${zlong[@]}" >ref.log 2>&1 || { cat ref.log; fail "reference run failed"; }
+  wait_final "$id" 150
+  expect_job "$id" COMPLETED 1 0:0
+  grep -q "requeueing job $id" job.out || fail "the job did not requeue itself"
+  grep -Eq "resumed from step [1-9]" job.out || fail "attempt 2 did not resume from a checkpoint"
+  cmp ref/metrics.csv run/metrics.csv || fail "metrics.csv differs from the uninterrupted run"
+  "$tess_ckpt" diff ref/checkpoints run/checkpoints || fail "final state differs from the uninterrupted run"
   ;;
 timelimit)
   id=$(sbatch "${sbatch_args[@]}" -t 1 --signal=B:USR1@40 "$src/jobs/tinylm.sbatch" \

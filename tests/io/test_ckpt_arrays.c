@@ -1,0 +1,164 @@
+/* test_ckpt_arrays - flat float32/float64/int64 arrays in a checkpoint without a registry
+ * (tess_ckpt_array): bitwise round trip at the writer's rank count, loads at other rank counts
+ * (argv: "write PATH" at P ranks, then "read PATH" at Q), the same hashes whatever the writer
+ * count, and the load's refusals (TESS_ERR_DATA naming dataset, expected and found) for a wrong
+ * dtype, a wrong length, a missing array and one flipped float64 element.
+ *
+ * Arrays: "a/x" float64 of 37 split into blocks over all ranks; "a/y" float64 of 10 split over
+ * min(2, ranks) blocks, each block held by several ranks (replicas); "a/c" int64 of 5 replicated
+ * with values above 2^53; "s" float32 of 3 replicated. Values are functions of the global index. */
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt_tamper.h"
+#include "core/runtime.h" /* tess_runtime_* */
+#include "dist/layout.h"  /* tess_dist_block_range */
+#include "io/ckpt.h"      /* tess_ckpt_* */
+#include "tess_test.h"
+
+enum { NX = 37, NY = 10, NC = 5, NS = 3, NARR = 4 };
+
+static double xval(int64_t i) { return sin((double)i) * 1e3 + (double)i * 1e-9; }
+static double yval(int64_t i) { return -1.0 / (double)(i + 3); }
+static int64_t cval(int64_t i) { return ((int64_t)1 << 60) + 12345 * i - 7; }
+static float sval(int64_t i) { return (float)i * 0.1f - 1.0f; }
+
+typedef struct {
+    double x[NX], y[NY];
+    int64_t c[NC];
+    float s[NS];
+    tess_ckpt_array arr[NARR];
+    tess_ckpt_state st;
+} state;
+
+/* This rank's ranges; fill: the reference values, else a poison pattern. */
+static void build(state *z, int rank, int size, bool fill) {
+    memset(z, 0, sizeof *z);
+    int64_t xlo, xhi, ylo, yhi;
+    tess_dist_block_range(NX, size, rank, &xlo, &xhi);
+    const int ny = size < 2 ? 1 : 2; /* y: ny blocks, block b held by ranks with rank % ny == b */
+    tess_dist_block_range(NY, ny, rank % ny, &ylo, &yhi);
+    for (int64_t i = xlo; i < xhi; i++) z->x[i - xlo] = fill ? xval(i) : NAN;
+    for (int64_t i = ylo; i < yhi; i++) z->y[i - ylo] = fill ? yval(i) : NAN;
+    for (int64_t i = 0; i < NC; i++) z->c[i] = fill ? cval(i) : -1;
+    for (int64_t i = 0; i < NS; i++) z->s[i] = fill ? sval(i) : NAN;
+    z->arr[0] = (tess_ckpt_array){"a/x", TESS_CKPT_F64, z->x, NX, xlo, xhi - xlo};
+    z->arr[1] = (tess_ckpt_array){"a/y", TESS_CKPT_F64, z->y, NY, ylo, yhi - ylo};
+    z->arr[2] = (tess_ckpt_array){"a/c", TESS_CKPT_I64, z->c, NC, 0, NC};
+    z->arr[3] = (tess_ckpt_array){"s", TESS_CKPT_F32, z->s, NS, 0, NS};
+    z->st = (tess_ckpt_state){.reg = NULL, .arrays = z->arr, .narrays = NARR, .step = 7,
+                              .seed = 99, .app = "test_ckpt_arrays"};
+}
+
+/* Every local element equals its reference, bit for bit. */
+static void check_values(const state *z, int rank, int size, const char *label) {
+    int64_t xlo, xhi, ylo, yhi, bad = 0;
+    tess_dist_block_range(NX, size, rank, &xlo, &xhi);
+    tess_dist_block_range(NY, size < 2 ? 1 : 2, rank % (size < 2 ? 1 : 2), &ylo, &yhi);
+    for (int64_t i = xlo; i < xhi; i++) {
+        double v = xval(i);
+        bad += memcmp(&z->x[i - xlo], &v, sizeof v) != 0;
+    }
+    for (int64_t i = ylo; i < yhi; i++) {
+        double v = yval(i);
+        bad += memcmp(&z->y[i - ylo], &v, sizeof v) != 0;
+    }
+    for (int64_t i = 0; i < NC; i++) bad += z->c[i] != cval(i);
+    for (int64_t i = 0; i < NS; i++) {
+        float v = sval(i);
+        bad += memcmp(&z->s[i], &v, sizeof v) != 0;
+    }
+    TESS_TEST_CHECK(bad == 0, "%s: %lld elements differ on rank %d", label, (long long)bad, rank);
+    TESS_TEST_CHECK(z->st.step == 7 && z->st.seed == 99, "%s: step %lld seed %llu", label,
+                    (long long)z->st.step, (unsigned long long)z->st.seed);
+}
+
+static void load_ok(MPI_Comm comm, int rank, int size, const char *path, const char *label) {
+    state z;
+    build(&z, rank, size, false);
+    tess_error_clear();
+    tess_status s = tess_ckpt_load(comm, path, &z.st);
+    TESS_TEST_CHECK(s == TESS_OK, "%s: load: %s", label, tess_error_text());
+    if (s == TESS_OK) check_values(&z, rank, size, label);
+    TESS_TEST_CHECK(tess_ckpt_verify(comm, path, NULL) == TESS_OK, "%s: verify: %s", label,
+                    tess_error_text());
+}
+
+/* Load with array k changed by edit (or a damaged file); expect TESS_ERR_DATA with needles. */
+static void load_bad(MPI_Comm comm, int rank, int size, const char *path, int k,
+                     tess_ckpt_dtype dtype, int64_t n_global, const char *label,
+                     const char *needle1, const char *needle2) {
+    state z;
+    build(&z, rank, size, false);
+    if (k >= 0) {
+        z.arr[k].dtype = dtype;
+        z.arr[k].n_global = n_global;
+        z.arr[k].first = 0;
+        z.arr[k].n_local = n_global;
+    }
+    double buf[64];
+    if (k >= 0) z.arr[k].data = buf;
+    tess_error_clear();
+    tess_status s = tess_ckpt_load(comm, path, &z.st);
+    const char *t = tess_error_text();
+    TESS_TEST_CHECK(s == TESS_ERR_DATA, "%s: status %s, expected TESS_ERR_DATA:\n%s", label,
+                    tess_status_name(s), t);
+    TESS_TEST_CHECK(strstr(t, needle1), "%s: no '%s' in:\n%s", label, needle1, t);
+    TESS_TEST_CHECK(!needle2 || strstr(t, needle2), "%s: no '%s' in:\n%s", label, needle2, t);
+    tess_error_clear();
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    tess_runtime rt;
+    if (tess_runtime_start(&rt, MPI_COMM_WORLD) != TESS_OK) return 1;
+    MPI_Comm comm = rt.comm;
+    const int rank = rt.rank, size = rt.size;
+    const char *mode = argc > 2 ? argv[1] : "all", *path = argc > 2 ? argv[2] : "arrays.h5";
+    if (strcmp(mode, "read") != 0) {
+        state z;
+        build(&z, rank, size, true);
+        TESS_TEST_CHECK(tess_ckpt_write(comm, path, &z.st) == TESS_OK, "write: %s",
+                        tess_error_text());
+    }
+    load_ok(comm, rank, size, path, strcmp(mode, "read") == 0 ? "reshard" : "round trip");
+    if (strcmp(mode, "all") == 0) {
+        load_bad(comm, rank, size, path, 1, TESS_CKPT_I64, NY, "wrong dtype",
+                 "dataset /a/y has type float64, expected int64", NULL);
+        load_bad(comm, rank, size, path, 2, TESS_CKPT_I64, NC + 1, "wrong length",
+                 "dataset /a/c has shape [5], expected [6]", NULL);
+        state z;
+        build(&z, rank, size, false);
+        double extra[2];
+        tess_ckpt_array more[NARR + 1];
+        memcpy(more, z.arr, sizeof z.arr);
+        more[NARR] = (tess_ckpt_array){"b/z", TESS_CKPT_F64, extra, 2, 0, 2};
+        z.st.arrays = more;
+        z.st.narrays = NARR + 1;
+        tess_error_clear();
+        tess_status s = tess_ckpt_load(comm, path, &z.st);
+        TESS_TEST_CHECK(s == TESS_ERR_DATA && strstr(tess_error_text(), "dataset /b/z is missing"),
+                        "missing array: %s", tess_error_text());
+        tess_error_clear();
+        /* one flipped byte of one float64 element: the load and verify refuse it */
+        int ok = 1;
+        if (rank == 0)
+            ok = tamper_copy(path, "bad.h5") == 0 &&
+                 tamper_flip_dataset("bad.h5", "/a/x", 8 * 20 + 3) == 0;
+        MPI_Bcast(&ok, 1, MPI_INT, 0, comm);
+        TESS_TEST_CHECK(ok, "tampering failed");
+        load_bad(comm, rank, size, "bad.h5", -1, TESS_CKPT_F64, 0, "flipped element",
+                 "dataset /a/x does not match its hash", "corrupt checkpoint 'bad.h5'");
+        tess_error_clear();
+        s = tess_ckpt_verify(comm, "bad.h5", NULL);
+        TESS_TEST_CHECK(s == TESS_ERR_DATA && strstr(tess_error_text(), "/a/x does not match"),
+                        "verify of the flipped file: %s", tess_error_text());
+        tess_error_clear();
+    }
+    int rc = tess_test_finish_mpi("test_ckpt_arrays", comm);
+    tess_runtime_finish(&rt, TESS_OK, true);
+    return rc;
+}
