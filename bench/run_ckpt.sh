@@ -184,7 +184,7 @@ def cell(xs):
     return f"**{v:.2f}**" + (f" ({min(xs):.2f}-{max(xs):.2f})" if len(xs) > 1 else "")
 
 
-print("### Machine and load\n")
+print("#### Machine and load\n")
 print(f"- Date: {facts['date']}; CPU: {facts['cpu']}; kernel {facts['kernel']}; "
       f"memory {facts['memory']}")
 print(f"- Files: {facts['fs']}; dirty background / dirty ratio {facts['dirty']}")
@@ -204,7 +204,7 @@ for what in ("write", "read"):
     tkey, rkey, pkey = (("tess_write", "raw_write", "torch_save") if what == "write"
                         else ("tess_read", "raw_read", "torch_load"))
     if what == "write":
-        print("\n### Write: save and commit\n")
+        print("\n#### Write: save and commit\n")
         print("MiB/s of the state (state MiB / median seconds over all repetitions). raw = one "
               "process write()s the bytes to one file in 64 MiB calls, fsync, close (fsync s: "
               "the fsync alone); Tessera = tess_ckpt_save (HDF5 file with hashes, fsync, rename, "
@@ -217,7 +217,7 @@ for what in ("write", "read"):
               "torch.save MiB/s | Tessera / torch | hash s |")
         print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     else:
-        print("\n### Read: load, page cache dropped first\n")
+        print("\n#### Read: load, page cache dropped first\n")
         print("MiB/s of the state. raw = pread() of the raw file into the same buffer; Tessera "
               "= tess_ckpt_load into the registry's existing buffers (structure check on rank "
               "0, collective reads, hashes compared; the benchmark then checks every element, "
@@ -246,7 +246,7 @@ for what in ("write", "read"):
           f"Goal Tessera >= 1x torch: worst row {worst['torch']:.2f}x, "
           f"{ok(worst['torch'], 1.0)}.")
 
-print("\n### Memory\n")
+print("\n#### Memory\n")
 print("Peak extra memory: VmHWM growth across the call (VmHWM reset to VmRSS just before, "
       "through /proc/self/clear_refs), max over ranks, median over repetitions; the goal for a "
       "save is at most the largest single tensor per rank. Written / read: bytes passed to "
