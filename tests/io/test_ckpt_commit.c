@@ -109,6 +109,7 @@ int main(int argc, char **argv) {
     TESS_TEST_CHECK(strcmp(latest, "ckpt_00000050.h5") == 0, "latest = '%s'", latest);
     TESS_TEST_CHECK(!exists("ck/latest.tmp") && !exists("ck/ckpt_00000050.h5.tmp"),
                     "tmp files left by save");
+    MPI_Barrier(comm); /* every rank has looked before rank 0 plants the stale files below */
 
     /* start-up: stale tmp files go, resume "" loads nothing, auto loads the newest */
     ON_ROOT(comm, rank, tamper_write_text("ck/ckpt_00000060.h5.tmp", "half a checkpoint"));
