@@ -27,7 +27,8 @@
  * before), max over ranks, against the largest local tensor. I/O volume: the growth of wchar and
  * rchar (/proc/self/io: bytes passed to write and read calls) across the save and the load,
  * summed over ranks, over the state bytes. --profile 1 also times the position-keyed hash
- * (tess_ckpt_hash_add) over the local state: the CPU pass that a save and a load add to the I/O.
+ * (tess_ckpt_hash_add) over the local state: the CPU pass that a save and a load add to the I/O
+ * (hash_s: the scheme written, tess-poshash32x-v2; hash_v1_s: format 1's tess-poshash64-v1).
  * Prints "key value" lines on rank 0: medians over --reps ("<op>_s"), and every repetition's
  * seconds in order ("<op>_all").
  */
@@ -276,14 +277,14 @@ static void remove_files(const bench *b) {
     MPI_Barrier(b->comm);
 }
 
-/* Seconds to hash the local state with the checkpoint hash (rank 0, barrier to barrier). */
-static double time_hash(const bench *b) {
+/* Seconds to hash the local state with hash scheme h (rank 0, barrier to barrier). */
+static double time_hash(const bench *b, tess_ckpt_hash_scheme h) {
     MPI_Barrier(b->comm);
     const double t0 = MPI_Wtime();
     uint64_t acc = 0;
     for (int64_t i = 0; i < tess_registry_count(b->reg); i++) {
         const tess_registry_entry *e = tess_registry_get(b->reg, i);
-        acc = tess_ckpt_hash_add(acc, tess_registry_param(b->reg, i), sizeof(float),
+        acc = tess_ckpt_hash_add(h, acc, tess_registry_param(b->reg, i), sizeof(float),
                                  e->global_offset[0] * COLS, e->local_count);
     }
     uint64_t sum;
@@ -326,7 +327,7 @@ static tess_status run(MPI_Comm comm, int argc, char **argv) {
     TESS_CHECK(bench_build(&b, mib, ntensors));
     bench_fill(&b);
     const bool hwm_reset = tess_bench_reset_hwm(); /* else VmHWM growth includes the fill */
-    double t[OP_COUNT][MAX_REPS] = {{0}}, fs[MAX_REPS] = {0}, hash_s = 0.0;
+    double t[OP_COUNT][MAX_REPS] = {{0}}, fs[MAX_REPS] = {0}, hash_s = 0.0, hash_v1_s = 0.0;
     int64_t hwm[2][MAX_REPS] = {{0}}, io[OP_COUNT][MAX_REPS] = {{0}}, bad = 0, file_bytes = -1;
     const char *drop = "none";
     for (int64_t r = 0; r < reps; r++) {
@@ -357,7 +358,10 @@ static tess_status run(MPI_Comm comm, int argc, char **argv) {
         hwm[0][r] = c[OP_TESS_WRITE].hwm_kib;
         hwm[1][r] = c[OP_TESS_READ].hwm_kib;
     }
-    if (profile) hash_s = time_hash(&b);
+    if (profile) {
+        hash_s = time_hash(&b, TESS_CKPT_HASH_V2);
+        hash_v1_s = time_hash(&b, TESS_CKPT_HASH_V1);
+    }
 
     if (b.rank == 0) {
         const int n = (int)reps;
@@ -383,7 +387,7 @@ static tess_status run(MPI_Comm comm, int argc, char **argv) {
                tess_bench_median(h[1], n));
         printf("save_wchar_per_state_byte %.4f\nload_rchar_per_state_byte %.4f\n",
                tess_bench_median(v[OP_TESS_WRITE], n), tess_bench_median(v[OP_TESS_READ], n));
-        if (profile) printf("hash_s %.4f\n", hash_s);
+        if (profile) printf("hash_s %.4f\nhash_v1_s %.4f\n", hash_s, hash_v1_s);
         printf("load_mismatches %lld\n", (long long)bad);
     }
     tess_registry_destroy(&b.reg);

@@ -212,10 +212,12 @@ for what in ("write", "read"):
               "os.fsync. Ratios (bold: median, in brackets the range): at 1 rank per "
               "repetition against the raw write of the same process, at 2 ranks and against "
               "torch per round. hash s = tess_ckpt_hash_add over the local state alone (round "
-              "1); model = raw / (raw + hash): the ratio if the hash were Tessera's only cost.\n")
+              "1), with the hash written (tess-poshash32x-v2; v1 s: format 1's "
+              "tess-poshash64-v1, still read); model = raw / (raw + hash): the ratio if the "
+              "hash were Tessera's only cost.\n")
         print("| state MiB | ranks | raw MiB/s | fsync s | Tessera MiB/s | Tessera / raw | model | "
-              "torch.save MiB/s | Tessera / torch | hash s |")
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+              "torch.save MiB/s | Tessera / torch | hash s | v1 s |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     else:
         print("\n#### Read: load, page cache dropped first\n")
         print("MiB/s of the state. raw = pread() of the raw file into the same buffer; Tessera "
@@ -223,8 +225,8 @@ for what in ("write", "read"):
               "0, collective reads, hashes compared; the benchmark then checks every element, "
               "untimed); torch = torch.load (allocates new tensors). Ratios and model as above.\n")
         print("| state MiB | ranks | raw MiB/s | Tessera MiB/s | Tessera / raw | model | "
-              "torch.load MiB/s | Tessera / torch | hash s |")
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+              "torch.load MiB/s | Tessera / torch | hash s | v1 s |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     worst = {"raw": float("inf"), "torch": float("inf")}
     for m in sizes:
         raw_s = seconds(m, "np1", rkey)
@@ -239,7 +241,8 @@ for what in ("write", "read"):
                 cols.append(f"{seconds(m, 'np1', 'raw_fsync'):.2f}" if ranks == 1 else "")
             cols += [f"{rate(m, side, tkey):.0f}", cell(vr),
                      f"{raw_s / (raw_s + float(h)):.2f}" if h else "n/a",
-                     f"{rate(m, 'torch', pkey):.0f}", cell(vt), h or "n/a"]
+                     f"{rate(m, 'torch', pkey):.0f}", cell(vt), h or "n/a",
+                     runs[m, side, 1].get("hash_v1_s", "n/a")]
             print("| " + " | ".join(cols) + " |")
     ok = lambda v, g: "met" if v >= g else "**not met**"
     print(f"\nGoal Tessera >= 0.8x raw: worst row {worst['raw']:.2f}x, {ok(worst['raw'], 0.8)}. "

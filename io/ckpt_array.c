@@ -112,10 +112,11 @@ tess_status ckpt_array_plan(MPI_Comm comm, const tess_ckpt_state *st, ckpt_span 
     return s;
 }
 
-uint64_t ckpt_array_hash(uint64_t acc, const tess_ckpt_array *a, const ckpt_span *sp) {
+uint64_t ckpt_array_hash(tess_ckpt_hash_scheme h, uint64_t acc, const tess_ckpt_array *a,
+                         const ckpt_span *sp) {
     if (sp->count == 0) return acc;
     const size_t es = ckpt_dtype_size(a->dtype);
-    return tess_ckpt_hash_add(acc, (const char *)a->data + (size_t)sp->moff * es, es, sp->off,
+    return tess_ckpt_hash_add(h, acc, (const char *)a->data + (size_t)sp->moff * es, es, sp->off,
                               sp->count);
 }
 

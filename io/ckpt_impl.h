@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "core/status.h" /* tess_status */
-#include "io/ckpt.h"     /* tess_ckpt_state */
+#include "io/ckpt.h"     /* tess_ckpt_state, tess_ckpt_hash_scheme */
 
 enum {
     CKPT_SET_NAME_MAX = 64,  /* bytes of a set or counter name, including the NUL */
@@ -101,8 +101,10 @@ typedef struct {
  * entry is block-cyclic. TESS_ERR_ARG on every rank on failure. Collective on comm. */
 tess_status ckpt_plan(MPI_Comm comm, const tess_registry *reg, ckpt_region *regions,
                       bool *has_bc);
-/* acc + the hash terms of region r of entry e, whose local block is `local` (row-major). */
-uint64_t ckpt_hash_region(uint64_t acc, const tess_registry_entry *e, const ckpt_region *r,
+/* acc + the hash terms (scheme h) of region r of entry e, whose local block is `local`
+ * (row-major). */
+uint64_t ckpt_hash_region(tess_ckpt_hash_scheme h, uint64_t acc, const tess_registry_entry *e,
+                          const ckpt_region *r,
                           const float *local);
 
 /* --- flat arrays (ckpt_array.c) ------------------------------------------------------------ */
@@ -122,8 +124,9 @@ const char *ckpt_dtype_name(tess_ckpt_dtype t);
  * the distinct ranges tile [0, n_global); ranks holding the same range split it. TESS_ERR_ARG on
  * every rank on failure. Collective on comm. */
 tess_status ckpt_array_plan(MPI_Comm comm, const tess_ckpt_state *st, ckpt_span *spans);
-/* acc + the hash terms of span sp of array a. */
-uint64_t ckpt_array_hash(uint64_t acc, const tess_ckpt_array *a, const ckpt_span *sp);
+/* acc + the hash terms (scheme h) of span sp of array a. */
+uint64_t ckpt_array_hash(tess_ckpt_hash_scheme h, uint64_t acc, const tess_ckpt_array *a,
+                         const ckpt_span *sp);
 /* Rank 0, file open: array a is present as a 1-D dataset of its dtype and length with a hash;
  * problems go to m. */
 void ckpt_array_check(hid_t f, const tess_ckpt_array *a, ckpt_msgs *m);

@@ -417,8 +417,9 @@ static tess_status verify_structure(hid_t f, const char *path, char **manifest, 
 
 /* Hash sum of this rank's rows of dataset path (rounds of whole rows, the same number of
  * collective reads on every rank). Strings are hashed as bytes. */
-static void hash_rows(hid_t f, const char *path, int rank, int size, hid_t dxpl, void **buf,
-                      size_t *cap, uint64_t *sum, int64_t *count, uint64_t *stored, read_err *r) {
+static void hash_rows(hid_t f, const char *path, tess_ckpt_hash_scheme h, int rank, int size,
+                      hid_t dxpl, void **buf, size_t *cap, uint64_t *sum, int64_t *count,
+                      uint64_t *stored, read_err *r) {
     *sum = 0;
     *count = 0;
     *stored = 0;
@@ -475,9 +476,10 @@ static void hash_rows(hid_t f, const char *path, int rank, int size, hid_t dxpl,
         if (d >= 0 && mt >= 0 && *buf && H5Dread(d, mt, msel, fsel, dxpl, *buf) < 0)
             rfail(r, TESS_ERR_DATA, "cannot read dataset %s", path);
         else if (mine)
-            *sum = text ? tess_ckpt_hash_add(*sum, *buf, 1, lo * rowlen * (int64_t)esize,
+            *sum = text ? tess_ckpt_hash_add(h, *sum, *buf, 1, lo * rowlen * (int64_t)esize,
                                              (hi - lo) * rowlen * (int64_t)esize)
-                        : tess_ckpt_hash_add(*sum, *buf, esize, lo * rowlen, (hi - lo) * rowlen);
+                        : tess_ckpt_hash_add(h, *sum, *buf, esize, lo * rowlen,
+                                             (hi - lo) * rowlen);
         H5Sclose(msel);
         if (fsel >= 0) H5Sclose(fsel);
     }
@@ -553,7 +555,8 @@ static tess_status verify_impl(MPI_Comm comm, const char *path, tess_ckpt_info *
     for (int64_t k = 0; k < np; k++) {
         uint64_t sum, total, stored;
         int64_t count;
-        hash_rows(f, paths[k], rank, size, dxpl, &buf, &cap, &sum, &count, &stored, &r);
+        hash_rows(f, paths[k], (tess_ckpt_hash_scheme)in.format_version, rank, size, dxpl, &buf,
+                  &cap, &sum, &count, &stored, &r);
         int e = MPI_Allreduce(&sum, &total, 1, MPI_UINT64_T, MPI_SUM, comm);
         if (e != MPI_SUCCESS) rfail(&r, TESS_ERR_MPI, "MPI_Allreduce of the hash of %s", paths[k]);
         uint64_t h = tess_ckpt_hash_final(total, count);
@@ -595,8 +598,8 @@ tess_status tess_ckpt_verify(MPI_Comm comm, const char *path, tess_ckpt_info *in
 /* Read entry e of one set into its local view (block-cyclic: through rank 0 and a scatter) and
  * return this rank's hash terms. */
 static uint64_t read_entry(hid_t d, const tess_registry_entry *e, const ckpt_region *rg,
-                           float *local, const tess_group *g, int rank, hid_t dxpl,
-                           read_err *r, tess_status *fatal) {
+                           float *local, const tess_group *g, tess_ckpt_hash_scheme h, int rank,
+                           hid_t dxpl, read_err *r, tess_status *fatal) {
     hsize_t gd[TESS_MAX_DIMS], ld[TESS_MAX_DIMS], off[TESS_MAX_DIMS], one = 1;
     for (int i = 0; i < e->ndim; i++) {
         gd[i] = (hsize_t)e->shape[i];
@@ -631,7 +634,7 @@ static uint64_t read_entry(hid_t d, const tess_registry_entry *e, const ckpt_reg
         rfail(r, TESS_ERR_DATA, "cannot read dataset of %s", e->name);
     H5Sclose(msel);
     H5Sclose(fsel);
-    uint64_t acc = ckpt_hash_region(0, e, rg, dst);
+    uint64_t acc = ckpt_hash_region(h, 0, e, rg, dst);
     if (rg->block_cyclic) {
         tess_status s = tess_dist_scatter_global(g, &e->layout, e->ndim, e->shape, global, local);
         if (s != TESS_OK)
@@ -643,8 +646,8 @@ static uint64_t read_entry(hid_t d, const tess_registry_entry *e, const ckpt_reg
 
 /* Read this rank's range of array a (collective: every rank calls it, possibly selecting
  * nothing) and return the hash terms of its span; the stored hash goes to *stored. */
-static uint64_t read_array(hid_t f, const tess_ckpt_array *a, const ckpt_span *sp, hid_t dxpl,
-                           uint64_t *stored, read_err *r) {
+static uint64_t read_array(hid_t f, const tess_ckpt_array *a, const ckpt_span *sp,
+                           tess_ckpt_hash_scheme h, hid_t dxpl, uint64_t *stored, read_err *r) {
     char path[CKPT_SET_NAME_MAX + 2];
     snprintf(path, sizeof path, "/%s", a->name);
     hid_t d = H5Dopen2(f, path, H5P_DEFAULT);
@@ -668,7 +671,7 @@ static uint64_t read_array(hid_t f, const tess_ckpt_array *a, const ckpt_span *s
     H5Sclose(msel);
     H5Sclose(fsel);
     if (d >= 0) H5Dclose(d);
-    return ckpt_array_hash(0, a, sp);
+    return ckpt_array_hash(h, 0, a, sp);
 }
 
 static tess_status load_impl(MPI_Comm comm, const char *path, tess_ckpt_state *st) {
@@ -709,6 +712,7 @@ static tess_status load_impl(MPI_Comm comm, const char *path, tess_ckpt_state *s
     if (s == TESS_OK) {
         hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
         H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
+        const tess_ckpt_hash_scheme h = (tess_ckpt_hash_scheme)info.format_version;
         for (int k = 0; k < ckpt_nsets(st) && s == TESS_OK; k++) {
             float *base = ckpt_set_data(st, k);
             for (int64_t i = 0; i < n && s == TESS_OK; i++) {
@@ -719,13 +723,14 @@ static tess_status load_impl(MPI_Comm comm, const char *path, tess_ckpt_state *s
                 if (d < 0) rfail(&r, TESS_ERR_DATA, "cannot open dataset %s", p);
                 if (d >= 0 && ckpt_attr_read_u64(d, "hash", &stored[k * n + i]) != 0)
                     rfail(&r, TESS_ERR_DATA, "cannot read the hash of %s", p);
-                acc[k * n + i] = read_entry(d, e, &regions[i], base + e->flat_offset, g, rank,
-                                            dxpl, &r, &s);
+                acc[k * n + i] = read_entry(d, e, &regions[i], base + e->flat_offset, g, h,
+                                            rank, dxpl, &r, &s);
                 if (d >= 0) H5Dclose(d);
             }
         }
         for (int k = 0; k < st->narrays && s == TESS_OK; k++)
-            acc[nt + k] = read_array(f, &st->arrays[k], &spans[k], dxpl, &stored[nt + k], &r);
+            acc[nt + k] =
+                read_array(f, &st->arrays[k], &spans[k], h, dxpl, &stored[nt + k], &r);
         H5Pclose(dxpl);
         for (int c = 0; c < st->ncounters && s == TESS_OK; c++) {
             const char *name = st->counters[c].name, *slash = strrchr(name, '/');

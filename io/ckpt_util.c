@@ -486,8 +486,8 @@ done:
     return s;
 }
 
-uint64_t ckpt_hash_region(uint64_t acc, const tess_registry_entry *e, const ckpt_region *r,
-                          const float *local) {
+uint64_t ckpt_hash_region(tess_ckpt_hash_scheme h, uint64_t acc, const tess_registry_entry *e,
+                          const ckpt_region *r, const float *local) {
     if (r->count == 0) return acc;
     /* pad to 4 dims with leading ones */
     int64_t gs[4] = {1, 1, 1, 1}, ls[4] = {1, 1, 1, 1}, off[4] = {0}, cnt[4] = {1, 1, 1, 1},
@@ -506,7 +506,7 @@ uint64_t ckpt_hash_region(uint64_t acc, const tess_registry_entry *e, const ckpt
                 int64_t g = (((off[0] + a) * gs[1] + off[1] + b) * gs[2] + off[2] + c) * gs[3] +
                             off[3];
                 int64_t m = (((mo[0] + a) * ls[1] + mo[1] + b) * ls[2] + mo[2] + c) * ls[3] + mo[3];
-                acc = tess_ckpt_hash_add(acc, local + m, sizeof(float), g, cnt[3]);
+                acc = tess_ckpt_hash_add(h, acc, local + m, sizeof(float), g, cnt[3]);
             }
     return acc;
 }

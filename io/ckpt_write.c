@@ -21,6 +21,7 @@ typedef struct {
     char created_utc[32];
     char *config; /* malloc'ed copy of rank 0's config text */
     int64_t config_len;
+    int64_t version; /* format_version to write; it selects the hash scheme */
 } shared_meta;
 
 static tess_status share_meta(MPI_Comm comm, int rank, const tess_ckpt_state *st, shared_meta *m) {
@@ -32,9 +33,12 @@ static tess_status share_meta(MPI_Comm comm, int rank, const tess_ckpt_state *st
         gmtime_r(&now, &tm);
         strftime(m->created_utc, sizeof m->created_utc, "%Y-%m-%dT%H:%M:%SZ", &tm);
         m->config_len = (int64_t)strlen(text);
+        const char *v = getenv("TESS_CKPT_TEST_FORMAT_VERSION"); /* test hook, see ckpt.h */
+        m->version = v && strcmp(v, "1") == 0 ? 1 : TESS_CKPT_FORMAT_VERSION;
     }
     TESS_MPI_CHECK(MPI_Bcast(m->created_utc, (int)sizeof m->created_utc, MPI_CHAR, 0, comm));
     TESS_MPI_CHECK(MPI_Bcast(&m->config_len, 1, MPI_INT64_T, 0, comm));
+    TESS_MPI_CHECK(MPI_Bcast(&m->version, 1, MPI_INT64_T, 0, comm));
     TESS_REQUIRE(m->config_len < INT32_MAX, TESS_ERR_ARG, "config text of %lld bytes is too long",
                  (long long)m->config_len);
     m->config = malloc((size_t)m->config_len + 1);
@@ -158,13 +162,14 @@ static void region_spaces(const tess_registry_entry *e, const ckpt_region *r, hi
 /* A string dataset (fixed-length UTF-8, NULL-padded) of nrows x width bytes, written by rank 0,
  * hashed over its bytes. nrows 0: a scalar. */
 static void write_text(hid_t file, const char *path, const char *bytes, int64_t nrows,
-                       size_t width, int rank, hid_t dxpl, write_err *w) {
+                       size_t width, tess_ckpt_hash_scheme h, int rank, hid_t dxpl,
+                       write_err *w) {
     hid_t t = H5Tcopy(H5T_C_S1);
     if (t < 0 || H5Tset_size(t, width) < 0 || H5Tset_strpad(t, H5T_STR_NULLPAD) < 0 ||
         H5Tset_cset(t, H5T_CSET_UTF8) < 0)
         fail(w, TESS_ERR_IO, "cannot make the string type of %s", path);
     const int64_t total = (nrows ? nrows : 1) * (int64_t)width;
-    uint64_t hash = tess_ckpt_hash_final(tess_ckpt_hash_add(0, bytes, 1, 0, total), total);
+    uint64_t hash = tess_ckpt_hash_final(tess_ckpt_hash_add(h, 0, bytes, 1, 0, total), total);
     hsize_t dims = (hsize_t)nrows;
     hid_t fsel = nrows ? H5Screate_simple(1, &dims, NULL) : H5Screate(H5S_SCALAR);
     hid_t msel = nrows ? H5Screate_simple(1, &dims, NULL) : H5Screate(H5S_SCALAR);
@@ -190,12 +195,12 @@ static void write_root_attrs(hid_t file, const tess_ckpt_state *st, const shared
                 {"app", st->app ? st->app : ""},
                 {"created_utc", m->created_utc},
                 {"model_digest", digest},
-                {"hash_algorithm", TESS_CKPT_HASH_ALGORITHM},
+                {"hash_algorithm", tess_ckpt_hash_name((tess_ckpt_hash_scheme)m->version)},
                 {"rng", "philox4x32-10"}};
     struct {
         const char *name;
         int64_t value;
-    } ints[] = {{"format_version", TESS_CKPT_FORMAT_VERSION},
+    } ints[] = {{"format_version", m->version},
                 {"step", st->step},
                 {"data_cursor", st->data_cursor},
                 {"world_size", size}};
@@ -254,11 +259,12 @@ static char *make_manifest(const tess_ckpt_state *st, int64_t *nrows, size_t *wi
 
 /* Every flat array: hash (all-reduced), create, write this rank's span. */
 static tess_status write_arrays(MPI_Comm comm, hid_t file, const tess_ckpt_state *st,
-                                const ckpt_span *spans, hid_t dxpl, write_err *w) {
+                                const ckpt_span *spans, tess_ckpt_hash_scheme h, hid_t dxpl,
+                                write_err *w) {
     for (int k = 0; k < st->narrays; k++) {
         const tess_ckpt_array *a = &st->arrays[k];
         const ckpt_span *sp = &spans[k];
-        uint64_t acc = ckpt_array_hash(0, a, sp), sum;
+        uint64_t acc = ckpt_array_hash(h, 0, a, sp), sum;
         TESS_MPI_CHECK(MPI_Allreduce(&acc, &sum, 1, MPI_UINT64_T, MPI_SUM, comm));
         char path[CKPT_SET_NAME_MAX + 2], layout[96];
         snprintf(path, sizeof path, "/%s", a->name);
@@ -294,8 +300,8 @@ static tess_status write_arrays(MPI_Comm comm, hid_t file, const tess_ckpt_state
 
 /* Every tensor dataset: hash (all-reduced), create, write the region. */
 static tess_status write_tensors(MPI_Comm comm, hid_t file, const tess_ckpt_state *st,
-                                 const ckpt_region *regions, const tess_group *g, int rank,
-                                 hid_t dxpl, write_err *w) {
+                                 const ckpt_region *regions, const tess_group *g,
+                                 tess_ckpt_hash_scheme h, int rank, hid_t dxpl, write_err *w) {
     const int64_t n = ckpt_reg_count(st);
     for (int s = 0; s < ckpt_nsets(st); s++) {
         const float *base = ckpt_set_data(st, s);
@@ -320,7 +326,7 @@ static tess_status write_tensors(MPI_Comm comm, hid_t file, const tess_ckpt_stat
                 }
                 local = global;
             }
-            uint64_t acc = ckpt_hash_region(0, e, r, local), sum;
+            uint64_t acc = ckpt_hash_region(h, 0, e, r, local), sum;
             int me = MPI_Allreduce(&acc, &sum, 1, MPI_UINT64_T, MPI_SUM, comm);
             if (me != MPI_SUCCESS) {
                 free(global);
@@ -371,14 +377,15 @@ static tess_status write_tmp(MPI_Comm comm, const char *tmp, const tess_ckpt_sta
     hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
     if (dxpl < 0 || H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE) < 0)
         fail(&w, TESS_ERR_IO, "cannot make the transfer list of '%s'", tmp);
+    const tess_ckpt_hash_scheme h = (tess_ckpt_hash_scheme)meta->version;
     write_root_attrs(file, st, meta, size, &w);
-    s = write_tensors(comm, file, st, regions, g, rank, dxpl, &w);
-    if (s == TESS_OK) s = write_arrays(comm, file, st, spans, dxpl, &w);
+    s = write_tensors(comm, file, st, regions, g, h, rank, dxpl, &w);
+    if (s == TESS_OK) s = write_arrays(comm, file, st, spans, h, dxpl, &w);
     if (s == TESS_OK) { /* s is the same on every rank */
         write_counters(file, st, &w);
         write_text(file, "/config", meta->config, 0,
-                   meta->config_len ? (size_t)meta->config_len : 1, rank, dxpl, &w);
-        write_text(file, "/manifest", manifest, nrows, width, rank, dxpl, &w);
+                   meta->config_len ? (size_t)meta->config_len : 1, h, rank, dxpl, &w);
+        write_text(file, "/manifest", manifest, nrows, width, h, rank, dxpl, &w);
         if (rank == 0) ckpt_test_kill("after_write");
     }
     free(manifest);

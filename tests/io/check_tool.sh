@@ -37,7 +37,7 @@ expect 64 'bad command line for frobnicate' -- "$tool" frobnicate good.h5
 
 # a checkpoint directory: its latest pointer is followed
 mkdir -p dir && cp good.h5 dir/ckpt_00000042.h5 && echo ckpt_00000042.h5 > dir/latest
-expect 0 'dir/ckpt_00000042.h5: tessera-checkpoint v1, step 42' -- "$tool" meta dir
+expect 0 'dir/ckpt_00000042.h5: tessera-checkpoint v2, step 42' -- "$tool" meta dir
 
 # one flipped byte inside /params/head.b
 cp good.h5 flipped.h5

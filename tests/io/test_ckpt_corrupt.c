@@ -139,7 +139,7 @@ int main(int argc, char **argv) {
     TAMPER(comm, rank,
            tamper_set_int_attr(bad, "/", "format_version", TESS_CKPT_FORMAT_VERSION + 1));
     expect(comm, rank, size, "format_version + 1", OP_LOAD, bad, TESS_ERR_DATA,
-           "checkpoint 'bad.h5' has format_version 2, newer than this build reads (1)", NULL);
+           "checkpoint 'bad.h5' has format_version 3, newer than this build reads (2)", NULL);
     TAMPER(comm, rank, tamper_delete_attr(bad, "/", "format"));
     expect(comm, rank, size, "no format attribute", OP_VERIFY, bad, TESS_ERR_DATA,
            "'bad.h5' is not a Tessera checkpoint (no 'format' attribute)", NULL);

@@ -1,6 +1,7 @@
-/* test_ckpt_hash - the position-keyed checkpoint hash (io/ckpt.h): values pinned by an independent
- * Python implementation, independent of how the elements are split among hashers, and changed by
- * every single-bit flip and by swapping two elements; the model digest follows names and shapes
+/* test_ckpt_hash - the position-keyed checkpoint hashes (io/ckpt.h), both schemes: values pinned
+ * by an independent NumPy implementation (tests/io/check_h5py.py --pins), independent of how the
+ * elements are split among hashers (also across the 2^32 word-index boundary of v2), and changed
+ * by every single-bit flip and by swapping two elements; the model digest follows names and shapes
  * but not layouts. */
 #include <mpi.h>
 #include <stdint.h>
@@ -9,8 +10,22 @@
 #include "io/ckpt.h" /* tess_ckpt_hash_*, tess_ckpt_model_digest */
 #include "tess_test.h"
 
-static uint64_t hash_all(const float *x, int64_t n) {
-    return tess_ckpt_hash_final(tess_ckpt_hash_add(0, x, sizeof *x, 0, n), n);
+static uint64_t hash_all(tess_ckpt_hash_scheme h, const void *x, size_t es, int64_t first,
+                         int64_t n) {
+    return tess_ckpt_hash_final(tess_ckpt_hash_add(h, 0, x, es, first, n), n);
+}
+
+/* The hash of x[0..n) (elements first..) summed in `parts` consecutive pieces, last first. */
+static uint64_t hash_split(tess_ckpt_hash_scheme h, const void *x, size_t es, int64_t first,
+                           int64_t n, int parts) {
+    uint64_t acc = 0;
+    for (int p = parts - 1; p >= 0; p--) {
+        int64_t lo, hi;
+        tess_dist_block_range(n, parts, p, &lo, &hi);
+        acc = tess_ckpt_hash_add(h, acc, (const char *)x + (size_t)lo * es, es, first + lo,
+                                 hi - lo);
+    }
+    return tess_ckpt_hash_final(acc, n);
 }
 
 static uint64_t digest_of(int64_t rows, tess_layout l) {
@@ -26,34 +41,31 @@ static uint64_t digest_of(int64_t rows, tess_layout l) {
     return d;
 }
 
-int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
-    /* pinned values (computed with NumPy from the definition in io/ckpt.h) */
-    const float three[3] = {1.0f, -2.5f, 3.25f};
-    TESS_TEST_CHECK(hash_all(three, 3) == 0xdbea91fe1c1ecc48ull, "float32 hash %016llx",
-                    (unsigned long long)hash_all(three, 3));
-    uint64_t b = tess_ckpt_hash_final(tess_ckpt_hash_add(0, "tessera", 1, 0, 7), 7);
-    TESS_TEST_CHECK(b == 0x3c0f6810b33b593eull, "byte hash %016llx", (unsigned long long)b);
-    const double two[2] = {1.5, -0.0};
-    uint64_t d = tess_ckpt_hash_final(tess_ckpt_hash_add(0, two, 8, 10, 2), 2);
-    TESS_TEST_CHECK(d == 0xe25e6ad7ddc7fe65ull, "float64 hash from index 10 %016llx",
-                    (unsigned long long)d);
-
-    /* any split into consecutive pieces, hashed in any order, gives the same hash */
+/* Splits, single-bit flips, a swap and the count, for scheme h. */
+static void check_properties(tess_ckpt_hash_scheme h) {
     enum { N = 1000 };
     float x[N];
-    for (int i = 0; i < N; i++) x[i] = (float)i * 0.37f - 11.0f;
-    const uint64_t whole = hash_all(x, N);
-    for (int parts = 1; parts <= 7; parts++) {
-        uint64_t acc = 0;
-        for (int p = parts - 1; p >= 0; p--) {
-            int64_t lo, hi;
-            tess_dist_block_range(N, parts, p, &lo, &hi);
-            acc = tess_ckpt_hash_add(acc, x + lo, sizeof *x, lo, hi - lo);
-        }
-        TESS_TEST_CHECK(tess_ckpt_hash_final(acc, N) == whole, "split into %d parts", parts);
+    double y[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = (float)i * 0.37f - 11.0f;
+        y[i] = (double)i * 1.37 - 5.0;
     }
-    /* every single-bit flip changes it; so does swapping two elements */
+    const int64_t near = (INT64_C(1) << 32) - 300; /* v2: float32 words cross 2^32 */
+    const int64_t near8 = (INT64_C(1) << 31) - 300; /* v2: float64 words cross 2^32 */
+    const uint64_t whole = hash_all(h, x, 4, 0, N);
+    for (int parts = 1; parts <= 7; parts++) {
+        TESS_TEST_CHECK(hash_split(h, x, 4, 0, N, parts) == whole, "v%d: split into %d parts",
+                        (int)h, parts);
+        TESS_TEST_CHECK(hash_split(h, x, 4, near, N, parts) == hash_all(h, x, 4, near, N),
+                        "v%d: float32 near 2^32, split into %d parts", (int)h, parts);
+        TESS_TEST_CHECK(hash_split(h, y, 8, near8, N, parts) == hash_all(h, y, 8, near8, N),
+                        "v%d: float64 near 2^31, split into %d parts", (int)h, parts);
+        TESS_TEST_CHECK(hash_split(h, "tessera checkpoint", 1, 3, 18, parts) ==
+                            hash_all(h, "tessera checkpoint", 1, 3, 18),
+                        "v%d: bytes split into %d parts", (int)h, parts);
+    }
+    TESS_TEST_CHECK(hash_all(h, x, 4, near, N) != hash_all(h, x, 4, near + 1, N),
+                    "v%d: the position is part of the hash", (int)h);
     int unchanged = 0;
     for (int i = 0; i < 64; i++)
         for (int bit = 0; bit < 32; bit++) {
@@ -62,16 +74,71 @@ int main(int argc, char **argv) {
             u ^= 1u << bit;
             float saved = x[i];
             memcpy(&x[i], &u, 4);
-            unchanged += hash_all(x, N) == whole;
+            unchanged += hash_all(h, x, 4, 0, N) == whole;
             x[i] = saved;
         }
-    TESS_TEST_CHECK(unchanged == 0, "%d of 2048 single-bit flips left the hash unchanged",
-                    unchanged);
+    TESS_TEST_CHECK(unchanged == 0, "v%d: %d of 2048 single-bit flips left the hash unchanged",
+                    (int)h, unchanged);
+    const uint64_t whole8 = hash_all(h, y, 8, 0, N);
+    unchanged = 0;
+    for (int i = 0; i < 8; i++)
+        for (int bit = 0; bit < 64; bit++) {
+            uint64_t u;
+            memcpy(&u, &y[i], 8);
+            u ^= UINT64_C(1) << bit;
+            double saved = y[i];
+            memcpy(&y[i], &u, 8);
+            unchanged += hash_all(h, y, 8, 0, N) == whole8;
+            y[i] = saved;
+        }
+    TESS_TEST_CHECK(unchanged == 0, "v%d: %d of 512 float64 bit flips left the hash unchanged",
+                    (int)h, unchanged);
     float t = x[5];
     x[5] = x[6];
     x[6] = t;
-    TESS_TEST_CHECK(hash_all(x, N) != whole, "swapping two elements left the hash unchanged");
-    TESS_TEST_CHECK(hash_all(x, N - 1) != hash_all(x, N), "the count is part of the hash");
+    TESS_TEST_CHECK(hash_all(h, x, 4, 0, N) != whole, "v%d: swapping two elements left the hash "
+                    "unchanged", (int)h);
+    TESS_TEST_CHECK(hash_all(h, x, 4, 0, N - 1) != hash_all(h, x, 4, 0, N),
+                    "v%d: the count is part of the hash", (int)h);
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    /* pinned values (python3 tests/io/check_h5py.py --pins) */
+    const float three[3] = {1.0f, -2.5f, 3.25f};
+    const double two[2] = {1.5, -0.0};
+    const struct {
+        tess_ckpt_hash_scheme h;
+        const void *data;
+        size_t es;
+        int64_t first, n;
+        uint64_t expect;
+        const char *what;
+    } pins[] = {
+        {TESS_CKPT_HASH_V1, three, 4, 0, 3, 0xdbea91fe1c1ecc48ull, "v1 float32"},
+        {TESS_CKPT_HASH_V1, "tessera", 1, 0, 7, 0x3c0f6810b33b593eull, "v1 bytes"},
+        {TESS_CKPT_HASH_V1, two, 8, 10, 2, 0xe25e6ad7ddc7fe65ull, "v1 float64 from index 10"},
+        {TESS_CKPT_HASH_V2, three, 4, 0, 3, 0xcc2aba1e60ab46f8ull, "v2 float32"},
+        {TESS_CKPT_HASH_V2, "tessera", 1, 0, 7, 0x413b985710f49ac7ull, "v2 bytes"},
+        {TESS_CKPT_HASH_V2, two, 8, 10, 2, 0xc30fa2af2a7bf29full, "v2 float64 from index 10"},
+    };
+    for (size_t i = 0; i < sizeof pins / sizeof pins[0]; i++) {
+        uint64_t got = hash_all(pins[i].h, pins[i].data, pins[i].es, pins[i].first, pins[i].n);
+        TESS_TEST_CHECK(got == pins[i].expect, "%s hash %016llx, expected %016llx", pins[i].what,
+                        (unsigned long long)got, (unsigned long long)pins[i].expect);
+    }
+    /* 40 float32 (bits i * 2654435761) from element 2^32 - 17: the high key changes at 2^32 */
+    uint32_t ramp[40];
+    for (uint32_t i = 0; i < 40; i++) ramp[i] = i * 2654435761u;
+    uint64_t r = hash_all(TESS_CKPT_HASH_V2, ramp, 4, (INT64_C(1) << 32) - 17, 40);
+    TESS_TEST_CHECK(r == 0x42bdc70acbbcdcc2ull, "v2 ramp across 2^32: %016llx",
+                    (unsigned long long)r);
+    TESS_TEST_CHECK(strcmp(tess_ckpt_hash_name(TESS_CKPT_HASH_V1), "tess-poshash64-v1") == 0 &&
+                        strcmp(tess_ckpt_hash_name(TESS_CKPT_HASH_V2), "tess-poshash32x-v2") == 0,
+                    "hash names");
+
+    check_properties(TESS_CKPT_HASH_V1);
+    check_properties(TESS_CKPT_HASH_V2);
 
     /* the model digest: names and shapes, not layouts */
     const uint64_t d4 = digest_of(4, tess_layout_replicated());

@@ -1,13 +1,18 @@
 /* test_ckpt_roundtrip - checkpoints are bitwise round trips at any rank count and reshard on load.
  *   test_ckpt_roundtrip              write rt.h5 at P ranks, verify it, load it back, compare
  *   test_ckpt_roundtrip write PATH   write PATH (the fixture for the re-shard tests)
- *   test_ckpt_roundtrip read PATH    verify and load PATH written at another rank count
+ *   test_ckpt_roundtrip read PATH [V] verify and load PATH written at another rank count, whose
+ *                                    format_version must be V (default: the current one)
+ * With TESS_CKPT_TEST_FORMAT_VERSION=1 (io/ckpt.h's test hook) it writes format 1 files, hashed
+ * with tess-poshash64-v1, and expects format_version 1 when it reads its own file: old
+ * checkpoints stay loadable.
  * Every entry of ckpt_model.h (replicated, uneven shards, repeated shards, block-cyclic, a rank
  * holding nothing) and both optimizer sets are compared bit for bit; so are step, data cursor,
  * seed and the step-count counter. Also checks that the writes really were collective-capable
  * (a rank with nothing to write still joins) by running at 1..4 ranks. */
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -25,13 +30,13 @@ static void write_file(MPI_Comm comm, int rank, int size, const char *path) {
     ckpt_model_free(&cm);
 }
 
-static void read_file(MPI_Comm comm, int rank, int size, const char *path) {
+static void read_file(MPI_Comm comm, int rank, int size, const char *path, int64_t version) {
     tess_ckpt_info info;
     tess_status s = tess_ckpt_verify(comm, path, &info);
     TESS_TEST_CHECK(s == TESS_OK, "verify %s: %s", path, tess_error_text());
-    TESS_TEST_CHECK(info.step == 42 && info.format_version == TESS_CKPT_FORMAT_VERSION,
-                    "info: step %lld, format_version %lld", (long long)info.step,
-                    (long long)info.format_version);
+    TESS_TEST_CHECK(info.step == 42 && info.format_version == version,
+                    "info: step %lld, format_version %lld, expected %lld", (long long)info.step,
+                    (long long)info.format_version, (long long)version);
     TESS_TEST_CHECK(strcmp(info.app, "test_ckpt") == 0, "app '%s'", info.app);
 
     ckpt_model cm;
@@ -55,16 +60,19 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     tess_runtime rt;
     if (tess_runtime_start(&rt, MPI_COMM_WORLD) != TESS_OK) return 1;
+    const char *hook = getenv("TESS_CKPT_TEST_FORMAT_VERSION");
+    const int64_t own = hook && strcmp(hook, "1") == 0 ? 1 : TESS_CKPT_FORMAT_VERSION;
     if (argc == 3 && strcmp(argv[1], "write") == 0) {
         write_file(rt.comm, rt.rank, rt.size, argv[2]);
-    } else if (argc == 3 && strcmp(argv[1], "read") == 0) {
-        read_file(rt.comm, rt.rank, rt.size, argv[2]);
+    } else if ((argc == 3 || argc == 4) && strcmp(argv[1], "read") == 0) {
+        read_file(rt.comm, rt.rank, rt.size, argv[2],
+                  argc == 4 ? strtoll(argv[3], NULL, 10) : TESS_CKPT_FORMAT_VERSION);
     } else {
         write_file(rt.comm, rt.rank, rt.size, "rt.h5");
-        read_file(rt.comm, rt.rank, rt.size, "rt.h5");
+        read_file(rt.comm, rt.rank, rt.size, "rt.h5", own);
         /* writing over an existing checkpoint replaces it atomically */
         write_file(rt.comm, rt.rank, rt.size, "rt.h5");
-        read_file(rt.comm, rt.rank, rt.size, "rt.h5");
+        read_file(rt.comm, rt.rank, rt.size, "rt.h5", own);
         TESS_TEST_CHECK(access("rt.h5.tmp", F_OK) != 0, "rt.h5.tmp left behind");
     }
     int rc = tess_test_finish_mpi("test_ckpt_roundtrip", rt.comm);
