@@ -2,7 +2,7 @@
  * read() of the same bytes, and the extra memory a save and a load take.
  *
  *   mpiexec -n P bench_ckpt DIR [--mib 100] [--tensors 8] [--reps 1] [--order 0] [--raw 1]
- *                               [--profile 0]
+ *                               [--profile 0] [--overlap 1]
  *
  * State: a registry of --tensors float32 tensors "layer.<i>.w" of shape (rows_i, 1024) totalling
  * --mib MiB (rows split as evenly as possible), each sharded along dim 0 over the P ranks, filled
@@ -29,6 +29,9 @@
  * summed over ranks, over the state bytes. --profile 1 also times the position-keyed hash
  * (tess_ckpt_hash_add) over the local state: the CPU pass that a save and a load add to the I/O
  * (hash_s: the scheme written, tess-poshash32x-v2; hash_v1_s: format 1's tess-poshash64-v1).
+ * --overlap 1 (default) initialises MPI with MPI_THREAD_FUNNELED, so tess_ckpt_load hashes each
+ * slab on its worker thread while it reads the next (io/ckpt_hasher.h); --overlap 0 initialises
+ * it with MPI_THREAD_SINGLE, and the load hashes on the calling thread ("hash_worker" says which).
  * Prints "key value" lines on rank 0: medians over --reps ("<op>_s"), and every repetition's
  * seconds in order ("<op>_all").
  */
@@ -306,17 +309,17 @@ static tess_status run(MPI_Comm comm, int argc, char **argv) {
     tess_log_init(b.rank, TESS_LOG_WARN); /* no "checkpoint step=..." line per save */
     TESS_REQUIRE(argc >= 2 && argv[1][0] != '-', TESS_ERR_ARG,
                  "usage: bench_ckpt DIR [--mib N] [--tensors K] [--reps R] [--order 0|1] "
-                 "[--raw 0|1] [--profile 0|1]");
-    static const char *const keys[] = {"--mib", "--tensors", "--reps", "--order", "--raw",
-                                       "--profile"};
-    int64_t opt[] = {100, 8, 1, 0, 1, 0};
-    TESS_CHECK(tess_bench_parse_ints(argc - 1, argv + 1, keys, opt, 6, 0, 16384));
+                 "[--raw 0|1] [--profile 0|1] [--overlap 0|1]");
+    static const char *const keys[] = {"--mib", "--tensors", "--reps",   "--order",
+                                       "--raw", "--profile", "--overlap"};
+    int64_t opt[] = {100, 8, 1, 0, 1, 0, 1};
+    TESS_CHECK(tess_bench_parse_ints(argc - 1, argv + 1, keys, opt, 7, 0, 16384));
     const int64_t mib = opt[0], ntensors = opt[1], reps = opt[2], order = opt[3];
     const bool with_raw = opt[4] != 0, profile = opt[5] != 0;
     TESS_REQUIRE(mib >= 1 && ntensors >= 1 && reps >= 1 && reps <= MAX_REPS && order <= 1 &&
-                     opt[4] <= 1 && opt[5] <= 1,
+                     opt[4] <= 1 && opt[5] <= 1 && opt[6] <= 1,
                  TESS_ERR_ARG, "need --mib >= 1, --tensors >= 1, --reps in [1, %d], "
-                 "--order, --raw and --profile 0 or 1", MAX_REPS);
+                 "--order, --raw, --profile and --overlap 0 or 1", MAX_REPS);
     struct stat sb;
     TESS_REQUIRE(stat(argv[1], &sb) == 0 && S_ISDIR(sb.st_mode) && strlen(argv[1]) < DIR_BYTES,
                  TESS_ERR_NOINPUT, "'%s' is not a directory", argv[1]);
@@ -388,7 +391,10 @@ static tess_status run(MPI_Comm comm, int argc, char **argv) {
         printf("save_wchar_per_state_byte %.4f\nload_rchar_per_state_byte %.4f\n",
                tess_bench_median(v[OP_TESS_WRITE], n), tess_bench_median(v[OP_TESS_READ], n));
         if (profile) printf("hash_s %.4f\nhash_v1_s %.4f\n", hash_s, hash_v1_s);
-        printf("load_mismatches %lld\n", (long long)bad);
+        int level;
+        MPI_Query_thread(&level);
+        printf("load_mismatches %lld\nhash_worker %d\n", (long long)bad,
+               level >= MPI_THREAD_FUNNELED);
     }
     tess_registry_destroy(&b.reg);
     TESS_REQUIRE(bad == 0, TESS_ERR_DATA, "%lld elements differ after tess_ckpt_load",
@@ -397,7 +403,12 @@ static tess_status run(MPI_Comm comm, int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
+    /* --overlap 0: MPI_THREAD_SINGLE, so tess_ckpt_load hashes on the calling thread */
+    int want = MPI_THREAD_FUNNELED, level;
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--overlap") == 0 && strcmp(argv[i + 1], "0") == 0)
+            want = MPI_THREAD_SINGLE;
+    MPI_Init_thread(&argc, &argv, want, &level);
     tess_status s = run(MPI_COMM_WORLD, argc, argv);
     if (s != TESS_OK) {
         tess_error_write();

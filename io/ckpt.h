@@ -195,9 +195,14 @@ tess_status tess_ckpt_verify(MPI_Comm comm, const char *path, tess_ckpt_info *in
 /* Load path into st: first rank 0 checks the file against st (every entry of the registry and of
  * each set present with float32 type and the registry's global shape, no extra dataset in those
  * groups, every counter present, every array present as a 1-D dataset of its dtype and n_global:
- * TESS_ERR_DATA naming the expected and the found type or shape), then every rank reads the hyperslab of its own layout into the
- * params, sets and arrays, and the hashes are compared. Fills st->step, data_cursor, seed and the
- * counters. A different world size is logged ("resharding") and is not an error.
+ * TESS_ERR_DATA naming the expected and the found type or shape), then every rank reads the
+ * hyperslab of its own layout into the params, sets and arrays, and the hashes are compared.
+ * Fills st->step, data_cursor, seed and the counters. A different world size is logged
+ * ("resharding") and is not an error.
+ * Threads: if MPI was initialised with MPI_THREAD_FUNNELED or higher and this is MPI's main
+ * thread, a worker thread (no MPI or HDF5 calls) hashes each slab while the next is read; under
+ * MPI_THREAD_SINGLE the load hashes on the calling thread. Apps call MPI_Init_thread(...,
+ * MPI_THREAD_FUNNELED, ...).
  * On failure the destination buffers hold unspecified data: do not train on them. Collective on
  * comm; all ranks return the same status and record. */
 tess_status tess_ckpt_load(MPI_Comm comm, const char *path, tess_ckpt_state *st);

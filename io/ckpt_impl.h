@@ -131,6 +131,27 @@ uint64_t ckpt_array_hash(tess_ckpt_hash_scheme h, uint64_t acc, const tess_ckpt_
  * problems go to m. */
 void ckpt_array_check(hid_t f, const tess_ckpt_array *a, ckpt_msgs *m);
 
+/* --- reading (ckpt_read.c) ------------------------------------------------------------------- */
+/* Rank 0 opens path alone and checks it (against st unless NULL); the verdict, its problem list
+ * and the info reach every rank. Collective on comm. */
+tess_status ckpt_probe(MPI_Comm comm, const char *path, const tess_ckpt_state *st,
+                       tess_ckpt_info *info, ckpt_msgs *m);
+/* The first local failure of a read sequence: a rank records it and goes on with the sequence,
+ * so that no rank waits in a collective for one that gave up; the sequence ends with
+ * ckpt_agree(comm, r.status, r.what). */
+typedef struct {
+    tess_status status;
+    char what[TESS_CKPT_PATH_MAX + 768];
+} ckpt_read_err;
+/* Record status s and the message fmt (one %s: arg) plus HDF5's innermost message in r, unless r
+ * already holds a failure. */
+void ckpt_rfail(ckpt_read_err *r, tess_status s, const char *fmt, const char *arg);
+/* path opened read-only with ckpt_fapl_mpio, or a negative id. Collective on comm. */
+hid_t ckpt_open_collective(MPI_Comm comm, const char *path);
+/* tess_ckpt_load without the silencing of HDF5's error printing and without the final record
+ * line (ckpt_load.c). Collective on comm. */
+tess_status ckpt_load_state(MPI_Comm comm, const char *path, tess_ckpt_state *st);
+
 /* --- files ----------------------------------------------------------------------------------- */
 /* A file-access list for parallel HDF5 on comm (MPI-IO, collective metadata, format bounds
  * v18..v18, no file locking), or a negative id. */

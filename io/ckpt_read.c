@@ -1,4 +1,5 @@
-/* ckpt_read.c - opening, checking, verifying, loading and resuming checkpoints (see ckpt.h).
+/* ckpt_read.c - opening, checking, verifying and resuming checkpoints (see ckpt.h; loading is in
+ * ckpt_load.c).
  *
  * Every collective function follows the same order (OPERATIONS.md 4 and 5): rank 0 opens the
  * file alone and checks its structure, the verdict and its problem list are broadcast, and only
@@ -249,12 +250,10 @@ static tess_status check_compat(hid_t f, const char *path, const tess_ckpt_info 
     return TESS_ERR_DATA;
 }
 
-/* --- collective helpers ---------------------------------------------------------------------- */
+/* --- collective helpers (ckpt_impl.h) ------------------------------------------------------- */
 
-/* Rank 0 opens path and checks it (against st unless NULL); the verdict, its problem list and
- * the info reach every rank. Collective on comm. */
-static tess_status probe(MPI_Comm comm, const char *path, const tess_ckpt_state *st,
-                         tess_ckpt_info *info, ckpt_msgs *m) {
+tess_status ckpt_probe(MPI_Comm comm, const char *path, const tess_ckpt_state *st,
+                       tess_ckpt_info *info, ckpt_msgs *m) {
     int rank;
     TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
     tess_status s = TESS_OK;
@@ -271,13 +270,7 @@ static tess_status probe(MPI_Comm comm, const char *path, const tess_ckpt_state 
     return s;
 }
 
-/* Record the first local failure and go on (see the file comment). */
-typedef struct {
-    tess_status status;
-    char what[TESS_CKPT_PATH_MAX + 768];
-} read_err;
-
-static void rfail(read_err *r, tess_status s, const char *fmt, const char *arg) {
+void ckpt_rfail(ckpt_read_err *r, tess_status s, const char *fmt, const char *arg) {
     if (r->status != TESS_OK) return;
     char h5[256];
     ckpt_h5_message(h5, sizeof h5);
@@ -287,7 +280,7 @@ static void rfail(read_err *r, tess_status s, const char *fmt, const char *arg) 
     snprintf(r->what + len, sizeof r->what - len, ": %s", h5);
 }
 
-static hid_t open_collective(MPI_Comm comm, const char *path) {
+hid_t ckpt_open_collective(MPI_Comm comm, const char *path) {
     hid_t fapl = ckpt_fapl_mpio(comm);
     hid_t f = fapl >= 0 ? H5Fopen(path, H5F_ACC_RDONLY, fapl) : -1;
     if (fapl >= 0) H5Pclose(fapl);
@@ -419,20 +412,21 @@ static tess_status verify_structure(hid_t f, const char *path, char **manifest, 
  * collective reads on every rank). Strings are hashed as bytes. */
 static void hash_rows(hid_t f, const char *path, tess_ckpt_hash_scheme h, int rank, int size,
                       hid_t dxpl, void **buf, size_t *cap, uint64_t *sum, int64_t *count,
-                      uint64_t *stored, read_err *r) {
+                      uint64_t *stored, ckpt_read_err *r) {
     *sum = 0;
     *count = 0;
     *stored = 0;
     hid_t d = H5Dopen2(f, path, H5P_DEFAULT);
-    if (d < 0) rfail(r, TESS_ERR_DATA, "cannot open dataset %s", path);
+    if (d < 0) ckpt_rfail(r, TESS_ERR_DATA, "cannot open dataset %s", path);
     if (d >= 0 && ckpt_attr_read_u64(d, "hash", stored) != 0)
-        rfail(r, TESS_ERR_DATA, "cannot read the hash of %s", path);
+        ckpt_rfail(r, TESS_ERR_DATA, "cannot read the hash of %s", path);
     hid_t ft = d >= 0 ? H5Dget_type(d) : -1, space = d >= 0 ? H5Dget_space(d) : -1;
     bool text = ft >= 0 && H5Tget_class(ft) == H5T_STRING;
     hid_t mt = ft >= 0 ? (text ? H5Tcopy(ft) : H5Tget_native_type(ft, H5T_DIR_ASCEND)) : -1;
     size_t esize = ft >= 0 ? H5Tget_size(ft) : 1;
     if (!text && esize != 1 && esize != 4 && esize != 8)
-        rfail(r, TESS_ERR_DATA, "dataset %s has an element size the hash does not cover", path);
+        ckpt_rfail(r, TESS_ERR_DATA, "dataset %s has an element size the hash does not cover",
+                   path);
     hsize_t dims[H5S_MAX_RANK];
     int nd = space >= 0 ? H5Sget_simple_extent_dims(space, dims, NULL) : 0;
     if (nd < 0) nd = 0;
@@ -449,7 +443,7 @@ static void hash_rows(hid_t f, const char *path, tess_ckpt_hash_scheme h, int ra
             *buf = grown;
             *cap = need;
         } else {
-            rfail(r, TESS_ERR_MEM, "cannot allocate a read buffer for %s", path);
+            ckpt_rfail(r, TESS_ERR_MEM, "cannot allocate a read buffer for %s", path);
         }
     }
     for (int64_t t = 0; t < rounds; t++) {
@@ -474,7 +468,7 @@ static void hash_rows(hid_t f, const char *path, tess_ckpt_hash_scheme h, int ra
             H5Sselect_none(msel);
         }
         if (d >= 0 && mt >= 0 && *buf && H5Dread(d, mt, msel, fsel, dxpl, *buf) < 0)
-            rfail(r, TESS_ERR_DATA, "cannot read dataset %s", path);
+            ckpt_rfail(r, TESS_ERR_DATA, "cannot read dataset %s", path);
         else if (mine)
             *sum = text ? tess_ckpt_hash_add(h, *sum, *buf, 1, lo * rowlen * (int64_t)esize,
                                              (hi - lo) * rowlen * (int64_t)esize)
@@ -518,9 +512,9 @@ static tess_status verify_impl(MPI_Comm comm, const char *path, tess_ckpt_info *
     TESS_MPI_CHECK(MPI_Bcast(manifest, (int)len, MPI_CHAR, 0, comm));
     manifest[len] = '\0';
 
-    read_err r = {TESS_OK, ""};
-    hid_t f = open_collective(comm, path);
-    if (f < 0) rfail(&r, TESS_ERR_DATA, "cannot open '%s' collectively", path);
+    ckpt_read_err r = {TESS_OK, ""};
+    hid_t f = ckpt_open_collective(comm, path);
+    if (f < 0) ckpt_rfail(&r, TESS_ERR_DATA, "cannot open '%s' collectively", path);
     s = ckpt_agree(comm, r.status, r.what);
     if (s != TESS_OK) {
         if (f >= 0) H5Fclose(f);
@@ -558,7 +552,8 @@ static tess_status verify_impl(MPI_Comm comm, const char *path, tess_ckpt_info *
         hash_rows(f, paths[k], (tess_ckpt_hash_scheme)in.format_version, rank, size, dxpl, &buf,
                   &cap, &sum, &count, &stored, &r);
         int e = MPI_Allreduce(&sum, &total, 1, MPI_UINT64_T, MPI_SUM, comm);
-        if (e != MPI_SUCCESS) rfail(&r, TESS_ERR_MPI, "MPI_Allreduce of the hash of %s", paths[k]);
+        if (e != MPI_SUCCESS)
+            ckpt_rfail(&r, TESS_ERR_MPI, "MPI_Allreduce of the hash of %s", paths[k]);
         uint64_t h = tess_ckpt_hash_final(total, count);
         if (h != stored)
             ckpt_msgs_add(&bad, "  dataset %s does not match its hash (stored %016llx, data "
@@ -590,219 +585,6 @@ tess_status tess_ckpt_verify(MPI_Comm comm, const char *path, tess_ckpt_info *in
     tess_status s = verify_impl(comm, path, info);
     ckpt_quiet_end(&q);
     TESS_REQUIRE(s == TESS_OK, s, "verifying checkpoint '%s'", path);
-    return TESS_OK;
-}
-
-/* --- load ------------------------------------------------------------------------------------ */
-
-/* Read entry e of one set into its local view (block-cyclic: through rank 0 and a scatter) and
- * return this rank's hash terms. */
-static uint64_t read_entry(hid_t d, const tess_registry_entry *e, const ckpt_region *rg,
-                           float *local, const tess_group *g, tess_ckpt_hash_scheme h, int rank,
-                           hid_t dxpl, read_err *r, tess_status *fatal) {
-    hsize_t gd[TESS_MAX_DIMS], ld[TESS_MAX_DIMS], off[TESS_MAX_DIMS], one = 1;
-    for (int i = 0; i < e->ndim; i++) {
-        gd[i] = (hsize_t)e->shape[i];
-        ld[i] = (hsize_t)e->local_shape[i];
-        off[i] = (hsize_t)e->global_offset[i];
-    }
-    hid_t fsel = H5Screate_simple(e->ndim, gd, NULL), msel;
-    float *dst = local, *global = NULL;
-    bool reads;
-    if (rg->block_cyclic) {
-        reads = rank == 0;
-        if (reads) global = malloc((size_t)e->global_count * sizeof *global);
-        *fatal = ckpt_agree(g->comm, !reads || global ? TESS_OK : TESS_ERR_MEM,
-                            "allocating a block-cyclic tensor on rank 0");
-        if (*fatal != TESS_OK) {
-            H5Sclose(fsel);
-            return 0;
-        }
-        dst = global;
-        msel = reads ? H5Screate_simple(e->ndim, gd, NULL) : H5Screate_simple(1, &one, NULL);
-    } else {
-        reads = e->local_count > 0;
-        msel = reads ? H5Screate_simple(e->ndim, ld, NULL) : H5Screate_simple(1, &one, NULL);
-        if (reads) H5Sselect_hyperslab(fsel, H5S_SELECT_SET, off, NULL, ld, NULL);
-    }
-    if (!reads) {
-        H5Sselect_none(fsel);
-        H5Sselect_none(msel);
-    }
-    static float dummy;
-    if (d < 0 || H5Dread(d, H5T_NATIVE_FLOAT, msel, fsel, dxpl, reads ? (void *)dst : &dummy) < 0)
-        rfail(r, TESS_ERR_DATA, "cannot read dataset of %s", e->name);
-    H5Sclose(msel);
-    H5Sclose(fsel);
-    uint64_t acc = ckpt_hash_region(h, 0, e, rg, dst);
-    if (rg->block_cyclic) {
-        tess_status s = tess_dist_scatter_global(g, &e->layout, e->ndim, e->shape, global, local);
-        if (s != TESS_OK)
-            *fatal = tess_error_push(s, __FILE__, __LINE__, __func__, "scattering %s", e->name);
-        free(global);
-    }
-    return acc;
-}
-
-/* Read this rank's range of array a (collective: every rank calls it, possibly selecting
- * nothing) and return the hash terms of its span; the stored hash goes to *stored. */
-static uint64_t read_array(hid_t f, const tess_ckpt_array *a, const ckpt_span *sp,
-                           tess_ckpt_hash_scheme h, hid_t dxpl, uint64_t *stored, read_err *r) {
-    char path[CKPT_SET_NAME_MAX + 2];
-    snprintf(path, sizeof path, "/%s", a->name);
-    hid_t d = H5Dopen2(f, path, H5P_DEFAULT);
-    if (d < 0) rfail(r, TESS_ERR_DATA, "cannot open dataset %s", path);
-    if (d >= 0 && ckpt_attr_read_u64(d, "hash", stored) != 0)
-        rfail(r, TESS_ERR_DATA, "cannot read the hash of %s", path);
-    hsize_t dims = (hsize_t)a->n_global, off = (hsize_t)a->first, cnt = (hsize_t)a->n_local,
-            one = 1;
-    hid_t fsel = H5Screate_simple(1, &dims, NULL);
-    hid_t msel = H5Screate_simple(1, a->n_local > 0 ? &cnt : &one, NULL);
-    if (a->n_local > 0) {
-        H5Sselect_hyperslab(fsel, H5S_SELECT_SET, &off, NULL, &cnt, NULL);
-    } else {
-        H5Sselect_none(fsel);
-        H5Sselect_none(msel);
-    }
-    static int64_t dummy;
-    if (d < 0 || H5Dread(d, ckpt_dtype_mem(a->dtype), msel, fsel, dxpl,
-                         a->n_local > 0 ? a->data : (void *)&dummy) < 0)
-        rfail(r, TESS_ERR_DATA, "cannot read dataset %s", path);
-    H5Sclose(msel);
-    H5Sclose(fsel);
-    if (d >= 0) H5Dclose(d);
-    return ckpt_array_hash(h, 0, a, sp);
-}
-
-static tess_status load_impl(MPI_Comm comm, const char *path, tess_ckpt_state *st) {
-    int rank, size;
-    TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-    TESS_MPI_CHECK(MPI_Comm_size(comm, &size));
-    TESS_CHECK(ckpt_agree(comm, ckpt_check_state(st), "checking the checkpoint state"));
-    const int64_t n = ckpt_reg_count(st), nt = ckpt_nsets(st) * n, nk = nt + st->narrays;
-    TESS_REQUIRE(nk < INT32_MAX, TESS_ERR_ARG, "too many datasets (%lld)", (long long)nk);
-    ckpt_region *regions = calloc((size_t)n + 1, sizeof *regions);
-    ckpt_span *spans = calloc((size_t)st->narrays + 1, sizeof *spans);
-    uint64_t *acc = calloc((size_t)nk + 1, sizeof *acc), *sum = calloc((size_t)nk + 1, sizeof *sum);
-    uint64_t *stored = calloc((size_t)nk + 1, sizeof *stored);
-    tess_status s = ckpt_agree(comm, regions && spans && acc && sum && stored ? TESS_OK
-                                                                             : TESS_ERR_MEM,
-                               "allocating the load plan");
-    bool has_bc = false;
-    tess_group *g = NULL;
-    tess_ckpt_info info;
-    ckpt_msgs m;
-    if (s == TESS_OK && st->reg) s = ckpt_plan(comm, st->reg, regions, &has_bc);
-    if (s == TESS_OK) s = ckpt_array_plan(comm, st, spans);
-    if (s == TESS_OK) {
-        s = probe(comm, path, st, &info, &m);
-        if (s != TESS_OK) CKPT_MSGS_PUSH(s, &m);
-    }
-    if (s == TESS_OK && has_bc) s = tess_group_create(comm, "ckpt", &g);
-    hid_t f = -1;
-    read_err r = {TESS_OK, ""};
-    if (s == TESS_OK) {
-        if (info.world_size != size)
-            tess_log_info("checkpoint '%s' was written by %lld ranks, now %d: resharding", path,
-                          (long long)info.world_size, size);
-        f = open_collective(comm, path);
-        if (f < 0) rfail(&r, TESS_ERR_DATA, "cannot open '%s' collectively", path);
-        s = ckpt_agree(comm, r.status, r.what);
-    }
-    if (s == TESS_OK) {
-        hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
-        H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
-        const tess_ckpt_hash_scheme h = (tess_ckpt_hash_scheme)info.format_version;
-        for (int k = 0; k < ckpt_nsets(st) && s == TESS_OK; k++) {
-            float *base = ckpt_set_data(st, k);
-            for (int64_t i = 0; i < n && s == TESS_OK; i++) {
-                const tess_registry_entry *e = tess_registry_get(st->reg, i);
-                char p[CKPT_DSET_PATH_MAX];
-                ckpt_dataset_path(p, sizeof p, ckpt_set_name(st, k), e->name);
-                hid_t d = H5Dopen2(f, p, H5P_DEFAULT);
-                if (d < 0) rfail(&r, TESS_ERR_DATA, "cannot open dataset %s", p);
-                if (d >= 0 && ckpt_attr_read_u64(d, "hash", &stored[k * n + i]) != 0)
-                    rfail(&r, TESS_ERR_DATA, "cannot read the hash of %s", p);
-                acc[k * n + i] = read_entry(d, e, &regions[i], base + e->flat_offset, g, h,
-                                            rank, dxpl, &r, &s);
-                if (d >= 0) H5Dclose(d);
-            }
-        }
-        for (int k = 0; k < st->narrays && s == TESS_OK; k++)
-            acc[nt + k] =
-                read_array(f, &st->arrays[k], &spans[k], h, dxpl, &stored[nt + k], &r);
-        H5Pclose(dxpl);
-        for (int c = 0; c < st->ncounters && s == TESS_OK; c++) {
-            const char *name = st->counters[c].name, *slash = strrchr(name, '/');
-            char group[CKPT_SET_NAME_MAX + 1];
-            snprintf(group, sizeof group, "/%.*s", (int)(slash - name), name);
-            hid_t gr = H5Gopen2(f, group, H5P_DEFAULT);
-            if (gr < 0 || ckpt_attr_read_i64(gr, slash + 1, st->counters[c].value) != 0)
-                rfail(&r, TESS_ERR_DATA, "cannot read counter %s", name);
-            if (gr >= 0) H5Gclose(gr);
-        }
-    }
-    if (f >= 0 && H5Fclose(f) < 0) rfail(&r, TESS_ERR_DATA, "cannot close '%s'", path);
-    if (s == TESS_OK) s = ckpt_agree(comm, r.status, r.what);
-    if (s == TESS_OK) {
-        int e = MPI_Allreduce(acc, sum, (int)nk, MPI_UINT64_T, MPI_SUM, comm);
-        if (e != MPI_SUCCESS)
-            s = tess_error_push(TESS_ERR_MPI, __FILE__, __LINE__, __func__,
-                                "MPI_Allreduce of the hashes failed");
-    }
-    if (s == TESS_OK) {
-        ckpt_msgs bad = {.lines = 0};
-        bad.text[0] = '\0';
-        for (int k = 0; k < ckpt_nsets(st); k++)
-            for (int64_t i = 0; i < n; i++) {
-                const tess_registry_entry *e = tess_registry_get(st->reg, i);
-                uint64_t h = tess_ckpt_hash_final(sum[k * n + i], e->global_count);
-                if (h != stored[k * n + i])
-                    ckpt_msgs_add(&bad, "  dataset /%s/%s does not match its hash (stored "
-                                  "%016llx, data %016llx)",
-                                  ckpt_set_name(st, k), e->name,
-                                  (unsigned long long)stored[k * n + i], (unsigned long long)h);
-            }
-        for (int k = 0; k < st->narrays; k++) {
-            uint64_t h = tess_ckpt_hash_final(sum[nt + k], st->arrays[k].n_global);
-            if (h != stored[nt + k])
-                ckpt_msgs_add(&bad, "  dataset /%s does not match its hash (stored %016llx, data "
-                              "%016llx)",
-                              st->arrays[k].name, (unsigned long long)stored[nt + k],
-                              (unsigned long long)h);
-        }
-        if (bad.lines) {
-            ckpt_msgs head = {.lines = 0};
-            head.text[0] = '\0';
-            ckpt_msgs_add(&head, "corrupt checkpoint '%s' (step %lld): %d dataset%s changed "
-                          "since it was written",
-                          path, (long long)info.step, bad.lines + bad.dropped,
-                          bad.lines + bad.dropped == 1 ? "" : "s");
-            CKPT_MSGS_PUSH(TESS_ERR_DATA, &head);
-            s = CKPT_MSGS_PUSH(TESS_ERR_DATA, &bad);
-        }
-    }
-    if (s == TESS_OK) {
-        st->step = info.step;
-        st->data_cursor = info.data_cursor;
-        st->seed = info.seed;
-    }
-    tess_group_destroy(&g);
-    free(regions);
-    free(spans);
-    free(acc);
-    free(sum);
-    free(stored);
-    return s;
-}
-
-tess_status tess_ckpt_load(MPI_Comm comm, const char *path, tess_ckpt_state *st) {
-    TESS_REQUIRE(path, TESS_ERR_ARG, "path must not be NULL");
-    ckpt_quiet q;
-    ckpt_quiet_begin(&q);
-    tess_status s = load_impl(comm, path, st);
-    ckpt_quiet_end(&q);
-    TESS_REQUIRE(s == TESS_OK, s, "loading checkpoint '%s'", path);
     return TESS_OK;
 }
 
@@ -857,7 +639,7 @@ tess_status tess_ckpt_resume(MPI_Comm comm, const char *dir, const char *spec,
         tried++;
         ckpt_quiet q;
         ckpt_quiet_begin(&q);
-        s = load_impl(comm, path, st); /* the record then holds just the reasons */
+        s = ckpt_load_state(comm, path, st); /* the record then holds just the reasons */
         ckpt_quiet_end(&q);
         if (s == TESS_OK) {
             *resumed = true;

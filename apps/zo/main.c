@@ -974,7 +974,8 @@ static tess_status run(const tess_runtime *rt, int argc, char **argv, bool *coll
 
 int main(int argc, char **argv) {
     tess_signals_install();
-    MPI_Init(&argc, &argv);
+    int thread_level; /* FUNNELED: tess_ckpt_load hashes on a worker thread (io/ckpt.h) */
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &thread_level);
     tess_runtime rt;
     tess_status s = tess_runtime_start(&rt, MPI_COMM_WORLD);
     bool collective = true;
