@@ -2,15 +2,15 @@
  * read() of the same bytes, and the extra memory a save and a load take.
  *
  *   mpiexec -n P bench_ckpt DIR [--mib 100] [--tensors 8] [--reps 1] [--order 0] [--raw 1]
- *                               [--profile 0] [--overlap 1]
+ *                               [--profile 0] [--overlap 1] [--ranges 1]
  *
  * State: a registry of --tensors float32 tensors "layer.<i>.w" of shape (rows_i, 1024) totalling
  * --mib MiB (rows split as evenly as possible), each sharded along dim 0 over the P ranks, filled
  * with bench_value (bench_ckpt_torch.py fills the same values). DIR must exist; the program
  * writes DIR/raw.bin and DIR/tess/ and removes them after every repetition (untimed).
  *
- * One repetition, with A = raw and B = Tessera: write A, write B, read A, read B when
- * rep + --order is even, B before A otherwise (--raw 0: Tessera alone).
+ * One repetition, with A = raw and B = Tessera: write A, write B, read A, ranges read, read B
+ * when rep + --order is even, the reverse otherwise (--raw 0: no raw; --ranges 0: no ranges).
  *   raw write   rank 0 creates DIR/raw.bin, every rank pwrite()s its local state (64 MiB calls)
  *               at its offset, fsyncs and closes the file. On one rank: a plain sequential
  *               write+fsync loop.
@@ -19,6 +19,10 @@
  *               rename, directory fsync, the latest pointer.
  *   tess read   tess_ckpt_load of that file into the params, which are zeroed first (untimed) and
  *               checked element by element afterwards (untimed).
+ *   ranges read every rank pread()s exactly the byte ranges of the checkpoint file that
+ *               tess_ckpt_load reads (data offsets from H5Dget_offset, untimed), in its order
+ *               and slab size, without HDF5, MPI-IO or the hash: the cost of the file layout
+ *               itself. Zeroed before and checked after, like tess read.
  * Before each read the page cache is dropped: rank 0 writes "3" to /proc/sys/vm/drop_caches (root
  * only); where that is refused every rank calls posix_fadvise(POSIX_FADV_DONTNEED) on the files
  * instead, which drops their (clean, fsynced) pages only. The "cache_drop" line says which.
@@ -37,6 +41,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <hdf5.h> /* H5Dget_offset, for the ranges read */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +58,7 @@ enum {
     COLS = 1024,           /* floats per row: 4 KiB rows */
     MAX_REPS = 15,
     RAW_CHUNK = 64 << 20,  /* bytes per pwrite / pread call */
+    RANGE_SLAB = 2 << 20,  /* bytes per pread call of the ranges read: tess_ckpt_load's slab */
     DIR_BYTES = 1024,      /* bytes of DIR, including the NUL */
     PATH_BYTES = 4096,
 };
@@ -74,6 +80,7 @@ typedef struct {
     int64_t state_bytes;   /* global state bytes */
     int64_t largest_local; /* bytes of the largest local tensor, max over ranks */
     char dir[DIR_BYTES], raw[PATH_BYTES], tess_dir[PATH_BYTES], ckpt[PATH_BYTES];
+    int64_t *data_offset;  /* file offset of each tensor's data in the checkpoint (ranges read) */
 } bench;
 
 /* The registry: ntensors tensors (rows_i, COLS), rows summing to mib * 256, sharded on dim 0. */
@@ -235,7 +242,63 @@ static tess_status raw_read(const bench *b) {
     return TESS_OK;
 }
 
-typedef enum { OP_RAW_WRITE, OP_RAW_READ, OP_TESS_WRITE, OP_TESS_READ, OP_COUNT } op_kind;
+/* After a save: the file offset of every tensor's data in the checkpoint, read by rank 0 with
+ * serial HDF5 and broadcast (untimed). Collective. */
+static tess_status find_offsets(bench *b) {
+    const int64_t n = tess_registry_count(b->reg);
+    if (b->rank == 0) {
+        hid_t f = H5Fopen(b->ckpt, H5F_ACC_RDONLY, H5P_DEFAULT);
+        for (int64_t i = 0; i < n; i++) {
+            char path[64];
+            snprintf(path, sizeof path, "/params/layer.%lld.w", (long long)i);
+            hid_t d = f >= 0 ? H5Dopen2(f, path, H5P_DEFAULT) : -1;
+            haddr_t a = d >= 0 ? H5Dget_offset(d) : HADDR_UNDEF;
+            b->data_offset[i] = a == HADDR_UNDEF ? -1 : (int64_t)a;
+            if (d >= 0) H5Dclose(d);
+        }
+        if (f >= 0) H5Fclose(f);
+    }
+    MPI_Bcast(b->data_offset, (int)n, MPI_INT64_T, 0, b->comm);
+    for (int64_t i = 0; i < n; i++)
+        TESS_REQUIRE(b->data_offset[i] >= 0, TESS_ERR_DATA,
+                     "no contiguous data for tensor %lld in '%s'", (long long)i, b->ckpt);
+    return TESS_OK;
+}
+
+/* The ranges read: pread() of exactly the bytes tess_ckpt_load reads from the checkpoint, in
+ * its order (rank q of P starts with tensor q * n / P) and its slab size, without HDF5, MPI-IO or
+ * the hash: what this file layout costs on this file system. */
+static tess_status range_read(const bench *b) {
+    int fd = open(b->ckpt, O_RDONLY);
+    TESS_REQUIRE(fd >= 0, TESS_ERR_IO, "cannot open '%s': %s", b->ckpt, strerror(errno));
+    const int64_t n = tess_registry_count(b->reg), first = b->rank * n / b->size;
+    for (int64_t j = 0; j < n; j++) {
+        const int64_t i = (first + j) % n;
+        const tess_registry_entry *e = tess_registry_get(b->reg, i);
+        char *p = (char *)tess_registry_param(b->reg, i);
+        const size_t bytes = (size_t)e->local_count * sizeof(float);
+        const off_t at = (off_t)(b->data_offset[i] + e->global_offset[0] * COLS * 4);
+        for (size_t done = 0; done < bytes;) {
+            size_t want = bytes - done < RANGE_SLAB ? bytes - done : RANGE_SLAB;
+            ssize_t r = pread(fd, p + done, want, at + (off_t)done);
+            if (r <= 0) close(fd);
+            TESS_REQUIRE(r > 0, TESS_ERR_IO, "reading '%s': %s", b->ckpt,
+                         r == 0 ? "unexpected end of file" : strerror(errno));
+            done += (size_t)r;
+        }
+    }
+    close(fd);
+    return TESS_OK;
+}
+
+typedef enum {
+    OP_RAW_WRITE,
+    OP_RAW_READ,
+    OP_TESS_WRITE,
+    OP_TESS_READ,
+    OP_RANGE_READ,
+    OP_COUNT
+} op_kind;
 
 /* Run one operation between barriers; fills c. */
 static tess_status timed(bench *b, op_kind op, int64_t rep, cost *c, double *fsync_s) {
@@ -250,6 +313,7 @@ static tess_status timed(bench *b, op_kind op, int64_t rep, cost *c, double *fsy
     switch (op) {
     case OP_RAW_WRITE: s = raw_write(b, fsync_s); break;
     case OP_RAW_READ: s = raw_read(b); break;
+    case OP_RANGE_READ: s = range_read(b); break;
     case OP_TESS_WRITE:
         s = tess_ckpt_save(b->comm, b->tess_dir, &st, 0, b->ckpt, sizeof b->ckpt);
         break;
@@ -309,17 +373,17 @@ static tess_status run(MPI_Comm comm, int argc, char **argv) {
     tess_log_init(b.rank, TESS_LOG_WARN); /* no "checkpoint step=..." line per save */
     TESS_REQUIRE(argc >= 2 && argv[1][0] != '-', TESS_ERR_ARG,
                  "usage: bench_ckpt DIR [--mib N] [--tensors K] [--reps R] [--order 0|1] "
-                 "[--raw 0|1] [--profile 0|1] [--overlap 0|1]");
-    static const char *const keys[] = {"--mib", "--tensors", "--reps",   "--order",
-                                       "--raw", "--profile", "--overlap"};
-    int64_t opt[] = {100, 8, 1, 0, 1, 0, 1};
-    TESS_CHECK(tess_bench_parse_ints(argc - 1, argv + 1, keys, opt, 7, 0, 16384));
+                 "[--raw 0|1] [--profile 0|1] [--overlap 0|1] [--ranges 0|1]");
+    static const char *const keys[] = {"--mib",     "--tensors", "--reps",  "--order",
+                                       "--raw",     "--profile", "--overlap", "--ranges"};
+    int64_t opt[] = {100, 8, 1, 0, 1, 0, 1, 1};
+    TESS_CHECK(tess_bench_parse_ints(argc - 1, argv + 1, keys, opt, 8, 0, 16384));
     const int64_t mib = opt[0], ntensors = opt[1], reps = opt[2], order = opt[3];
-    const bool with_raw = opt[4] != 0, profile = opt[5] != 0;
+    const bool with_raw = opt[4] != 0, profile = opt[5] != 0, with_ranges = opt[7] != 0;
     TESS_REQUIRE(mib >= 1 && ntensors >= 1 && reps >= 1 && reps <= MAX_REPS && order <= 1 &&
-                     opt[4] <= 1 && opt[5] <= 1 && opt[6] <= 1,
+                     opt[4] <= 1 && opt[5] <= 1 && opt[6] <= 1 && opt[7] <= 1,
                  TESS_ERR_ARG, "need --mib >= 1, --tensors >= 1, --reps in [1, %d], "
-                 "--order, --raw, --profile and --overlap 0 or 1", MAX_REPS);
+                 "--order, --raw, --profile, --overlap and --ranges 0 or 1", MAX_REPS);
     struct stat sb;
     TESS_REQUIRE(stat(argv[1], &sb) == 0 && S_ISDIR(sb.st_mode) && strlen(argv[1]) < DIR_BYTES,
                  TESS_ERR_NOINPUT, "'%s' is not a directory", argv[1]);
@@ -328,33 +392,42 @@ static tess_status run(MPI_Comm comm, int argc, char **argv) {
     snprintf(b.tess_dir, sizeof b.tess_dir, "%s/tess", b.dir);
 
     TESS_CHECK(bench_build(&b, mib, ntensors));
+    b.data_offset = calloc((size_t)ntensors, sizeof *b.data_offset);
+    TESS_REQUIRE(b.data_offset, TESS_ERR_MEM, "allocating %lld offsets", (long long)ntensors);
     bench_fill(&b);
     const bool hwm_reset = tess_bench_reset_hwm(); /* else VmHWM growth includes the fill */
     double t[OP_COUNT][MAX_REPS] = {{0}}, fs[MAX_REPS] = {0}, hash_s = 0.0, hash_v1_s = 0.0;
-    int64_t hwm[2][MAX_REPS] = {{0}}, io[OP_COUNT][MAX_REPS] = {{0}}, bad = 0, file_bytes = -1;
+    int64_t hwm[2][MAX_REPS] = {{0}}, io[OP_COUNT][MAX_REPS] = {{0}}, bad = 0, bad_ranges = 0,
+            file_bytes = -1;
     const char *drop = "none";
     for (int64_t r = 0; r < reps; r++) {
         const bool raw_first = (r + order) % 2 == 0;
         const op_kind writes[2] = {raw_first ? OP_RAW_WRITE : OP_TESS_WRITE,
                                    raw_first ? OP_TESS_WRITE : OP_RAW_WRITE};
-        const op_kind reads[2] = {raw_first ? OP_RAW_READ : OP_TESS_READ,
-                                  raw_first ? OP_TESS_READ : OP_RAW_READ};
         cost c[OP_COUNT];
         b.ckpt[0] = '\0';
         for (int k = 0; k < 2; k++)
             if (with_raw || writes[k] == OP_TESS_WRITE)
                 TESS_CHECK(timed(&b, writes[k], r, &c[writes[k]], &fs[r]));
         if (b.rank == 0 && stat(b.ckpt, &sb) == 0) file_bytes = (int64_t)sb.st_size;
-        for (int k = 0; k < 2; k++) {
-            if (!with_raw && reads[k] == OP_RAW_READ) continue;
-            if (reads[k] == OP_TESS_READ) memset(b.params, 0, b.local_bytes);
+        if (with_ranges) TESS_CHECK(find_offsets(&b));
+        /* reads: raw, ranges, Tessera when raw goes first, else the reverse */
+        static const op_kind read_order[3] = {OP_RAW_READ, OP_RANGE_READ, OP_TESS_READ};
+        for (int k = 0; k < 3; k++) {
+            const op_kind op = read_order[raw_first ? k : 2 - k];
+            if ((op == OP_RAW_READ && !with_raw) || (op == OP_RANGE_READ && !with_ranges))
+                continue;
+            if (op != OP_RAW_READ) memset(b.params, 0, b.local_bytes);
             drop = drop_cache(&b);
-            TESS_CHECK(timed(&b, reads[k], r, &c[reads[k]], NULL));
-            if (reads[k] == OP_TESS_READ) bad += bench_mismatches(&b);
+            TESS_CHECK(timed(&b, op, r, &c[op], NULL));
+            if (op == OP_TESS_READ) bad += bench_mismatches(&b);
+            if (op == OP_RANGE_READ) bad_ranges += bench_mismatches(&b);
         }
         remove_files(&b);
         for (int k = 0; k < OP_COUNT; k++) {
-            if (!with_raw && (k == OP_RAW_WRITE || k == OP_RAW_READ)) continue;
+            if ((!with_raw && (k == OP_RAW_WRITE || k == OP_RAW_READ)) ||
+                (!with_ranges && k == OP_RANGE_READ))
+                continue;
             t[k][r] = c[k].seconds;
             io[k][r] = c[k].io_bytes;
         }
@@ -386,6 +459,7 @@ static tess_status run(MPI_Comm comm, int argc, char **argv) {
         }
         print_times("tess_write", t[OP_TESS_WRITE], n);
         print_times("tess_read", t[OP_TESS_READ], n);
+        if (with_ranges) print_times("range_read", t[OP_RANGE_READ], n);
         printf("save_hwm_growth_kib %.0f\nload_hwm_growth_kib %.0f\n", tess_bench_median(h[0], n),
                tess_bench_median(h[1], n));
         printf("save_wchar_per_state_byte %.4f\nload_rchar_per_state_byte %.4f\n",
@@ -395,10 +469,14 @@ static tess_status run(MPI_Comm comm, int argc, char **argv) {
         MPI_Query_thread(&level);
         printf("load_mismatches %lld\nhash_worker %d\n", (long long)bad,
                level >= MPI_THREAD_FUNNELED);
+        if (with_ranges) printf("range_mismatches %lld\n", (long long)bad_ranges);
     }
     tess_registry_destroy(&b.reg);
+    free(b.data_offset);
     TESS_REQUIRE(bad == 0, TESS_ERR_DATA, "%lld elements differ after tess_ckpt_load",
                  (long long)bad);
+    TESS_REQUIRE(bad_ranges == 0, TESS_ERR_DATA, "%lld elements differ after the ranges read",
+                 (long long)bad_ranges);
     return TESS_OK;
 }
 

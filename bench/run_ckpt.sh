@@ -9,10 +9,14 @@
 # --sizes are state sizes in MiB (--tensors float32 tensors of (rows, 1024) each), --rounds the
 # rounds per size (one number for all sizes, or one per size). A round runs three processes, in
 # an order that rotates from round to round so that load from other processes hits every side:
-#   bench_ckpt on 1 rank   two repetitions of: raw write+fsync and tess_ckpt_save, then raw read
-#                          and tess_ckpt_load; raw first in one repetition, Tessera in the other
-#   bench_ckpt on 2 ranks  tess_ckpt_save and tess_ckpt_load (state sharded over the ranks); its
-#                          raw reference is the 1-rank raw of the same round
+#   bench_ckpt on 1 rank   two repetitions of: raw write+fsync and tess_ckpt_save, then raw read,
+#                          ranges read and tess_ckpt_load; raw first in one repetition, Tessera
+#                          in the other
+#   bench_ckpt on 2 ranks  tess_ckpt_save, ranges read and tess_ckpt_load (state sharded over the
+#                          ranks; ranges first in odd rounds); its raw reference is the 1-rank raw
+#                          of the same round
+# (ranges read: pread() of exactly the checkpoint's byte ranges that tess_ckpt_load reads, in its
+# order and slab size: the cost of the file layout without HDF5, MPI-IO or the hash.)
 #   bench_ckpt_torch.py    torch.save + os.fsync, torch.load
 # The page cache is dropped before every read (as root through /proc/sys/vm/drop_caches, else
 # posix_fadvise on the files). Ratios are medians of per-repetition ratios (1 rank against raw)
@@ -115,7 +119,7 @@ for i in "${!size_list[@]}"; do
                 np1) mpiexec -n 1 "$bin" "$work" --mib "$mib" --tensors "$tensors" --reps 2 \
                          --order $(((r + 1) % 2)) --profile "$prof" > "$f" ;;
                 np2) mpiexec -n 2 "$bin" "$work" --mib "$mib" --tensors "$tensors" --raw 0 \
-                         --profile "$prof" > "$f" ;;
+                         --order $(((r + 1) % 2)) --profile "$prof" > "$f" ;;
                 torch) "$python" "$here/bench_ckpt_torch.py" "$work" --mib "$mib" \
                            --tensors "$tensors" > "$f" ;;
             esac
@@ -228,10 +232,14 @@ for what in ("write", "read"):
               "worker thread while the next is read, hashes compared; the benchmark then checks "
               "every element, untimed); torch = torch.load (allocates new tensors). Ratios as "
               "above; model = raw / (raw + hash): the ratio if the hash ran after the reads, as "
-              "it does without the worker.\n")
+              "it does without the worker. ranges = pread() of exactly the byte ranges of the "
+              "checkpoint that tess_ckpt_load reads, in its order and 2 MiB slabs, without HDF5, "
+              "MPI-IO or the hash, in the same process (page cache dropped first): what the "
+              "file layout itself costs; Tessera / ranges per repetition.\n")
         print("| state MiB | ranks | raw MiB/s | Tessera MiB/s | Tessera / raw | model | "
-              "torch.load MiB/s | Tessera / torch | hash s | v1 s |")
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+              "torch.load MiB/s | Tessera / torch | ranges MiB/s | ranges / raw | "
+              "Tessera / ranges | hash s | v1 s |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     worst = {"raw": float("inf"), "torch": float("inf")}
     for m in sizes:
         raw_s = seconds(m, "np1", rkey)
@@ -246,8 +254,12 @@ for what in ("write", "read"):
                 cols.append(f"{seconds(m, 'np1', 'raw_fsync'):.2f}" if ranks == 1 else "")
             cols += [f"{rate(m, side, tkey):.0f}", cell(vr),
                      f"{raw_s / (raw_s + float(h)):.2f}" if h else "n/a",
-                     f"{rate(m, 'torch', pkey):.0f}", cell(vt), h or "n/a",
-                     runs[m, side, 1].get("hash_v1_s", "n/a")]
+                     f"{rate(m, 'torch', pkey):.0f}", cell(vt)]
+            if what == "read":
+                cols += [f"{rate(m, side, 'range_read'):.0f}",
+                         cell(ratios(m, side, "range_read", "np1", rkey)),
+                         cell(ratios(m, side, tkey, side, "range_read"))]
+            cols += [h or "n/a", runs[m, side, 1].get("hash_v1_s", "n/a")]
             print("| " + " | ".join(cols) + " |")
     ok = lambda v, g: "met" if v >= g else "**not met**"
     print(f"\nGoal Tessera >= 0.8x raw: worst row {worst['raw']:.2f}x, {ok(worst['raw'], 0.8)}. "
