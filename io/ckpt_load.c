@@ -24,9 +24,9 @@
 #include "io/ckpt_impl.h"
 
 enum {
-    LOAD_BATCH = 64,            /* datasets open at once */
-    /* bytes per read call (at least one row): small enough that the worker's hash of the last
-     * slab is short; 2 MiB read fastest at 2 ranks of 1-16 MiB in docs/benchmarks.md */
+    LOAD_BATCH = 64, /* datasets open at once */
+    /* bytes per read call (at least one row): small, so that the worker's hash of the last slab
+     * is short; of 1-64 MiB, 2 MiB read fastest at 2 ranks (docs/benchmarks.md, Checkpoints) */
     LOAD_SLAB_BYTES = 2 << 20,
 };
 
