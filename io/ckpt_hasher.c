@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 
 enum { HASHER_RING = 64 }; /* jobs in flight; a job is a slab of megabytes, so never the limit */
@@ -57,7 +58,14 @@ ckpt_hasher *ckpt_hasher_start(void) {
         free(hq);
         return NULL;
     }
-    if (pthread_create(&hq->thread, NULL, hasher_main, hq) != 0) {
+    /* the worker inherits a mask that blocks every signal, so that signals (the stop signals of
+     * core/signals.h among them) keep being delivered to the application's threads */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    const int created = pthread_create(&hq->thread, NULL, hasher_main, hq);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (created != 0) {
         pthread_cond_destroy(&hq->changed);
         pthread_mutex_destroy(&hq->lock);
         free(hq);
