@@ -7,7 +7,8 @@
 #include <signal.h>
 #include <stdlib.h>
 
-enum { HASHER_RING = 64 }; /* jobs in flight; a job is a slab of megabytes, so never the limit */
+/* jobs in flight: ckpt_hasher_add waits when the worker is this far behind */
+enum { HASHER_RING = 64 };
 
 typedef struct {
     tess_ckpt_hash_scheme h;
