@@ -226,20 +226,28 @@ static tess_status raw_write(const bench *b, double *fsync_s) {
     return TESS_OK;
 }
 
-static tess_status raw_read(const bench *b) {
-    int fd = open(b->raw, O_RDONLY);
-    TESS_REQUIRE(fd >= 0, TESS_ERR_IO, "cannot open '%s': %s", b->raw, strerror(errno));
-    char *p = (char *)b->params;
-    for (size_t done = 0; done < b->local_bytes;) {
-        size_t n = b->local_bytes - done < RAW_CHUNK ? b->local_bytes - done : RAW_CHUNK;
-        ssize_t r = pread(fd, p + done, n, (off_t)(b->raw_offset + done));
-        if (r <= 0) close(fd);
-        TESS_REQUIRE(r > 0, TESS_ERR_IO, "reading '%s': %s", b->raw,
+/* Read bytes at offset `at` of the open file fd (named path, for messages) into buf, in calls of
+ * at most chunk bytes. */
+static tess_status pread_all(int fd, const char *path, void *buf, size_t bytes, off_t at,
+                             size_t chunk) {
+    char *p = buf;
+    for (size_t done = 0; done < bytes;) {
+        size_t want = bytes - done < chunk ? bytes - done : chunk;
+        ssize_t r = pread(fd, p + done, want, at + (off_t)done);
+        TESS_REQUIRE(r > 0, TESS_ERR_IO, "reading '%s': %s", path,
                      r == 0 ? "unexpected end of file" : strerror(errno));
         done += (size_t)r;
     }
-    close(fd);
     return TESS_OK;
+}
+
+static tess_status raw_read(const bench *b) {
+    int fd = open(b->raw, O_RDONLY);
+    TESS_REQUIRE(fd >= 0, TESS_ERR_IO, "cannot open '%s': %s", b->raw, strerror(errno));
+    tess_status s = pread_all(fd, b->raw, b->params, b->local_bytes, (off_t)b->raw_offset,
+                              RAW_CHUNK);
+    close(fd);
+    return s;
 }
 
 /* After a save: the file offset of every tensor's data in the checkpoint, read by rank 0 with
@@ -275,16 +283,12 @@ static tess_status range_read(const bench *b) {
     for (int64_t j = 0; j < n; j++) {
         const int64_t i = (first + j) % n;
         const tess_registry_entry *e = tess_registry_get(b->reg, i);
-        char *p = (char *)tess_registry_param(b->reg, i);
-        const size_t bytes = (size_t)e->local_count * sizeof(float);
         const off_t at = (off_t)(b->data_offset[i] + e->global_offset[0] * COLS * 4);
-        for (size_t done = 0; done < bytes;) {
-            size_t want = bytes - done < RANGE_SLAB ? bytes - done : RANGE_SLAB;
-            ssize_t r = pread(fd, p + done, want, at + (off_t)done);
-            if (r <= 0) close(fd);
-            TESS_REQUIRE(r > 0, TESS_ERR_IO, "reading '%s': %s", b->ckpt,
-                         r == 0 ? "unexpected end of file" : strerror(errno));
-            done += (size_t)r;
+        tess_status s = pread_all(fd, b->ckpt, tess_registry_param(b->reg, i),
+                                  (size_t)e->local_count * sizeof(float), at, RANGE_SLAB);
+        if (s != TESS_OK) {
+            close(fd);
+            return s;
         }
     }
     close(fd);
