@@ -1,4 +1,4 @@
-/* bench_coll.c - our collectives (dist/coll.h) against the raw MPI calls on the same buffers:
+/* bench_coll.c - our collectives (par/coll.h) against the raw MPI calls on the same buffers:
  * all-reduce, all-gather and all-to-all-v (with its counts exchange), 1 KiB .. 64 MiB per rank.
  * Each size alternates ours and raw for `reps` rounds (after a warm-up) and reports the median
  * time of each and the overhead ours/raw - 1. Collective on MPI_COMM_WORLD.
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "bench_common.h" /* tess_bench_median */
-#include "dist/coll.h"    /* tess_dist_* */
+#include "par/coll.h"    /* tess_par_* */
 
 enum { MAX_REPS = 64 };
 
@@ -25,18 +25,18 @@ static double run_once(bench_op op, bool ours, const tess_group *g, float *a, fl
     const int64_t per = n / g->size; /* all-to-all-v: per-destination rows of 1 float */
     switch (op) {
     case OP_ALLREDUCE:
-        if (ours) s = tess_dist_allreduce(g, a, n, TESS_DIST_SUM);
+        if (ours) s = tess_par_allreduce(g, a, n, TESS_PAR_SUM);
         else MPI_Allreduce(MPI_IN_PLACE, a, (int)n, MPI_FLOAT, MPI_SUM, g->comm);
         break;
     case OP_ALLGATHER:
-        if (ours) s = tess_dist_allgather(g, a, n / g->size, b);
+        if (ours) s = tess_par_allgather(g, a, n / g->size, b);
         else MPI_Allgather(a, (int)(n / g->size), MPI_FLOAT, b, (int)(n / g->size), MPI_FLOAT, g->comm);
         break;
     case OP_ALLTOALLV:
         for (int r = 0; r < g->size; r++) rows[r] = per;
         if (ours) {
             int64_t recv_rows[64];
-            s = tess_dist_alltoallv(g, a, rows, 1, b, n, recv_rows);
+            s = tess_par_alltoallv(g, a, rows, 1, b, n, recv_rows);
         } else { /* the raw peer also exchanges counts first, as a real dispatch must */
             int scounts[64], rcounts[64];
             for (int r = 0; r < g->size; r++) scounts[r] = (int)per;

@@ -3,7 +3,7 @@
  *   t_sync     a blocking all-reduce of the whole gradient buffer alone, between barriers
  *              (what the sync costs when nothing hides it);
  *   t_serial   barrier, backward, then one blocking all-reduce of all gradients;
- *   t_overlap  barrier, backward with the hook feeding dist/gradsync, tess_gradsync_finish.
+ *   t_overlap  barrier, backward with the hook feeding par/gradsync, tess_gradsync_finish.
  * hidden = (t_serial - t_overlap) / t_sync: the fraction of the sync time the overlap removed
  * from the step (both step timings include the same rank skew). Medians over `steps`.
  * Collective on MPI_COMM_WORLD.
@@ -14,7 +14,7 @@
 
 #include "bench_common.h"    /* tess_bench_* */
 #include "core/timer.h"      /* tess_timer_now */
-#include "dist/gradsync.h"   /* tess_gradsync_* */
+#include "par/gradsync.h"   /* tess_gradsync_* */
 #include "nn/registry.h"     /* tess_registry_* */
 #include "nn/transformer.h"  /* tess_tfm_* */
 
@@ -56,7 +56,7 @@ int main(int argc, char **argv) {
         int k = s < 0 ? 0 : s;
         MPI_Barrier(g->comm);
         double t0 = tess_timer_now();
-        check(tess_dist_allreduce(g, grads, n, TESS_DIST_SUM));
+        check(tess_par_allreduce(g, grads, n, TESS_PAR_SUM));
         sync[k] = tess_timer_now() - t0;
 
         tess_registry_zero_grads(reg);
@@ -65,7 +65,7 @@ int main(int argc, char **argv) {
         MPI_Barrier(g->comm);
         t0 = tess_timer_now();
         tess_tfm_backward(m, 1.0f);
-        check(tess_dist_allreduce(g, grads, n, TESS_DIST_SUM));
+        check(tess_par_allreduce(g, grads, n, TESS_PAR_SUM));
         serial[k] = tess_timer_now() - t0;
 
         tess_registry_zero_grads(reg);

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "bench_common.h"   /* tess_bench_median, tess_bench_blas_setup */
-#include "dist/scalapack.h" /* tess_scal_* */
+#include "par/scalapack.h" /* tess_scal_* */
 
 enum { MAX_REPS = 32 };
 

@@ -18,8 +18,8 @@
 
 #include "bench_common.h" /* tess_bench_* */
 #include "core/timer.h"   /* tess_timer_now */
-#include "dist/layout.h"  /* tess_dist_block_range */
-#include "dist/mesh.h"    /* tess_group_* */
+#include "par/layout.h"  /* tess_par_block_range */
+#include "par/mesh.h"    /* tess_group_* */
 #include "optim/zo.h"     /* tess_zo_* */
 
 typedef struct {
@@ -62,7 +62,7 @@ static void partial(void *ctx, const double *x, int64_t first, int64_t n, int64_
 static tess_status measure(int64_t d, int64_t batch, int64_t steps, int reps, const tess_group *eval,
                            const tess_group *shard, double *sec, double *bytes) {
     int64_t lo = 0, hi = d;
-    if (shard) tess_dist_block_range(d, shard->size, shard->rank, &lo, &hi);
+    if (shard) tess_par_block_range(d, shard->size, shard->rank, &lo, &hi);
     objective o;
     TESS_CHECK(objective_init(&o, d, lo, hi - lo));
     const tess_zo_config cfg = {.estimator = TESS_ZO_EST_TWO_POINT, .dir = TESS_ZO_DIR_SPHERE,

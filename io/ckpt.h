@@ -18,7 +18,7 @@
  * Writing: each rank writes hyperslabs of the entries it holds, collectively; ranks that hold the
  * same block (replicated entries, shards repeated over data-parallel replicas) split its rows so
  * every element is written exactly once. BLOCK_CYCLIC entries are gathered to rank 0
- * (dist/gather.h) when their grid spans the whole communicator; a grid on a sub-group is refused.
+ * (par/gather.h) when their grid spans the whole communicator; a grid on a sub-group is refused.
  * Reading: each rank reads the hyperslab its own layout asks for, so a checkpoint written on P
  * ranks loads on Q ranks.
  *
@@ -78,7 +78,7 @@ typedef enum { TESS_CKPT_F32 = 0, TESS_CKPT_F64, TESS_CKPT_I64 } tess_ckpt_dtype
 /* A flat array outside the registry (float64 iterates, int64 counters, scalars): a 1-D dataset
  * /<name> of n_global elements, of which this rank holds [first, first + n_local) at data.
  * Replicated: first 0, n_local = n_global on every rank. Sharded along dim 0: the ranks' ranges
- * (e.g. tess_dist_block_range blocks) tile [0, n_global); ranks holding the same range (replicas)
+ * (e.g. tess_par_block_range blocks) tile [0, n_global); ranks holding the same range (replicas)
  * split it when writing, so each element is written and hashed once, whatever the rank count.
  * Loading fills each rank's own range, so a checkpoint written on P ranks loads on Q.
  * name: like a set name ("zo/x"); not under "params", "config", "manifest" or a set's group, and

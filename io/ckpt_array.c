@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "core/mpicheck.h" /* TESS_MPI_CHECK */
-#include "dist/layout.h"   /* tess_dist_block_range */
+#include "par/layout.h"   /* tess_par_block_range */
 #include "io/ckpt_impl.h"
 
 int64_t ckpt_reg_count(const tess_ckpt_state *st) {
@@ -66,7 +66,7 @@ static tess_status plan_one(const tess_ckpt_array *a, const int64_t *all, int64_
         for (int64_t i = h; i < g; i++)
             if (hr[i].rank == rank) { /* the holders of this range split it */
                 int64_t lo, hi;
-                tess_dist_block_range(hr[h].n, (int)(g - h), (int)(i - h), &lo, &hi);
+                tess_par_block_range(hr[h].n, (int)(g - h), (int)(i - h), &lo, &hi);
                 *sp = (ckpt_span){.off = hr[h].first + lo, .count = hi - lo, .moff = lo};
             }
         end = hr[h].first + hr[h].n;

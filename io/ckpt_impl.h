@@ -87,7 +87,7 @@ tess_status ckpt_list_shared(MPI_Comm comm, const char *dir, char **names, int64
 
 /* --- the plan: which part of each entry this rank writes and hashes ------------------------- */
 typedef struct {
-    bool block_cyclic;             /* gathered to / scattered from rank 0 (dist/gather.h) */
+    bool block_cyclic;             /* gathered to / scattered from rank 0 (par/gather.h) */
     int64_t off[TESS_MAX_DIMS];    /* region start in global coordinates */
     int64_t cnt[TESS_MAX_DIMS];    /* region extent */
     int64_t moff[TESS_MAX_DIMS];   /* region start inside this rank's local block */

@@ -18,8 +18,8 @@
 
 #include "core/log.h"      /* tess_log_info */
 #include "core/mpicheck.h" /* TESS_MPI_CHECK */
-#include "dist/gather.h"   /* tess_dist_scatter_global */
-#include "dist/mesh.h"     /* tess_group_create */
+#include "par/gather.h"   /* tess_par_scatter_global */
+#include "par/mesh.h"     /* tess_group_create */
 #include "io/ckpt_hasher.h"
 #include "io/ckpt_impl.h"
 
@@ -102,7 +102,7 @@ static void read_block_cyclic(hid_t d, const tess_registry_entry *e, const ckpt_
         else
             *acc = ckpt_hash_region(h, *acc, e, rg, global);
     }
-    tess_status s = tess_dist_scatter_global(g, &e->layout, e->ndim, e->shape, global, local);
+    tess_status s = tess_par_scatter_global(g, &e->layout, e->ndim, e->shape, global, local);
     if (s != TESS_OK)
         *fatal = tess_error_push(s, __FILE__, __LINE__, __func__, "scattering %s", e->name);
     free(global);

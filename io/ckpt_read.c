@@ -15,8 +15,8 @@
 
 #include "core/log.h"      /* tess_log_info, tess_log_warn */
 #include "core/mpicheck.h" /* TESS_MPI_CHECK */
-#include "dist/gather.h"   /* tess_dist_scatter_global */
-#include "dist/mesh.h"     /* tess_group_create */
+#include "par/gather.h"   /* tess_par_scatter_global */
+#include "par/mesh.h"     /* tess_group_create */
 #include "io/ckpt_impl.h"
 
 enum { VERIFY_ROUND_ELEMS = 4 << 20 };

@@ -376,7 +376,7 @@ static void region_from_holders(const tess_registry_entry *e, const held_block *
     k = hi_h - lo_h + 1;
     j = first - lo_h;
     int64_t lo, hi;
-    tess_dist_block_range(e->local_shape[0], (int)k, (int)j, &lo, &hi);
+    tess_par_block_range(e->local_shape[0], (int)k, (int)j, &lo, &hi);
     r->count = hi > lo ? 1 : 0;
     for (int d = 0; d < e->ndim; d++) {
         r->off[d] = e->global_offset[d];

@@ -11,8 +11,8 @@
 #include "core/log.h"      /* tess_log_info, tess_log_warn */
 #include "core/mpicheck.h" /* TESS_MPI_CHECK */
 #include "core/timer.h"    /* tess_timer_now */
-#include "dist/gather.h"   /* tess_dist_gather_global */
-#include "dist/mesh.h"     /* tess_group_create */
+#include "par/gather.h"   /* tess_par_gather_global */
+#include "par/mesh.h"     /* tess_group_create */
 #include "io/ckpt_impl.h"
 #include "io/rundir.h"     /* tess_rundir_mkdirs */
 
@@ -317,7 +317,7 @@ static tess_status write_tensors(MPI_Comm comm, hid_t file, const tess_ckpt_stat
                 if (rank == 0) global = malloc((size_t)e->global_count * sizeof *global);
                 TESS_CHECK(ckpt_agree(comm, rank != 0 || global ? TESS_OK : TESS_ERR_MEM,
                                       "allocating a block-cyclic tensor on rank 0"));
-                tess_status gs = tess_dist_gather_global(g, &e->layout, e->ndim, e->shape, local,
+                tess_status gs = tess_par_gather_global(g, &e->layout, e->ndim, e->shape, local,
                                                          global);
                 if (gs != TESS_OK) {
                     free(global);

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/layout.h" /* tess_dist_block_range */
+#include "par/layout.h" /* tess_par_block_range */
 #include "io/dataset.h"  /* tess_ds_* */
 
 static const char *const GRAPHS_FORMAT = "tessera.graphs";
@@ -350,7 +350,7 @@ static tess_status graphs_read(tess_graphs *gs, MPI_Comm comm, const char *path,
         tess_status ls = work_alloc_runs(&w, block ? 1 : n);
         if (ls == TESS_OK && block) {
             int64_t lo, hi;
-            tess_dist_block_range(gs->total_graphs, f.size, f.rank, &lo, &hi);
+            tess_par_block_range(gs->total_graphs, f.size, f.rank, &lo, &hi);
             w.g_lo[0] = lo;
             w.g_cnt[0] = hi - lo;
             w.nruns = hi > lo ? 1 : 0;

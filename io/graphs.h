@@ -53,7 +53,7 @@ typedef struct {
     int64_t *label_values; /* (C) */
 } tess_graphs;
 
-/* Read this rank's block of graphs, tess_dist_block_range(G, size, rank) over comm (a rank may
+/* Read this rank's block of graphs, tess_par_block_range(G, size, rank) over comm (a rank may
  * get none). Validates the layout (TESS_ERR_DATA naming file, dataset, expected and found) and
  * the content of the part read; every rank returns the same status. On failure gs holds nothing.
  * Collective on comm. */

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/layout.h" /* tess_dist_block_range */
+#include "par/layout.h" /* tess_par_block_range */
 #include "io/dataset.h"  /* tess_ds_* */
 
 static const char *const TOKENS_FORMAT = "tessera.tokens";
@@ -70,7 +70,7 @@ tess_status tess_tokens_read_step(tess_tokens *r, int64_t step, int64_t batch, i
     TESS_REQUIRE(step >= 0 && batch >= 1, TESS_ERR_ARG, "step %lld, batch %lld", (long long)step,
                  (long long)batch);
     int64_t lo, hi;
-    tess_dist_block_range(batch, r->f.size, r->f.rank, &lo, &hi);
+    tess_par_block_range(batch, r->f.size, r->f.rank, &lo, &hi);
     *n_local = hi - lo;
     TESS_CHECK(tess_tokens_read(r, step * batch + lo, hi - lo, out));
     return TESS_OK;
@@ -111,7 +111,7 @@ static tess_status open_meta(tess_tokens *r, const tess_tokens_opts *o) {
 /* Each rank checks its block of the whole stream against vocab_size, in chunks. */
 static tess_status scan_block(tess_tokens *r) {
     int64_t lo, hi;
-    tess_dist_block_range(r->n_tokens, r->f.size, r->f.rank, &lo, &hi);
+    tess_par_block_range(r->n_tokens, r->f.size, r->f.rank, &lo, &hi);
     int64_t chunk = hi - lo < SCAN_CHUNK ? hi - lo : SCAN_CHUNK;
     int32_t *buf = malloc((size_t)(chunk > 0 ? chunk : 1) * sizeof *buf);
     TESS_REQUIRE(buf != NULL, TESS_ERR_MEM, "cannot allocate %lld tokens", (long long)chunk);

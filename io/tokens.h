@@ -65,7 +65,7 @@ int64_t tess_tokens_window_start(tess_tokens *r, int64_t g);
 tess_status tess_tokens_read(tess_tokens *r, int64_t first, int64_t n, int32_t *out);
 
 /* This rank's share of global step `step` with global batch B: samples step*B + i for i in
- * tess_dist_block_range(B, size, rank) of the reader's comm. out (ceil(B/size), T+1) int32 at
+ * tess_par_block_range(B, size, rank) of the reader's comm. out (ceil(B/size), T+1) int32 at
  * least; *n_local receives the number of rows filled (0 on trailing ranks when size > B). Not
  * collective. */
 tess_status tess_tokens_read_step(tess_tokens *r, int64_t step, int64_t batch, int32_t *out,

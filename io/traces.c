@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/layout.h" /* tess_dist_block_range */
+#include "par/layout.h" /* tess_par_block_range */
 #include "io/dataset.h"  /* tess_ds_* */
 
 static const char *const TRACES_FORMAT = "tessera.traces";
@@ -134,7 +134,7 @@ static tess_status read_sessions(const tess_ds_file *f, tess_traces *tr, const n
                                  tess_traces_split split, int64_t overlap, tess_status *ls) {
     const int64_t S = l->n, K = tr->behavior_dim;
     int64_t slo = 0, shi = S;
-    if (split == TESS_TRACES_SPLIT_SESSIONS) tess_dist_block_range(S, f->size, f->rank, &slo, &shi);
+    if (split == TESS_TRACES_SPLIT_SESSIONS) tess_par_block_range(S, f->size, f->rank, &slo, &shi);
     tr->sessions = calloc((size_t)(shi - slo > 0 ? shi - slo : 1), sizeof *tr->sessions);
     if (!tr->sessions)
         *ls = tess_error_push(TESS_ERR_MEM, __FILE__, __LINE__, __func__, "out of memory");
@@ -147,7 +147,7 @@ static tess_status read_sessions(const tess_ds_file *f, tess_traces *tr, const n
         if (mine) {
             int64_t lo = 0, hi = meta.frames;
             if (split == TESS_TRACES_SPLIT_TIME) {
-                tess_dist_block_range(meta.frames, f->size, f->rank, &lo, &hi);
+                tess_par_block_range(meta.frames, f->size, f->rank, &lo, &hi);
                 if (hi > lo) hi = hi + overlap < meta.frames ? hi + overlap : meta.frames;
             }
             meta.t0 = lo;

@@ -46,7 +46,7 @@ typedef struct {
 
 /* How a file is shared among the ranks of a communicator. */
 typedef enum {
-    TESS_TRACES_SPLIT_SESSIONS = 0, /* whole sessions, tess_dist_block_range(S, size, rank) */
+    TESS_TRACES_SPLIT_SESSIONS = 0, /* whole sessions, tess_par_block_range(S, size, rank) */
     TESS_TRACES_SPLIT_TIME,         /* every session; frames block_range(T, size, rank) */
 } tess_traces_split;
 

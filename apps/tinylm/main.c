@@ -4,7 +4,7 @@
  *
  * Data parallelism: train.batch is the GLOBAL batch; each of P ranks draws its b = batch/P
  * samples of the step (task.h), and the gradients are averaged over the data-parallel group in
- * buckets that start reducing while backward still runs (dist/gradsync.h), so P ranks take the
+ * buckets that start reducing while backward still runs (par/gradsync.h), so P ranks take the
  * same steps as 1 rank with the whole batch (up to the order of floating-point sums). Outputs under run.dir: config.ini, metrics.csv (training),
  * eval.csv (held-out loss and accuracy), plots/loss.png, plots/eval.png.
  *
@@ -22,8 +22,8 @@
 #include "core/runtime.h"  /* tess_runtime_* */
 #include "core/signals.h"  /* tess_signals_install, tess_signals_stop_requested */
 #include "core/timer.h"    /* tess_timer_now */
-#include "dist/gradsync.h" /* tess_gradsync_* */
-#include "dist/mesh.h"     /* tess_group_* */
+#include "par/gradsync.h" /* tess_gradsync_* */
+#include "par/mesh.h"     /* tess_group_* */
 #include "io/ckpt.h"       /* tess_ckpt_* */
 #include "io/metrics.h"    /* tess_metrics_* */
 #include "io/plot.h"       /* tess_plot_csv */
@@ -148,7 +148,7 @@ static tess_status evaluate(app *a, const tinylm_task *task, const tess_runtime 
         sums[1] += (double)correct;
         sums[2] += (double)count;
     }
-    TESS_CHECK(tess_dist_allreduce_f64(a->dp, sums, 3, TESS_DIST_SUM));
+    TESS_CHECK(tess_par_allreduce_f64(a->dp, sums, 3, TESS_PAR_SUM));
     *loss = sums[0] / sums[2];
     *acc = sums[1] / sums[2];
     return TESS_OK;
@@ -328,7 +328,7 @@ static tess_status train(app *a, const tess_runtime *rt, bool *collective) {
     /* A stop that came during start-up ends the run before the first step, with nothing new to
      * save (the MAX over ranks, so every rank takes the same branch). */
     double stop_vote = tess_signals_stop_requested() ? 1.0 : 0.0;
-    TESS_CHECK(tess_dist_allreduce_f64(a->dp, &stop_vote, 1, TESS_DIST_MAX));
+    TESS_CHECK(tess_par_allreduce_f64(a->dp, &stop_vote, 1, TESS_PAR_MAX));
     if (stop_vote > 0.0 && start < steps) {
         tess_log_info("tinylm: stop requested before step %lld: exiting %d without a checkpoint",
                       (long long)start + 1, TESS_EXIT_STOPPED);
@@ -349,7 +349,7 @@ static tess_status train(app *a, const tess_runtime *rt, bool *collective) {
         /* The loss and the stop vote travel together: a signal on any rank stops every rank
          * after this same step (OPERATIONS.md 2.1). */
         double reduced[2] = {loss, tess_signals_stop_requested() ? 1.0 : 0.0};
-        TESS_CHECK(tess_dist_allreduce_f64(a->dp, reduced, 2, TESS_DIST_MEAN));
+        TESS_CHECK(tess_par_allreduce_f64(a->dp, reduced, 2, TESS_PAR_MEAN));
         loss = reduced[0];
         const bool stop = reduced[1] > 0.0;
         if (step == start) first_loss = loss;

@@ -30,9 +30,9 @@
 #include "core/runtime.h"  /* tess_runtime_* */
 #include "core/signals.h"  /* tess_signals_install, tess_signals_stop_requested */
 #include "core/timer.h"    /* tess_timer_now */
-#include "dist/coll.h"     /* tess_dist_allreduce_f64 */
-#include "dist/layout.h"   /* tess_dist_block_range */
-#include "dist/mesh.h"     /* tess_mesh_*, tess_group_* */
+#include "par/coll.h"     /* tess_par_allreduce_f64 */
+#include "par/layout.h"   /* tess_par_block_range */
+#include "par/mesh.h"     /* tess_mesh_*, tess_group_* */
 #include "io/ckpt.h"       /* tess_ckpt_* */
 #include "io/metrics.h"    /* tess_metrics_* */
 #include "io/rundir.h"     /* tess_rundir_prepare */
@@ -548,7 +548,7 @@ static tess_status compare(app *a, const tess_runtime *rt, bool *collective) {
     TESS_CHECK(tess_mesh_create(rt->comm, 2, axes, &a->mesh));
     const tess_group *eval = tess_mesh_axis_group(a->mesh, 0), *sh = tess_mesh_axis_group(a->mesh, 1);
     int64_t lo, hi;
-    tess_dist_block_range(d, sh->size, sh->rank, &lo, &hi);
+    tess_par_block_range(d, sh->size, sh->rank, &lo, &hi);
     const zoapp_problem_config pc = problem_config(c, d);
     TESS_CHECK(zoapp_problem_create(&a->prob, &pc, lo, hi - lo, rt->comm));
     TESS_CHECK(zoapp_chain_init(&a->chain, (zoapp_chain_kind)tess_config_choice(c, "chain.kind"),
@@ -808,7 +808,7 @@ static tess_status sweep(app *a, const tess_runtime *rt) {
     for (int id = 0; id < nd && st == TESS_OK; id++) {
         const int64_t d = (int64_t)dims[id];
         int64_t lo, hi;
-        tess_dist_block_range(d, sh->size, sh->rank, &lo, &hi);
+        tess_par_block_range(d, sh->size, sh->rank, &lo, &hi);
         const zoapp_problem_config pc = problem_config(c, d);
         zoapp_problem_free(&a->prob);
         st = zoapp_problem_create(&a->prob, &pc, lo, hi - lo, a->group->comm);
@@ -858,7 +858,7 @@ static tess_status sweep(app *a, const tess_runtime *rt) {
     /* a failure inside one group ends the whole run (main aborts: the other groups may be
      * waiting in a collective) */
     if (st == TESS_OK) /* each row was filled by one rank; NAN (eps never reached) survives + 0 */
-        st = tess_dist_allreduce_f64(a->world, rows, nruns * RUN_FIELDS, TESS_DIST_SUM);
+        st = tess_par_allreduce_f64(a->world, rows, nruns * RUN_FIELDS, TESS_PAR_SUM);
     if (st != TESS_OK || rt->rank != 0) {
         free(rows);
         return st;

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/coll.h"      /* tess_dist_bcast_bytes */
-#include "dist/mesh.h"      /* tess_group_* */
-#include "dist/scalapack.h" /* tess_scal_* */
+#include "par/coll.h"      /* tess_par_bcast_bytes */
+#include "par/mesh.h"      /* tess_group_* */
+#include "par/scalapack.h" /* tess_scal_* */
 
 enum { BLOCK = 32 }; /* ScaLAPACK block size of the dense solves */
 
@@ -73,7 +73,7 @@ static tess_status dense_solve(tess_scal_grid *g, const tess_group *all, const d
         st = tess_scal_posv(dR, dH);
     }
     if (st == TESS_OK) st = tess_scal_matrix_collect(dR, s, TESS_SCAL_ROW_MAJOR);
-    if (st == TESS_OK) st = tess_dist_bcast_bytes(all, s, (size_t)d * sizeof *s, 0);
+    if (st == TESS_OK) st = tess_par_bcast_bytes(all, s, (size_t)d * sizeof *s, 0);
     tess_scal_matrix_destroy(&dA);
     tess_scal_matrix_destroy(&dH);
     tess_scal_matrix_destroy(&dR);
@@ -239,7 +239,7 @@ static tess_status l1_xstar(zoapp_problem *p, tess_scal_grid *g, const tess_grou
     }
     if (st == TESS_OK) st = tess_scal_gesvd(s, dU, NULL, dG);
     if (st == TESS_OK) st = tess_scal_matrix_collect(dU, p->U, TESS_SCAL_ROW_MAJOR);
-    if (st == TESS_OK) st = tess_dist_bcast_bytes(all, p->U, (size_t)(d * d) * sizeof *p->U, 0);
+    if (st == TESS_OK) st = tess_par_bcast_bytes(all, p->U, (size_t)(d * d) * sizeof *p->U, 0);
     tess_scal_matrix_destroy(&dG);
     tess_scal_matrix_destroy(&dU);
     free(s);

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/timer.h" /* tess_timer_now */
-#include "dist/coll.h"  /* tess_dist_allreduce_f64 */
+#include "par/coll.h"  /* tess_par_allreduce_f64 */
 
 int64_t zoapp_traj_point(int64_t budget, int64_t n, int64_t j) {
     double v = pow((double)budget, (double)(j + 1) / (double)n);
@@ -50,7 +50,7 @@ static double local_err(const zoapp_problem *p, const double *x) {
 static tess_status measure(zoapp_problem *p, const tess_group *shard, const double *x, bool fgap,
                            double *err, double *gap) {
     double v[2] = {local_err(p, x), fgap ? zoapp_problem_f(p, x) : 0.0};
-    if (shard && shard->size > 1) TESS_CHECK(tess_dist_allreduce_f64(shard, v, 2, TESS_DIST_SUM));
+    if (shard && shard->size > 1) TESS_CHECK(tess_par_allreduce_f64(shard, v, 2, TESS_PAR_SUM));
     *err = v[0] / p->xstar_norm2;
     *gap = fgap ? v[1] - p->fstar : NAN;
     return TESS_OK;

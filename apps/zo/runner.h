@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "chain.h"       /* zoapp_chain */
-#include "dist/mesh.h"   /* tess_group */
+#include "par/mesh.h"   /* tess_group */
 #include "optim/zo.h"    /* tess_zo_config */
 #include "problem.h"     /* zoapp_problem */
 

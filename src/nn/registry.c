@@ -1,6 +1,8 @@
 /* registry.c - named views into flat, aligned param/grad buffers (see registry.h). */
 #include "nn/registry.h"
 
+#include "core/rng.h" /* tess_rng_fill_* */
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -120,8 +122,10 @@ tess_status tess_registry_add(tess_registry *reg, const char *name, int ndim, co
     tess_layout_local_shape(l, ndim, e->shape, e->local_shape, e->global_offset);
     e->local_count = tess_layout_local_count(l, ndim, e->shape);
     e->flat_offset = reg->local_total;
+    e->dtype = TESS_F32;
     e->trainable = true;
     e->decay = ndim >= 2;
+    e->init = tess_init_zeros();
     reg->local_total += e->local_count;
     reg->global_total += e->global_count;
     if (index) *index = reg->count;
@@ -140,6 +144,92 @@ tess_status tess_registry_set_decay(tess_registry *reg, int64_t i, bool decay) {
     TESS_REQUIRE(reg && i >= 0 && i < reg->count, TESS_ERR_ARG, "entry %lld out of range",
                  (long long)i);
     reg->entries[i].decay = decay;
+    return TESS_OK;
+}
+
+tess_status tess_registry_set_tags(tess_registry *reg, int64_t i, uint32_t tags) {
+    TESS_REQUIRE(reg && i >= 0 && i < reg->count, TESS_ERR_ARG, "entry %lld out of range",
+                 (long long)i);
+    reg->entries[i].tags = tags;
+    return TESS_OK;
+}
+
+tess_status tess_registry_set_group(tess_registry *reg, int64_t i, const struct tess_group *g) {
+    TESS_REQUIRE(reg && i >= 0 && i < reg->count, TESS_ERR_ARG, "entry %lld out of range",
+                 (long long)i);
+    reg->entries[i].group = g;
+    return TESS_OK;
+}
+
+tess_status tess_registry_set_init(tess_registry *reg, int64_t i, tess_init init) {
+    TESS_REQUIRE(reg && i >= 0 && i < reg->count, TESS_ERR_ARG, "entry %lld out of range",
+                 (long long)i);
+    const char *name = reg->entries[i].name;
+    TESS_REQUIRE(init.kind >= TESS_INIT_ZEROS && init.kind <= TESS_INIT_UNIFORM, TESS_ERR_ARG,
+                 "'%s': unknown init kind %d", name, (int)init.kind);
+    TESS_REQUIRE(init.kind != TESS_INIT_NORMAL || init.b >= 0.0, TESS_ERR_ARG,
+                 "'%s': normal init needs std >= 0, got %g", name, init.b);
+    TESS_REQUIRE(init.kind != TESS_INIT_UNIFORM || init.b >= init.a, TESS_ERR_ARG,
+                 "'%s': uniform init needs lo <= hi, got [%g, %g)", name, init.a, init.b);
+    reg->entries[i].init = init;
+    return TESS_OK;
+}
+
+int64_t tess_registry_select(const tess_registry *reg, uint32_t all, int64_t *idx, int64_t n) {
+    int64_t count = 0;
+    for (int64_t i = 0; i < reg->count; i++) {
+        if ((reg->entries[i].tags & all) != all) continue;
+        if (idx && count < n) idx[count] = i;
+        count++;
+    }
+    return count;
+}
+
+/* Fill n floats at p with draws first..first+n-1 of the entry's init under (key, ctr). */
+static void init_run(const tess_init *in, tess_rng_key key, uint64_t ctr, int64_t first, int64_t n,
+                     float *p) {
+    switch (in->kind) {
+    case TESS_INIT_ZEROS:
+        memset(p, 0, (size_t)n * sizeof *p);
+        break;
+    case TESS_INIT_CONST:
+        for (int64_t j = 0; j < n; j++) p[j] = (float)in->a;
+        break;
+    case TESS_INIT_NORMAL:
+        tess_rng_fill_normal(key, ctr, first, n, p, (float)in->a, (float)in->b);
+        break;
+    case TESS_INIT_UNIFORM:
+        tess_rng_fill_uniform(key, ctr, first, n, p, (float)in->a, (float)in->b);
+        break;
+    }
+}
+
+tess_status tess_registry_init_params(tess_registry *reg, uint64_t seed) {
+    TESS_REQUIRE(reg && reg->params, TESS_ERR_ARG, "registry not finalized");
+    const tess_rng_key key = {.seed = (uint32_t)seed, .stream = (uint32_t)(seed >> 32)};
+    for (int64_t i = 0; i < reg->count; i++) {
+        const tess_registry_entry *e = &reg->entries[i];
+        TESS_REQUIRE(e->layout.kind != TESS_LAYOUT_BLOCK_CYCLIC || e->init.kind == TESS_INIT_ZEROS ||
+                         e->init.kind == TESS_INIT_CONST,
+                     TESS_ERR_ARG, "'%s': random init of a block-cyclic entry is not supported",
+                     e->name);
+        const uint64_t ctr = tess_rng_ctr(TESS_RNG_PURPOSE_INIT, (uint64_t)i);
+        float *p = reg->params + e->flat_offset;
+        if (e->local_count == 0) continue;
+        /* The local block is a box of the global tensor: its rows along the last dimension are
+         * contiguous runs of global indices. Walk them in row-major order. */
+        const int64_t run = e->local_shape[e->ndim - 1];
+        int64_t pos[TESS_MAX_DIMS] = {0};
+        for (int64_t done = 0; done < e->local_count; done += run) {
+            int64_t g = 0;
+            for (int d = 0; d < e->ndim; d++) g = g * e->shape[d] + e->global_offset[d] + pos[d];
+            init_run(&e->init, key, ctr, g, run, p + done);
+            for (int d = e->ndim - 2; d >= 0; d--) { /* next row of the box */
+                if (++pos[d] < e->local_shape[d]) break;
+                pos[d] = 0;
+            }
+        }
+    }
     return TESS_OK;
 }
 

@@ -20,6 +20,15 @@
  *   decay      receives weight decay (default: ndim >= 2, i.e. matrices and embeddings decay,
  *              biases, norm gains and other vectors do not). Meaningful only when trainable.
  *
+ * Declared per entry, read by whoever selects entries (none changes storage):
+ *   tags       a set of tess_tag bits (default none): what the entry is for reduction and
+ *              aggregation, e.g. SHARED entries take part in the federated average, LOCAL ones
+ *              never leave their client, EXPERT/DENSE say which group reduces the gradient.
+ *   group      the group its gradient is reduced over and its norm summed over (default NULL:
+ *              the data-parallel group that the gradient sync or clipping call is given), e.g.
+ *              the expert-data-parallel group for an expert's weights. Borrowed.
+ *   init       how tess_registry_init_params fills it (default zeros).
+ *
  * Not collective: a registry is local to its rank; layouts only say which part this rank holds.
  * Not thread-safe.
  */
@@ -31,9 +40,44 @@
 #include <stdio.h>
 
 #include "core/status.h" /* tess_status */
-#include "dist/layout.h" /* tess_layout, TESS_MAX_DIMS */
+#include "core/dtype.h" /* tess_dtype */
+#include "par/layout.h" /* tess_layout, TESS_MAX_DIMS */
+
+struct tess_group; /* par/mesh.h */
 
 enum { TESS_REGISTRY_NAME_MAX = 128, TESS_REGISTRY_ALIGN = 64 };
+
+/* What an entry is, for gradient sync, clipping and federated aggregation: bits, any mix. */
+typedef enum {
+    TESS_TAG_SHARED = 1u << 0, /* averaged across federated clients (the structural parameters) */
+    TESS_TAG_LOCAL = 1u << 1,  /* stays with its client: never aggregated, never sent */
+    TESS_TAG_EXPERT = 1u << 2, /* an expert's weights (reduced over the expert-data-parallel group) */
+    TESS_TAG_DENSE = 1u << 3,  /* weights every rank holds (reduced over all data-parallel ranks) */
+    TESS_TAG_USER = 1u << 8,   /* first bit left to apps; TESS_TAG_USER << k for k in 0..23 */
+} tess_tag;
+
+/* How tess_registry_init_params fills an entry. */
+typedef enum {
+    TESS_INIT_ZEROS = 0, /* 0 */
+    TESS_INIT_CONST,     /* a */
+    TESS_INIT_NORMAL,    /* N(a, b^2): mean a, standard deviation b */
+    TESS_INIT_UNIFORM,   /* U[a, b) */
+} tess_init_kind;
+
+typedef struct {
+    tess_init_kind kind;
+    double a, b;
+} tess_init;
+
+/* Shorthands for declarations: tess_init_normal(0.0, 0.02), tess_init_const(1.0). */
+static inline tess_init tess_init_zeros(void) { return (tess_init){TESS_INIT_ZEROS, 0.0, 0.0}; }
+static inline tess_init tess_init_const(double a) { return (tess_init){TESS_INIT_CONST, a, 0.0}; }
+static inline tess_init tess_init_normal(double mean, double std) {
+    return (tess_init){TESS_INIT_NORMAL, mean, std};
+}
+static inline tess_init tess_init_uniform(double lo, double hi) {
+    return (tess_init){TESS_INIT_UNIFORM, lo, hi};
+}
 
 /* One registered tensor. Shapes are row-major; a BLOCK_CYCLIC local block is column-major. */
 typedef struct {
@@ -47,8 +91,12 @@ typedef struct {
     int64_t local_count;                   /* product of local_shape; may be 0 */
     int64_t flat_offset;                   /* element offset of the view in the flat buffers */
     tess_layout layout;
+    tess_dtype dtype;                      /* TESS_F32: parameters and gradients are float */
     bool trainable;
     bool decay;
+    uint32_t tags;                         /* tess_tag bits */
+    const struct tess_group *group;        /* gradient/norm reduction group; NULL: the caller's */
+    tess_init init;
 } tess_registry_entry;
 
 typedef struct tess_registry tess_registry;
@@ -69,6 +117,14 @@ tess_status tess_registry_add(tess_registry *reg, const char *name, int ndim, co
  * finalize; they change no storage. TESS_ERR_ARG if i is out of range. */
 tess_status tess_registry_set_trainable(tess_registry *reg, int64_t i, bool trainable);
 tess_status tess_registry_set_decay(tess_registry *reg, int64_t i, bool decay);
+tess_status tess_registry_set_tags(tess_registry *reg, int64_t i, uint32_t tags);
+tess_status tess_registry_set_group(tess_registry *reg, int64_t i, const struct tess_group *g);
+/* TESS_ERR_ARG also for a NORMAL std < 0 or a UNIFORM with b < a. */
+tess_status tess_registry_set_init(tess_registry *reg, int64_t i, tess_init init);
+
+/* Entries whose tags include every bit of `all` (0: every entry), counted and listed in
+ * registration order into idx (capacity n; may be NULL to count only). Returns the count. */
+int64_t tess_registry_select(const tess_registry *reg, uint32_t all, int64_t *idx, int64_t n);
 
 /* Allocate the params and grads buffers (zeroed) and freeze the entry list.
  * TESS_ERR_ARG if already finalized, TESS_ERR_MEM if the allocation fails. */
@@ -92,6 +148,12 @@ float *tess_registry_params(const tess_registry *reg);
 float *tess_registry_grads(const tess_registry *reg);
 float *tess_registry_param(const tess_registry *reg, int64_t i); /* (local_shape of entry i) */
 float *tess_registry_grad(const tess_registry *reg, int64_t i);  /* (local_shape of entry i) */
+
+/* Fill every parameter by its declared init from Philox keyed by seed: entry i, element with
+ * global row-major index j is draw j of counter (TESS_RNG_PURPOSE_INIT, i), so every rank's shard
+ * holds exactly what a 1-rank run holds (any layout but BLOCK_CYCLIC, which is refused:
+ * TESS_ERR_ARG). Requires finalize. Not collective. */
+tess_status tess_registry_init_params(tess_registry *reg, uint64_t seed);
 
 /* Set every gradient to zero. Requires finalize. */
 void tess_registry_zero_grads(tess_registry *reg);

@@ -71,7 +71,7 @@ void tess_tfm_backward(tess_tfm *model, float loss_scale);
 /* Called by tess_tfm_backward each time a contiguous range [lo, hi) of the registry's flat
  * gradient buffer is final: first the head and final norm (the end of the buffer), then layer
  * L-1, ..., layer 0, then the embedding (lo = 0). Ranges tile the buffer from its end to its
- * start, one call per range, so a data-parallel sync (dist/gradsync.h) can start reducing them
+ * start, one call per range, so a data-parallel sync (par/gradsync.h) can start reducing them
  * while backward continues. fn = NULL removes the hook. */
 typedef void (*tess_tfm_grad_hook)(void *ctx, int64_t lo, int64_t hi);
 void tess_tfm_set_grad_hook(tess_tfm *model, tess_tfm_grad_hook fn, void *ctx);

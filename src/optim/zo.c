@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/coll.h"   /* tess_dist_allreduce_f64 */
-#include "dist/layout.h" /* tess_dist_block_range, tess_layout_kind_name */
+#include "par/coll.h"   /* tess_par_allreduce_f64 */
+#include "par/layout.h" /* tess_par_block_range, tess_layout_kind_name */
 
 static const double two_pi = 6.283185307179586476925286766559;
 static const double two_m53 = 1.0 / 9007199254740992.0; /* 2^-53 */
@@ -217,7 +217,7 @@ tess_status tess_zo_create(tess_zo **zo, const tess_zo_config *cfg, int64_t d,
     tess_zo *z = calloc(1, sizeof *z);
     TESS_REQUIRE(z, TESS_ERR_MEM, "zo: out of memory");
     int64_t lo = 0, hi = d;
-    if (shard) tess_dist_block_range(d, shard->size, shard->rank, &lo, &hi);
+    if (shard) tess_par_block_range(d, shard->size, shard->rank, &lo, &hi);
     z->first = lo;
     z->n = hi - lo;
     z->segs = calloc(1, sizeof *z->segs);
@@ -406,7 +406,7 @@ static tess_status zero_order(tess_zo *z, const tess_zo_objective *obj, tess_zo_
     const int64_t nx = nv + (shard_norm ? 1 : 0);            /* exchanged scalars per sample */
     const bool inline_acc = z->erank == 0;
     int64_t lo, hi;
-    tess_dist_block_range(nact, z->esize, z->erank, &lo, &hi);
+    tess_par_block_range(nact, z->esize, z->erank, &lo, &hi);
 
     memset(z->vals, 0, (size_t)(nact * nx) * sizeof(double));
     double base = z->sca[TESS_ZO_SCA_BASELINE];
@@ -418,7 +418,7 @@ static tess_status zero_order(tess_zo *z, const tess_zo_objective *obj, tess_zo_
         if (sphere) {
             double nrm2 = local_sqnorm(z, z->e);
             if (shard_norm) {
-                TESS_CHECK(tess_dist_allreduce_f64(z->shard, &nrm2, 1, TESS_DIST_SUM));
+                TESS_CHECK(tess_par_allreduce_f64(z->shard, &nrm2, 1, TESS_PAR_SUM));
                 *comm_bytes += sizeof(double);
                 v[nv] = nrm2;
             }
@@ -437,7 +437,7 @@ static tess_status zero_order(tess_zo *z, const tess_zo_objective *obj, tess_zo_
         }
         if (!z->registry) {
             if (shard_parts) {
-                TESS_CHECK(tess_dist_allreduce_f64(z->shard, z->parts, nv * np, TESS_DIST_SUM));
+                TESS_CHECK(tess_par_allreduce_f64(z->shard, z->parts, nv * np, TESS_PAR_SUM));
                 *comm_bytes += (double)(nv * np) * sizeof(double);
             }
             for (int64_t s = 0; s < nv; s++) {
@@ -455,7 +455,7 @@ static tess_status zero_order(tess_zo *z, const tess_zo_objective *obj, tess_zo_
     }
     if (z->esize > 1) {
         /* each entry has exactly one non-zero contributor: the sum is exact in any order */
-        TESS_CHECK(tess_dist_allreduce_f64(z->eval, z->vals, nact * nx, TESS_DIST_SUM));
+        TESS_CHECK(tess_par_allreduce_f64(z->eval, z->vals, nact * nx, TESS_PAR_SUM));
         *comm_bytes += (double)(nact * nx) * sizeof(double);
     }
     base = z->sca[TESS_ZO_SCA_BASELINE];
@@ -499,7 +499,7 @@ static tess_status step_impl(tess_zo *z, const tess_zo_objective *obj, tess_zo_l
     if (c->radius > 0.0) {
         double nrm2 = local_sqnorm(z, z->x);
         if (z->ssize > 1) {
-            TESS_CHECK(tess_dist_allreduce_f64(z->shard, &nrm2, 1, TESS_DIST_SUM));
+            TESS_CHECK(tess_par_allreduce_f64(z->shard, &nrm2, 1, TESS_PAR_SUM));
             comm += sizeof(double);
         }
         if (nrm2 > c->radius * c->radius) {

@@ -26,7 +26,7 @@
  *          all directions and forms g in sample order: the iterates are bitwise identical for any
  *          eval group size. Rank 0 of eval accumulates its own samples while evaluating, so one
  *          rank never generates a direction twice.
- *   shard  ranks split the coordinates of x (contiguous blocks, tess_dist_block_range). The
+ *   shard  ranks split the coordinates of x (contiguous blocks, tess_par_block_range). The
  *          objective returns per-rank partial sums; per evaluated sample one all-reduce of its
  *          partial sums (2 npartials doubles) and, for sphere directions, one of its squared
  *          norm (1 double); projection adds one of a scalar. Each rank draws only its own
@@ -45,7 +45,7 @@
 
 #include "core/rng.h"    /* tess_rng_key */
 #include "core/status.h" /* tess_status */
-#include "dist/mesh.h"   /* tess_group */
+#include "par/mesh.h"   /* tess_group */
 #include "nn/registry.h" /* tess_registry */
 
 typedef enum {

@@ -1,6 +1,6 @@
 /* test_graphs - graph collections: rank 0 writes a random collection (Philox, so every rank can
  * rebuild it in memory), then every rank reads its block and then an id list, collectively.
- * Each rank must hold exactly its share (tess_dist_block_range, or its ids), the shares must add
+ * Each rank must hold exactly its share (tess_par_block_range, or its ids), the shares must add
  * up to the whole, and every graph must equal the in-memory one: so the data do not depend on
  * the number of ranks. Run at 1, 2, 3 and 4 ranks. */
 #include <mpi.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "core/rng.h"       /* tess_rng_* */
-#include "dist/layout.h"    /* tess_dist_block_range */
+#include "par/layout.h"    /* tess_par_block_range */
 #include "ds_test.h"        /* ds_test_init, DS_TEST_* */
 #include "graphs_compare.h" /* graphs_compare */
 #include "io/graphs.h"      /* tess_graphs_* */
@@ -70,7 +70,7 @@ int main(int argc, char **argv) {
     tess_graphs part;
     DS_TEST_OK(tess_graphs_read(&part, MPI_COMM_WORLD, path));
     int64_t lo, hi;
-    tess_dist_block_range(G, size, rank, &lo, &hi);
+    tess_par_block_range(G, size, rank, &lo, &hi);
     TESS_TEST_CHECK(part.num_graphs == hi - lo, "rank %d holds %lld graphs, expected %lld", rank,
                     (long long)part.num_graphs, (long long)(hi - lo));
     for (int64_t g = 0; g < part.num_graphs; g++)

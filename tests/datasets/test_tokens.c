@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "core/rng.h"    /* tess_rng_* */
-#include "dist/layout.h" /* tess_dist_block_range */
+#include "par/layout.h" /* tess_par_block_range */
 #include "ds_test.h"     /* ds_test_init, DS_TEST_* */
 #include "io/tokens.h"   /* tess_tokens_* */
 
@@ -33,7 +33,7 @@ static void check_steps(tess_tokens *r, const int32_t *stream, int64_t begin, in
                         const tess_tokens_opts *o, int rank, int size) {
     int32_t out[B * (T + 1)];
     int64_t perm[NTOK], lo, hi, bad = 0;
-    tess_dist_block_range(B, size, rank, &lo, &hi);
+    tess_par_block_range(B, size, rank, &lo, &hi);
     for (int64_t step = 0; step < STEPS; step++) {
         int64_t n = -1;
         DS_TEST_OK(tess_tokens_read_step(r, step, B, out, &n));

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/layout.h" /* tess_dist_block_range */
+#include "par/layout.h" /* tess_par_block_range */
 #include "ds_test.h"     /* ds_test_init, DS_TEST_* */
 #include "io/tokens.h"   /* tess_tokens_* */
 
@@ -46,7 +46,7 @@ int main(int argc, char **argv) {
             int64_t nl = 0;
             DS_TEST_OK(tess_tokens_read_step(r, step, B, out, &nl));
             int64_t lo, hi;
-            tess_dist_block_range(B, size, rank, &lo, &hi);
+            tess_par_block_range(B, size, rank, &lo, &hi);
             lo += step * B;
             for (int64_t i = 0; i < nl; i++) {
                 int64_t s = tess_tokens_window_start(r, lo + i);

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/layout.h" /* tess_dist_block_range */
+#include "par/layout.h" /* tess_par_block_range */
 #include "ds_test.h"     /* ds_test_init, DS_TEST_* */
 #include "io/traces.h"   /* tess_traces_* */
 
@@ -152,7 +152,7 @@ int main(int argc, char **argv) {
     tess_traces tr;
     DS_TEST_OK(tess_traces_read(&tr, MPI_COMM_WORLD, "traces.h5", TESS_TRACES_SPLIT_SESSIONS, 0));
     int64_t lo, hi;
-    tess_dist_block_range(S, size, rank, &lo, &hi);
+    tess_par_block_range(S, size, rank, &lo, &hi);
     TESS_TEST_CHECK(tr.total_sessions == S && tr.behavior_dim == K &&
                         strcmp(tr.behavior_names, "speed,angle") == 0,
                     "S %lld K %lld names '%s'", (long long)tr.total_sessions,
@@ -183,7 +183,7 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < tr.num_sessions && i < S; i++) {
         const tess_traces_session *ss = &tr.sessions[i];
         int64_t T = frames_of(i), a, b;
-        tess_dist_block_range(T, size, rank, &a, &b);
+        tess_par_block_range(T, size, rank, &a, &b);
         int64_t end = b > a ? (b + OVERLAP < T ? b + OVERLAP : T) : a;
         TESS_TEST_CHECK(ss->index == i && ss->t0 == a && ss->t == end - a,
                         "session %lld: frames [%lld, +%lld), expected [%lld, %lld)", (long long)i,

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/layout.h" /* tess_dist_block_range */
+#include "par/layout.h" /* tess_par_block_range */
 #include "ds_test.h"     /* ds_test_init, DS_TEST_* */
 #include "io/traces.h"   /* tess_traces_* */
 
@@ -78,7 +78,7 @@ int main(int argc, char **argv) {
             for (int j = 0; j < n; j++)
                 if (strcmp(orig[j].name, s->name) == 0) compare(s, &orig[j]);
             int64_t lo = 0, hi = s->frames;
-            if (split) tess_dist_block_range(s->frames, size, rank, &lo, &hi);
+            if (split) tess_par_block_range(s->frames, size, rank, &lo, &hi);
             frames += hi - lo;
         }
         MPI_Allreduce(MPI_IN_PLACE, &frames, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);

@@ -15,7 +15,7 @@
 
 #include "ckpt_tamper.h"
 #include "core/runtime.h" /* tess_runtime_* */
-#include "dist/layout.h"  /* tess_dist_block_range */
+#include "par/layout.h"  /* tess_par_block_range */
 #include "io/ckpt.h"      /* tess_ckpt_* */
 #include "tess_test.h"
 
@@ -38,9 +38,9 @@ typedef struct {
 static void build(state *z, int rank, int size, bool fill) {
     memset(z, 0, sizeof *z);
     int64_t xlo, xhi, ylo, yhi;
-    tess_dist_block_range(NX, size, rank, &xlo, &xhi);
+    tess_par_block_range(NX, size, rank, &xlo, &xhi);
     const int ny = size < 2 ? 1 : 2; /* y: ny blocks, block b held by ranks with rank % ny == b */
-    tess_dist_block_range(NY, ny, rank % ny, &ylo, &yhi);
+    tess_par_block_range(NY, ny, rank % ny, &ylo, &yhi);
     for (int64_t i = xlo; i < xhi; i++) z->x[i - xlo] = fill ? xval(i) : NAN;
     for (int64_t i = ylo; i < yhi; i++) z->y[i - ylo] = fill ? yval(i) : NAN;
     for (int64_t i = 0; i < NC; i++) z->c[i] = fill ? cval(i) : -1;
@@ -56,8 +56,8 @@ static void build(state *z, int rank, int size, bool fill) {
 /* Every local element equals its reference, bit for bit. */
 static void check_values(const state *z, int rank, int size, const char *label) {
     int64_t xlo, xhi, ylo, yhi, bad = 0;
-    tess_dist_block_range(NX, size, rank, &xlo, &xhi);
-    tess_dist_block_range(NY, size < 2 ? 1 : 2, rank % (size < 2 ? 1 : 2), &ylo, &yhi);
+    tess_par_block_range(NX, size, rank, &xlo, &xhi);
+    tess_par_block_range(NY, size < 2 ? 1 : 2, rank % (size < 2 ? 1 : 2), &ylo, &yhi);
     for (int64_t i = xlo; i < xhi; i++) {
         double v = xval(i);
         bad += memcmp(&z->x[i - xlo], &v, sizeof v) != 0;

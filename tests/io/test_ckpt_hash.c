@@ -21,7 +21,7 @@ static uint64_t hash_split(tess_ckpt_hash_scheme h, const void *x, size_t es, in
     uint64_t acc = 0;
     for (int p = parts - 1; p >= 0; p--) {
         int64_t lo, hi;
-        tess_dist_block_range(n, parts, p, &lo, &hi);
+        tess_par_block_range(n, parts, p, &lo, &hi);
         acc = tess_ckpt_hash_add(h, acc, (const char *)x + (size_t)lo * es, es, first + lo,
                                  hi - lo);
     }

@@ -2,6 +2,7 @@
  * with the tensor's name in the message, local counts of sharded and block-cyclic layouts,
  * aligned zeroed buffers, the printed table. Sharding is pure arithmetic: one process. */
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "nn/registry.h" /* tess_registry_* */
@@ -54,7 +55,7 @@ static void test_shard_counts(int dim, int nparts, int64_t rows, int64_t cols) {
         tess_registry *reg = NULL;
         tess_layout l = tess_layout_sharded(dim, nparts, part);
         int64_t lo, hi;
-        tess_dist_block_range(shape[dim], nparts, part, &lo, &hi);
+        tess_par_block_range(shape[dim], nparts, part, &lo, &hi);
         TESS_TEST_CHECK(tess_registry_create(&reg) == TESS_OK, "create");
         TESS_TEST_CHECK(tess_registry_add(reg, "x", 2, shape, &l, NULL) == TESS_OK, "add");
         const tess_registry_entry *e = tess_registry_get(reg, 0);
@@ -71,6 +72,77 @@ static void test_shard_counts(int dim, int nparts, int64_t rows, int64_t cols) {
     }
     TESS_TEST_CHECK(sum == rows * cols, "dim %d over %d: local counts sum to %lld, got %lld", dim,
                     nparts, (long long)(rows * cols), (long long)sum);
+}
+
+/* Declared inits: every shard of a (3, 5, 4) tensor split along dim `dim` over p parts holds
+ * exactly the elements of the 1-part fill at the same global indices, and each kind fills what it
+ * declares. Also tags, select and the init argument checks. */
+static void test_init(int dim, int p) {
+    const int64_t shape[3] = {3, 5, 4}, n = 60;
+    const tess_init inits[3] = {tess_init_normal(0.5, 2.0), tess_init_uniform(-1.0, 3.0),
+                                tess_init_const(7.0)};
+    float whole[3][60];
+    for (int part = -1; part < p; part++) { /* -1: the replicated reference */
+        tess_registry *reg = NULL;
+        TESS_TEST_CHECK(tess_registry_create(&reg) == TESS_OK, "create");
+        const tess_layout l = part < 0 ? tess_layout_replicated() : tess_layout_sharded(dim, p, part);
+        const char *names[3] = {"a", "b", "c"};
+        for (int i = 0; i < 3; i++) {
+            TESS_TEST_CHECK(tess_registry_add(reg, names[i], 3, shape, &l, NULL) == TESS_OK, "add");
+            TESS_TEST_CHECK(tess_registry_set_init(reg, i, inits[i]) == TESS_OK, "set_init");
+        }
+        TESS_TEST_CHECK(tess_registry_set_tags(reg, 1, TESS_TAG_SHARED | TESS_TAG_DENSE) == TESS_OK &&
+                            tess_registry_set_tags(reg, 2, TESS_TAG_SHARED) == TESS_OK,
+                        "set_tags");
+        int64_t idx[3];
+        TESS_TEST_CHECK(tess_registry_select(reg, TESS_TAG_SHARED, idx, 3) == 2 && idx[0] == 1 &&
+                            idx[1] == 2 && tess_registry_select(reg, TESS_TAG_SHARED | TESS_TAG_DENSE,
+                                                                NULL, 0) == 1 &&
+                            tess_registry_select(reg, 0, NULL, 0) == 3,
+                        "select by tags");
+        TESS_TEST_CHECK(tess_registry_finalize(reg) == TESS_OK &&
+                            tess_registry_init_params(reg, 99) == TESS_OK,
+                        "init_params");
+        for (int i = 0; i < 3; i++) {
+            const tess_registry_entry *e = tess_registry_get(reg, i);
+            const float *v = tess_registry_param(reg, i);
+            if (part < 0) {
+                memcpy(whole[i], v, sizeof whole[i]);
+                double mean = 0.0;
+                for (int64_t k = 0; k < n; k++) mean += v[k] / (double)n;
+                if (i == 0) TESS_TEST_CHECK(fabs(mean - 0.5) < 1.0, "normal mean %g", mean);
+                for (int64_t k = 0; k < n && i == 1; k++)
+                    TESS_TEST_CHECK(v[k] >= -1.0f && v[k] <= 3.0f, "uniform range %g", v[k]);
+                for (int64_t k = 0; k < n && i == 2; k++)
+                    TESS_TEST_CHECK(v[k] == 7.0f, "const %g", v[k]);
+                continue;
+            }
+            int64_t k = 0;
+            for (int64_t a = 0; a < e->local_shape[0]; a++)
+                for (int64_t b = 0; b < e->local_shape[1]; b++)
+                    for (int64_t c = 0; c < e->local_shape[2]; c++, k++) {
+                        int64_t g = ((e->global_offset[0] + a) * 5 + e->global_offset[1] + b) * 4 +
+                                    e->global_offset[2] + c;
+                        TESS_TEST_CHECK(v[k] == whole[i][g], "dim %d p %d part %d entry %d element %lld",
+                                        dim, p, part, i, (long long)g);
+                    }
+        }
+        tess_registry_destroy(&reg);
+    }
+    tess_registry *reg = NULL;
+    const int64_t one[1] = {2};
+    const tess_layout rep = tess_layout_replicated();
+    TESS_TEST_CHECK(tess_registry_create(&reg) == TESS_OK &&
+                        tess_registry_add(reg, "x", 1, one, &rep, NULL) == TESS_OK,
+                    "add");
+    TESS_TEST_CHECK(tess_registry_set_init(reg, 0, tess_init_normal(0.0, -1.0)) == TESS_ERR_ARG &&
+                        strstr(tess_error_text(), "'x': normal init needs std >= 0"),
+                    "negative std rejected: %s", tess_error_text());
+    tess_error_clear();
+    TESS_TEST_CHECK(tess_registry_set_init(reg, 0, tess_init_uniform(1.0, 0.0)) == TESS_ERR_ARG,
+                    "empty uniform range rejected");
+    tess_error_clear();
+    tess_registry_destroy(&reg);
 }
 
 int main(int argc, char **argv) {
@@ -209,6 +281,8 @@ int main(int argc, char **argv) {
         test_shard_counts(0, p, 10, 3);
         test_shard_counts(1, p, 2, 5);
     }
+    for (int p = 1; p <= 4; p++)
+        for (int dim = 0; dim < 3; dim++) test_init(dim, p);
     int rc = tess_test_finish("registry");
     MPI_Finalize();
     return rc;

@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/layout.h" /* tess_dist_block_range */
-#include "dist/mesh.h"   /* tess_group_*, tess_mesh_* */
+#include "par/layout.h" /* tess_par_block_range */
+#include "par/mesh.h"   /* tess_group_*, tess_mesh_* */
 #include "optim/zo.h"    /* tess_zo_* */
 #include "tess_test.h"   /* TESS_TEST_* */
 
@@ -111,7 +111,7 @@ static int run(const tess_zo_config *c, const tess_group *eval, const tess_group
 static void compare_slice(const double *got, const double *ref, const tess_group *shard,
                           const char *what, const char *name) {
     int64_t lo = 0, hi = D;
-    if (shard) tess_dist_block_range(D, shard->size, shard->rank, &lo, &hi);
+    if (shard) tess_par_block_range(D, shard->size, shard->rank, &lo, &hi);
     double worst = 0.0;
     for (int64_t j = lo; j < hi; j++) {
         double r = fabs(got[j - lo] - ref[j]) / fmax(fabs(ref[j]), 1e-3);

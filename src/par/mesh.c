@@ -3,7 +3,7 @@
  * Order of work in every constructor: validate (same inputs on every rank, so the same verdict),
  * allocate everything, agree on the allocation with one all-reduce, and only then create
  * communicators. A local failure therefore never leaves another rank waiting in MPI_Comm_split. */
-#include "dist/mesh.h"
+#include "par/mesh.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +30,7 @@ static int group_alloc(tess_group *g, int size, const char *name) {
     memset(g, 0, sizeof *g);
     g->comm = MPI_COMM_NULL;
     g->size = size;
-    g->max_count = TESS_DIST_MAX_COUNT;
+    g->max_count = TESS_PAR_MAX_COUNT;
     memcpy(g->name, name, strlen(name) + 1);
     g->iscratch = malloc(4 * (size_t)size * sizeof *g->iscratch);
     g->lscratch = malloc(4 * (size_t)size * sizeof *g->lscratch);
@@ -150,9 +150,9 @@ void tess_group_destroy(tess_group **g) {
 }
 
 tess_status tess_group_set_max_count(tess_group *g, int64_t n) {
-    TESS_REQUIRE(n >= 1 && n <= TESS_DIST_MAX_COUNT, TESS_ERR_ARG,
+    TESS_REQUIRE(n >= 1 && n <= TESS_PAR_MAX_COUNT, TESS_ERR_ARG,
                  "max count %lld is outside [1, %lld]", (long long)n,
-                 (long long)TESS_DIST_MAX_COUNT);
+                 (long long)TESS_PAR_MAX_COUNT);
     g->max_count = n;
     return TESS_OK;
 }

@@ -14,8 +14,8 @@
 
 #include "core/mpicheck.h"       /* TESS_MPI_CHECK */
 #include "core/status.h"         /* TESS_REQUIRE, TESS_CHECK, tess_error_push */
-#include "dist/scalapack.h"      /* tess_scal_* */
-#include "dist/scalapack_impl.h" /* ScaLAPACK prototypes, tess_scal_agree, tess_scal_check_matrix */
+#include "par/scalapack.h"      /* tess_scal_* */
+#include "par/scalapack_impl.h" /* ScaLAPACK prototypes, tess_scal_agree, tess_scal_check_matrix */
 
 /* Reduce ScaLAPACK's INFO over the communicator: out[0] is the largest positive INFO, out[1]
  * the largest -INFO (an argument ScaLAPACK rejected despite our checks). */

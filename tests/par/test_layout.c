@@ -3,7 +3,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "dist/layout.h" /* tess_dist_block_range, tess_dist_numroc, tess_layout_* */
+#include "par/layout.h" /* tess_par_block_range, tess_par_numroc, tess_layout_* */
 #include "tess_test.h"
 
 enum { MAX_N = 200 };
@@ -22,7 +22,7 @@ static void check_block_range(int64_t n, int p) {
     int64_t block = (n + p - 1) / p, prev_hi = 0;
     for (int r = 0; r < p; r++) {
         int64_t lo, hi;
-        tess_dist_block_range(n, p, r, &lo, &hi);
+        tess_par_block_range(n, p, r, &lo, &hi);
         TESS_TEST_CHECK(lo == prev_hi && lo <= hi && hi <= n, "n=%lld p=%d r=%d: [%lld, %lld)",
                         (long long)n, p, r, (long long)lo, (long long)hi);
         TESS_TEST_CHECK(hi - lo == block || hi == n, "n=%lld p=%d r=%d: only the tail is short",
@@ -47,7 +47,7 @@ static void check_numroc(int64_t n, int64_t nb, int p) {
     int64_t count[8] = {0}, total = 0;
     for (int64_t i = 0; i < n; i++) count[(i / nb) % p]++;
     for (int q = 0; q < p; q++) {
-        int64_t got = tess_dist_numroc(n, nb, q, p);
+        int64_t got = tess_par_numroc(n, nb, q, p);
         TESS_TEST_CHECK(got == count[q], "numroc(n=%lld, nb=%lld, %d of %d) = %lld, expected %lld",
                         (long long)n, (long long)nb, q, p, (long long)got, (long long)count[q]);
         total += got;
@@ -63,7 +63,7 @@ static void check_sharded_shapes(int p) {
             tess_layout l = tess_layout_sharded(dim, p, r);
             int64_t local[3], off[3], lo, hi;
             tess_layout_local_shape(&l, 3, global, local, off);
-            tess_dist_block_range(global[dim], p, r, &lo, &hi);
+            tess_par_block_range(global[dim], p, r, &lo, &hi);
             int same = 1;
             for (int i = 0; i < 3; i++)
                 same &= i == dim ? (local[i] == hi - lo && off[i] == lo)
@@ -91,8 +91,8 @@ static void check_block_cyclic_shapes(int p) {
             tess_layout l = tess_layout_block_cyclic(nprow, npcol, r / npcol, r % npcol, 2, 3);
             int64_t local[2];
             tess_layout_local_shape(&l, 2, global, local, NULL);
-            TESS_TEST_CHECK(local[0] == tess_dist_numroc(7, 2, r / npcol, nprow) &&
-                                local[1] == tess_dist_numroc(11, 3, r % npcol, npcol),
+            TESS_TEST_CHECK(local[0] == tess_par_numroc(7, 2, r / npcol, nprow) &&
+                                local[1] == tess_par_numroc(11, 3, r % npcol, npcol),
                             "grid %dx%d rank %d: local shape (%lld, %lld)", nprow, npcol, r,
                             (long long)local[0], (long long)local[1]);
             sum += tess_layout_local_count(&l, 2, global);
@@ -118,7 +118,7 @@ int main(int argc, char **argv) {
                         strcmp(tess_layout_kind_name(TESS_LAYOUT_SHARDED), "sharded") == 0 &&
                         strcmp(tess_layout_kind_name(TESS_LAYOUT_BLOCK_CYCLIC), "block_cyclic") == 0,
                     "kind names");
-    int rc = tess_test_finish("dist_layout");
+    int rc = tess_test_finish("par_layout");
     MPI_Finalize();
     return rc;
 }

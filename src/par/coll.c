@@ -1,6 +1,6 @@
 /* coll.c - collectives on a group (see coll.h). Each call takes the plain MPI path when every
  * count fits g->max_count, and a chunked path otherwise; both give the same result. */
-#include "dist/coll.h"
+#include "par/coll.h"
 
 #include <string.h>
 
@@ -8,18 +8,18 @@
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-static tess_status check_op(tess_dist_op op) {
-    TESS_REQUIRE(op >= TESS_DIST_SUM && op <= TESS_DIST_MIN, TESS_ERR_ARG,
+static tess_status check_op(tess_par_op op) {
+    TESS_REQUIRE(op >= TESS_PAR_SUM && op <= TESS_PAR_MIN, TESS_ERR_ARG,
                  "unknown reduction %d", (int)op);
     return TESS_OK;
 }
 
-static MPI_Op mpi_op(tess_dist_op op) {
+static MPI_Op mpi_op(tess_par_op op) {
     switch (op) {
-    case TESS_DIST_MAX: return MPI_MAX;
-    case TESS_DIST_MIN: return MPI_MIN;
-    case TESS_DIST_SUM:
-    case TESS_DIST_MEAN: break;
+    case TESS_PAR_MAX: return MPI_MAX;
+    case TESS_PAR_MIN: return MPI_MIN;
+    case TESS_PAR_SUM:
+    case TESS_PAR_MEAN: break;
     }
     return MPI_SUM;
 }
@@ -32,9 +32,9 @@ static tess_status check_group(const tess_group *g, int64_t n, const char *what)
 
 /* In-place all-reduce of n elements of `elem` bytes, in chunks of at most g->max_count. */
 static tess_status allreduce_chunks(const tess_group *g, void *x, int64_t n, size_t elem,
-                                    MPI_Datatype type, tess_dist_op op) {
+                                    MPI_Datatype type, tess_par_op op) {
     for (int64_t off = 0; off < n; off += g->max_count) {
-        int len = tess_dist_int(min64(g->max_count, n - off));
+        int len = tess_par_int(min64(g->max_count, n - off));
         TESS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, (char *)x + (size_t)off * elem, len, type,
                                      mpi_op(op), g->comm));
     }
@@ -44,7 +44,7 @@ static tess_status allreduce_chunks(const tess_group *g, void *x, int64_t n, siz
 static tess_status bcast_chunks(const tess_group *g, void *x, int64_t n, size_t elem,
                                 MPI_Datatype type, int root) {
     for (int64_t off = 0; off < n; off += g->max_count) {
-        int len = tess_dist_int(min64(g->max_count, n - off));
+        int len = tess_par_int(min64(g->max_count, n - off));
         TESS_MPI_CHECK(MPI_Bcast((char *)x + (size_t)off * elem, len, type, root, g->comm));
     }
     return TESS_OK;
@@ -54,49 +54,49 @@ static void divide_f32(float *x, int64_t n, int d) {
     for (int64_t i = 0; i < n; i++) x[i] /= (float)d;
 }
 
-tess_status tess_dist_allreduce(const tess_group *g, float *x, int64_t n, tess_dist_op op) {
+tess_status tess_par_allreduce(const tess_group *g, float *x, int64_t n, tess_par_op op) {
     TESS_CHECK(check_group(g, n, "all-reduce"));
     TESS_CHECK(check_op(op));
     TESS_CHECK(allreduce_chunks(g, x, n, sizeof *x, MPI_FLOAT, op));
-    if (op == TESS_DIST_MEAN) divide_f32(x, n, g->size);
+    if (op == TESS_PAR_MEAN) divide_f32(x, n, g->size);
     return TESS_OK;
 }
 
-tess_status tess_dist_allreduce_f64(const tess_group *g, double *x, int64_t n, tess_dist_op op) {
+tess_status tess_par_allreduce_f64(const tess_group *g, double *x, int64_t n, tess_par_op op) {
     TESS_CHECK(check_group(g, n, "all-reduce"));
     TESS_CHECK(check_op(op));
     TESS_CHECK(allreduce_chunks(g, x, n, sizeof *x, MPI_DOUBLE, op));
-    if (op == TESS_DIST_MEAN)
+    if (op == TESS_PAR_MEAN)
         for (int64_t i = 0; i < n; i++) x[i] /= g->size;
     return TESS_OK;
 }
 
-tess_status tess_dist_allreduce_i64(const tess_group *g, int64_t *x, int64_t n, tess_dist_op op) {
+tess_status tess_par_allreduce_i64(const tess_group *g, int64_t *x, int64_t n, tess_par_op op) {
     TESS_CHECK(check_group(g, n, "all-reduce"));
     TESS_CHECK(check_op(op));
-    TESS_REQUIRE(op != TESS_DIST_MEAN, TESS_ERR_ARG,
+    TESS_REQUIRE(op != TESS_PAR_MEAN, TESS_ERR_ARG,
                  "the mean of int64 values is not an int64: reduce with SUM and divide");
     TESS_CHECK(allreduce_chunks(g, x, n, sizeof *x, MPI_INT64_T, op));
     return TESS_OK;
 }
 
-tess_status tess_dist_iallreduce(const tess_group *g, float *x, int64_t n, tess_dist_op op,
-                                 tess_dist_request *req) {
+tess_status tess_par_iallreduce(const tess_group *g, float *x, int64_t n, tess_par_op op,
+                                 tess_par_request *req) {
     TESS_CHECK(check_group(g, n, "non-blocking all-reduce"));
     TESS_CHECK(check_op(op));
     TESS_REQUIRE(req, TESS_ERR_ARG, "request is NULL");
     TESS_REQUIRE(req->nreq == 0, TESS_ERR_ARG,
                  "request still has %d chunks in flight (wait for it first)", req->nreq);
     int64_t nchunks = (n + g->max_count - 1) / g->max_count;
-    TESS_REQUIRE(nchunks <= TESS_DIST_REQUEST_CHUNKS, TESS_ERR_ARG,
+    TESS_REQUIRE(nchunks <= TESS_PAR_REQUEST_CHUNKS, TESS_ERR_ARG,
                  "non-blocking all-reduce on '%s' of %lld elements needs %lld chunks of %lld, "
                  "at most %d fit one request: split the buffer", g->name, (long long)n,
-                 (long long)nchunks, (long long)g->max_count, TESS_DIST_REQUEST_CHUNKS);
+                 (long long)nchunks, (long long)g->max_count, TESS_PAR_REQUEST_CHUNKS);
     req->x = x;
     req->n = n;
-    req->divisor = op == TESS_DIST_MEAN ? g->size : 1;
+    req->divisor = op == TESS_PAR_MEAN ? g->size : 1;
     for (int64_t off = 0; off < n; off += g->max_count) {
-        int len = tess_dist_int(min64(g->max_count, n - off));
+        int len = tess_par_int(min64(g->max_count, n - off));
         TESS_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x + off, len, MPI_FLOAT, mpi_op(op), g->comm,
                                       &req->req[req->nreq]));
         req->nreq++;
@@ -105,12 +105,12 @@ tess_status tess_dist_iallreduce(const tess_group *g, float *x, int64_t n, tess_
 }
 
 /* After completion: apply the mean's division; the request is inactive again. */
-static void request_finish(tess_dist_request *req) {
+static void request_finish(tess_par_request *req) {
     req->nreq = 0;
     if (req->divisor > 1) divide_f32(req->x, req->n, req->divisor);
 }
 
-tess_status tess_dist_wait(tess_dist_request *req) {
+tess_status tess_par_wait(tess_par_request *req) {
     TESS_REQUIRE(req, TESS_ERR_ARG, "request is NULL");
     if (req->nreq == 0) return TESS_OK;
     int n = req->nreq;
@@ -120,7 +120,7 @@ tess_status tess_dist_wait(tess_dist_request *req) {
     return TESS_OK;
 }
 
-tess_status tess_dist_test(tess_dist_request *req, bool *done) {
+tess_status tess_par_test(tess_par_request *req, bool *done) {
     TESS_REQUIRE(req && done, TESS_ERR_ARG, "request or done is NULL");
     *done = true;
     if (req->nreq == 0) return TESS_OK;
@@ -131,13 +131,13 @@ tess_status tess_dist_test(tess_dist_request *req, bool *done) {
     return TESS_OK;
 }
 
-tess_status tess_dist_bcast(const tess_group *g, float *x, int64_t n, int root) {
+tess_status tess_par_bcast(const tess_group *g, float *x, int64_t n, int root) {
     TESS_CHECK(check_group(g, n, "broadcast"));
     TESS_CHECK(bcast_chunks(g, x, n, sizeof *x, MPI_FLOAT, root));
     return TESS_OK;
 }
 
-tess_status tess_dist_bcast_bytes(const tess_group *g, void *buf, size_t bytes, int root) {
+tess_status tess_par_bcast_bytes(const tess_group *g, void *buf, size_t bytes, int root) {
     TESS_REQUIRE(bytes <= INT64_MAX, TESS_ERR_ARG, "broadcast of %zu bytes", bytes);
     TESS_CHECK(check_group(g, (int64_t)bytes, "byte broadcast"));
     TESS_CHECK(bcast_chunks(g, buf, (int64_t)bytes, 1, MPI_BYTE, root));
@@ -153,11 +153,11 @@ static tess_status gather_by_bcast(const tess_group *g, float *out, const int64_
     return TESS_OK;
 }
 
-tess_status tess_dist_allgather(const tess_group *g, const float *in, int64_t n, float *out) {
+tess_status tess_par_allgather(const tess_group *g, const float *in, int64_t n, float *out) {
     TESS_CHECK(check_group(g, n, "all-gather"));
     if (n == 0) return TESS_OK;
     if (n * g->size <= g->max_count) {
-        TESS_MPI_CHECK(MPI_Allgather(in, tess_dist_int(n), MPI_FLOAT, out, tess_dist_int(n),
+        TESS_MPI_CHECK(MPI_Allgather(in, tess_par_int(n), MPI_FLOAT, out, tess_par_int(n),
                                      MPI_FLOAT, g->comm));
         return TESS_OK;
     }
@@ -171,7 +171,7 @@ tess_status tess_dist_allgather(const tess_group *g, const float *in, int64_t n,
     return TESS_OK;
 }
 
-tess_status tess_dist_allgatherv(const tess_group *g, const float *in, int64_t rows,
+tess_status tess_par_allgatherv(const tess_group *g, const float *in, int64_t rows,
                                  int64_t width, float *out, int64_t out_cap_rows,
                                  int64_t *rows_per_rank) {
     TESS_CHECK(check_group(g, rows, "all-gatherv"));
@@ -202,8 +202,8 @@ tess_status tess_dist_allgatherv(const tess_group *g, const float *in, int64_t r
     if (acc <= g->max_count) {
         int *icount = g->iscratch, *ioff = g->iscratch + p;
         for (int r = 0; r < p; r++) {
-            icount[r] = tess_dist_int(count[r]);
-            ioff[r] = tess_dist_int(off[r]);
+            icount[r] = tess_par_int(count[r]);
+            ioff[r] = tess_par_int(off[r]);
         }
         TESS_MPI_CHECK(MPI_Allgatherv(in, icount[g->rank], MPI_FLOAT, out, icount, ioff,
                                       MPI_FLOAT, g->comm));
@@ -215,25 +215,25 @@ tess_status tess_dist_allgatherv(const tess_group *g, const float *in, int64_t r
     return TESS_OK;
 }
 
-tess_status tess_dist_reduce_scatter(const tess_group *g, const float *in, float *out, int64_t m,
-                                     tess_dist_op op) {
+tess_status tess_par_reduce_scatter(const tess_group *g, const float *in, float *out, int64_t m,
+                                     tess_par_op op) {
     TESS_CHECK(check_group(g, m, "reduce-scatter"));
     TESS_CHECK(check_op(op));
     if (m == 0) return TESS_OK;
     if (m * g->size <= g->max_count) {
-        TESS_MPI_CHECK(MPI_Reduce_scatter_block(in, out, tess_dist_int(m), MPI_FLOAT, mpi_op(op),
+        TESS_MPI_CHECK(MPI_Reduce_scatter_block(in, out, tess_par_int(m), MPI_FLOAT, mpi_op(op),
                                                 g->comm));
     } else {
         /* One chunked reduction to each rank in turn. */
         for (int r = 0; r < g->size; r++) {
             for (int64_t off = 0; off < m; off += g->max_count) {
-                int len = tess_dist_int(min64(g->max_count, m - off));
+                int len = tess_par_int(min64(g->max_count, m - off));
                 TESS_MPI_CHECK(MPI_Reduce(in + r * m + off, r == g->rank ? out + off : NULL, len,
                                           MPI_FLOAT, mpi_op(op), r, g->comm));
             }
         }
     }
-    if (op == TESS_DIST_MEAN) divide_f32(out, m, g->size);
+    if (op == TESS_PAR_MEAN) divide_f32(out, m, g->size);
     return TESS_OK;
 }
 
@@ -252,14 +252,14 @@ static tess_status exchange_pairwise(const tess_group *g, const float *in, const
         while (sent < scount[to] || got < rcount[from]) {
             MPI_Request rq[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
             if (got < rcount[from]) {
-                int len = tess_dist_int(min64(g->max_count, rcount[from] - got));
+                int len = tess_par_int(min64(g->max_count, rcount[from] - got));
                 TESS_MPI_CHECK(MPI_Irecv(out + roff[from] + got, len, MPI_FLOAT, from,
-                                         TESS_DIST_TAG, g->comm, &rq[0]));
+                                         TESS_PAR_TAG, g->comm, &rq[0]));
                 got += len;
             }
             if (sent < scount[to]) {
-                int len = tess_dist_int(min64(g->max_count, scount[to] - sent));
-                TESS_MPI_CHECK(MPI_Isend(in + soff[to] + sent, len, MPI_FLOAT, to, TESS_DIST_TAG,
+                int len = tess_par_int(min64(g->max_count, scount[to] - sent));
+                TESS_MPI_CHECK(MPI_Isend(in + soff[to] + sent, len, MPI_FLOAT, to, TESS_PAR_TAG,
                                          g->comm, &rq[1]));
                 sent += len;
             }
@@ -269,12 +269,12 @@ static tess_status exchange_pairwise(const tess_group *g, const float *in, const
     return TESS_OK;
 }
 
-tess_status tess_dist_alltoall(const tess_group *g, const float *in, int64_t m, float *out) {
+tess_status tess_par_alltoall(const tess_group *g, const float *in, int64_t m, float *out) {
     TESS_CHECK(check_group(g, m, "all-to-all"));
     if (m == 0) return TESS_OK;
     int p = g->size;
     if (m * p <= g->max_count) {
-        TESS_MPI_CHECK(MPI_Alltoall(in, tess_dist_int(m), MPI_FLOAT, out, tess_dist_int(m),
+        TESS_MPI_CHECK(MPI_Alltoall(in, tess_par_int(m), MPI_FLOAT, out, tess_par_int(m),
                                     MPI_FLOAT, g->comm));
         return TESS_OK;
     }
@@ -287,7 +287,7 @@ tess_status tess_dist_alltoall(const tess_group *g, const float *in, int64_t m, 
     return TESS_OK;
 }
 
-tess_status tess_dist_alltoallv(const tess_group *g, const float *in, const int64_t *send_rows,
+tess_status tess_par_alltoallv(const tess_group *g, const float *in, const int64_t *send_rows,
                                 int64_t width, float *out, int64_t out_cap_rows,
                                 int64_t *recv_rows) {
     TESS_REQUIRE(g, TESS_ERR_ARG, "group is NULL");
@@ -332,10 +332,10 @@ tess_status tess_dist_alltoallv(const tess_group *g, const float *in, const int6
     }
     int *isc = g->iscratch, *iso = isc + p, *irc = iso + p, *iro = irc + p;
     for (int r = 0; r < p; r++) {
-        isc[r] = tess_dist_int(scount[r]);
-        iso[r] = tess_dist_int(soff[r]);
-        irc[r] = tess_dist_int(rcount[r]);
-        iro[r] = tess_dist_int(roff[r]);
+        isc[r] = tess_par_int(scount[r]);
+        iso[r] = tess_par_int(soff[r]);
+        irc[r] = tess_par_int(rcount[r]);
+        iro[r] = tess_par_int(roff[r]);
     }
     TESS_MPI_CHECK(MPI_Alltoallv(in, isc, iso, MPI_FLOAT, out, irc, iro, MPI_FLOAT, g->comm));
     return TESS_OK;

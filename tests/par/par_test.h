@@ -1,7 +1,7 @@
-/* dist_test.h - start-up shared by the MPI tests of tests/dist: the world size the test was
+/* par_test.h - start-up shared by the MPI tests of tests/par: the world size the test was
  * registered with (argv[1]) is checked, and error records carry the rank. Header-only. */
-#ifndef TESS_DIST_TEST_H
-#define TESS_DIST_TEST_H
+#ifndef TESS_PAR_TEST_H
+#define TESS_PAR_TEST_H
 
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +10,7 @@
 #include "tess_test.h"
 
 /* MPI_Init, then rank and size of MPI_COMM_WORLD (the one place tests may name it). */
-static inline void dist_test_init(int *argc, char ***argv, int *rank, int *size) {
+static inline void par_test_init(int *argc, char ***argv, int *rank, int *size) {
     MPI_Init(argc, argv);
     MPI_Comm_rank(MPI_COMM_WORLD, rank);
     MPI_Comm_size(MPI_COMM_WORLD, size);

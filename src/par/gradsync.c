@@ -1,5 +1,5 @@
 /* gradsync.c - bucketed, overlapped gradient all-reduce (see gradsync.h). */
-#include "dist/gradsync.h"
+#include "par/gradsync.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
@@ -12,7 +12,7 @@ struct tess_gradsync {
     int64_t n, bucket, nbuckets;
     int64_t frontier;          /* gradients [frontier, n) are final this step */
     int64_t launched;          /* buckets 0..launched-1 (from the end) have been started */
-    tess_dist_request *reqs;   /* (nbuckets) */
+    tess_par_request *reqs;   /* (nbuckets) */
     tess_status hook_status;   /* first failure seen by tess_gradsync_hook this step */
 };
 
@@ -25,9 +25,9 @@ tess_status tess_gradsync_create(tess_gradsync **gs, const tess_group *g, float 
                                  int64_t bucket) {
     *gs = NULL;
     TESS_REQUIRE(n >= 0, TESS_ERR_ARG, "gradient count must be >= 0, got %lld", (long long)n);
-    TESS_REQUIRE(bucket >= 1 && bucket <= TESS_DIST_REQUEST_CHUNKS * g->max_count, TESS_ERR_ARG,
+    TESS_REQUIRE(bucket >= 1 && bucket <= TESS_PAR_REQUEST_CHUNKS * g->max_count, TESS_ERR_ARG,
                  "bucket must hold 1..%lld floats, got %lld",
-                 (long long)(TESS_DIST_REQUEST_CHUNKS * g->max_count), (long long)bucket);
+                 (long long)(TESS_PAR_REQUEST_CHUNKS * g->max_count), (long long)bucket);
     tess_gradsync *s = calloc(1, sizeof *s);
     TESS_REQUIRE(s, TESS_ERR_MEM, "cannot allocate gradient sync state");
     s->g = g;
@@ -57,12 +57,12 @@ void tess_gradsync_destroy(tess_gradsync **gs) {
 static tess_status launch_ready(tess_gradsync *gs) {
     while (gs->launched < gs->nbuckets && bucket_lo(gs, gs->launched) >= gs->frontier) {
         int64_t k = gs->launched, lo = bucket_lo(gs, k), hi = gs->n - k * gs->bucket;
-        TESS_CHECK(tess_dist_iallreduce(gs->g, gs->grads + lo, hi - lo, TESS_DIST_SUM, &gs->reqs[k]));
+        TESS_CHECK(tess_par_iallreduce(gs->g, gs->grads + lo, hi - lo, TESS_PAR_SUM, &gs->reqs[k]));
         gs->launched++;
     }
     for (int64_t k = 0; k < gs->launched; k++) {
         bool done;
-        TESS_CHECK(tess_dist_test(&gs->reqs[k], &done));
+        TESS_CHECK(tess_par_test(&gs->reqs[k], &done));
     }
     return TESS_OK;
 }
@@ -88,7 +88,7 @@ tess_status tess_gradsync_finish(tess_gradsync *gs, double *exposed_seconds) {
     TESS_REQUIRE(hs == TESS_OK, hs, "a gradient range reported during backward failed");
     gs->frontier = 0;
     TESS_CHECK(launch_ready(gs));
-    for (int64_t k = 0; k < gs->nbuckets; k++) TESS_CHECK(tess_dist_wait(&gs->reqs[k]));
+    for (int64_t k = 0; k < gs->nbuckets; k++) TESS_CHECK(tess_par_wait(&gs->reqs[k]));
     const float inv = 1.0f / (float)gs->g->size;
     if (gs->g->size > 1)
         for (int64_t i = 0; i < gs->n; i++) gs->grads[i] *= inv;

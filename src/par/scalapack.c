@@ -6,7 +6,7 @@
  * and sends it; the receiver takes it straight into its local storage through a strided
  * datatype. Collection is the reverse. Every failure that can happen before a message moves
  * (bad arguments, allocation) is agreed over the communicator first, so no rank waits alone. */
-#include "dist/scalapack.h"
+#include "par/scalapack.h"
 
 #include <limits.h>
 #include <math.h>
@@ -15,8 +15,8 @@
 
 #include "core/mpicheck.h"       /* TESS_MPI_CHECK */
 #include "core/status.h"         /* TESS_REQUIRE, TESS_CHECK, tess_error_push */
-#include "dist/layout.h"         /* tess_dist_numroc */
-#include "dist/scalapack_impl.h" /* BLACS/ScaLAPACK prototypes, tess_scal_agree */
+#include "par/layout.h"         /* tess_par_numroc */
+#include "par/scalapack_impl.h" /* BLACS/ScaLAPACK prototypes, tess_scal_agree */
 
 enum { SCAL_TAG_DISTRIBUTE = 7301, SCAL_TAG_COLLECT = 7302 };
 
@@ -187,8 +187,8 @@ static tess_status scal_matrix_setup(tess_scal_matrix *A, const tess_scal_grid *
     *A = (tess_scal_matrix){.grid = g, .dtype = t, .m = m, .n = n, .mb = mb, .nb = nb, .lld = 1,
                             .desc = {1, -1, im, in, imb, inb, 0, 0, 1}};
     if (!g->in_grid) return TESS_OK;
-    A->mloc = tess_dist_numroc(m, mb, g->myrow, g->nprow);
-    A->nloc = tess_dist_numroc(n, nb, g->mycol, g->npcol);
+    A->mloc = tess_par_numroc(m, mb, g->myrow, g->nprow);
+    A->nloc = tess_par_numroc(n, nb, g->mycol, g->npcol);
     int64_t min_lld = A->mloc > 1 ? A->mloc : 1;
     if (own) {
         lld = min_lld;
@@ -289,8 +289,8 @@ tess_status tess_scal_check_matrix(const tess_scal_grid *g, const tess_scal_matr
                  "%s: descriptor source process (%d,%d), the bridge uses (0,0)", name,
                  d[SCAL_RSRC_], d[SCAL_CSRC_]);
     if (!g->in_grid) return TESS_OK;
-    int64_t mloc = tess_dist_numroc(X->m, X->mb, g->myrow, g->nprow);
-    int64_t nloc = tess_dist_numroc(X->n, X->nb, g->mycol, g->npcol);
+    int64_t mloc = tess_par_numroc(X->m, X->mb, g->myrow, g->nprow);
+    int64_t nloc = tess_par_numroc(X->n, X->nb, g->mycol, g->npcol);
     TESS_REQUIRE(X->mloc == mloc && X->nloc == nloc, TESS_ERR_ARG,
                  "%s: local shape %lld x %lld, grid rank (%d,%d) owns %lld x %lld", name,
                  (long long)X->mloc, (long long)X->nloc, g->myrow, g->mycol, (long long)mloc,
@@ -316,8 +316,8 @@ static void scal_copy_blocks(const tess_scal_matrix *A, int pr, int pc, char *lo
                              const char *gin, char *gout, tess_scal_order order) {
     const tess_scal_grid *grid = A->grid;
     size_t es = tess_scal_elem_size(A->dtype);
-    int64_t mloc = tess_dist_numroc(A->m, A->mb, pr, grid->nprow);
-    int64_t nloc = tess_dist_numroc(A->n, A->nb, pc, grid->npcol);
+    int64_t mloc = tess_par_numroc(A->m, A->mb, pr, grid->nprow);
+    int64_t nloc = tess_par_numroc(A->n, A->nb, pc, grid->npcol);
     for (int64_t lj = 0; lj < nloc; lj++) {
         int64_t j = ((lj / A->nb) * grid->npcol + pc) * A->nb + lj % A->nb;
         for (int64_t li0 = 0; li0 < mloc; li0 += A->mb) {
@@ -399,8 +399,8 @@ static tess_status scal_distribute_root(tess_scal_matrix *A, const void *global,
     scal_copy_blocks(A, 0, 0, A->data, A->lld, global, NULL, order);
     for (int r = 1; r < g->nprow * g->npcol; r++) {
         int pr = r / g->npcol, pc = r % g->npcol;
-        int64_t rows = tess_dist_numroc(A->m, A->mb, pr, g->nprow);
-        int64_t cols = tess_dist_numroc(A->n, A->nb, pc, g->npcol);
+        int64_t rows = tess_par_numroc(A->m, A->mb, pr, g->nprow);
+        int64_t cols = tess_par_numroc(A->n, A->nb, pc, g->npcol);
         if (rows * cols == 0) continue;
         scal_copy_blocks(A, pr, pc, scratch, rows, global, NULL, order);
         TESS_CHECK(scal_send_part(A, scratch, rows, cols, rows, r, SCAL_TAG_DISTRIBUTE));
@@ -431,8 +431,8 @@ static tess_status scal_collect_root(const tess_scal_matrix *A, void *global,
     scal_copy_blocks(A, 0, 0, A->data, A->lld, NULL, global, order);
     for (int r = 1; r < g->nprow * g->npcol; r++) {
         int pr = r / g->npcol, pc = r % g->npcol;
-        int64_t rows = tess_dist_numroc(A->m, A->mb, pr, g->nprow);
-        int64_t cols = tess_dist_numroc(A->n, A->nb, pc, g->npcol);
+        int64_t rows = tess_par_numroc(A->m, A->mb, pr, g->nprow);
+        int64_t cols = tess_par_numroc(A->n, A->nb, pc, g->npcol);
         if (rows * cols == 0) continue;
         TESS_CHECK(scal_recv_part(A, scratch, rows, cols, rows, r, SCAL_TAG_COLLECT));
         scal_copy_blocks(A, pr, pc, scratch, rows, NULL, global, order);

@@ -3,7 +3,7 @@
  *
  * Storage. A tess_scal_matrix is a global m x n matrix split into mb x nb blocks dealt round-robin
  * over an nprow x npcol grid (ScaLAPACK's 2-D block-cyclic layout, source process (0,0), i.e.
- * TESS_LAYOUT_BLOCK_CYCLIC of dist/layout.h). Each grid rank holds its blocks column-major:
+ * TESS_LAYOUT_BLOCK_CYCLIC of par/layout.h). Each grid rank holds its blocks column-major:
  * local element (li, lj) is data[li + lj*lld], lld >= max(1, mloc). Global matrices handed to
  * distribute/collect live on rank 0 of the grid's communicator, row-major or column-major as the
  * caller says (TESS_SCAL_ROW_MAJOR matches Tessera's tensors).
@@ -24,8 +24,8 @@
  * Limits: ScaLAPACK indexes with 32-bit int, so m, n, mb, nb, local sizes and workspaces must
  * fit in int (checked, TESS_ERR_ARG otherwise).
  */
-#ifndef TESS_DIST_SCALAPACK_H
-#define TESS_DIST_SCALAPACK_H
+#ifndef TESS_PAR_SCALAPACK_H
+#define TESS_PAR_SCALAPACK_H
 
 #include <mpi.h>
 #include <stdbool.h>

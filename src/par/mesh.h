@@ -12,8 +12,8 @@
  * come back as TESS_ERR_MPI with MPI's text instead of aborting. A serial run is a mesh of size 1
  * (every axis of size 1). A group is used by one thread at a time.
  */
-#ifndef TESS_DIST_MESH_H
-#define TESS_DIST_MESH_H
+#ifndef TESS_PAR_MESH_H
+#define TESS_PAR_MESH_H
 
 #include <mpi.h>
 #include <stdint.h>
@@ -28,13 +28,13 @@ enum {
 
 /* Largest element count passed to one MPI call (2^30): Open MPI 4.1 has no large-count API, so
  * bigger transfers are split (see coll.h). A group starts with this; tests lower it. */
-#define TESS_DIST_MAX_COUNT ((int64_t)1 << 30)
+#define TESS_PAR_MAX_COUNT ((int64_t)1 << 30)
 
 typedef struct tess_group {
     MPI_Comm comm;                  /* has MPI_ERRORS_RETURN; freed by whoever owns the group */
     int rank, size;                 /* MPI_Comm_rank and MPI_Comm_size of comm */
     char name[TESS_GROUP_NAME_MAX]; /* for messages and MPI_Comm_set_name, e.g. "ep" */
-    int64_t max_count;              /* largest count per MPI call; TESS_DIST_MAX_COUNT */
+    int64_t max_count;              /* largest count per MPI call; TESS_PAR_MAX_COUNT */
     int *iscratch;                  /* private: 4*size ints for MPI counts/displacements */
     int64_t *lscratch;              /* private: 4*size int64 for exchanged counts/offsets */
 } tess_group;
@@ -60,7 +60,7 @@ tess_status tess_group_split(const tess_group *parent, int color, int key, const
  * tess_mesh_destroy, never here. */
 void tess_group_destroy(tess_group **g);
 
-/* Test hook: at most n (>= 1, <= TESS_DIST_MAX_COUNT) elements per MPI call, so that the
+/* Test hook: at most n (>= 1, <= TESS_PAR_MAX_COUNT) elements per MPI call, so that the
  * chunked large-count paths run on small buffers. Not collective, but must be the same on every
  * rank of g before its next collective. */
 tess_status tess_group_set_max_count(tess_group *g, int64_t n);

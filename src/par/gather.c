@@ -4,14 +4,14 @@
  * with one all-reduce of the fields that must match (max of v and of -v gives max and min);
  * (2) all-gather each rank's part index or grid position and check they form a permutation;
  * (3) rank 0 allocates its staging buffer and broadcasts whether that worked; (4) move the data. */
-#include "dist/gather.h"
+#include "par/gather.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/mpicheck.h" /* TESS_MPI_CHECK */
-#include "dist/coll.h"     /* tess_dist_bcast, tess_dist_int, TESS_DIST_TAG */
+#include "par/coll.h"     /* tess_par_bcast, tess_par_int, TESS_PAR_TAG */
 
 /* The fields that must agree: bad flag, kind, dim, nparts, nprow, npcol, mb, nb, ndim, shape. */
 enum { AGREE_FIELDS = 9 + TESS_MAX_DIMS };
@@ -128,7 +128,7 @@ static void copy_part(const tess_layout *l, int ndim, const int64_t *shape, cons
         int64_t outer = 1, inner = 1, lo, hi;
         for (int i = 0; i < l->dim; i++) outer *= shape[i];
         for (int i = l->dim + 1; i < ndim; i++) inner *= shape[i];
-        tess_dist_block_range(shape[l->dim], l->nparts, l->part, &lo, &hi);
+        tess_par_block_range(shape[l->dim], l->nparts, l->part, &lo, &hi);
         int64_t len = (hi - lo) * inner;
         if (len == 0) return;
         for (int64_t o = 0; o < outer; o++) {
@@ -156,16 +156,16 @@ static void copy_part(const tess_layout *l, int ndim, const int64_t *shape, cons
 
 static tess_status send_chunks(const tess_group *g, const float *x, int64_t n, int dest) {
     for (int64_t off = 0; off < n; off += g->max_count) {
-        int len = tess_dist_int(n - off < g->max_count ? n - off : g->max_count);
-        TESS_MPI_CHECK(MPI_Send(x + off, len, MPI_FLOAT, dest, TESS_DIST_TAG, g->comm));
+        int len = tess_par_int(n - off < g->max_count ? n - off : g->max_count);
+        TESS_MPI_CHECK(MPI_Send(x + off, len, MPI_FLOAT, dest, TESS_PAR_TAG, g->comm));
     }
     return TESS_OK;
 }
 
 static tess_status recv_chunks(const tess_group *g, float *x, int64_t n, int src) {
     for (int64_t off = 0; off < n; off += g->max_count) {
-        int len = tess_dist_int(n - off < g->max_count ? n - off : g->max_count);
-        TESS_MPI_CHECK(MPI_Recv(x + off, len, MPI_FLOAT, src, TESS_DIST_TAG, g->comm,
+        int len = tess_par_int(n - off < g->max_count ? n - off : g->max_count);
+        TESS_MPI_CHECK(MPI_Recv(x + off, len, MPI_FLOAT, src, TESS_PAR_TAG, g->comm,
                                 MPI_STATUS_IGNORE));
     }
     return TESS_OK;
@@ -190,7 +190,7 @@ static tess_status prepare(const tess_group *g, const tess_layout *l, int ndim,
             ok = *staging != NULL;
         }
     }
-    tess_status s = tess_dist_bcast_bytes(g, &ok, sizeof ok, 0);
+    tess_status s = tess_par_bcast_bytes(g, &ok, sizeof ok, 0);
     if (s == TESS_OK && !ok)
         s = tess_error_push(TESS_ERR_MEM, __FILE__, __LINE__, __func__,
                             "rank 0 of '%s' could not allocate its staging buffer", g->name);
@@ -229,7 +229,7 @@ static tess_status scatter_parts(const tess_group *g, const tess_layout *l, int 
     return TESS_OK;
 }
 
-tess_status tess_dist_gather_global(const tess_group *g, const tess_layout *l, int ndim,
+tess_status tess_par_gather_global(const tess_group *g, const tess_layout *l, int ndim,
                                     const int64_t *global_shape, const float *local,
                                     float *global_on_root) {
     TESS_REQUIRE(g, TESS_ERR_ARG, "group is NULL");
@@ -247,7 +247,7 @@ tess_status tess_dist_gather_global(const tess_group *g, const tess_layout *l, i
     return TESS_OK;
 }
 
-tess_status tess_dist_scatter_global(const tess_group *g, const tess_layout *l, int ndim,
+tess_status tess_par_scatter_global(const tess_group *g, const tess_layout *l, int ndim,
                                      const int64_t *global_shape, const float *global_on_root,
                                      float *local) {
     TESS_REQUIRE(g, TESS_ERR_ARG, "group is NULL");
@@ -255,7 +255,7 @@ tess_status tess_dist_scatter_global(const tess_group *g, const tess_layout *l, 
     if (l->kind == TESS_LAYOUT_REPLICATED) {
         int64_t n = tess_layout_local_count(l, ndim, global_shape);
         if (g->rank == 0) copy_part(l, ndim, global_shape, global_on_root, local, false);
-        TESS_CHECK(tess_dist_bcast(g, local, n, 0));
+        TESS_CHECK(tess_par_bcast(g, local, n, 0));
         return TESS_OK;
     }
     int64_t *pos;

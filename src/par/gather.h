@@ -12,26 +12,26 @@
  * g->max_count elements, through one staging buffer of the largest part, allocated per call.
  * Meant for checkpoints and tools, not the training step.
  */
-#ifndef TESS_DIST_GATHER_H
-#define TESS_DIST_GATHER_H
+#ifndef TESS_PAR_GATHER_H
+#define TESS_PAR_GATHER_H
 
 #include <stdint.h>
 
 #include "core/status.h" /* tess_status */
-#include "dist/layout.h" /* tess_layout */
-#include "dist/mesh.h"   /* tess_group */
+#include "par/layout.h" /* tess_layout */
+#include "par/mesh.h"   /* tess_group */
 
 /* global (global_shape, row-major) on rank 0 of g <- every rank's local part under layout l
  * (REPLICATED: rank 0's copy). global may be NULL on other ranks. Collective on g; ndim,
  * global_shape and the layout (all but its part / grid position) the same on every rank. */
-tess_status tess_dist_gather_global(const tess_group *g, const tess_layout *l, int ndim,
+tess_status tess_par_gather_global(const tess_group *g, const tess_layout *l, int ndim,
                                     const int64_t *global_shape, const float *local,
                                     float *global_on_root);
 
 /* Inverse: every rank's local part under layout l <- global (global_shape) on rank 0 of g
  * (REPLICATED: every rank gets the whole tensor). global may be NULL on other ranks. Collective
- * on g; same agreement as tess_dist_gather_global. */
-tess_status tess_dist_scatter_global(const tess_group *g, const tess_layout *l, int ndim,
+ * on g; same agreement as tess_par_gather_global. */
+tess_status tess_par_scatter_global(const tess_group *g, const tess_layout *l, int ndim,
                                      const int64_t *global_shape, const float *global_on_root,
                                      float *local);
 

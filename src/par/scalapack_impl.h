@@ -5,13 +5,13 @@
  * (Cblacs_*). PBLAS (p?gemm_) is written in C: arguments by pointer, char* without lengths.
  * ScaLAPACK drivers (descinit_, p?posv_, p?syevd_, p?gesvd_) are gfortran: arguments by pointer
  * plus one hidden size_t length per CHARACTER argument, appended in order. */
-#ifndef TESS_DIST_SCALAPACK_IMPL_H
-#define TESS_DIST_SCALAPACK_IMPL_H
+#ifndef TESS_PAR_SCALAPACK_IMPL_H
+#define TESS_PAR_SCALAPACK_IMPL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dist/scalapack.h" /* tess_scal_grid, tess_scal_matrix */
+#include "par/scalapack.h" /* tess_scal_grid, tess_scal_matrix */
 
 /* Descriptor entries (0-based indices into desc[9]). */
 enum {

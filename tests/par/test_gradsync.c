@@ -3,8 +3,8 @@
  * ranges out of order. argv[1]: the registered world size. */
 #include <stdlib.h>
 
-#include "dist/gradsync.h" /* tess_gradsync_* */
-#include "dist_test.h"
+#include "par/gradsync.h" /* tess_gradsync_* */
+#include "par_test.h"
 
 enum { N = 1000 };
 
@@ -13,7 +13,7 @@ static float grad_value(int r, int s, int64_t i) { return (float)((r + 1) * 4 + 
 
 int main(int argc, char **argv) {
     int rank, size;
-    dist_test_init(&argc, &argv, &rank, &size);
+    par_test_init(&argc, &argv, &rank, &size);
     tess_group *g = NULL;
     TESS_TEST_CHECK(tess_group_create(MPI_COMM_WORLD, "dp", &g) == TESS_OK, "group");
     float *grads = malloc(N * sizeof *grads);

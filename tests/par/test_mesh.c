@@ -1,9 +1,9 @@
 /* test_mesh.c - meshes and groups at 1, 2 and 4 ranks: axis groups hold the ranks row-major
  * coordinates say they hold, every communicator returns errors, bad shapes are rejected by all
  * ranks with the numbers in the message, and standalone groups split and free cleanly. */
-#include "dist/coll.h" /* tess_dist_allreduce_i64 */
-#include "dist/mesh.h" /* tess_mesh_*, tess_group_* */
-#include "dist_test.h"
+#include "par/coll.h" /* tess_par_allreduce_i64 */
+#include "par/mesh.h" /* tess_mesh_*, tess_group_* */
+#include "par_test.h"
 
 static int has_errors_return(MPI_Comm comm) {
     MPI_Errhandler eh;
@@ -17,7 +17,7 @@ static int has_errors_return(MPI_Comm comm) {
 static void check_members(const tess_group *g, int world_rank, int first, int step) {
     int64_t ranks[8] = {0};
     ranks[g->rank] = world_rank;
-    DIST_TEST_OK(tess_dist_allreduce_i64(g, ranks, g->size, TESS_DIST_SUM));
+    DIST_TEST_OK(tess_par_allreduce_i64(g, ranks, g->size, TESS_PAR_SUM));
     for (int k = 0; k < g->size; k++)
         TESS_TEST_CHECK(ranks[k] == first + k * step, "group '%s' member %d is world rank %lld, "
                         "expected %d", g->name, k, (long long)ranks[k], first + k * step);
@@ -136,7 +136,7 @@ static void check_groups(MPI_Comm world, int rank, int size) {
     if (!g) return;
     TESS_TEST_CHECK(g->rank == rank && g->size == size && has_errors_return(g->comm),
                     "duplicate keeps ranks and returns errors");
-    TESS_TEST_CHECK(g->max_count == TESS_DIST_MAX_COUNT, "default max count");
+    TESS_TEST_CHECK(g->max_count == TESS_PAR_MAX_COUNT, "default max count");
     /* Even and odd ranks, reversed order by key. */
     DIST_TEST_OK(tess_group_split(g, rank % 2, -rank, "parity", &half));
     if (half) {
@@ -159,14 +159,14 @@ static void check_groups(MPI_Comm world, int rank, int size) {
 
 int main(int argc, char **argv) {
     int rank, size;
-    dist_test_init(&argc, &argv, &rank, &size);
+    par_test_init(&argc, &argv, &rank, &size);
     MPI_Comm world = MPI_COMM_WORLD;
     check_dp_ep(world, rank, size);
     check_fixed_2x2(world, size);
     check_bad_shapes(world, size);
     check_other_meshes(world, size);
     check_groups(world, rank, size);
-    int rc = tess_test_finish_mpi("dist_mesh", world);
+    int rc = tess_test_finish_mpi("par_mesh", world);
     MPI_Finalize();
     return rc;
 }

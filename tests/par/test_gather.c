@@ -5,8 +5,8 @@
  * Mismatched layouts fail on every rank. Runs with the default and a 5-element message limit. */
 #include <stdlib.h>
 
-#include "dist/gather.h" /* tess_dist_gather_global, tess_dist_scatter_global */
-#include "dist_test.h"
+#include "par/gather.h" /* tess_par_gather_global, tess_par_scatter_global */
+#include "par_test.h"
 
 /* The global tensor's value at row-major index k. */
 static float gval(int64_t k) { return 0.5f * (float)k + 1.0f; }
@@ -16,7 +16,7 @@ static void fill_local(const tess_layout *l, int ndim, const int64_t *shape, flo
     int64_t total = 1, mloc = 0;
     for (int i = 0; i < ndim; i++) total *= shape[i];
     if (l->kind == TESS_LAYOUT_BLOCK_CYCLIC)
-        mloc = tess_dist_numroc(shape[0], l->mb, l->prow, l->nprow);
+        mloc = tess_par_numroc(shape[0], l->mb, l->prow, l->nprow);
     for (int64_t k = 0; k < total; k++) {
         int64_t idx[TESS_MAX_DIMS], rest = k;
         for (int i = ndim - 1; i >= 0; i--) {
@@ -60,7 +60,7 @@ static void round_trip(const tess_group *g, tess_layout l, int ndim, const int64
     for (int64_t i = 0; i <= total; i++) global[i] = -7.0f;
     fill_local(&l, ndim, shape, local);
 
-    DIST_TEST_OK(tess_dist_gather_global(g, &l, ndim, shape, local, g->rank == 0 ? global : NULL));
+    DIST_TEST_OK(tess_par_gather_global(g, &l, ndim, shape, local, g->rank == 0 ? global : NULL));
     if (g->rank == 0) {
         int bad = 0;
         for (int64_t k = 0; k < total; k++) bad += global[k] != gval(k);
@@ -68,7 +68,7 @@ static void round_trip(const tess_group *g, tess_layout l, int ndim, const int64
         TESS_TEST_CHECK(bad == 0, "gather %s max_count=%lld: %d of %lld wrong", what,
                         (long long)g->max_count, bad, (long long)total);
     }
-    DIST_TEST_OK(tess_dist_scatter_global(g, &l, ndim, shape, g->rank == 0 ? global : NULL, back));
+    DIST_TEST_OK(tess_par_scatter_global(g, &l, ndim, shape, g->rank == 0 ? global : NULL, back));
     int bad = 0;
     for (int64_t i = 0; i < nloc; i++) bad += back[i] != local[i];
     bad += back[nloc] != -7.0f;
@@ -123,29 +123,29 @@ static void check_errors(const tess_group *g) {
     int p = g->size, r = g->rank;
     const int64_t vec[1] = {8};
     tess_layout too_many = tess_layout_sharded(0, p + 1, r);
-    DIST_TEST_FAILS(tess_dist_gather_global(g, &too_many, 1, vec, buf, global), TESS_ERR_ARG,
+    DIST_TEST_FAILS(tess_par_gather_global(g, &too_many, 1, vec, buf, global), TESS_ERR_ARG,
                     "layout part");
     int64_t mine[1] = {r == 0 ? 9 : 8};
     tess_layout sharded = tess_layout_sharded(0, p, r);
-    DIST_TEST_FAILS(tess_dist_scatter_global(g, &sharded, 1, mine, global, buf),
+    DIST_TEST_FAILS(tess_par_scatter_global(g, &sharded, 1, mine, global, buf),
                     p == 1 ? TESS_OK : TESS_ERR_ARG, p == 1 ? "" : "global shape[0] differs");
     if (p > 1) {
         tess_layout same = tess_layout_sharded(0, p, 0);
-        DIST_TEST_FAILS(tess_dist_gather_global(g, &same, 1, vec, buf, global), TESS_ERR_ARG,
+        DIST_TEST_FAILS(tess_par_gather_global(g, &same, 1, vec, buf, global), TESS_ERR_ARG,
                         "hold the same part");
         tess_layout mixed = r == 0 ? tess_layout_replicated() : tess_layout_sharded(0, p, r);
-        DIST_TEST_FAILS(tess_dist_gather_global(g, &mixed, 1, vec, buf, global), TESS_ERR_ARG,
+        DIST_TEST_FAILS(tess_par_gather_global(g, &mixed, 1, vec, buf, global), TESS_ERR_ARG,
                         "layout kind differs");
     }
     const int64_t cube[3] = {2, 2, 2};
     tess_layout bc = tess_layout_block_cyclic(1, p, 0, r, 2, 2);
-    DIST_TEST_FAILS(tess_dist_gather_global(g, &bc, 3, cube, buf, global), TESS_ERR_ARG,
+    DIST_TEST_FAILS(tess_par_gather_global(g, &bc, 3, cube, buf, global), TESS_ERR_ARG,
                     "a block-cyclic tensor has 2 dims, not 3");
 }
 
 int main(int argc, char **argv) {
     int rank, size;
-    dist_test_init(&argc, &argv, &rank, &size);
+    par_test_init(&argc, &argv, &rank, &size);
     tess_group *g = NULL;
     DIST_TEST_OK(tess_group_create(MPI_COMM_WORLD, "gather", &g));
     if (g) {
@@ -155,7 +155,7 @@ int main(int argc, char **argv) {
         check_errors(g);
     }
     tess_group_destroy(&g);
-    int rc = tess_test_finish_mpi("dist_gather", MPI_COMM_WORLD);
+    int rc = tess_test_finish_mpi("par_gather", MPI_COMM_WORLD);
     MPI_Finalize();
     return rc;
 }

@@ -1,10 +1,10 @@
-/* test_dist_example.c - the example of docs/dist.md, compiled and checked. The function
- * moe_exchange below is the documentation's code block, byte for byte (ctest dist_doc_example
+/* test_par_example.c - the example of docs/par.md, compiled and checked. The function
+ * moe_exchange below is the documentation's code block, byte for byte (ctest par_doc_example
  * fails if they differ). */
-#include "dist/coll.h"   /* tess_dist_allreduce_f64, tess_dist_alltoallv */
-#include "dist/gather.h" /* tess_dist_gather_global */
-#include "dist/mesh.h"   /* tess_mesh_* */
-#include "dist_test.h"
+#include "par/coll.h"   /* tess_par_allreduce_f64, tess_par_alltoallv */
+#include "par/gather.h" /* tess_par_gather_global */
+#include "par/mesh.h"   /* tess_mesh_* */
+#include "par_test.h"
 
 /* Average `loss` over the data-parallel ranks, send token rows to the expert-parallel ranks and
  * collect an expert-sharded weight on rank 0 of "ep". Collective on comm (size divisible by ep).
@@ -22,10 +22,10 @@ static tess_status moe_exchange(MPI_Comm comm, int ep, double *loss, const float
     const tess_group *dp = tess_mesh_axis_group(mesh, 0), *eg = tess_mesh_axis_group(mesh, 1);
     const int64_t shape[2] = {E, D};
     tess_layout experts = tess_layout_sharded(0, eg->size, eg->rank);
-    tess_status st = tess_dist_allreduce_f64(dp, loss, 1, TESS_DIST_MEAN);
+    tess_status st = tess_par_allreduce_f64(dp, loss, 1, TESS_PAR_MEAN);
     if (st == TESS_OK)
-        st = tess_dist_alltoallv(eg, tokens, send_rows, D, recv, recv_cap, recv_rows);
-    if (st == TESS_OK) st = tess_dist_gather_global(eg, &experts, 2, shape, w_local, w_global);
+        st = tess_par_alltoallv(eg, tokens, send_rows, D, recv, recv_cap, recv_rows);
+    if (st == TESS_OK) st = tess_par_gather_global(eg, &experts, 2, shape, w_local, w_global);
     tess_mesh_destroy(&mesh);
     TESS_REQUIRE(st == TESS_OK, st, "MoE exchange on a mesh of ep = %d failed", ep);
     return TESS_OK;
@@ -35,7 +35,7 @@ enum { D = 3, E = 5 };
 
 int main(int argc, char **argv) {
     int rank, size;
-    dist_test_init(&argc, &argv, &rank, &size);
+    par_test_init(&argc, &argv, &rank, &size);
     int ep = size >= 2 ? 2 : 1, dp = size / ep, my_ep = rank % ep, my_dp = rank / ep;
     /* Rank r sends j + 1 rows to ep rank j; row k for j holds 100 r + 10 j + k. */
     float tokens[16 * D], recv[16 * D], w_global[E * D];
@@ -46,7 +46,7 @@ int main(int argc, char **argv) {
             for (int c = 0; c < D; c++) tokens[at++] = (float)(100 * rank + 10 * j + k);
     }
     int64_t lo, hi;
-    tess_dist_block_range(E, ep, my_ep, &lo, &hi);
+    tess_par_block_range(E, ep, my_ep, &lo, &hi);
     float w_local[E * D];
     for (int64_t i = 0; i < (hi - lo) * D; i++) w_local[i] = (float)(lo * D + i);
     double loss = my_dp + 1.0;
@@ -69,7 +69,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < E * D; i++) bad += w_global[i] != (float)i;
         TESS_TEST_CHECK(bad == 0, "expert weight gathered on ep rank 0: %d wrong", bad);
     }
-    int rc = tess_test_finish_mpi("dist_example", MPI_COMM_WORLD);
+    int rc = tess_test_finish_mpi("par_example", MPI_COMM_WORLD);
     MPI_Finalize();
     return rc;
 }

@@ -1,6 +1,6 @@
 /* test_scalapack_shape.c - tess_scal_grid_shape, the pure grid-shape rule of the ScaLAPACK
  * bridge: the most square nprow x npcol using all p ranks, nprow <= npcol. No grid is built. */
-#include "dist/scalapack.h" /* tess_scal_grid_shape */
+#include "par/scalapack.h" /* tess_scal_grid_shape */
 #include "tess_test.h"
 
 int main(int argc, char **argv) {

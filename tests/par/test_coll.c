@@ -4,8 +4,8 @@
  * errors are reported by every rank, and MPI's own errors come back as TESS_ERR_MPI. */
 #include <stdlib.h>
 
-#include "dist/coll.h" /* tess_dist_* */
-#include "dist_test.h"
+#include "par/coll.h" /* tess_par_* */
+#include "par_test.h"
 
 enum { N_MAX = 512 };
 
@@ -14,10 +14,10 @@ static float val(int r, int64_t i) { return (float)((r * 7 + i * 3) % 11 - 5) + 
 
 static void check_allreduce(const tess_group *g, int64_t n) {
     static float x[N_MAX];
-    const tess_dist_op ops[] = {TESS_DIST_SUM, TESS_DIST_MEAN, TESS_DIST_MAX, TESS_DIST_MIN};
+    const tess_par_op ops[] = {TESS_PAR_SUM, TESS_PAR_MEAN, TESS_PAR_MAX, TESS_PAR_MIN};
     for (int k = 0; k < 4; k++) {
         for (int64_t i = 0; i < n; i++) x[i] = val(g->rank, i);
-        DIST_TEST_OK(tess_dist_allreduce(g, x, n, ops[k]));
+        DIST_TEST_OK(tess_par_allreduce(g, x, n, ops[k]));
         int bad = 0;
         for (int64_t i = 0; i < n; i++) {
             double sum = 0, mx = -1e30, mn = 1e30;
@@ -39,8 +39,8 @@ static void check_allreduce(const tess_group *g, int64_t n) {
         d[i] = val(g->rank, i) / 3.0;
         l[i] = ((int64_t)(g->rank + 1) << 33) + i;
     }
-    DIST_TEST_OK(tess_dist_allreduce_f64(g, d, n, TESS_DIST_MEAN));
-    DIST_TEST_OK(tess_dist_allreduce_i64(g, l, n, TESS_DIST_SUM));
+    DIST_TEST_OK(tess_par_allreduce_f64(g, d, n, TESS_PAR_MEAN));
+    DIST_TEST_OK(tess_par_allreduce_i64(g, l, n, TESS_PAR_SUM));
     int bad = 0;
     for (int64_t i = 0; i < n; i++) {
         double sum = 0;
@@ -51,7 +51,7 @@ static void check_allreduce(const tess_group *g, int64_t n) {
     }
     TESS_TEST_CHECK(bad == 0, "f64 mean / i64 sum n=%lld: %d wrong", (long long)n, bad);
     int64_t one = 1;
-    DIST_TEST_FAILS(tess_dist_allreduce_i64(g, &one, 1, TESS_DIST_MEAN), TESS_ERR_ARG,
+    DIST_TEST_FAILS(tess_par_allreduce_i64(g, &one, 1, TESS_PAR_MEAN), TESS_ERR_ARG,
                     "mean of int64");
 }
 
@@ -59,18 +59,18 @@ static void check_iallreduce(const tess_group *g) {
     static float a[64], b[64], c[64];
     int64_t na = 23, nb = 40, nc = 33;
     for (int i = 0; i < 64; i++) a[i] = b[i] = c[i] = val(g->rank, i);
-    tess_dist_request ra = {0}, rb = {0}, rc = {0};
-    DIST_TEST_OK(tess_dist_iallreduce(g, a, na, TESS_DIST_SUM, &ra));
-    DIST_TEST_OK(tess_dist_iallreduce(g, b, nb, TESS_DIST_MEAN, &rb));
-    DIST_TEST_FAILS(tess_dist_iallreduce(g, a, na, TESS_DIST_SUM, &ra), TESS_ERR_ARG,
+    tess_par_request ra = {0}, rb = {0}, rc = {0};
+    DIST_TEST_OK(tess_par_iallreduce(g, a, na, TESS_PAR_SUM, &ra));
+    DIST_TEST_OK(tess_par_iallreduce(g, b, nb, TESS_PAR_MEAN, &rb));
+    DIST_TEST_FAILS(tess_par_iallreduce(g, a, na, TESS_PAR_SUM, &ra), TESS_ERR_ARG,
                     "still has");
-    DIST_TEST_OK(tess_dist_iallreduce(g, c, nc, TESS_DIST_MAX, &rc));
-    DIST_TEST_OK(tess_dist_wait(&rb)); /* any completion order */
-    DIST_TEST_OK(tess_dist_wait(&ra));
+    DIST_TEST_OK(tess_par_iallreduce(g, c, nc, TESS_PAR_MAX, &rc));
+    DIST_TEST_OK(tess_par_wait(&rb)); /* any completion order */
+    DIST_TEST_OK(tess_par_wait(&ra));
     bool done = false;
-    for (int spin = 0; spin < 1000000 && !done; spin++) DIST_TEST_OK(tess_dist_test(&rc, &done));
-    TESS_TEST_CHECK(done, "tess_dist_test completes");
-    DIST_TEST_OK(tess_dist_wait(&ra)); /* inactive: returns at once */
+    for (int spin = 0; spin < 1000000 && !done; spin++) DIST_TEST_OK(tess_par_test(&rc, &done));
+    TESS_TEST_CHECK(done, "tess_par_test completes");
+    DIST_TEST_OK(tess_par_wait(&ra)); /* inactive: returns at once */
     int bad = 0;
     for (int i = 0; i < 64; i++) {
         double sum = 0, mx = -1e30;
@@ -85,8 +85,8 @@ static void check_iallreduce(const tess_group *g) {
     }
     TESS_TEST_CHECK(bad == 0, "non-blocking all-reduce max_count=%lld: %d wrong",
                     (long long)g->max_count, bad);
-    if (g->max_count * TESS_DIST_REQUEST_CHUNKS < 64) {
-        DIST_TEST_FAILS(tess_dist_iallreduce(g, a, 64, TESS_DIST_SUM, &ra), TESS_ERR_ARG,
+    if (g->max_count * TESS_PAR_REQUEST_CHUNKS < 64) {
+        DIST_TEST_FAILS(tess_par_iallreduce(g, a, 64, TESS_PAR_SUM, &ra), TESS_ERR_ARG,
                         "split the buffer");
         TESS_TEST_CHECK(ra.nreq == 0, "a refused request stays inactive");
     }
@@ -96,14 +96,14 @@ static void check_bcast(const tess_group *g, int64_t n) {
     static float x[N_MAX];
     for (int root = 0; root < g->size; root++) {
         for (int64_t i = 0; i < n; i++) x[i] = g->rank == root ? val(root, i) : -99.0f;
-        DIST_TEST_OK(tess_dist_bcast(g, x, n, root));
+        DIST_TEST_OK(tess_par_bcast(g, x, n, root));
         int bad = 0;
         for (int64_t i = 0; i < n; i++) bad += x[i] != val(root, i);
         TESS_TEST_CHECK(bad == 0, "bcast from %d n=%lld: %d wrong", root, (long long)n, bad);
     }
     char text[40] = "";
     if (g->rank == g->size - 1) snprintf(text, sizeof text, "[optim]\nlr = 0.5 ; from %d", g->rank);
-    DIST_TEST_OK(tess_dist_bcast_bytes(g, text, sizeof text, g->size - 1));
+    DIST_TEST_OK(tess_par_bcast_bytes(g, text, sizeof text, g->size - 1));
     char want[40];
     snprintf(want, sizeof want, "[optim]\nlr = 0.5 ; from %d", g->size - 1);
     TESS_TEST_CHECK(strcmp(text, want) == 0, "byte broadcast: '%s'", text);
@@ -113,7 +113,7 @@ static void check_allgather(const tess_group *g, int64_t n) {
     static float in[N_MAX], out[N_MAX];
     for (int64_t i = 0; i < n; i++) in[i] = val(g->rank, i);
     for (int i = 0; i < N_MAX; i++) out[i] = -99.0f;
-    DIST_TEST_OK(tess_dist_allgather(g, in, n, out));
+    DIST_TEST_OK(tess_par_allgather(g, in, n, out));
     int bad = 0;
     for (int r = 0; r < g->size; r++)
         for (int64_t i = 0; i < n; i++) bad += out[r * n + i] != val(r, i);
@@ -132,7 +132,7 @@ static void check_allgatherv(const tess_group *g) {
     for (int64_t i = 0; i < gv_rows(g->rank) * W; i++) in[i] = val(g->rank, i);
     for (int r = 0; r < g->size; r++) total += gv_rows(r);
     for (int i = 0; i < N_MAX; i++) out[i] = -99.0f;
-    DIST_TEST_OK(tess_dist_allgatherv(g, in, gv_rows(g->rank), W, out, total, rows_per_rank));
+    DIST_TEST_OK(tess_par_allgatherv(g, in, gv_rows(g->rank), W, out, total, rows_per_rank));
     int bad = 0;
     int64_t at = 0;
     for (int r = 0; r < g->size; r++) {
@@ -148,16 +148,16 @@ static void check_allgatherv(const tess_group *g) {
     char want[96];
     snprintf(want, sizeof want, "rank %d has room for %lld rows, the ranks send %lld",
              g->size - 1, (long long)total - 1, (long long)total);
-    DIST_TEST_FAILS(tess_dist_allgatherv(g, in, gv_rows(g->rank), W, out, cap, rows_per_rank),
+    DIST_TEST_FAILS(tess_par_allgatherv(g, in, gv_rows(g->rank), W, out, cap, rows_per_rank),
                     TESS_ERR_ARG, want);
 }
 
 static void check_reduce_scatter(const tess_group *g, int64_t m) {
     static float in[N_MAX], out[N_MAX];
-    const tess_dist_op ops[] = {TESS_DIST_SUM, TESS_DIST_MEAN, TESS_DIST_MAX};
+    const tess_par_op ops[] = {TESS_PAR_SUM, TESS_PAR_MEAN, TESS_PAR_MAX};
     for (int k = 0; k < 3; k++) {
         for (int64_t i = 0; i < g->size * m; i++) in[i] = val(g->rank, i);
-        DIST_TEST_OK(tess_dist_reduce_scatter(g, in, out, m, ops[k]));
+        DIST_TEST_OK(tess_par_reduce_scatter(g, in, out, m, ops[k]));
         int bad = 0;
         for (int64_t i = 0; i < m; i++) {
             double sum = 0, mx = -1e30;
@@ -181,7 +181,7 @@ static void check_alltoall(const tess_group *g, int64_t m) {
     static float in[N_MAX], out[N_MAX];
     for (int j = 0; j < g->size; j++)
         for (int64_t i = 0; i < m; i++) in[j * m + i] = a2a(g->rank, j, i);
-    DIST_TEST_OK(tess_dist_alltoall(g, in, m, out));
+    DIST_TEST_OK(tess_par_alltoall(g, in, m, out));
     int bad = 0;
     for (int s = 0; s < g->size; s++)
         for (int64_t i = 0; i < m; i++) bad += out[s * m + i] != a2a(s, g->rank, i);
@@ -202,7 +202,7 @@ static void check_alltoallv(const tess_group *g) {
         total += a2av_rows(j, g->rank);
     }
     for (int i = 0; i < N_MAX; i++) out[i] = -99.0f;
-    DIST_TEST_OK(tess_dist_alltoallv(g, in, send, W, out, total, recv));
+    DIST_TEST_OK(tess_par_alltoallv(g, in, send, W, out, total, recv));
     int bad = 0;
     at = 0;
     for (int s = 0; s < g->size; s++) {
@@ -213,13 +213,13 @@ static void check_alltoallv(const tess_group *g) {
     TESS_TEST_CHECK(bad == 0, "all-to-allv max_count=%lld: %d wrong", (long long)g->max_count,
                     bad);
     /* Rank 0's buffer is one row short: it says so, the others say another rank failed. */
-    DIST_TEST_FAILS(tess_dist_alltoallv(g, in, send, W, out, g->rank == 0 ? total - 1 : total,
+    DIST_TEST_FAILS(tess_par_alltoallv(g, in, send, W, out, g->rank == 0 ? total - 1 : total,
                                         recv),
                     TESS_ERR_ARG, g->rank == 0 ? "rows arrive, the receive buffer holds"
                                                : "another rank has a negative count or too small");
     /* A negative count on the last rank is reported everywhere. */
     if (g->rank == g->size - 1) send[0] = -1;
-    DIST_TEST_FAILS(tess_dist_alltoallv(g, in, send, W, out, N_MAX, recv), TESS_ERR_ARG,
+    DIST_TEST_FAILS(tess_par_alltoallv(g, in, send, W, out, N_MAX, recv), TESS_ERR_ARG,
                     g->rank == g->size - 1 ? "send row count is negative" : "another rank");
 }
 
@@ -243,19 +243,19 @@ static void run_all(const tess_group *g) {
 /* MPI validates arguments on MPI_ERRORS_RETURN communicators: an invalid root is its error. */
 static void check_mpi_errors(const tess_group *g) {
     float x[4] = {0};
-    DIST_TEST_FAILS(tess_dist_bcast(g, x, 4, g->size), TESS_ERR_MPI, "MPI_ERR_ROOT");
-    DIST_TEST_FAILS(tess_dist_bcast(g, x, -1, 0), TESS_ERR_ARG, "count -1 < 0");
-    DIST_TEST_FAILS(tess_dist_allreduce(g, x, 4, (tess_dist_op)9), TESS_ERR_ARG,
+    DIST_TEST_FAILS(tess_par_bcast(g, x, 4, g->size), TESS_ERR_MPI, "MPI_ERR_ROOT");
+    DIST_TEST_FAILS(tess_par_bcast(g, x, -1, 0), TESS_ERR_ARG, "count -1 < 0");
+    DIST_TEST_FAILS(tess_par_allreduce(g, x, 4, (tess_par_op)9), TESS_ERR_ARG,
                     "unknown reduction 9");
 }
 
 int main(int argc, char **argv) {
     int rank, size;
-    dist_test_init(&argc, &argv, &rank, &size);
+    par_test_init(&argc, &argv, &rank, &size);
     tess_group *g = NULL;
     DIST_TEST_OK(tess_group_create(MPI_COMM_WORLD, "coll", &g));
     if (g && size <= 8) {
-        const int64_t limits[] = {TESS_DIST_MAX_COUNT, 7, 3};
+        const int64_t limits[] = {TESS_PAR_MAX_COUNT, 7, 3};
         for (int k = 0; k < 3; k++) {
             DIST_TEST_OK(tess_group_set_max_count(g, limits[k]));
             run_all(g);
@@ -271,7 +271,7 @@ int main(int argc, char **argv) {
         tess_group_destroy(&half);
     }
     tess_group_destroy(&g);
-    int rc = tess_test_finish_mpi("dist_coll", MPI_COMM_WORLD);
+    int rc = tess_test_finish_mpi("par_coll", MPI_COMM_WORLD);
     MPI_Finalize();
     return rc;
 }

@@ -1,5 +1,5 @@
 /* layout.c - ownership arithmetic for tess_layout (see layout.h). */
-#include "dist/layout.h"
+#include "par/layout.h"
 
 #include "core/status.h" /* TESS_ASSERT */
 
@@ -17,7 +17,7 @@ tess_layout tess_layout_block_cyclic(int nprow, int npcol, int prow, int pcol, i
                          .prow = prow, .pcol = pcol, .mb = mb, .nb = nb};
 }
 
-void tess_dist_block_range(int64_t n, int p, int r, int64_t *lo, int64_t *hi) {
+void tess_par_block_range(int64_t n, int p, int r, int64_t *lo, int64_t *hi) {
     TESS_ASSERT(n >= 0 && p >= 1 && r >= 0 && r < p);
     int64_t block = (n + p - 1) / p;
     int64_t a = block * r, b = a + block;
@@ -25,7 +25,7 @@ void tess_dist_block_range(int64_t n, int p, int r, int64_t *lo, int64_t *hi) {
     *hi = b < n ? b : n;
 }
 
-int64_t tess_dist_numroc(int64_t n, int64_t nb, int iproc, int nprocs) {
+int64_t tess_par_numroc(int64_t n, int64_t nb, int iproc, int nprocs) {
     TESS_ASSERT(n >= 0 && nb >= 1 && nprocs >= 1 && iproc >= 0 && iproc < nprocs);
     int64_t nblocks = n / nb;
     int64_t count = (nblocks / nprocs) * nb;
@@ -44,12 +44,12 @@ void tess_layout_local_shape(const tess_layout *l, int ndim, const int64_t *glob
     }
     if (l->kind == TESS_LAYOUT_SHARDED) {
         int64_t lo, hi;
-        tess_dist_block_range(global[l->dim], l->nparts, l->part, &lo, &hi);
+        tess_par_block_range(global[l->dim], l->nparts, l->part, &lo, &hi);
         local[l->dim] = hi - lo;
         if (offset) offset[l->dim] = lo;
     } else if (l->kind == TESS_LAYOUT_BLOCK_CYCLIC) {
-        local[0] = tess_dist_numroc(global[0], l->mb, l->prow, l->nprow);
-        local[1] = tess_dist_numroc(global[1], l->nb, l->pcol, l->npcol);
+        local[0] = tess_par_numroc(global[0], l->mb, l->prow, l->nprow);
+        local[1] = tess_par_numroc(global[1], l->nb, l->pcol, l->npcol);
     }
 }
 

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/scalapack.h" /* tess_scal_* */
+#include "par/scalapack.h" /* tess_scal_* */
 #include "tess_test.h"
 
 /* LAPACK (gfortran: hidden CHARACTER lengths last) and ScaLAPACK's INDXL2G, used as oracles. */

@@ -17,18 +17,18 @@
  * Nothing is allocated after create. Collective on g: every rank makes the same sequence of
  * ready/finish calls with the same ranges (the same model on every rank guarantees it).
  */
-#ifndef TESS_DIST_GRADSYNC_H
-#define TESS_DIST_GRADSYNC_H
+#ifndef TESS_PAR_GRADSYNC_H
+#define TESS_PAR_GRADSYNC_H
 
 #include <stdint.h>
 
 #include "core/status.h" /* tess_status */
-#include "dist/coll.h"   /* tess_group, tess_dist_request */
+#include "par/coll.h"   /* tess_group, tess_par_request */
 
 typedef struct tess_gradsync tess_gradsync;
 
 /* Sync for grads (n floats; borrowed, must outlive gs) over group g (borrowed) in buckets of
- * `bucket` floats (>= 1; at most TESS_DIST_REQUEST_CHUNKS * g->max_count). Not collective.
+ * `bucket` floats (>= 1; at most TESS_PAR_REQUEST_CHUNKS * g->max_count). Not collective.
  * TESS_ERR_ARG for bad sizes, TESS_ERR_MEM. */
 tess_status tess_gradsync_create(tess_gradsync **gs, const tess_group *g, float *grads, int64_t n,
                                  int64_t bucket);

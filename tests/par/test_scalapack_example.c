@@ -2,7 +2,7 @@
  * SPD system A x = b (row-major), the grid solves it, rank 0 gets x back and checks A x = b. */
 #include <stdlib.h>
 
-#include "dist/scalapack.h" /* tess_scal_* */
+#include "par/scalapack.h" /* tess_scal_* */
 #include "tess_test.h"
 
 /* Solve A x = b for SPD A (n, n) and b (n), both row-major on rank 0 of comm; x (n) on rank 0. */

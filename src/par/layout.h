@@ -4,13 +4,13 @@
  * of the global tensor this rank holds. Kinds:
  *   REPLICATED    every rank holds the whole tensor.
  *   SHARDED       global dimension `dim` is split into `nparts` contiguous ceil-div blocks
- *                 (tess_dist_block_range); trailing ranks may hold none.
+ *                 (tess_par_block_range); trailing ranks may hold none.
  *   BLOCK_CYCLIC  a 2-D matrix (rows, cols) in ScaLAPACK's block-cyclic form on an nprow x npcol
  *                 grid with mb x nb blocks, source process (0,0); the local part is column-major
  *                 (lld = local rows), as ScaLAPACK stores it.
  */
-#ifndef TESS_DIST_LAYOUT_H
-#define TESS_DIST_LAYOUT_H
+#ifndef TESS_PAR_LAYOUT_H
+#define TESS_PAR_LAYOUT_H
 
 #include <stdint.h>
 
@@ -38,11 +38,11 @@ tess_layout tess_layout_block_cyclic(int nprow, int npcol, int prow, int pcol, i
                                      int64_t nb);
 
 /* Rows [lo, hi) of n owned by rank r of p: blocks of ceil(n/p); trailing ranks may own none. */
-void tess_dist_block_range(int64_t n, int p, int r, int64_t *lo, int64_t *hi);
+void tess_par_block_range(int64_t n, int p, int r, int64_t *lo, int64_t *hi);
 
 /* Number of rows/cols of a length-n block-cyclic dimension (block nb, nprocs p) owned by process
  * coordinate iproc, source process 0 (ScaLAPACK's NUMROC). */
-int64_t tess_dist_numroc(int64_t n, int64_t nb, int iproc, int nprocs);
+int64_t tess_par_numroc(int64_t n, int64_t nb, int iproc, int nprocs);
 
 /* Local shape of a tensor of `ndim` dims and global shape `global` under layout l.
  * REPLICATED/SHARDED also give the global offset of the local block (offset may be NULL);
