@@ -2,6 +2,7 @@
 #include "io/metrics.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,8 @@ static void format_header(char *buf, size_t cap, const char *const *names, int n
 }
 
 tess_status tess_metrics_open_resume(tess_metrics *m, const char *path, const char *const *names,
-                                     int ncols, int64_t step) {
+                                     int ncols, int64_t step, double *last) {
+    for (int i = 0; last && i < ncols; i++) last[i] = NAN;
     FILE *in = fopen(path, "r");
     if (!in) return tess_metrics_open(m, path, names, ncols, false);
     char tmp[4200], header[4096], line[4096];
@@ -48,7 +50,13 @@ tess_status tess_metrics_open_resume(tess_metrics *m, const char *path, const ch
         while (fgets(line, sizeof line, in)) {
             char *end;
             double row_step = strtod(line, &end);
-            if (end != line && row_step <= (double)step) fputs(line, out);
+            if (end == line || row_step > (double)step) continue;
+            fputs(line, out);
+            for (int i = 0; last && i < ncols; i++) { /* the row's values, in column order */
+                char *p = line;
+                for (int k = 0; k < i && p; k++) p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL;
+                last[i] = p ? strtod(p, NULL) : NAN;
+            }
         }
     }
     fclose(in);

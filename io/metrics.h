@@ -26,9 +26,10 @@ tess_status tess_metrics_open(tess_metrics *m, const char *path, const char *con
  * step) is <= step, drop the rows a killed run wrote after the checkpoint it resumes from, and
  * append from there. The file is rewritten through path.tmp + rename, so a crash leaves either
  * the old or the new file. A missing file starts fresh with the header. TESS_ERR_IO naming the
- * path; TESS_ERR_DATA if the existing header does not match names. */
+ * path; TESS_ERR_DATA if the existing header does not match names. last (ncols values; may be
+ * NULL) gets the last kept row, or NaNs if none was kept. */
 tess_status tess_metrics_open_resume(tess_metrics *m, const char *path, const char *const *names,
-                                     int ncols, int64_t step);
+                                     int ncols, int64_t step, double *last);
 /* Write one row of ncols values (%.9g) and flush. TESS_ERR_IO on a write error. */
 tess_status tess_metrics_row(tess_metrics *m, const double *values);
 /* Close the file (NULL-safe for a never-opened m). */

@@ -2,6 +2,7 @@
 #include "chain.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 tess_status zoapp_chain_init(zoapp_chain *c, zoapp_chain_kind kind, int64_t nstates, double tau,
@@ -94,4 +95,15 @@ int64_t zoapp_chain_sticky_tau(double p) {
         k++;
     }
     return k;
+}
+
+tess_status zoapp_chain_describe(zoapp_chain *c, tess_state *st, const char *prefix) {
+    char name[TESS_STATE_NAME_MAX];
+    snprintf(name, sizeof name, "%s/t", prefix);
+    TESS_CHECK(tess_state_add_i64(st, name, &c->t));
+    snprintf(name, sizeof name, "%s/z", prefix);
+    TESS_CHECK(tess_state_add_i64(st, name, &c->z));
+    snprintf(name, sizeof name, "%s/y", prefix);
+    TESS_CHECK(tess_state_add_f64(st, name, &c->y));
+    return TESS_OK;
 }

@@ -23,6 +23,7 @@
 
 #include "core/rng.h"    /* tess_rng_key */
 #include "core/status.h" /* tess_status */
+#include "nn/state.h"    /* tess_state */
 
 typedef enum { ZOAPP_CHAIN_STICKY = 0, ZOAPP_CHAIN_AR1 } zoapp_chain_kind;
 #define ZOAPP_CHAIN_CHOICES "sticky|ar1"
@@ -48,6 +49,8 @@ typedef struct {
 tess_status zoapp_chain_init(zoapp_chain *c, zoapp_chain_kind kind, int64_t nstates, double tau,
                              tess_rng_key key, int64_t cap);
 void zoapp_chain_free(zoapp_chain *c);
+/* The chain's state for checkpoints: <prefix>/t and <prefix>/z (int64), <prefix>/y (float64). */
+tess_status zoapp_chain_describe(zoapp_chain *c, tess_state *st, const char *prefix);
 /* Back to t = 0 (the same path again). */
 void zoapp_chain_reset(zoapp_chain *c);
 /* Generate the states of times [c->t, c->t + m) into the segment (m <= cap) and move on. */

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <nlopt.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,95 +57,138 @@ static tess_status measure(zoapp_problem *p, const tess_group *shard, const doub
     return TESS_OK;
 }
 
-static tess_status run_loop(tess_zo *zo, const tess_zo_config *cfg, zoapp_problem *p,
-                            zoapp_chain *ch, const tess_group *shard, const zoapp_run_opts *o,
-                            const zoapp_hooks *hooks, zoapp_traj *traj, zoapp_result *res,
-                            bool *stopped) {
-    oracle orc = {.p = p, .ch = ch};
+tess_status zoapp_method_create(zoapp_method *m, const tess_zo_config *cfg, zoapp_problem *p,
+                                zoapp_chain *ch, const tess_group *eval, const tess_group *shard,
+                                const zoapp_run_opts *o) {
+    memset(m, 0, sizeof *m);
+    TESS_REQUIRE(o->npoints >= 2 && o->npoints <= ZOAPP_MAX_POINTS, TESS_ERR_ARG,
+                 "trajectory points %lld outside 2..%d", (long long)o->npoints, ZOAPP_MAX_POINTS);
+    int64_t maxk = cfg->batch;
+    while (cfg->batching == TESS_ZO_BATCH_MLMC && maxk * 2 <= cfg->batch * cfg->cap) maxk *= 2;
+    const int64_t spp = cfg->estimator == TESS_ZO_EST_ONE_POINT_SYM ? 2 : 1;
+    TESS_REQUIRE(ch->cap >= maxk * spp, TESS_ERR_ARG,
+                 "chain segment capacity %lld < %lld samples of an iteration", (long long)ch->cap,
+                 (long long)(maxk * spp));
+    m->cfg = *cfg;
+    m->p = p;
+    m->ch = ch;
+    m->shard = shard;
+    m->o = *o;
+    m->res = (zoapp_result){.n_eps = NAN, .evals_eps = NAN};
+    m->t_start = NAN;
+    TESS_CHECK(tess_zo_create(&m->zo, &m->cfg, p->cfg.d, eval, shard));
+    return TESS_OK;
+}
+
+void zoapp_method_free(zoapp_method *m) { tess_zo_destroy(&m->zo); }
+
+/* "<prefix>/<what>" into buf (TESS_STATE_NAME_MAX bytes). */
+static const char *state_name(char *buf, const char *prefix, const char *what) {
+    snprintf(buf, TESS_STATE_NAME_MAX, "%s/%s", prefix, what);
+    return buf;
+}
+
+tess_status zoapp_method_describe(zoapp_method *m, tess_state *st, const char *prefix) {
+    char n[TESS_STATE_NAME_MAX];
+    TESS_CHECK(tess_zo_describe(m->zo, st, prefix));
+    TESS_CHECK(tess_state_add_i64(st, state_name(n, prefix, "finished"), &m->finished));
+    int64_t *const ints[] = {&m->pg.iters, &m->pg.samples, &m->pg.j, &m->traj.n, &m->res.iters,
+                             &m->res.samples, &m->res.evals};
+    const char *const int_names[] = {"progress/iters", "progress/samples", "progress/points",
+                                     "traj/n", "result/iters", "result/samples", "result/evals"};
+    for (int i = 0; i < 7; i++)
+        TESS_CHECK(tess_state_add_i64(st, state_name(n, prefix, int_names[i]), ints[i]));
+    double *const reals[] = {&m->pg.fsum, &m->pg.fw, &m->pg.comm, &m->res.floor, &m->res.n_eps,
+                             &m->res.evals_eps, &m->res.final_err, &m->res.final_gap,
+                             &m->res.comm_bytes_per_iter};
+    const char *const real_names[] = {"progress/floor_sum", "progress/floor_weight",
+                                      "progress/bytes_sent", "result/floor", "result/n_eps",
+                                      "result/evals_eps", "result/final_err", "result/final_gap",
+                                      "result/bytes_per_iter"};
+    for (int i = 0; i < 9; i++)
+        TESS_CHECK(tess_state_add_f64(st, state_name(n, prefix, real_names[i]), reals[i]));
+    const int64_t points[1] = {ZOAPP_MAX_POINTS};
+    const tess_layout rep = tess_layout_replicated();
+    double *const arrays[] = {m->traj.samples, m->traj.evals, m->traj.err, m->traj.gap};
+    const char *const array_names[] = {"traj/samples", "traj/evals", "traj/err", "traj/gap"};
+    for (int i = 0; i < 4; i++)
+        TESS_CHECK(tess_state_add(st, state_name(n, prefix, array_names[i]), TESS_F64, 1, points,
+                                  &rep, arrays[i]));
+    return TESS_OK;
+}
+
+/* The results once the budget is spent. Collective on shard. */
+static tess_status complete(zoapp_method *m) {
+    double err, gap;
+    const double *x = m->cfg.average ? tess_zo_xbar(m->zo) : tess_zo_x(m->zo);
+    TESS_CHECK(measure(m->p, m->shard, x, m->o.fgap, &err, &gap));
+    m->traj.n = m->pg.j;
+    m->res.floor = m->pg.fw > 0.0 ? m->pg.fsum / m->pg.fw : err;
+    m->res.final_err = err;
+    m->res.final_gap = gap;
+    m->res.iters = m->pg.iters;
+    m->res.samples = m->pg.samples;
+    m->res.evals = tess_zo_counters(m->zo)[TESS_ZO_CNT_EVALS];
+    m->res.comm_bytes_per_iter = m->pg.iters ? m->pg.comm / (double)m->pg.iters : 0.0;
+    m->finished = 1;
+    return TESS_OK;
+}
+
+tess_status zoapp_method_iterate(zoapp_method *m) {
+    TESS_REQUIRE(!m->finished, TESS_ERR_ARG, "the method's budget is spent");
+    if (m->pg.iters == 0) zoapp_chain_reset(m->ch);
+    if (isnan(m->t_start)) m->t_start = tess_timer_now();
+    oracle orc = {.p = m->p, .ch = m->ch};
     const tess_zo_objective obj = {.ctx = &orc, .npartials = 1, .partial = oracle_partial,
                                    .finish = NULL, .grad = oracle_grad, .prepare = oracle_prepare};
-    const double t_start = tess_timer_now();
-    zoapp_progress pg = {0};
-    double err = NAN, gap = NAN;
-    if (hooks && hooks->start) TESS_CHECK(hooks->start(hooks->ctx, zo, ch, &pg, traj, res));
-    const double seconds0 = res->seconds;
-    const int64_t *cnt = tess_zo_counters(zo);
-    bool stop = false;
-    while (pg.samples < o->budget && !stop) {
-        tess_zo_step_info info;
-        TESS_CHECK(tess_zo_step(zo, &obj, &info));
-        pg.samples += info.samples;
-        pg.comm += info.comm_bytes;
-        pg.iters++;
-        const double *x = cfg->average ? tess_zo_xbar(zo) : tess_zo_x(zo);
-        bool want_gap = o->fgap && pg.j < o->npoints &&
-                        pg.samples >= zoapp_traj_point(o->budget, o->npoints, pg.j);
-        TESS_CHECK(measure(p, shard, x, want_gap, &err, &gap));
-        TESS_REQUIRE(isfinite(err), TESS_ERR_DIVERGED,
-                     "the iterate diverged after %lld samples (step size eta = %g too large?)",
-                     (long long)pg.samples, info.eta);
-        if (2 * pg.samples > o->budget) {
-            pg.fsum += err * (double)info.samples;
-            pg.fw += (double)info.samples;
-        }
-        if (err > o->eps) { /* n_eps: from when on R stays <= eps */
-            res->n_eps = res->evals_eps = NAN;
-        } else if (isnan(res->n_eps)) {
-            res->n_eps = (double)pg.samples;
-            res->evals_eps = (double)cnt[TESS_ZO_CNT_EVALS];
-        }
-        for (; pg.j < o->npoints && pg.samples >= zoapp_traj_point(o->budget, o->npoints, pg.j);
-             pg.j++) {
-            traj->samples[pg.j] = (double)pg.samples;
-            traj->evals[pg.j] = (double)cnt[TESS_ZO_CNT_EVALS];
-            traj->err[pg.j] = err;
-            traj->gap[pg.j] = gap;
-        }
-        traj->n = pg.j;
-        res->seconds = seconds0 + (tess_timer_now() - t_start);
-        if (hooks && hooks->boundary)
-            TESS_CHECK(hooks->boundary(hooks->ctx, zo, ch, &pg, traj, res, &stop));
+    const int64_t *cnt = tess_zo_counters(m->zo);
+    const zoapp_run_opts *o = &m->o;
+    zoapp_progress *pg = &m->pg;
+    tess_zo_step_info info;
+    TESS_CHECK(tess_zo_step(m->zo, &obj, &info));
+    pg->samples += info.samples;
+    pg->comm += info.comm_bytes;
+    pg->iters++;
+    const double *x = m->cfg.average ? tess_zo_xbar(m->zo) : tess_zo_x(m->zo);
+    const bool want_gap = o->fgap && pg->j < o->npoints &&
+                          pg->samples >= zoapp_traj_point(o->budget, o->npoints, pg->j);
+    double err, gap;
+    TESS_CHECK(measure(m->p, m->shard, x, want_gap, &err, &gap));
+    TESS_REQUIRE(isfinite(err), TESS_ERR_DIVERGED,
+                 "the iterate diverged after %lld samples (step size eta = %g too large?)",
+                 (long long)pg->samples, info.eta);
+    if (2 * pg->samples > o->budget) {
+        pg->fsum += err * (double)info.samples;
+        pg->fw += (double)info.samples;
     }
-    if (stopped) *stopped = stop;
-    if (stop) return TESS_OK;
-    traj->n = pg.j;
-    TESS_CHECK(measure(p, shard, cfg->average ? tess_zo_xbar(zo) : tess_zo_x(zo), o->fgap, &err,
-                       &gap));
-    res->floor = pg.fw > 0.0 ? pg.fsum / pg.fw : err;
-    res->final_err = err;
-    res->final_gap = gap;
-    res->iters = pg.iters;
-    res->samples = pg.samples;
-    res->evals = cnt[TESS_ZO_CNT_EVALS];
-    res->seconds = seconds0 + (tess_timer_now() - t_start);
-    res->comm_bytes_per_iter = pg.iters ? pg.comm / (double)pg.iters : 0.0;
+    if (err > o->eps) { /* n_eps: from when on R stays <= eps */
+        m->res.n_eps = m->res.evals_eps = NAN;
+    } else if (isnan(m->res.n_eps)) {
+        m->res.n_eps = (double)pg->samples;
+        m->res.evals_eps = (double)cnt[TESS_ZO_CNT_EVALS];
+    }
+    for (; pg->j < o->npoints && pg->samples >= zoapp_traj_point(o->budget, o->npoints, pg->j);
+         pg->j++) {
+        m->traj.samples[pg->j] = (double)pg->samples;
+        m->traj.evals[pg->j] = (double)cnt[TESS_ZO_CNT_EVALS];
+        m->traj.err[pg->j] = err;
+        m->traj.gap[pg->j] = gap;
+    }
+    m->traj.n = pg->j;
+    m->res.seconds = tess_timer_now() - m->t_start;
+    if (pg->samples >= o->budget) TESS_CHECK(complete(m));
     return TESS_OK;
 }
 
 tess_status zoapp_run_method(const tess_zo_config *cfg, zoapp_problem *p, zoapp_chain *ch,
                              const tess_group *eval, const tess_group *shard,
-                             const zoapp_run_opts *o, const zoapp_hooks *hooks,
-                             zoapp_traj *traj, zoapp_result *res, bool *stopped) {
-    TESS_REQUIRE(o->npoints >= 2 && o->npoints <= ZOAPP_MAX_POINTS, TESS_ERR_ARG,
-                 "trajectory points %lld outside 2..%d", (long long)o->npoints, ZOAPP_MAX_POINTS);
-    if (stopped) *stopped = false;
-    *res = (zoapp_result){.n_eps = NAN, .evals_eps = NAN};
-    memset(traj, 0, sizeof *traj);
-    tess_zo *zo = NULL;
-    TESS_CHECK(tess_zo_create(&zo, cfg, p->cfg.d, eval, shard));
-    int64_t maxk = cfg->batch;
-    while (cfg->batching == TESS_ZO_BATCH_MLMC && maxk * 2 <= cfg->batch * cfg->cap) maxk *= 2;
-    const int64_t spp = cfg->estimator == TESS_ZO_EST_ONE_POINT_SYM ? 2 : 1;
-    tess_status st = TESS_OK;
-    if (ch->cap < maxk * spp)
-        st = tess_error_push(TESS_ERR_ARG, __FILE__, __LINE__, __func__,
-                             "chain segment capacity %lld < %lld samples of an iteration",
-                             (long long)ch->cap, (long long)(maxk * spp));
-    if (st == TESS_OK) {
-        zoapp_chain_reset(ch);
-        st = run_loop(zo, cfg, p, ch, shard, o, hooks, traj, res, stopped);
-    }
-    tess_zo_destroy(&zo);
+                             const zoapp_run_opts *o, zoapp_traj *traj, zoapp_result *res) {
+    zoapp_method m;
+    tess_status st = zoapp_method_create(&m, cfg, p, ch, eval, shard, o);
+    while (st == TESS_OK && !m.finished) st = zoapp_method_iterate(&m);
+    *traj = m.traj;
+    *res = m.res;
+    zoapp_method_free(&m);
     TESS_REQUIRE(st == TESS_OK, st, "running %s (%s batching, B = %lld, M = %lld)",
                  cfg->estimator == TESS_ZO_EST_FIRST_ORDER ? "first-order SGD" : "zero-order SGD",
                  cfg->batching == TESS_ZO_BATCH_MLMC ? "MLMC" : "fixed", (long long)cfg->batch,

@@ -20,6 +20,7 @@
 #include "chain.h"       /* zoapp_chain */
 #include "par/mesh.h"   /* tess_group */
 #include "optim/zo.h"    /* tess_zo_config */
+#include "nn/state.h"    /* tess_state */
 #include "problem.h"     /* zoapp_problem */
 
 enum { ZOAPP_MAX_POINTS = 256 };
@@ -43,36 +44,50 @@ typedef struct {
 } zoapp_result;
 
 /* Where a run is between two iterations, besides the optimizer, the chain, traj and res: what a
- * checkpoint saves to continue it bitwise (res->seconds aside: wall time is not state). */
+ * checkpoint saves to continue it bitwise (res.seconds aside: wall time is not state). */
 typedef struct {
     int64_t iters, samples, j; /* iterations, chain samples, trajectory points filled */
     double fsum, fw, comm;     /* floor sums (weighted R, weight) and bytes sent */
 } zoapp_progress;
 
-/* Hooks of a checkpointed run (apps/zo/main.c); each may be NULL. start: after the optimizer is
- * made and the chain reset, before the first iteration (restore a saved state into zo, ch, pg,
- * traj and res). boundary: after every iteration, with the state complete; *stop = true ends the
- * run there (the caller saved it). Both are called collectively on eval and shard. */
+/* One method's run on a problem and a chain, iteration by iteration (a step of the run driver).
+ * Everything that continues a run bitwise is in the optimizer, the chain, pg, traj and res, and
+ * zoapp_method_describe lists it for checkpoints. Collective on the optimizer's eval and shard
+ * groups. */
 typedef struct {
-    tess_status (*start)(void *ctx, tess_zo *zo, zoapp_chain *ch, zoapp_progress *pg,
-                         zoapp_traj *traj, zoapp_result *res);
-    tess_status (*boundary)(void *ctx, tess_zo *zo, const zoapp_chain *ch,
-                            const zoapp_progress *pg, const zoapp_traj *traj,
-                            const zoapp_result *res, bool *stop);
-    void *ctx;
-} zoapp_hooks;
+    tess_zo *zo; /* owned */
+    tess_zo_config cfg;
+    zoapp_problem *p; /* borrowed */
+    zoapp_chain *ch;  /* borrowed; shared by the methods of a comparison */
+    const tess_group *shard;
+    zoapp_run_opts o;
+    zoapp_progress pg;
+    zoapp_traj traj;
+    zoapp_result res;
+    int64_t finished; /* 1 once the budget is spent and res is complete */
+    double t_start;   /* wall clock of this process's first iteration */
+} zoapp_method;
 
-/* Sample count of trajectory point j of n for a budget: budget^((j+1)/n), rounded, >= 1. */
-int64_t zoapp_traj_point(int64_t budget, int64_t n, int64_t j);
+/* A method at its start (x^0 = 0; the chain is reset at its first iteration). cfg, p, ch, the
+ * groups and o are borrowed and must outlive m. TESS_ERR_ARG for bad options or a chain whose
+ * segments are too short for an iteration, TESS_ERR_MEM. Collective on eval and shard. */
+tess_status zoapp_method_create(zoapp_method *m, const tess_zo_config *cfg, zoapp_problem *p,
+                                zoapp_chain *ch, const tess_group *eval, const tess_group *shard,
+                                const zoapp_run_opts *o);
+void zoapp_method_free(zoapp_method *m);
+/* The method's state under prefix: the optimizer (<prefix>/x, ...; tess_zo_describe), progress
+ * (<prefix>/progress/...), trajectory (<prefix>/traj/...) and results (<prefix>/result/...). */
+tess_status zoapp_method_describe(zoapp_method *m, tess_state *st, const char *prefix);
+/* One iteration (the first resets the chain). When it spends the budget the results are
+ * completed and m->finished becomes 1. TESS_ERR_DIVERGED if R becomes non-finite. Collective on
+ * eval and shard. */
+tess_status zoapp_method_iterate(zoapp_method *m);
 
-/* Run the optimizer configured by cfg until the budget is spent. Collective on eval and shard;
- * the chain is reset first. hooks may be NULL; *stopped (may be NULL) tells whether a boundary
- * hook ended the run early (then traj and res are incomplete). TESS_ERR_ARG/MEM from the
- * optimizer, TESS_ERR_DIVERGED if R becomes non-finite, a hook's status. */
+/* A whole run of cfg until the budget is spent (the sweep and the tests): create, iterate,
+ * copy out traj and res, free. Collective on eval and shard. */
 tess_status zoapp_run_method(const tess_zo_config *cfg, zoapp_problem *p, zoapp_chain *ch,
                              const tess_group *eval, const tess_group *shard,
-                             const zoapp_run_opts *o, const zoapp_hooks *hooks,
-                             zoapp_traj *traj, zoapp_result *res, bool *stopped);
+                             const zoapp_run_opts *o, zoapp_traj *traj, zoapp_result *res);
 
 /* NLopt on the same noisy objective: every function call consumes one chain state; at most
  * min(budget, max_evals) calls; alg "bobyqa" or "neldermead"; the trajectory follows the points

@@ -1,6 +1,7 @@
 /* test_metrics.c - metrics.csv: header and rows; a resumed run keeps the rows up to its step and
  * drops the ones a killed run wrote after its checkpoint; a foreign header is refused. */
 #include <stdio.h>
+#include <math.h>
 #include <string.h>
 
 #include "io/metrics.h" /* tess_metrics_* */
@@ -33,7 +34,10 @@ int main(int argc, char **argv) {
     TESS_TEST_CHECK(strncmp(buf, "step,loss\n10,0.1\n20,0.05\n", 25) == 0, "content:\n%s", buf);
 
     tess_metrics m;
-    TESS_TEST_CHECK(tess_metrics_open_resume(&m, "m.csv", cols, 2, 30) == TESS_OK, "resume");
+    double last[2];
+    TESS_TEST_CHECK(tess_metrics_open_resume(&m, "m.csv", cols, 2, 30, last) == TESS_OK, "resume");
+    TESS_TEST_CHECK(last[0] == 30.0 && fabs(last[1] - 0.0333333333) < 1e-12,
+                    "the last kept row comes back: %g, %g", last[0], last[1]);
     double row[2] = {40, 0.25};
     TESS_TEST_CHECK(tess_metrics_row(&m, row) == TESS_OK, "append");
     tess_metrics_close(&m);
@@ -41,13 +45,15 @@ int main(int argc, char **argv) {
     TESS_TEST_CHECK(strcmp(buf, "step,loss\n10,0.1\n20,0.05\n30,0.0333333333\n40,0.25\n") == 0,
                     "rows after the resume step are dropped, then appended:\n%s", buf);
 
-    TESS_TEST_CHECK(tess_metrics_open_resume(&m, "fresh.csv", cols, 2, 30) == TESS_OK, "missing file");
+    TESS_TEST_CHECK(tess_metrics_open_resume(&m, "fresh.csv", cols, 2, 30, last) == TESS_OK &&
+                        isnan(last[0]) && isnan(last[1]),
+                    "missing file: no last row");
     tess_metrics_close(&m);
     read_all("fresh.csv", buf, sizeof buf);
     TESS_TEST_CHECK(strcmp(buf, "step,loss\n") == 0, "a missing file starts with the header: %s", buf);
 
     static const char *const other[] = {"step", "accuracy"};
-    TESS_TEST_CHECK(tess_metrics_open_resume(&m, "m.csv", other, 2, 30) == TESS_ERR_DATA &&
+    TESS_TEST_CHECK(tess_metrics_open_resume(&m, "m.csv", other, 2, 30, NULL) == TESS_ERR_DATA &&
                         strstr(tess_error_text(), "another header"),
                     "foreign header refused: %s", tess_error_text());
     tess_error_clear();

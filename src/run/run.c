@@ -1,0 +1,402 @@
+/* run.c - the run driver (see run.h). */
+#include "run/run.h"
+
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"     /* tess_log_*, tess_progress_* */
+#include "core/runtime.h" /* tess_runtime_*, TESS_EXIT_STOPPED */
+#include "core/signals.h" /* tess_signals_* */
+#include "io/ckpt.h"      /* tess_ckpt_* */
+#include "io/metrics.h"   /* tess_metrics_* */
+#include "io/plot.h"      /* tess_plot_csv */
+#include "io/rundir.h"    /* tess_rundir_prepare */
+#include "par/coll.h"     /* tess_par_allreduce_f64 */
+
+enum { RUN_PATH_MAX = 4200, RUN_SECTIONS_MAX = 32 };
+
+typedef struct {
+    char path[RUN_PATH_MAX];
+    const char *names[TESS_METRICS_MAX_COLS]; /* with "step" and "seconds" when per_step */
+    int ncols;                                /* the app's columns */
+    bool per_step, opened;
+    tess_metrics file;
+} run_metrics;
+
+typedef struct {
+    int id;
+    const char *png, *title;
+    const char *const *ycols;
+    int ny;
+    bool logy;
+} run_plot;
+
+struct tess_run {
+    const tess_run_app *app;
+    void *ctx;
+    const tess_runtime *rt;
+    tess_group *group;
+    tess_config *cfg;
+    tess_opt run_opts[4 + TESS_RUN_MAX_RUN_OPTS];
+    tess_config_section sections[RUN_SECTIONS_MAX];
+    tess_state *state;
+    tess_timers timers;
+    tess_timer_id t_step, t_ckpt;
+    char ckpt_dir[RUN_PATH_MAX];
+    double total;         /* run length in position units; 0 unknown */
+    int64_t total_steps;  /* 0 unknown */
+    int64_t step;         /* steps done, counting the one running */
+    int64_t start_step, data_cursor;
+    int64_t finished;     /* state "run/finished": 1 once the last step is done */
+    bool collective, resumed, stopped;
+    double t0, seconds_before; /* wall clock at the loop's start; seconds of earlier attempts */
+    run_metrics metrics[TESS_RUN_MAX_METRICS];
+    int nmetrics;
+    run_plot plots[TESS_RUN_MAX_PLOTS];
+    int nplots;
+};
+
+static const tess_opt ckpt_opts[] = {
+    TESS_OPT_STRING("dir", "", "checkpoint directory (empty: <run.dir>/checkpoints)"),
+    TESS_OPT_INT("every", 0, 0, INT64_MAX / 4, "steps between checkpoints (0: only at_end)"),
+    TESS_OPT_INT("keep", 3, 0, 1000000, "newest checkpoints kept (0: all)"),
+    TESS_OPT_BOOL("at_end", true, "checkpoint after the last step"),
+    TESS_OPT_STRING("resume", "", "'' (start fresh), auto (newest valid in ckpt.dir) or a file; "
+                    "also --resume"),
+};
+static const tess_opt log_opts[] = {
+    TESS_OPT_CHOICE("level", "info", TESS_LOG_LEVEL_CHOICES,
+                    "messages shown: error, warn, info or debug (per-rank detail)"),
+};
+
+/* ---- accessors ------------------------------------------------------------------------------ */
+
+const tess_config *tess_run_config(const tess_run *run) { return run->cfg; }
+const tess_group *tess_run_group(const tess_run *run) { return run->group; }
+uint64_t tess_run_seed(const tess_run *run) { return (uint64_t)tess_config_int(run->cfg, "run.seed"); }
+const char *tess_run_dir(const tess_run *run) { return tess_config_string(run->cfg, "run.dir"); }
+tess_state *tess_run_state(tess_run *run) { return run->state; }
+tess_timers *tess_run_timers(tess_run *run) { return &run->timers; }
+bool tess_run_resumed(const tess_run *run) { return run->resumed; }
+int64_t tess_run_start_step(const tess_run *run) { return run->start_step; }
+int64_t tess_run_data_cursor(const tess_run *run) { return run->data_cursor; }
+void tess_run_local_from_here(tess_run *run) { run->collective = false; }
+
+void tess_run_set_total(tess_run *run, double total, int64_t steps) {
+    run->total = total;
+    run->total_steps = steps;
+}
+
+/* ---- metrics and plots ---------------------------------------------------------------------- */
+
+tess_status tess_run_metrics(tess_run *run, const char *file, const char *const *cols, int ncols,
+                             bool per_step, int *id) {
+    TESS_REQUIRE(run->nmetrics < TESS_RUN_MAX_METRICS, TESS_ERR_ARG,
+                 "more than %d metrics files", TESS_RUN_MAX_METRICS);
+    const int extra = per_step ? 2 : 0;
+    TESS_REQUIRE(ncols >= 1 && ncols + extra <= TESS_METRICS_MAX_COLS, TESS_ERR_ARG,
+                 "metrics '%s': %d columns, expected 1..%d", file, ncols,
+                 TESS_METRICS_MAX_COLS - extra);
+    run_metrics *m = &run->metrics[run->nmetrics];
+    memset(m, 0, sizeof *m);
+    const int n = snprintf(m->path, sizeof m->path, "%s/%s.csv", tess_run_dir(run), file);
+    TESS_REQUIRE(n > 0 && n < (int)sizeof m->path, TESS_ERR_CONFIG, "run.dir is too long");
+    int k = 0;
+    if (per_step) m->names[k++] = "step";
+    for (int i = 0; i < ncols; i++) m->names[k++] = cols[i];
+    if (per_step) m->names[k++] = "seconds";
+    m->ncols = ncols;
+    m->per_step = per_step;
+    *id = run->nmetrics++;
+    return TESS_OK;
+}
+
+/* Open metrics file m at its first row (rank 0): per-step files of a resumed run keep the rows
+ * up to the resumed step, and `seconds` continues from the last kept row. */
+static tess_status metrics_open(tess_run *run, run_metrics *m) {
+    const int n = m->ncols + (m->per_step ? 2 : 0);
+    if (m->per_step && run->resumed) {
+        double last[TESS_METRICS_MAX_COLS];
+        TESS_CHECK(tess_metrics_open_resume(&m->file, m->path, m->names, n, run->start_step, last));
+        if (!isnan(last[n - 1]) && last[n - 1] > run->seconds_before)
+            run->seconds_before = last[n - 1];
+    } else {
+        TESS_CHECK(tess_metrics_open(&m->file, m->path, m->names, n, false));
+    }
+    m->opened = true;
+    return TESS_OK;
+}
+
+tess_status tess_run_metrics_row(tess_run *run, int id, const double *values) {
+    TESS_REQUIRE(id >= 0 && id < run->nmetrics, TESS_ERR_ARG, "no metrics file %d", id);
+    if (run->rt->rank != 0) return TESS_OK;
+    run_metrics *m = &run->metrics[id];
+    if (!m->opened) TESS_CHECK(metrics_open(run, m));
+    double row[TESS_METRICS_MAX_COLS];
+    int k = 0;
+    if (m->per_step) row[k++] = (double)run->step;
+    for (int i = 0; i < m->ncols; i++) row[k++] = values[i];
+    if (m->per_step) row[k++] = run->seconds_before + (tess_timer_now() - run->t0);
+    TESS_CHECK(tess_metrics_row(&m->file, row));
+    return TESS_OK;
+}
+
+tess_status tess_run_plot(tess_run *run, int id, const char *png, const char *title,
+                          const char *const *ycols, int ny, bool logy) {
+    TESS_REQUIRE(run->nplots < TESS_RUN_MAX_PLOTS, TESS_ERR_ARG, "more than %d plots",
+                 TESS_RUN_MAX_PLOTS);
+    TESS_REQUIRE(id >= 0 && id < run->nmetrics, TESS_ERR_ARG, "plot '%s': no metrics file %d",
+                 png, id);
+    run->plots[run->nplots++] = (run_plot){id, png, title, ycols, ny, logy};
+    return TESS_OK;
+}
+
+/* Rank 0, after a finished run: every declared plot; failures are warnings. */
+static void draw_plots(tess_run *run) {
+    if (run->rt->rank != 0 || !tess_config_bool(run->cfg, "run.plots")) return;
+    for (int i = 0; i < run->nplots; i++) {
+        const run_plot *p = &run->plots[i];
+        char png[RUN_PATH_MAX];
+        snprintf(png, sizeof png, "%s/plots/%s", tess_run_dir(run), p->png);
+        if (tess_plot_csv(run->metrics[p->id].path, png, p->title, run->metrics[p->id].names[0],
+                          p->ycols, p->ny, p->logy) == TESS_OK) {
+            tess_log_info("%s: wrote %s", run->app->name, png);
+        } else {
+            tess_log_warn("%s: plot %s skipped:\n%s", run->app->name, png, tess_error_text());
+            tess_error_clear();
+        }
+    }
+}
+
+/* ---- checkpoints ---------------------------------------------------------------------------- */
+
+/* Checkpoint after run->step steps. Collective: every rank returns the same status. */
+static tess_status save(tess_run *run) {
+    tess_timer_start(&run->timers, run->t_ckpt);
+    tess_ckpt_state st = {.state = run->state, .step = run->step, .data_cursor = run->data_cursor,
+                          .seed = tess_run_seed(run),
+                          .config_text = tess_config_resolved_text(run->cfg),
+                          .app = run->app->name};
+    TESS_CHECK(tess_ckpt_save(run->group, run->ckpt_dir, &st,
+                              tess_config_int(run->cfg, "ckpt.keep"), NULL, 0));
+    tess_timer_stop(&run->timers, run->t_ckpt);
+    return TESS_OK;
+}
+
+/* ckpt.resume: load into the described state and check it belongs to this run. Collective; the
+ * verdict is the same on every rank. */
+static tess_status resume(tess_run *run) {
+    const char *spec = tess_config_string(run->cfg, "ckpt.resume");
+    char path[RUN_PATH_MAX] = "";
+    tess_ckpt_state st = {.state = run->state};
+    TESS_CHECK(tess_ckpt_resume(run->group, run->ckpt_dir, spec, &st, &run->resumed, path,
+                                sizeof path));
+    if (!run->resumed) return TESS_OK;
+    const uint64_t seed = tess_run_seed(run);
+    TESS_REQUIRE(strcmp(st.app_found, run->app->name) == 0, TESS_ERR_CONFIG,
+                 "'%s' was written by %s, not %s", path, st.app_found[0] ? st.app_found : "(no app)",
+                 run->app->name);
+    TESS_REQUIRE(st.seed == seed, TESS_ERR_CONFIG,
+                 "'%s' was written with run.seed = %llu, this run has %llu", path,
+                 (unsigned long long)st.seed, (unsigned long long)seed);
+    TESS_REQUIRE(run->total_steps == 0 || st.step <= run->total_steps, TESS_ERR_CONFIG,
+                 "'%s' is at %s %lld, beyond the run's %lld", path, run->app->unit,
+                 (long long)st.step, (long long)run->total_steps);
+    run->start_step = st.step;
+    run->data_cursor = st.data_cursor;
+    return TESS_OK;
+}
+
+/* ---- the loop ------------------------------------------------------------------------------- */
+
+/* MAX over ranks of the local stop request (signal, or run.stop_at reached). Collective. */
+static tess_status stop_vote(tess_run *run, bool *stop) {
+    const int64_t stop_at = tess_config_int(run->cfg, "run.stop_at");
+    double vote = tess_signals_stop_requested() || (stop_at > 0 && run->step == stop_at) ? 1.0 : 0.0;
+    TESS_CHECK(tess_par_allreduce_f64(run->group, &vote, 1, TESS_PAR_MAX));
+    *stop = vote > 0.0;
+    return TESS_OK;
+}
+
+static tess_status loop(tess_run *run) {
+    const tess_run_app *app = run->app;
+    const char *name = app->name, *unit = app->unit;
+    const int64_t every = tess_config_int(run->cfg, "ckpt.every");
+    run->step = run->start_step;
+    if (run->finished) {
+        tess_log_info("%s: the checkpoint is of a finished run (%s %lld): nothing to do", name, unit,
+                      (long long)run->step);
+        return TESS_OK;
+    }
+    /* A stop that came during start-up ends the run before the first step, with nothing new to
+     * save. */
+    bool stop;
+    TESS_CHECK(stop_vote(run, &stop));
+    if (stop) {
+        tess_log_info("%s: stop requested before %s %lld: exiting %d without a checkpoint", name,
+                      unit, (long long)run->step + 1, TESS_EXIT_STOPPED);
+        run->stopped = true;
+        return TESS_OK;
+    }
+    tess_progress progress;
+    tess_progress_init(&progress, run->total > 0 ? (int64_t)run->total : 0, app->rate_unit);
+    run->t0 = tess_timer_now();
+    for (int64_t step = run->start_step;; step++) {
+        run->step = step + 1;
+        tess_run_step_out out = {.loss = NAN, .items = 0.0, .position = NAN,
+                                 .data_cursor = run->data_cursor};
+        tess_timer_start(&run->timers, run->t_step);
+        TESS_CHECK(app->step(run, run->ctx, step, &out));
+        tess_timer_stop(&run->timers, run->t_step);
+        run->data_cursor = out.data_cursor;
+        TESS_CHECK(stop_vote(run, &stop));
+        const bool last = out.done || (run->total_steps > 0 && run->step >= run->total_steps);
+        tess_progress_update(&progress, isnan(out.position) ? run->step : (int64_t)out.position,
+                             out.loss, out.items);
+        if (last) {
+            run->finished = 1;
+            break;
+        }
+        const bool periodic = every > 0 && run->step % every == 0;
+        if (periodic || stop) TESS_CHECK(save(run));
+        if (stop) {
+            tess_log_info("%s: stop requested: checkpoint after %s %lld, exiting %d (resume with "
+                          "--resume auto)", name, unit, (long long)run->step, TESS_EXIT_STOPPED);
+            run->stopped = true;
+            return TESS_OK;
+        }
+    }
+    if (tess_config_bool(run->cfg, "ckpt.at_end")) TESS_CHECK(save(run));
+    for (int i = 0; i < run->nmetrics; i++) tess_metrics_close(&run->metrics[i].file);
+    if (app->finish) TESS_CHECK(app->finish(run, run->ctx));
+    for (int i = 0; i < run->nmetrics; i++) tess_metrics_close(&run->metrics[i].file);
+    draw_plots(run);
+    TESS_CHECK(tess_timer_report(&run->timers, run->group->comm));
+    return TESS_OK;
+}
+
+/* ---- set-up --------------------------------------------------------------------------------- */
+
+/* The option sections: run (the driver's keys and the app's extra ones), the app's, ckpt, log. */
+static tess_status build_sections(tess_run *run, int64_t *n) {
+    const tess_run_app *app = run->app;
+    TESS_REQUIRE(app->nrun_opts >= 0 && app->nrun_opts <= TESS_RUN_MAX_RUN_OPTS, TESS_ERR_ARG,
+                 "%s: %lld extra run options, at most %d", app->name, (long long)app->nrun_opts,
+                 TESS_RUN_MAX_RUN_OPTS);
+    TESS_REQUIRE(app->nsections + 3 <= RUN_SECTIONS_MAX, TESS_ERR_ARG, "%s: too many sections",
+                 app->name);
+    int k = 0;
+    run->run_opts[k++] = (tess_opt)TESS_OPT_STRING(
+        "dir", app->default_dir, "output directory (config.ini, metrics, plots/, checkpoints/)");
+    run->run_opts[k++] = (tess_opt)TESS_OPT_INT("seed", 1234, 0, UINT32_MAX,
+                                                "seed of every random draw");
+    run->run_opts[k++] = (tess_opt)TESS_OPT_BOOL("plots", true,
+                                                 "draw PNG plots with gnuplot at the end");
+    run->run_opts[k++] = (tess_opt)TESS_OPT_INT(
+        "stop_at", 0, 0, INT64_MAX / 4,
+        "test hook: stop as on a signal after this many steps (0: never)");
+    for (int64_t i = 0; i < app->nrun_opts; i++) run->run_opts[k++] = app->run_opts[i];
+    int64_t s = 0;
+    run->sections[s++] = (tess_config_section){"run", run->run_opts, k};
+    for (int64_t i = 0; i < app->nsections; i++) run->sections[s++] = app->sections[i];
+    run->sections[s++] = (tess_config_section)TESS_CONFIG_SECTION("ckpt", ckpt_opts);
+    run->sections[s++] = (tess_config_section)TESS_CONFIG_SECTION("log", log_opts);
+    *n = s;
+    return TESS_OK;
+}
+
+/* Remove "--print-params" from argv (the config parser does not know it); true if present. */
+static bool take_flag(int *argc, char **argv, const char *flag) {
+    bool found = false;
+    int k = 1;
+    for (int i = 1; i < *argc; i++) {
+        if (strcmp(argv[i], flag) == 0)
+            found = true;
+        else
+            argv[k++] = argv[i];
+    }
+    *argc = k;
+    return found;
+}
+
+/* The state's table on rank 0: name, dtype, global shape, layout kind, rank-private. */
+static void print_state(const tess_run *run) {
+    if (run->rt->rank != 0) return;
+    const int64_t n = tess_state_count(run->state);
+    int64_t total = 0;
+    printf("%-48s  %-4s  %-24s  %s\n", "name", "type", "shape", "layout");
+    for (int64_t i = 0; i < n; i++) {
+        const tess_state_entry *e = tess_state_get(run->state, i);
+        char shape[96];
+        int len = 0;
+        for (int d = 0; d < e->ndim; d++)
+            len += snprintf(shape + len, sizeof shape - (size_t)len, "%s%lld", d ? ", " : "[",
+                            (long long)e->shape[d]);
+        snprintf(shape + len, sizeof shape - (size_t)len, "]");
+        printf("%-48s  %-4s  %-24s  %s\n", e->name, tess_dtype_name(e->dtype), shape,
+               e->private_to_rank ? "private (this rank)" : tess_layout_kind_name(e->layout.kind));
+        total += e->global_count;
+    }
+    printf("%lld entries, %lld elements\n", (long long)n, (long long)total);
+}
+
+static tess_status run_all(tess_run *run, int argc, char **argv) {
+    const tess_run_app *app = run->app;
+    const bool print_params = take_flag(&argc, argv, "--print-params");
+    int64_t nsections;
+    TESS_CHECK(build_sections(run, &nsections));
+    TESS_CHECK(tess_config_create(&run->cfg, run->sections, nsections));
+    TESS_CHECK(tess_config_alias(run->cfg, "--resume", "ckpt.resume"));
+    tess_config_action action;
+    TESS_CHECK(tess_config_parse_args(run->cfg, run->rt->comm, argc, argv, &action));
+    if (action != TESS_CONFIG_ACTION_RUN) return TESS_OK;
+    tess_log_init(run->rt->rank, (tess_log_level)tess_config_choice(run->cfg, "log.level"));
+    TESS_CHECK(tess_group_create(run->rt->comm, "run", &run->group));
+    TESS_CHECK(tess_state_create(&run->state));
+    TESS_CHECK(tess_state_add_i64(run->state, "run/finished", &run->finished));
+    tess_timer_init(&run->timers);
+    run->t_step = tess_timer_get(&run->timers, "step");
+    run->t_ckpt = tess_timer_get(&run->timers, "checkpoint");
+    const char *ckdir = tess_config_string(run->cfg, "ckpt.dir");
+    const int n = ckdir[0] ? snprintf(run->ckpt_dir, sizeof run->ckpt_dir, "%s", ckdir)
+                           : snprintf(run->ckpt_dir, sizeof run->ckpt_dir, "%s/checkpoints",
+                                      tess_run_dir(run));
+    TESS_REQUIRE(n > 0 && n < (int)sizeof run->ckpt_dir, TESS_ERR_CONFIG,
+                 "ckpt.dir or run.dir is too long (%d bytes)", n);
+
+    TESS_CHECK(app->setup(run, run->ctx));
+    if (print_params) {
+        print_state(run);
+        return TESS_OK;
+    }
+    run->collective = false;
+    TESS_CHECK(tess_rundir_prepare(run->rt->comm, tess_run_dir(run),
+                                   tess_config_resolved_text(run->cfg)));
+    /* The resume verdict is agreed by every rank: a refused checkpoint ends the run collectively. */
+    run->collective = true;
+    TESS_CHECK(resume(run));
+    if (run->resumed && app->restored) TESS_CHECK(app->restored(run, run->ctx));
+    run->collective = false;
+    TESS_CHECK(loop(run));
+    return TESS_OK;
+}
+
+int tess_run_main(const tess_run_app *app, void *ctx, int argc, char **argv) {
+    tess_signals_install();
+    int thread_level; /* FUNNELED: the checkpoint load hashes on a worker thread (io/ckpt.h) */
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &thread_level);
+    tess_runtime rt;
+    tess_status s = tess_runtime_start(&rt, MPI_COMM_WORLD);
+    tess_run run = {.app = app, .ctx = ctx, .rt = &rt, .collective = true};
+    if (s == TESS_OK) s = run_all(&run, argc, argv);
+    for (int i = 0; i < run.nmetrics; i++) tess_metrics_close(&run.metrics[i].file);
+    if (app->destroy) app->destroy(ctx);
+    tess_state_destroy(&run.state);
+    tess_group_destroy(&run.group);
+    tess_config_destroy(&run.cfg);
+    const int code = tess_runtime_finish(&rt, s, run.collective);
+    return code == 0 && run.stopped ? TESS_EXIT_STOPPED : code;
+}
