@@ -413,7 +413,7 @@ static tess_status run(const tess_runtime *rt, int argc, char **argv, bool *coll
     tess_config_action action;
     TESS_CHECK(tess_config_create(&a->cfg, sections, sizeof sections / sizeof sections[0]));
     TESS_CHECK(tess_config_alias(a->cfg, "--resume", "ckpt.resume"));
-    TESS_CHECK(tess_config_parse_args(a->cfg, rt->comm, argc, argv, &action));
+    TESS_CHECK(tess_config_parse_args(a->cfg, rt->world, argc, argv, &action));
     if (action != TESS_CONFIG_ACTION_RUN) return TESS_OK;
     TESS_CHECK(train(a, rt, collective));
     return TESS_OK;
