@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "bench_common.h"   /* tess_bench_median, tess_bench_blas_setup */
+#include "par/mesh.h"      /* tess_group_* */
 #include "par/scalapack.h" /* tess_scal_* */
 
 enum { MAX_REPS = 32 };
@@ -82,11 +83,14 @@ int main(int argc, char **argv) {
     int reps = argc > 2 ? atoi(argv[2]) : 5;
     int64_t nb = argc > 3 ? atoll(argv[3]) : 64;
     if (reps < 1 || reps > MAX_REPS) reps = 5;
+    tess_group *world = NULL;
+    check(tess_group_create(MPI_COMM_WORLD, "world", &world));
     tess_scal_grid *grid = NULL;
-    check(tess_scal_grid_create(MPI_COMM_WORLD, 0, 0, &grid));
+    check(tess_scal_grid_create(world, 0, 0, &grid));
     run(grid, MPI_COMM_WORLD, rank, TESS_SCAL_F64, n, reps, nb);
     run(grid, MPI_COMM_WORLD, rank, TESS_SCAL_F32, n, reps, nb);
     tess_scal_grid_destroy(&grid);
+    tess_group_destroy(&world);
     MPI_Finalize();
     return 0;
 }

@@ -8,9 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/mpicheck.h" /* TESS_MPI_CHECK */
-
-enum { AGREE_TEXT_BYTES = 2048 };
+#include "par/coll.h" /* tess_par_agree, tess_par_bcast_bytes */
 
 void tess_ds_quiet_begin(tess_ds_quiet *q) {
     if (H5Eget_auto2(H5E_DEFAULT, &q->func, &q->data) < 0) {
@@ -45,25 +43,6 @@ void tess_ds_h5_reason(char *buf, size_t n) {
         snprintf(buf, n, "no HDF5 detail");
 }
 
-tess_status tess_ds_agree(MPI_Comm comm, tess_status local) {
-    int rank = 0, size = 1;
-    TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-    TESS_MPI_CHECK(MPI_Comm_size(comm, &size));
-    int first = local == TESS_OK ? size : rank;
-    TESS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm));
-    if (first == size) return TESS_OK;
-    int code = (int)local;
-    char text[AGREE_TEXT_BYTES] = "";
-    if (rank == first) snprintf(text, sizeof text, "%s", tess_error_text());
-    TESS_MPI_CHECK(MPI_Bcast(&code, 1, MPI_INT, first, comm));
-    TESS_MPI_CHECK(MPI_Bcast(text, (int)sizeof text, MPI_CHAR, first, comm));
-    if (rank == first) return local;
-    size_t len = strnlen(text, sizeof text);
-    while (len > 0 && text[len - 1] == '\n') text[--len] = '\0';
-    return tess_error_push((tess_status)code, __FILE__, __LINE__, __func__, "rank %d reported:\n%s",
-                           first, text);
-}
-
 static tess_status close_ids(tess_ds_file *f) {
     bool ok = true;
     if (f->dxpl != H5I_INVALID_HID) ok = H5Pclose(f->dxpl) >= 0 && ok;
@@ -77,7 +56,7 @@ static tess_status close_ids(tess_ds_file *f) {
 static tess_status open_local(tess_ds_file *f, bool coll_metadata) {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     TESS_REQUIRE(fapl >= 0, TESS_ERR_INTERNAL, "H5Pcreate(FILE_ACCESS) failed");
-    bool ok = H5Pset_fapl_mpio(fapl, f->comm, MPI_INFO_NULL) >= 0 &&
+    bool ok = H5Pset_fapl_mpio(fapl, f->g->comm, MPI_INFO_NULL) >= 0 &&
               H5Pset_all_coll_metadata_ops(fapl, coll_metadata) >= 0;
     if (ok) f->file = H5Fopen(f->path, H5F_ACC_RDONLY, fapl);
     char why[256];
@@ -110,11 +89,11 @@ static tess_status check_format(const tess_ds_file *f, const char *format, int64
     return TESS_OK;
 }
 
-tess_status tess_ds_open(tess_ds_file *f, MPI_Comm comm, const char *path, const char *format,
-                         int64_t max_version, bool coll_metadata) {
-    *f = (tess_ds_file){.file = H5I_INVALID_HID, .dxpl = H5I_INVALID_HID, .comm = comm};
-    TESS_MPI_CHECK(MPI_Comm_rank(comm, &f->rank));
-    TESS_MPI_CHECK(MPI_Comm_size(comm, &f->size));
+tess_status tess_ds_open(tess_ds_file *f, const tess_group *g, const char *path,
+                         const char *format, int64_t max_version, bool coll_metadata) {
+    TESS_REQUIRE(g != NULL, TESS_ERR_ARG, "group is NULL");
+    *f = (tess_ds_file){.file = H5I_INVALID_HID, .dxpl = H5I_INVALID_HID, .g = g,
+                        .rank = g->rank, .size = g->size};
     TESS_REQUIRE(path != NULL && strlen(path) < sizeof f->path, TESS_ERR_ARG,
                  "dataset path missing or longer than %d bytes", TESS_DS_PATH_MAX - 1);
     snprintf(f->path, sizeof f->path, "%s", path);
@@ -130,15 +109,15 @@ tess_status tess_ds_open(tess_ds_file *f, MPI_Comm comm, const char *path, const
         else if (access(path, R_OK) != 0)
             err = errno;
     }
-    TESS_MPI_CHECK(MPI_Bcast(&err, 1, MPI_INT, 0, comm));
+    TESS_CHECK(tess_par_bcast_bytes(g, &err, sizeof err, 0));
     TESS_REQUIRE(err == 0, TESS_ERR_NOINPUT, "cannot open dataset file '%s': %s", path,
                  strerror(err));
 
     tess_ds_quiet q;
     tess_ds_quiet_begin(&q);
     tess_status s = open_local(f, coll_metadata);
-    s = tess_ds_agree(comm, s);
-    if (s == TESS_OK) s = tess_ds_agree(comm, check_format(f, format, max_version));
+    s = tess_par_agree(g, s);
+    if (s == TESS_OK) s = tess_par_agree(g, check_format(f, format, max_version));
     if (s != TESS_OK) close_ids(f);
     tess_ds_quiet_end(&q);
     TESS_REQUIRE(s == TESS_OK, s, "opening '%s' as %s", path, format);

@@ -1,8 +1,8 @@
 /* dataset.h - what the HDF5 training-data readers share (io/graphs.h, io/traces.h, io/tokens.h).
  *
- * Reading: a file is opened on a communicator with the MPI-IO driver; every validation verdict
- * is agreed over that communicator (tess_ds_agree), so all ranks return the same status and the
- * same message and none is left inside a collective. Messages name the file, the object, what
+ * Reading: a file is opened on a group (par/mesh.h) with the MPI-IO driver on its communicator;
+ * every validation verdict is agreed over that group (tess_par_agree), so all ranks return the
+ * same status and the failing rank's message and none is left inside a collective. Messages name the file, the object, what
  * was expected and what was found. Data are read as increasing, disjoint runs of rows, one
  * collective H5Dread per dataset (tess_ds_read_runs).
  * Writing: one process writes <path>.tmp with the default (POSIX) driver and renames it to
@@ -19,12 +19,12 @@
 #define TESS_IO_DATASET_H
 
 #include <hdf5.h>
-#include <mpi.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/status.h" /* tess_status */
+#include "par/mesh.h"    /* tess_group */
 
 enum { TESS_DS_PATH_MAX = 1024, TESS_DS_MAX_DIMS = 2 };
 
@@ -40,28 +40,23 @@ void tess_ds_quiet_end(const tess_ds_quiet *q);
  * "no HDF5 detail" when the stack is empty. buf: n bytes. Not collective. */
 void tess_ds_h5_reason(char *buf, size_t n);
 
-/* A file opened for reading on a communicator. */
+/* A file opened for reading on a group. */
 typedef struct {
-    hid_t file;     /* H5I_INVALID_HID when not open */
-    hid_t dxpl;     /* collective transfer property list */
-    MPI_Comm comm;  /* not owned */
-    int rank, size; /* in comm */
+    hid_t file;           /* H5I_INVALID_HID when not open */
+    hid_t dxpl;           /* collective transfer property list */
+    const tess_group *g;  /* borrowed: must outlive the open file */
+    int rank, size;       /* in g */
     char path[TESS_DS_PATH_MAX];
 } tess_ds_file;
 
-/* Every rank returns the status of the lowest failing rank, or TESS_OK if none failed; the other
- * ranks append that rank's message to their own record, so rank 0 can report it. Collective on
- * comm. */
-tess_status tess_ds_agree(MPI_Comm comm, tess_status local);
-
-/* Open path read-only on comm and check that the root attribute "format" equals `format` and
+/* Open path read-only on g and check that the root attribute "format" equals `format` and
  * "format_version" is in [1, max_version]. coll_metadata: metadata reads are collective (rank 0
  * reads, the others receive), so every rank must then make the same HDF5 calls in the same order;
  * pass false when ranks read independently. Missing or unreadable file: TESS_ERR_NOINPUT; not
- * HDF5, truncated, or another format: TESS_ERR_DATA. Collective on comm; on failure f is closed. */
-tess_status tess_ds_open(tess_ds_file *f, MPI_Comm comm, const char *path, const char *format,
+ * HDF5, truncated, or another format: TESS_ERR_DATA. Collective on g; on failure f is closed. */
+tess_status tess_ds_open(tess_ds_file *f, const tess_group *g, const char *path, const char *format,
                          int64_t max_version, bool coll_metadata);
-/* Close (no-op if not open). Collective on f->comm. */
+/* Close (no-op if not open). Collective on f->g. */
 tess_status tess_ds_close(tess_ds_file *f);
 
 typedef enum { TESS_DS_INT = 0, TESS_DS_FLOAT } tess_ds_class;
@@ -86,7 +81,7 @@ tess_status tess_ds_attr_string(const tess_ds_file *f, const char *obj, const ch
 /* Read rows [lo[i], lo[i] + cnt[i]) for i in [0, nruns) of dataset dset (rank 1 or 2; a row has
  * ncols elements, ncols = 1 for rank 1) into buf, packed in run order, converted to memtype.
  * Runs must be increasing and disjoint; empty runs are skipped; nruns may be 0 (this rank reads
- * nothing but still takes part). name is for messages. Collective on f->comm (every rank calls
+ * nothing but still takes part). name is for messages. Collective on f->g (every rank calls
  * it for the same dataset). */
 tess_status tess_ds_read_runs(const tess_ds_file *f, hid_t dset, const char *name, hid_t memtype,
                               int64_t ncols, const int64_t *lo, const int64_t *cnt, int64_t nruns,

@@ -2,11 +2,11 @@
  * graphs_tu.c).
  *
  * A rank's graphs form increasing, disjoint runs of global ids [a, b). Reading takes three
- * collective rounds on the file's communicator: the pointer entries of the runs (node_ptr and
+ * collective rounds on the file's group: the pointer entries of the runs (node_ptr and
  * edge_ptr [a, b]), then the rows of every other dataset that belong to the runs. Each dataset is
  * read with one collective H5Dread of a union of hyperslabs, so the MPI-IO layer can merge the
  * ranks' requests. A rank that already failed takes part with an empty selection; the verdicts
- * are agreed at the end (tess_ds_agree).
+ * are agreed at the end (tess_par_agree).
  */
 #include "io/graphs.h"
 
@@ -17,6 +17,7 @@
 
 #include "par/layout.h" /* tess_par_block_range */
 #include "io/dataset.h"  /* tess_ds_* */
+#include "par/coll.h"    /* tess_par_agree */
 
 static const char *const GRAPHS_FORMAT = "tessera.graphs";
 enum { GRAPHS_VERSION = 1 };
@@ -335,17 +336,18 @@ static tess_status read_data(const tess_ds_file *f, tess_graphs *gs, const graph
     return ls;
 }
 
-static tess_status graphs_read(tess_graphs *gs, MPI_Comm comm, const char *path, const int64_t *ids,
+static tess_status graphs_read(tess_graphs *gs, const tess_group *g, const char *path,
+                               const int64_t *ids,
                                int64_t n, bool block) {
     *gs = (tess_graphs){0};
     tess_ds_file f;
-    TESS_CHECK(tess_ds_open(&f, comm, path, GRAPHS_FORMAT, GRAPHS_VERSION, true));
+    TESS_CHECK(tess_ds_open(&f, g, path, GRAPHS_FORMAT, GRAPHS_VERSION, true));
     tess_ds_quiet q;
     tess_ds_quiet_begin(&q);
     graph_dsets d = {H5I_INVALID_HID, H5I_INVALID_HID, H5I_INVALID_HID, H5I_INVALID_HID,
                      H5I_INVALID_HID, H5I_INVALID_HID, H5I_INVALID_HID};
     read_work w = {0};
-    tess_status s = tess_ds_agree(comm, open_meta(&f, gs, &d));
+    tess_status s = tess_par_agree(g, open_meta(&f, gs, &d));
     if (s == TESS_OK) {
         tess_status ls = work_alloc_runs(&w, block ? 1 : n);
         if (ls == TESS_OK && block) {
@@ -357,7 +359,7 @@ static tess_status graphs_read(tess_graphs *gs, MPI_Comm comm, const char *path,
         } else if (ls == TESS_OK) {
             ls = ids_to_runs(ids, n, gs->total_graphs, path, w.g_lo, w.g_cnt, &w.nruns);
         }
-        s = tess_ds_agree(comm, read_data(&f, gs, &d, &w, ls));
+        s = tess_par_agree(g, read_data(&f, gs, &d, &w, ls));
     }
     work_free(&w);
     dsets_close(&d);
@@ -369,15 +371,15 @@ static tess_status graphs_read(tess_graphs *gs, MPI_Comm comm, const char *path,
     return TESS_OK;
 }
 
-tess_status tess_graphs_read(tess_graphs *gs, MPI_Comm comm, const char *path) {
-    return graphs_read(gs, comm, path, NULL, 0, true);
+tess_status tess_graphs_read(tess_graphs *gs, const tess_group *g, const char *path) {
+    return graphs_read(gs, g, path, NULL, 0, true);
 }
 
-tess_status tess_graphs_read_ids(tess_graphs *gs, MPI_Comm comm, const char *path,
+tess_status tess_graphs_read_ids(tess_graphs *gs, const tess_group *g, const char *path,
                                  const int64_t *ids, int64_t n) {
     TESS_REQUIRE(n >= 0 && (n == 0 || ids != NULL), TESS_ERR_ARG, "bad id list (n = %lld)",
                  (long long)n);
-    return graphs_read(gs, comm, path, ids, n, false);
+    return graphs_read(gs, g, path, ids, n, false);
 }
 
 /* --- writing ---------------------------------------------------------------------------------- */

@@ -1,5 +1,5 @@
 /* graphs.h - graph-classification collections in HDF5 (CSR per graph, node features, graph
- * labels), read so that each rank of a communicator holds only its graphs; and the converter
+ * labels), read so that each rank of a group holds only its graphs; and the converter
  * from the TU text format (tess-tu2h5 is a thin main around tess_graphs_from_tu and
  * tess_graphs_write).
  *
@@ -23,10 +23,10 @@
 #ifndef TESS_IO_GRAPHS_H
 #define TESS_IO_GRAPHS_H
 
-#include <mpi.h>
 #include <stdint.h>
 
 #include "core/status.h" /* tess_status */
+#include "par/mesh.h"    /* tess_group */
 
 enum { TESS_GRAPHS_NAME_MAX = 64 };
 
@@ -53,15 +53,15 @@ typedef struct {
     int64_t *label_values; /* (C) */
 } tess_graphs;
 
-/* Read this rank's block of graphs, tess_par_block_range(G, size, rank) over comm (a rank may
+/* Read this rank's block of graphs, tess_par_block_range(G, size, rank) over g (a rank may
  * get none). Validates the layout (TESS_ERR_DATA naming file, dataset, expected and found) and
  * the content of the part read; every rank returns the same status. On failure gs holds nothing.
- * Collective on comm. */
-tess_status tess_graphs_read(tess_graphs *gs, MPI_Comm comm, const char *path);
+ * Collective on g. */
+tess_status tess_graphs_read(tess_graphs *gs, const tess_group *g, const char *path);
 
 /* Read graphs ids[0..n) of the file: strictly increasing, each in [0, G); each rank passes its
- * own list, n may be 0. Otherwise as tess_graphs_read. Collective on comm. */
-tess_status tess_graphs_read_ids(tess_graphs *gs, MPI_Comm comm, const char *path,
+ * own list, n may be 0. Otherwise as tess_graphs_read. Collective on g. */
+tess_status tess_graphs_read_ids(tess_graphs *gs, const tess_group *g, const char *path,
                                  const int64_t *ids, int64_t n);
 
 /* Free the arrays and zero gs. Safe on a zeroed struct. Not collective. */

@@ -7,6 +7,7 @@
 
 #include "par/layout.h" /* tess_par_block_range */
 #include "io/dataset.h"  /* tess_ds_* */
+#include "par/coll.h"    /* tess_par_agree */
 
 static const char *const TOKENS_FORMAT = "tessera.tokens";
 enum { TOKENS_VERSION = 1, SCAN_CHUNK = 1 << 20, BYTE_VOCAB = 256 };
@@ -151,7 +152,7 @@ static void tokens_free(tess_tokens *r) {
     free(r);
 }
 
-tess_status tess_tokens_create(tess_tokens **rp, MPI_Comm comm, const char *path,
+tess_status tess_tokens_create(tess_tokens **rp, const tess_group *g, const char *path,
                                const tess_tokens_opts *o) {
     *rp = NULL;
     TESS_REQUIRE(o->seq_len >= 1 && o->begin_frac >= 0.0 && o->begin_frac < o->end_frac &&
@@ -164,15 +165,15 @@ tess_status tess_tokens_create(tess_tokens **rp, MPI_Comm comm, const char *path
     r->shuffle = o->shuffle;
     r->key = o->key;
     r->perm_epoch = -1;
-    tess_status s = tess_ds_open(&r->f, comm, path, TOKENS_FORMAT, TOKENS_VERSION, false);
+    tess_status s = tess_ds_open(&r->f, g, path, TOKENS_FORMAT, TOKENS_VERSION, false);
     if (s != TESS_OK) {
         free(r);
         return tess_error_push(s, __FILE__, __LINE__, __func__, "opening tokens '%s'", path);
     }
     tess_ds_quiet q;
     tess_ds_quiet_begin(&q);
-    s = tess_ds_agree(comm, open_meta(r, o));
-    if (s == TESS_OK) s = tess_ds_agree(comm, scan_block(r));
+    s = tess_par_agree(g, open_meta(r, o));
+    if (s == TESS_OK) s = tess_par_agree(g, scan_block(r));
     if (s == TESS_OK) {
         tess_status ls = TESS_OK;
         hsize_t w = (hsize_t)r->T + 1;
@@ -182,7 +183,7 @@ tess_status tess_tokens_create(tess_tokens **rp, MPI_Comm comm, const char *path
         if (!r->perm || r->fspace < 0 || r->mspace < 0)
             ls = tess_error_push(TESS_ERR_MEM, __FILE__, __LINE__, __func__,
                                  "cannot allocate the order of %lld windows", (long long)r->W);
-        s = tess_ds_agree(comm, ls);
+        s = tess_par_agree(g, ls);
     }
     tess_ds_quiet_end(&q);
     if (s != TESS_OK) {

@@ -16,7 +16,7 @@
  * shuffled). So every window is seen once per epoch, and sample g is the same on any number of
  * ranks.
  *
- * I/O: the file is opened on a communicator with MPI-IO. Creation validates the layout and
+ * I/O: the file is opened on a group with MPI-IO. Creation validates the layout and
  * checks every token against vocab_size (each rank scans its block of the stream) with an agreed
  * verdict. Window reads are independent (not collective): one contiguous read per window, so
  * ranks never wait for each other in the data loader and may read different numbers of samples.
@@ -24,12 +24,12 @@
 #ifndef TESS_IO_TOKENS_H
 #define TESS_IO_TOKENS_H
 
-#include <mpi.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "core/rng.h"    /* tess_rng_key */
 #include "core/status.h" /* tess_status */
+#include "par/mesh.h"    /* tess_group */
 
 typedef struct tess_tokens tess_tokens;
 
@@ -40,13 +40,13 @@ typedef struct {
     tess_rng_key key;            /* data order key (seed, stream) */
 } tess_tokens_opts;
 
-/* Open path on comm, validate (TESS_ERR_NOINPUT missing file; TESS_ERR_DATA layout or a token
+/* Open path on g (borrowed: must outlive the reader), validate (TESS_ERR_NOINPUT missing file; TESS_ERR_DATA layout or a token
  * outside [0, vocab_size), naming file, position and value; TESS_ERR_CONFIG when the range holds
  * fewer than T + 1 tokens) and return a reader in *r. Every rank returns the same status; on
- * failure *r is NULL. Collective on comm. */
-tess_status tess_tokens_create(tess_tokens **r, MPI_Comm comm, const char *path,
+ * failure *r is NULL. Collective on g. */
+tess_status tess_tokens_create(tess_tokens **r, const tess_group *g, const char *path,
                                const tess_tokens_opts *opts);
-/* Close the file and free the reader; sets *r = NULL. Collective on the reader's comm. */
+/* Close the file and free the reader; sets *r = NULL. Collective on the reader's group. */
 tess_status tess_tokens_destroy(tess_tokens **r);
 
 /* Accessors (not collective). */
@@ -65,7 +65,7 @@ int64_t tess_tokens_window_start(tess_tokens *r, int64_t g);
 tess_status tess_tokens_read(tess_tokens *r, int64_t first, int64_t n, int32_t *out);
 
 /* This rank's share of global step `step` with global batch B: samples step*B + i for i in
- * tess_par_block_range(B, size, rank) of the reader's comm. out (ceil(B/size), T+1) int32 at
+ * tess_par_block_range(B, size, rank) of the reader's group. out (ceil(B/size), T+1) int32 at
  * least; *n_local receives the number of rows filled (0 on trailing ranks when size > B). Not
  * collective. */
 tess_status tess_tokens_read_step(tess_tokens *r, int64_t step, int64_t batch, int32_t *out,

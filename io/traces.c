@@ -16,6 +16,7 @@
 
 #include "par/layout.h" /* tess_par_block_range */
 #include "io/dataset.h"  /* tess_ds_* */
+#include "par/coll.h"    /* tess_par_agree */
 
 static const char *const TRACES_FORMAT = "tessera.traces";
 enum { TRACES_VERSION = 1, OBJ_MAX = 2 * TESS_TRACES_NAME_MAX + 32 };
@@ -183,26 +184,26 @@ static tess_status read_sessions(const tess_ds_file *f, tess_traces *tr, const n
     return ms;
 }
 
-tess_status tess_traces_read(tess_traces *tr, MPI_Comm comm, const char *path,
+tess_status tess_traces_read(tess_traces *tr, const tess_group *g, const char *path,
                              tess_traces_split split, int64_t overlap) {
     *tr = (tess_traces){0};
     TESS_REQUIRE(overlap >= 0, TESS_ERR_ARG, "overlap %lld", (long long)overlap);
     tess_ds_file f;
-    TESS_CHECK(tess_ds_open(&f, comm, path, TRACES_FORMAT, TRACES_VERSION, true));
+    TESS_CHECK(tess_ds_open(&f, g, path, TRACES_FORMAT, TRACES_VERSION, true));
     tess_ds_quiet q;
     tess_ds_quiet_begin(&q);
     name_list l = {0};
     tess_status s = tess_ds_attr_string(&f, "/sessions", "behavior_names", tr->behavior_names,
                                         sizeof tr->behavior_names);
     if (s == TESS_OK) s = list_sessions(&f, &l);
-    s = tess_ds_agree(comm, s);
+    s = tess_par_agree(g, s);
     if (s == TESS_OK) {
         tr->behavior_dim = count_names(tr->behavior_names);
         tr->total_sessions = l.n;
         tess_status ls = TESS_OK;
         tess_status ms = read_sessions(&f, tr, &l, split, overlap, &ls);
-        s = tess_ds_agree(comm, ms != TESS_OK ? ms : ls);
-        if (s == TESS_OK) s = tess_ds_agree(comm, check_finite(&f, tr));
+        s = tess_par_agree(g, ms != TESS_OK ? ms : ls);
+        if (s == TESS_OK) s = tess_par_agree(g, check_finite(&f, tr));
     }
     free(l.names);
     tess_status sc = tess_ds_close(&f);

@@ -17,10 +17,10 @@
 #ifndef TESS_IO_TRACES_H
 #define TESS_IO_TRACES_H
 
-#include <mpi.h>
 #include <stdint.h>
 
 #include "core/status.h" /* tess_status */
+#include "par/mesh.h"    /* tess_group */
 
 enum { TESS_TRACES_NAME_MAX = 64, TESS_TRACES_NAMES_MAX = 512 };
 
@@ -44,7 +44,7 @@ typedef struct {
     tess_traces_session *sessions;              /* (num_sessions), increasing index */
 } tess_traces;
 
-/* How a file is shared among the ranks of a communicator. */
+/* How a file is shared among the ranks of a group. */
 typedef enum {
     TESS_TRACES_SPLIT_SESSIONS = 0, /* whole sessions, tess_par_block_range(S, size, rank) */
     TESS_TRACES_SPLIT_TIME,         /* every session; frames block_range(T, size, rank) */
@@ -55,8 +55,8 @@ typedef enum {
  * is complete; ranks with an empty block hold t = 0 frames. Validates layout and values (traces
  * and behaviour finite); TESS_ERR_NOINPUT missing file, TESS_ERR_DATA naming file, dataset,
  * expected and found. Every rank returns the same status; on failure tr holds nothing.
- * Collective on comm. */
-tess_status tess_traces_read(tess_traces *tr, MPI_Comm comm, const char *path,
+ * Collective on g. */
+tess_status tess_traces_read(tess_traces *tr, const tess_group *g, const char *path,
                              tess_traces_split split, int64_t overlap);
 
 /* Free the arrays and zero tr. Safe on a zeroed struct. Not collective. */

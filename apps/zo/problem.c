@@ -329,7 +329,7 @@ static tess_status build(zoapp_problem *p, MPI_Comm comm) {
     tess_group *all = NULL;
     tess_scal_grid *g = NULL;
     TESS_CHECK(tess_group_create(comm, "xstar", &all));
-    tess_status st = tess_scal_grid_create(comm, 0, 0, &g);
+    tess_status st = tess_scal_grid_create(all, 0, 0, &g);
     if (st == TESS_OK) {
         if (c->kind == ZOAPP_PROB_L1) {
             p->U = malloc((size_t)(d * d) * sizeof *p->U);

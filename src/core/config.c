@@ -19,7 +19,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "core/mpicheck.h" /* TESS_MPI_CHECK */
+#include "par/coll.h" /* tess_par_agree, tess_par_bcast_bytes */
 
 enum {
     CFG_MAX_ALIASES = 32,
@@ -716,10 +716,9 @@ typedef struct {
 
 /* Rank 0 reads `path` and broadcasts it; every rank returns the same bytes or the same error.
  * On success *text (NUL-terminated, length *len) is owned by the caller. */
-static tess_status bcast_file(const char *path, MPI_Comm comm, cfg_errors *e, char **text,
+static tess_status bcast_file(const char *path, const tess_group *g, cfg_errors *e, char **text,
                               size_t *len) {
-    int rank;
-    TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    const int rank = g->rank;
     long long hdr[3] = {0, 0, 0}; /* length, errno, 1 = open failed / 2 = read failed */
     char *buf = NULL;
     if (rank == 0) {
@@ -758,9 +757,9 @@ static tess_status bcast_file(const char *path, MPI_Comm comm, cfg_errors *e, ch
             hdr[0] = (long long)n;
         }
     }
-    int rc = MPI_Bcast(hdr, 3, MPI_LONG_LONG, 0, comm);
-    if (rc != MPI_SUCCESS || hdr[2] != 0) free(buf);
-    TESS_MPI_CHECK(rc);
+    tess_status st = tess_par_bcast_bytes(g, hdr, sizeof hdr, 0);
+    if (st != TESS_OK || hdr[2] != 0) free(buf);
+    TESS_CHECK(st);
     if (hdr[2] != 0) {
         if (hdr[2] == 1)
             CFG_ERROR(e, TESS_ERR_NOINPUT, "cannot open config '%s': %s", path,
@@ -773,15 +772,13 @@ static tess_status bcast_file(const char *path, MPI_Comm comm, cfg_errors *e, ch
     }
     size_t n = (size_t)hdr[0];
     if (rank != 0) buf = malloc(n + 1);
-    int ok = buf != NULL, all_ok = 0;
-    rc = MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
-    if (rc != MPI_SUCCESS || !all_ok) free(buf);
-    TESS_MPI_CHECK(rc);
-    TESS_REQUIRE(all_ok, TESS_ERR_MEM, "cannot allocate %zu bytes for config '%s' on some rank",
-                 n + 1, path);
-    rc = MPI_Bcast(buf, (int)n, MPI_CHAR, 0, comm);
-    if (rc != MPI_SUCCESS) free(buf);
-    TESS_MPI_CHECK(rc);
+    st = buf != NULL ? TESS_OK
+                     : tess_error_push(TESS_ERR_MEM, __FILE__, __LINE__, __func__,
+                                       "cannot allocate %zu bytes for config '%s'", n + 1, path);
+    st = tess_par_agree(g, st);
+    if (st == TESS_OK) st = tess_par_bcast_bytes(g, buf, n, 0);
+    if (st != TESS_OK) free(buf);
+    TESS_CHECK(st);
     buf[n] = '\0';
     *text = buf;
     *len = n;
@@ -860,13 +857,12 @@ static void scan_args(tess_config *cfg, int argc, char **argv, cfg_errors *e, cl
     }
 }
 
-tess_status tess_config_parse_args(tess_config *cfg, MPI_Comm comm, int argc, char **argv,
+tess_status tess_config_parse_args(tess_config *cfg, const tess_group *g, int argc, char **argv,
                                    tess_config_action *action) {
-    TESS_REQUIRE(cfg && action && argc >= 0 && (argv || argc == 0), TESS_ERR_ARG,
+    TESS_REQUIRE(cfg && g && action && argc >= 0 && (argv || argc == 0), TESS_ERR_ARG,
                  "bad arguments (argc %d)", argc);
     *action = TESS_CONFIG_ACTION_RUN;
-    int rank;
-    TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    const int rank = g->rank;
     for (int i = 1; i < argc; i++) {
         if (!is_help(argv[i])) continue;
         const char *help = tess_config_help_text(cfg, argc > 0 ? argv[0] : "app");
@@ -885,7 +881,7 @@ tess_status tess_config_parse_args(tess_config *cfg, MPI_Comm comm, int argc, ch
     if (config_path) {
         char *text = NULL;
         size_t len = 0;
-        tess_status s = bcast_file(config_path, comm, &e, &text, &len);
+        tess_status s = bcast_file(config_path, g, &e, &text, &len);
         if (s != TESS_OK) {
             free(ops);
             return tess_error_push(s, __FILE__, __LINE__, __func__, "reading config '%s'",

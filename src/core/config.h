@@ -11,7 +11,7 @@
  *   const tess_config_section secs[] = {TESS_CONFIG_SECTION("optim", optim_opts),
  *                                       TESS_CONFIG_SECTION("client.optim", optim_opts)};
  *   TESS_CHECK(tess_config_create(&cfg, secs, 2));
- *   TESS_CHECK(tess_config_parse_args(cfg, comm, argc, argv, &action));
+ *   TESS_CHECK(tess_config_parse_args(cfg, rt.world, argc, argv, &action));
  *   double lr = tess_config_real(cfg, "client.optim.lr");
  *
  * Precedence: defaults < --config FILE < --set and aliases (applied in command-line order).
@@ -33,11 +33,11 @@
 #ifndef TESS_CORE_CONFIG_H
 #define TESS_CORE_CONFIG_H
 
-#include <mpi.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "core/status.h" /* tess_status */
+#include "par/mesh.h"    /* tess_group */
 
 typedef enum {
     TESS_OPT_TYPE_INT = 0, /* int64_t, inclusive range [min, max] */
@@ -107,11 +107,11 @@ tess_status tess_config_alias(tess_config *cfg, const char *flag, const char *ke
 
 /* Read the command line: --config FILE, --set SECTION.KEY=VALUE (repeatable), aliases,
  * --print-config, --help (also -h); "--flag=value" works for every flag that takes a value.
- * Collective on comm: rank 0 reads FILE and broadcasts it; every rank parses it. argv must be the
+ * Collective on g (the run's group): rank 0 reads FILE and broadcasts it; every rank parses it. argv must be the
  * same on every rank (as mpiexec passes it). --help wins over everything else (no file is read);
  * --print-config prints the resolved INI on rank 0 after a successful parse. Help and resolved
  * text go to stdout on rank 0; errors go to the error record on every rank (see above). */
-tess_status tess_config_parse_args(tess_config *cfg, MPI_Comm comm, int argc, char **argv,
+tess_status tess_config_parse_args(tess_config *cfg, const tess_group *g, int argc, char **argv,
                                    tess_config_action *action);
 
 /* Parse INI text as if it were the --config file named `origin` (used in messages).

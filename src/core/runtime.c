@@ -9,12 +9,12 @@
 static void runtime_abort(int exit_code, void *ctx) {
     const tess_runtime *rt = ctx;
     fflush(NULL);
-    MPI_Abort(rt->comm != MPI_COMM_NULL ? rt->comm : rt->world, exit_code);
+    MPI_Abort(rt->comm != MPI_COMM_NULL ? rt->comm : rt->launch, exit_code);
 }
 
 tess_status tess_runtime_start(tess_runtime *rt, MPI_Comm world) {
     TESS_REQUIRE(rt != NULL, TESS_ERR_ARG, "NULL runtime");
-    *rt = (tess_runtime){.comm = MPI_COMM_NULL, .world = world};
+    *rt = (tess_runtime){.comm = MPI_COMM_NULL, .world = NULL, .launch = world};
     int initialized = 0;
     TESS_MPI_CHECK(MPI_Initialized(&initialized));
     TESS_REQUIRE(initialized, TESS_ERR_ARG, "call MPI_Init before tess_runtime_start");
@@ -25,6 +25,7 @@ tess_status tess_runtime_start(tess_runtime *rt, MPI_Comm world) {
     tess_set_abort_hook(runtime_abort, rt);
     TESS_MPI_CHECK(MPI_Comm_dup(world, &rt->comm));
     TESS_MPI_CHECK(MPI_Comm_set_errhandler(rt->comm, MPI_ERRORS_RETURN));
+    TESS_CHECK(tess_group_create(rt->comm, "world", &rt->world));
     return TESS_OK;
 }
 
@@ -41,11 +42,12 @@ int tess_runtime_finish(tess_runtime *rt, tess_status s, bool collective) {
     int initialized = 0;
     if (MPI_Initialized(&initialized) != MPI_SUCCESS || !initialized) return code;
     if (local_failure) {
-        MPI_Abort(rt->comm != MPI_COMM_NULL ? rt->comm : rt->world, code);
+        MPI_Abort(rt->comm != MPI_COMM_NULL ? rt->comm : rt->launch, code);
         return code;
     }
     fflush(NULL);
     tess_set_abort_hook(NULL, NULL);
+    tess_group_destroy(&rt->world);
     if (rt->comm != MPI_COMM_NULL) MPI_Comm_free(&rt->comm);
     MPI_Finalize();
     return code;

@@ -11,7 +11,9 @@
  *       return tess_runtime_finish(&rt, s, collective);
  *   }
  *
- * MPI_COMM_WORLD appears only in main; everything else takes rt.comm or a group made from it.
+ * MPI_COMM_WORLD appears only in main; everything else takes the run's group rt.world (or a
+ * group made from it: a mesh over rt.world->comm, a split). rt.comm stays for the few calls that
+ * still take a raw communicator (checkpoints, the run directory, timers).
  */
 #ifndef TESS_CORE_RUNTIME_H
 #define TESS_CORE_RUNTIME_H
@@ -20,6 +22,7 @@
 #include <stdbool.h>
 
 #include "core/status.h" /* tess_status */
+#include "par/mesh.h"    /* tess_group */
 
 /* Exit code of a run that stopped early on SIGUSR1/SIGTERM/SIGINT after committing a
  * checkpoint (EX_TEMPFAIL): job scripts requeue it and the next start resumes. Apps return it
@@ -27,19 +30,20 @@
 enum { TESS_EXIT_STOPPED = 75 };
 
 typedef struct {
-    MPI_Comm comm;  /* duplicate of the world communicator, MPI_ERRORS_RETURN; the run's comm */
-    MPI_Comm world; /* the communicator main passed in, for aborting if the dup failed */
-    int rank, size; /* in comm */
+    MPI_Comm comm;      /* duplicate of the launch communicator, MPI_ERRORS_RETURN */
+    tess_group *world;  /* the run's group: every rank, over a duplicate of comm; owned */
+    MPI_Comm launch;    /* the communicator main passed in, for aborting if the dup failed */
+    int rank, size;     /* in comm (and world) */
 } tess_runtime;
 
 /* Collective on world (after MPI_Init). Duplicates world into rt->comm, sets MPI_ERRORS_RETURN
- * on it, sets the rank shown in error records and log lines (log level INFO), and registers an
+ * on it, makes the group rt->world (named "world") over it, sets the rank shown in error records and log lines (log level INFO), and registers an
  * abort hook that calls MPI_Abort(rt->comm, code) for failed assertions. rt must stay valid until
  * tess_runtime_finish. */
 tess_status tess_runtime_start(tess_runtime *rt, MPI_Comm world);
 
 /* End the run and return the process exit code (return it from main).
- *   s == TESS_OK: free rt->comm, MPI_Finalize, return 0.
+ *   s == TESS_OK: free rt->world and rt->comm, MPI_Finalize, return 0.
  *   collective (every rank reached this point with the same failure, e.g. config errors): rank 0
  *     writes its error record once, every rank calls MPI_Finalize and returns
  *     tess_status_exit_code(s).

@@ -2,6 +2,7 @@
  * count fits g->max_count, and a chunked path otherwise; both give the same result. */
 #include "par/coll.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "core/mpicheck.h" /* TESS_MPI_CHECK */
@@ -52,6 +53,24 @@ static tess_status bcast_chunks(const tess_group *g, void *x, int64_t n, size_t 
 
 static void divide_f32(float *x, int64_t n, int d) {
     for (int64_t i = 0; i < n; i++) x[i] /= (float)d;
+}
+
+tess_status tess_par_agree(const tess_group *g, tess_status local) {
+    TESS_REQUIRE(g, TESS_ERR_ARG, "group is NULL");
+    int first = local == TESS_OK ? g->size : g->rank;
+    TESS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, g->comm));
+    if (first == g->size) return TESS_OK;
+    struct {
+        int code;
+        char text[TESS_PAR_AGREE_TEXT];
+    } v = {(int)local, ""};
+    if (g->rank == first) snprintf(v.text, sizeof v.text, "%s", tess_error_text());
+    TESS_MPI_CHECK(MPI_Bcast(&v, (int)sizeof v, MPI_BYTE, first, g->comm));
+    if (g->rank == first) return local;
+    size_t len = strnlen(v.text, sizeof v.text);
+    while (len > 0 && v.text[len - 1] == '\n') v.text[--len] = '\0';
+    return tess_error_push((tess_status)v.code, __FILE__, __LINE__, __func__,
+                           "rank %d of '%s' failed:\n%s", first, g->name, v.text);
 }
 
 tess_status tess_par_allreduce(const tess_group *g, float *x, int64_t n, tess_par_op op) {

@@ -31,6 +31,7 @@
 enum {
     TESS_PAR_TAG = 30011,         /* tag of the library's point-to-point messages on g->comm */
     TESS_PAR_REQUEST_CHUNKS = 16, /* non-blocking all-reduce: at most 16 * max_count elements */
+    TESS_PAR_AGREE_TEXT = 2048,   /* bytes of the failing rank's record that tess_par_agree sends */
 };
 
 typedef enum {
@@ -56,6 +57,15 @@ typedef struct {
     int64_t n;
     int divisor; /* TESS_PAR_MEAN: group size, applied on completion; else 1 */
 } tess_par_request;
+
+/* The one verdict: every rank passes its locally decided status and all return the same one.
+ * If no rank failed, TESS_OK. Otherwise the failing rank with the lowest group rank f decides:
+ * f returns its own status with its record untouched; every other rank returns f's status and
+ * appends one line "rank f of '<group>' failed:" followed by f's record (at most
+ * TESS_PAR_AGREE_TEXT bytes of it), so whichever rank prints (rank 0 for a collective failure)
+ * names the failing rank and its message. Collective on g (one all-reduce; one broadcast only
+ * when some rank failed). An MPI failure here is TESS_ERR_MPI on the rank that saw it. */
+tess_status tess_par_agree(const tess_group *g, tess_status local);
 
 /* x (n) <- op over the ranks of g of x (n), in place. Collective on g; n and op the same on
  * every rank. x may be NULL if n == 0. MEAN is the sum divided by g->size. */

@@ -1,11 +1,11 @@
 /* scalapack.c - BLACS grids, block-cyclic matrices and their distribution from / collection to
  * rank 0 (see scalapack.h). The operations are in scalapack_ops.c.
  *
- * Distribution is point-to-point on the grid's private communicator: rank 0 packs the blocks of
+ * Distribution is point-to-point on the grid's private group: rank 0 packs the blocks of
  * one grid rank at a time into a scratch buffer (the largest local part, which is grid rank 0's)
  * and sends it; the receiver takes it straight into its local storage through a strided
  * datatype. Collection is the reverse. Every failure that can happen before a message moves
- * (bad arguments, allocation) is agreed over the communicator first, so no rank waits alone. */
+ * (bad arguments, allocation) is agreed over the group first (tess_par_agree), so no rank waits alone. */
 #include "par/scalapack.h"
 
 #include <limits.h>
@@ -16,7 +16,8 @@
 #include "core/mpicheck.h"       /* TESS_MPI_CHECK */
 #include "core/status.h"         /* TESS_REQUIRE, TESS_CHECK, tess_error_push */
 #include "par/layout.h"         /* tess_par_numroc */
-#include "par/scalapack_impl.h" /* BLACS/ScaLAPACK prototypes, tess_scal_agree */
+#include "par/coll.h"           /* tess_par_agree */
+#include "par/scalapack_impl.h" /* BLACS/ScaLAPACK prototypes */
 
 enum { SCAL_TAG_DISTRIBUTE = 7301, SCAL_TAG_COLLECT = 7302 };
 
@@ -43,16 +44,6 @@ tess_status tess_scal_to_int(int64_t v, const char *what, int *out) {
     return TESS_OK;
 }
 
-tess_status tess_scal_agree(MPI_Comm comm, tess_status local) {
-    int code = (int)local;
-    TESS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &code, 1, MPI_INT, MPI_MAX, comm));
-    if (code == TESS_OK) return TESS_OK;
-    if (local != TESS_OK) return local;
-    return tess_error_push((tess_status)code, __FILE__, __LINE__, __func__,
-                           "another rank of the communicator failed (%s); see its record",
-                           tess_status_name((tess_status)code));
-}
-
 void tess_scal_grid_shape(int p, int *nprow, int *npcol) {
     int r = p > 0 ? (int)sqrt((double)p) : 1;
     while ((int64_t)(r + 1) * (r + 1) <= p) r++;
@@ -69,33 +60,33 @@ static tess_status scal_resolve_shape(int size, int *nprow, int *npcol) {
     if (*nprow == 0 && *npcol == 0) {
         tess_scal_grid_shape(size, nprow, npcol);
     } else if (*nprow == 0) {
-        TESS_REQUIRE(*npcol <= size, TESS_ERR_ARG, "npcol %d exceeds the %d ranks of comm", *npcol,
+        TESS_REQUIRE(*npcol <= size, TESS_ERR_ARG, "npcol %d exceeds the %d ranks of the group", *npcol,
                      size);
         *nprow = size / *npcol;
     } else if (*npcol == 0) {
-        TESS_REQUIRE(*nprow <= size, TESS_ERR_ARG, "nprow %d exceeds the %d ranks of comm", *nprow,
+        TESS_REQUIRE(*nprow <= size, TESS_ERR_ARG, "nprow %d exceeds the %d ranks of the group", *nprow,
                      size);
         *npcol = size / *nprow;
     }
     TESS_REQUIRE((int64_t)*nprow * *npcol <= size, TESS_ERR_ARG,
-                 "grid %d x %d needs %lld ranks, comm has %d", *nprow, *npcol,
+                 "grid %d x %d needs %lld ranks, the group has %d", *nprow, *npcol,
                  (long long)*nprow * *npcol, size);
     return TESS_OK;
 }
 
 /* Every rank must ask for the same shape, or BLACS would build inconsistent grids. */
-static tess_status scal_same_shape(MPI_Comm comm, int nprow, int npcol) {
+static tess_status scal_same_shape(const tess_group *on, int nprow, int npcol) {
     int v[4] = {nprow, -nprow, npcol, -npcol};
-    TESS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 4, MPI_INT, MPI_MAX, comm));
+    TESS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 4, MPI_INT, MPI_MAX, on->comm));
     TESS_REQUIRE(v[0] == -v[1] && v[2] == -v[3], TESS_ERR_ARG,
                  "ranks ask for different grid shapes (nprow %d..%d, npcol %d..%d)", -v[1], v[0],
                  -v[3], v[2]);
     return TESS_OK;
 }
 
-/* BLACS context on g->comm; checks that BLACS placed this rank where scalapack.h says. */
+/* BLACS context on the grid's group; checks that BLACS placed this rank where scalapack.h says. */
 static tess_status scal_grid_blacs(tess_scal_grid *g) {
-    int handle = Csys2blacs_handle(g->comm);
+    int handle = Csys2blacs_handle(g->group->comm);
     int ctxt = handle;
     Cblacs_gridinit(&ctxt, "Row", g->nprow, g->npcol);
     Cfree_blacs_system_handle(handle);
@@ -113,43 +104,43 @@ static tess_status scal_grid_blacs(tess_scal_grid *g) {
     return TESS_OK;
 }
 
-tess_status tess_scal_grid_create(MPI_Comm comm, int nprow, int npcol, tess_scal_grid **out) {
+tess_status tess_scal_grid_create(const tess_group *on, int nprow, int npcol,
+                                  tess_scal_grid **out) {
     TESS_REQUIRE(out != NULL, TESS_ERR_ARG, "out is NULL");
     *out = NULL;
-    TESS_REQUIRE(comm != MPI_COMM_NULL, TESS_ERR_ARG, "comm is MPI_COMM_NULL");
-    int size, rank;
-    TESS_MPI_CHECK(MPI_Comm_size(comm, &size));
-    TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-    TESS_CHECK(scal_same_shape(comm, nprow, npcol));
+    TESS_REQUIRE(on != NULL, TESS_ERR_ARG, "group is NULL");
+    const int size = on->size, rank = on->rank;
+    TESS_CHECK(scal_same_shape(on, nprow, npcol));
     TESS_CHECK(scal_resolve_shape(size, &nprow, &npcol));
 
     tess_scal_grid *g = calloc(1, sizeof *g);
     tess_status st = g ? TESS_OK : tess_error_push(TESS_ERR_MEM, __FILE__, __LINE__, __func__,
                                                     "grid struct (%zu bytes)", sizeof *g);
-    st = tess_scal_agree(comm, st);
+    st = tess_par_agree(on, st);
     if (st != TESS_OK) {
         free(g);
         return tess_error_push(st, __FILE__, __LINE__, __func__, "BLACS grid %d x %d not created",
                                nprow, npcol);
     }
-    *g = (tess_scal_grid){.comm = MPI_COMM_NULL, .rank = rank, .size = size, .nprow = nprow,
-                          .npcol = npcol, .myrow = -1, .mycol = -1,
-                          .in_grid = rank < nprow * npcol, .ctxt = -1};
-    int e = MPI_Comm_dup(comm, &g->comm);
-    if (e != MPI_SUCCESS) {
+    *g = (tess_scal_grid){.rank = rank, .size = size, .nprow = nprow, .npcol = npcol,
+                          .myrow = -1, .mycol = -1, .in_grid = rank < nprow * npcol, .ctxt = -1};
+    st = tess_group_create(on->comm, "scal", &g->group);
+    if (st != TESS_OK) {
         tess_scal_grid_destroy(&g);
-        return tess_error_push(TESS_ERR_MPI, __FILE__, __LINE__, __func__,
-                               "MPI_Comm_dup failed (MPI error %d)", e);
+        return tess_error_push(st, __FILE__, __LINE__, __func__, "BLACS grid %d x %d not created",
+                               nprow, npcol);
     }
-    /* BLACS derives its communicators from g->comm and never checks MPI errors, so they keep
-     * the caller's handler; only the bridge's own calls on g->comm return errors. */
-    tess_status blacs = scal_grid_blacs(g);
-    e = MPI_Comm_set_errhandler(g->comm, MPI_ERRORS_RETURN);
-    if (e != MPI_SUCCESS && blacs == TESS_OK) {
+    /* BLACS derives its communicators from the group's and never checks MPI errors, so they are
+     * derived under MPI_ERRORS_ARE_FATAL; only the bridge's own calls return errors. */
+    int e = MPI_Comm_set_errhandler(g->group->comm, MPI_ERRORS_ARE_FATAL);
+    tess_status blacs = e == MPI_SUCCESS ? scal_grid_blacs(g) : TESS_OK;
+    int e2 = MPI_Comm_set_errhandler(g->group->comm, MPI_ERRORS_RETURN);
+    if ((e != MPI_SUCCESS || e2 != MPI_SUCCESS) && blacs == TESS_OK) {
         blacs = tess_error_push(TESS_ERR_MPI, __FILE__, __LINE__, __func__,
-                                "MPI_Comm_set_errhandler failed (MPI error %d)", e);
+                                "MPI_Comm_set_errhandler failed (MPI error %d)",
+                                e != MPI_SUCCESS ? e : e2);
     }
-    st = tess_scal_agree(g->comm, blacs);
+    st = tess_par_agree(g->group, blacs);
     if (st != TESS_OK) {
         tess_scal_grid_destroy(&g);
         return tess_error_push(st, __FILE__, __LINE__, __func__, "BLACS grid %d x %d not created",
@@ -163,7 +154,7 @@ void tess_scal_grid_destroy(tess_scal_grid **pg) {
     if (!pg || !*pg) return;
     tess_scal_grid *g = *pg;
     if (g->ctxt >= 0) Cblacs_gridexit(g->ctxt);
-    if (g->comm != MPI_COMM_NULL) MPI_Comm_free(&g->comm);
+    tess_group_destroy(&g->group);
     free(g);
     *pg = NULL;
 }
@@ -229,7 +220,7 @@ static tess_status scal_matrix_new(const tess_scal_grid *g, tess_scal_dtype t, i
     tess_status st = A ? scal_matrix_setup(A, g, t, m, n, mb, nb, local, lld, own)
                        : tess_error_push(TESS_ERR_MEM, __FILE__, __LINE__, __func__,
                                          "matrix struct (%zu bytes)", sizeof *A);
-    st = tess_scal_agree(g->comm, st);
+    st = tess_par_agree(g->group, st);
     if (st != TESS_OK) {
         tess_scal_matrix_destroy(&A);
         return tess_error_push(st, __FILE__, __LINE__, __func__,
@@ -377,7 +368,7 @@ static tess_status scal_send_part(const tess_scal_matrix *A, const void *buf, in
                                   int64_t cols, int64_t ld, int dest, int tag) {
     MPI_Datatype type;
     TESS_CHECK(scal_part_type(A->dtype, rows, cols, ld, &type));
-    int e = MPI_Send(buf, 1, type, dest, tag, A->grid->comm);
+    int e = MPI_Send(buf, 1, type, dest, tag, A->grid->group->comm);
     MPI_Type_free(&type);
     TESS_MPI_CHECK(e);
     return TESS_OK;
@@ -387,7 +378,7 @@ static tess_status scal_recv_part(const tess_scal_matrix *A, void *buf, int64_t 
                                   int64_t cols, int64_t ld, int src, int tag) {
     MPI_Datatype type;
     TESS_CHECK(scal_part_type(A->dtype, rows, cols, ld, &type));
-    int e = MPI_Recv(buf, 1, type, src, tag, A->grid->comm, MPI_STATUS_IGNORE);
+    int e = MPI_Recv(buf, 1, type, src, tag, A->grid->group->comm, MPI_STATUS_IGNORE);
     MPI_Type_free(&type);
     TESS_MPI_CHECK(e);
     return TESS_OK;
@@ -413,7 +404,7 @@ tess_status tess_scal_matrix_distribute(tess_scal_matrix *A, const void *global,
     TESS_REQUIRE(A != NULL && A->grid != NULL, TESS_ERR_ARG, "A is NULL");
     const tess_scal_grid *g = A->grid;
     void *scratch = NULL;
-    tess_status st = tess_scal_agree(g->comm, scal_redist_prepare(A, global, order, &scratch));
+    tess_status st = tess_par_agree(g->group, scal_redist_prepare(A, global, order, &scratch));
     if (st == TESS_OK && g->rank == 0) {
         st = scal_distribute_root(A, global, order, scratch);
     } else if (st == TESS_OK && g->in_grid && A->mloc * A->nloc > 0) {
@@ -445,7 +436,7 @@ tess_status tess_scal_matrix_collect(const tess_scal_matrix *A, void *global,
     TESS_REQUIRE(A != NULL && A->grid != NULL, TESS_ERR_ARG, "A is NULL");
     const tess_scal_grid *g = A->grid;
     void *scratch = NULL;
-    tess_status st = tess_scal_agree(g->comm, scal_redist_prepare(A, global, order, &scratch));
+    tess_status st = tess_par_agree(g->group, scal_redist_prepare(A, global, order, &scratch));
     if (st == TESS_OK && g->rank == 0) {
         st = scal_collect_root(A, global, order, scratch);
     } else if (st == TESS_OK && g->in_grid && A->mloc * A->nloc > 0) {

@@ -1,5 +1,5 @@
 /* scalapack_impl.h - internals shared by scalapack.c and scalapack_ops.c: the BLACS and ScaLAPACK
- * prototypes (Debian ships no C header for them) and the agreement and checking helpers.
+ * prototypes (Debian ships no C header for them) and the checking helpers.
  *
  * ABI (ScaLAPACK 2.2.1, LP64): integers are 32-bit int. BLACS is called through its C interface
  * (Cblacs_*). PBLAS (p?gemm_) is written in C: arguments by pointer, char* without lengths.
@@ -66,10 +66,6 @@ void psgemm_(const char *transa, const char *transb, const int *m, const int *n,
 
 /* Bytes of one element of type t. */
 size_t tess_scal_elem_size(tess_scal_dtype t);
-
-/* Combine a locally decided status over comm: every rank returns the largest code any rank had;
- * a rank that was fine itself records that another rank failed. Collective on comm. */
-tess_status tess_scal_agree(MPI_Comm comm, tess_status local);
 
 /* Check that X is a well-formed matrix of type t on grid g (descriptor consistent with its
  * fields, lld and data on grid ranks); messages name the argument `name`. Local, not agreed. */

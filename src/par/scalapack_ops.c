@@ -1,10 +1,10 @@
 /* scalapack_ops.c - checked wrappers of p?gemm, p?posv, p?syevd and p?gesvd (see scalapack.h).
  *
- * Each wrapper runs the same steps on every rank of the grid's communicator:
+ * Each wrapper runs the same steps on every rank of the grid's group:
  *   1. check the arguments here (ScaLAPACK's own checks print from every rank and some abort),
  *      then agree on the outcome;
  *   2. grid ranks: workspace query (lwork = -1) and allocation, agreed again;
- *   3. grid ranks: the call; then INFO is reduced over the communicator, so ranks outside the
+ *   3. grid ranks: the call; then INFO is reduced over the group, so ranks outside the
  *      grid return the same status;
  *   4. eigen/singular values are broadcast from rank 0 to every rank.
  * All ScaLAPACK calls use the whole matrices (IA = JA = 1) and the lower triangle (UPLO = 'L'). */
@@ -15,14 +15,15 @@
 #include "core/mpicheck.h"       /* TESS_MPI_CHECK */
 #include "core/status.h"         /* TESS_REQUIRE, TESS_CHECK, tess_error_push */
 #include "par/scalapack.h"      /* tess_scal_* */
-#include "par/scalapack_impl.h" /* ScaLAPACK prototypes, tess_scal_agree, tess_scal_check_matrix */
+#include "par/coll.h"           /* tess_par_agree */
+#include "par/scalapack_impl.h" /* ScaLAPACK prototypes, tess_scal_check_matrix */
 
-/* Reduce ScaLAPACK's INFO over the communicator: out[0] is the largest positive INFO, out[1]
+/* Reduce ScaLAPACK's INFO over the grid's group: out[0] is the largest positive INFO, out[1]
  * the largest -INFO (an argument ScaLAPACK rejected despite our checks). */
 static tess_status scal_reduce_info(const tess_scal_grid *g, int info, int out[2]) {
     out[0] = info > 0 ? info : 0;
     out[1] = info < 0 ? -info : 0;
-    TESS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, out, 2, MPI_INT, MPI_MAX, g->comm));
+    TESS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, out, 2, MPI_INT, MPI_MAX, g->group->comm));
     return TESS_OK;
 }
 
@@ -69,7 +70,7 @@ tess_status tess_scal_gemm(tess_scal_matrix *C, const tess_scal_matrix *A,
                            double beta) {
     TESS_REQUIRE(C != NULL && C->grid != NULL, TESS_ERR_ARG, "C is NULL");
     const tess_scal_grid *g = C->grid;
-    tess_status st = tess_scal_agree(g->comm, scal_gemm_check(C, A, B, trans_a, trans_b));
+    tess_status st = tess_par_agree(g->group, scal_gemm_check(C, A, B, trans_a, trans_b));
     TESS_REQUIRE(st == TESS_OK, st, "C = op(A) op(B) not computed");
     if (!g->in_grid) return TESS_OK;
     int m = (int)C->m, n = (int)C->n, k = (int)(trans_a ? A->m : A->n), one = 1;
@@ -107,7 +108,7 @@ static tess_status scal_posv_check(const tess_scal_matrix *B, const tess_scal_ma
 tess_status tess_scal_posv(tess_scal_matrix *B, tess_scal_matrix *A) {
     TESS_REQUIRE(B != NULL && B->grid != NULL, TESS_ERR_ARG, "B is NULL");
     const tess_scal_grid *g = B->grid;
-    tess_status st = tess_scal_agree(g->comm, scal_posv_check(B, A));
+    tess_status st = tess_par_agree(g->group, scal_posv_check(B, A));
     TESS_REQUIRE(st == TESS_OK, st, "A X = B not solved");
     if (A->n == 0 || B->n == 0) return TESS_OK;
     int info = 0;
@@ -217,12 +218,12 @@ static int scal_syevd_run(scal_syevd_ws *ws, double *w, tess_scal_matrix *Z, tes
 tess_status tess_scal_syevd(double *w, tess_scal_matrix *Z, tess_scal_matrix *A) {
     TESS_REQUIRE(A != NULL && A->grid != NULL, TESS_ERR_ARG, "A is NULL");
     const tess_scal_grid *g = A->grid;
-    tess_status st = tess_scal_agree(g->comm, scal_syevd_check(w, Z, A));
+    tess_status st = tess_par_agree(g->group, scal_syevd_check(w, Z, A));
     TESS_REQUIRE(st == TESS_OK, st, "eigen-decomposition of A not computed");
     if (A->n == 0) return TESS_OK;
     scal_syevd_ws ws = {0};
     st = g->in_grid ? scal_syevd_alloc(&ws, w, Z, A) : TESS_OK;
-    st = tess_scal_agree(g->comm, st);
+    st = tess_par_agree(g->group, st);
     int info = 0;
     if (st == TESS_OK && g->in_grid) info = scal_syevd_run(&ws, w, Z, A);
     free(ws.work);
@@ -237,7 +238,7 @@ tess_status tess_scal_syevd(double *w, tess_scal_matrix *Z, tess_scal_matrix *A)
                  "symmetric eigensolver did not converge (info %d: eigenvalue %lld, rows/cols "
                  "%lld)",
                  worst[0], (long long)(worst[0] / (A->n + 1)), (long long)(worst[0] % (A->n + 1)));
-    TESS_MPI_CHECK(MPI_Bcast(w, (int)A->n, MPI_DOUBLE, 0, g->comm));
+    TESS_MPI_CHECK(MPI_Bcast(w, (int)A->n, MPI_DOUBLE, 0, g->group->comm));
     return TESS_OK;
 }
 
@@ -296,7 +297,7 @@ tess_status tess_scal_gesvd(double *s, tess_scal_matrix *U, tess_scal_matrix *VT
                             tess_scal_matrix *A) {
     TESS_REQUIRE(A != NULL && A->grid != NULL, TESS_ERR_ARG, "A is NULL");
     const tess_scal_grid *g = A->grid;
-    tess_status st = tess_scal_agree(g->comm, scal_gesvd_check(s, U, VT, A));
+    tess_status st = tess_par_agree(g->group, scal_gesvd_check(s, U, VT, A));
     TESS_REQUIRE(st == TESS_OK, st, "SVD of A not computed");
     int k = (int)(A->m < A->n ? A->m : A->n);
     if (k == 0) return TESS_OK;
@@ -325,7 +326,7 @@ tess_status tess_scal_gesvd(double *s, tess_scal_matrix *U, tess_scal_matrix *VT
             }
         }
     }
-    st = tess_scal_agree(g->comm, st);
+    st = tess_par_agree(g->group, st);
     info = 0;
     if (st == TESS_OK && g->in_grid) {
         info = scal_gesvd_call(A, sv, U, VT, work, lwork);
@@ -344,6 +345,6 @@ tess_status tess_scal_gesvd(double *s, tess_scal_matrix *U, tess_scal_matrix *VT
                  "singular values differ across the grid (heterogeneous ranks)");
     TESS_REQUIRE(worst[0] == 0, TESS_ERR_DATA,
                  "SVD did not converge (bidiagonal QR, info %d of %d)", worst[0], k);
-    TESS_MPI_CHECK(MPI_Bcast(s, k, MPI_DOUBLE, 0, g->comm));
+    TESS_MPI_CHECK(MPI_Bcast(s, k, MPI_DOUBLE, 0, g->group->comm));
     return TESS_OK;
 }

@@ -138,9 +138,11 @@ static void test_errors_collected(void) {
     tess_config_destroy(&cfg);
 }
 
+static tess_group *world; /* MPI_COMM_WORLD as a group, for parse_args */
+
 static tess_status parse(tess_config *cfg, int argc, const char **argv,
                          tess_config_action *action) {
-    return tess_config_parse_args(cfg, MPI_COMM_WORLD, argc, (char **)argv, action);
+    return tess_config_parse_args(cfg, world, argc, (char **)argv, action);
 }
 
 static void test_command_line(void) {
@@ -271,11 +273,14 @@ static void test_bad_tables(void) {
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    TESS_TEST_CHECK(tess_group_create(MPI_COMM_WORLD, "world", &world) == TESS_OK, "world: %s",
+                    tess_error_text());
     test_defaults_and_sections();
     test_errors_collected();
     test_command_line();
     test_resolved_round_trip();
     test_bad_tables();
+    tess_group_destroy(&world);
     int rc = tess_test_finish_mpi("config", MPI_COMM_WORLD);
     MPI_Finalize();
     return rc;

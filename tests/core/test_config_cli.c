@@ -37,7 +37,7 @@ static tess_status run(tess_config *cfg, const tess_runtime *rt, int argc, char 
                        bool *collective) {
     tess_config_action action;
     TESS_CHECK(tess_config_alias(cfg, "--resume", "ckpt.resume"));
-    TESS_CHECK(tess_config_parse_args(cfg, rt->comm, argc, argv, &action));
+    TESS_CHECK(tess_config_parse_args(cfg, rt->world, argc, argv, &action));
     if (action != TESS_CONFIG_ACTION_RUN) return TESS_OK;
     *collective = false; /* from here on a failure may be one rank's alone */
     if (tess_config_int(cfg, "test.assert_rank") == rt->rank)

@@ -28,6 +28,11 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &wsize);
     TESS_TEST_CHECK(rt.rank == wrank && rt.size == wsize && wsize == 2, "rank %d/%d", rt.rank,
                     rt.size);
+    TESS_TEST_CHECK(rt.world != NULL && rt.world->rank == wrank && rt.world->size == wsize &&
+                        strcmp(rt.world->name, "world") == 0,
+                    "the run's group 'world' has every rank");
+    MPI_Comm_compare(rt.world->comm, rt.comm, &cmp);
+    TESS_TEST_CHECK(cmp == MPI_CONGRUENT, "world is a duplicate of the run communicator (%d)", cmp);
     MPI_Errhandler eh;
     MPI_Comm_get_errhandler(rt.comm, &eh);
     TESS_TEST_CHECK(eh == MPI_ERRORS_RETURN, "errors return on the run communicator");

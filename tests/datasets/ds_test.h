@@ -9,14 +9,23 @@
 #include <string.h>
 
 #include "core/status.h" /* tess_error_* */
+#include "par/mesh.h"    /* tess_group_create */
 #include "tess_test.h"
 
-/* MPI_Init, then rank and size of MPI_COMM_WORLD (the one place tests may name it). */
+/* All ranks as a group, for the readers; made by ds_test_init, freed by MPI_Finalize. */
+static tess_group *ds_world;
+
+/* MPI_Init, then rank and size of MPI_COMM_WORLD (the one place tests may name it) and
+ * ds_world over it. */
 static inline void ds_test_init(int *argc, char ***argv, int *rank, int *size) {
     MPI_Init(argc, argv);
     MPI_Comm_rank(MPI_COMM_WORLD, rank);
     MPI_Comm_size(MPI_COMM_WORLD, size);
     tess_error_set_rank(*rank);
+    if (tess_group_create(MPI_COMM_WORLD, "world", &ds_world) != TESS_OK) {
+        tess_error_write();
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     char *end = NULL;
     long want = *argc > 1 ? strtol((*argv)[1], &end, 10) : -1;
     TESS_TEST_CHECK(end && *end == '\0' && want == *size, "registered for %s ranks, running on %d",

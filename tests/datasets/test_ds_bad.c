@@ -155,50 +155,49 @@ int main(int argc, char **argv) {
         write_bad_traces("short.h5", false);
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    MPI_Comm comm = MPI_COMM_WORLD;
     tess_graphs gs;
 
-    DS_TEST_OK(tess_graphs_read(&gs, comm, "good.h5"));
+    DS_TEST_OK(tess_graphs_read(&gs, ds_world, "good.h5"));
     tess_graphs_free(&gs);
-    DS_TEST_FAILS(tess_graphs_read(&gs, comm, "absent.h5"), TESS_ERR_NOINPUT,
+    DS_TEST_FAILS(tess_graphs_read(&gs, ds_world, "absent.h5"), TESS_ERR_NOINPUT,
                   "cannot open dataset file 'absent.h5': No such file or directory");
-    DS_TEST_FAILS(tess_graphs_read(&gs, comm, "notes.txt"), TESS_ERR_DATA,
+    DS_TEST_FAILS(tess_graphs_read(&gs, ds_world, "notes.txt"), TESS_ERR_DATA,
                   "'notes.txt' is not a readable HDF5 file");
-    DS_TEST_FAILS(tess_graphs_read(&gs, comm, "truncated.h5"), TESS_ERR_DATA,
+    DS_TEST_FAILS(tess_graphs_read(&gs, ds_world, "truncated.h5"), TESS_ERR_DATA,
                   "'truncated.h5' is not a readable HDF5 file");
-    DS_TEST_FAILS(tess_graphs_read(&gs, comm, "y_short.h5"), TESS_ERR_DATA,
+    DS_TEST_FAILS(tess_graphs_read(&gs, ds_world, "y_short.h5"), TESS_ERR_DATA,
                   "'y_short.h5': dataset /graphs/y has shape [4], expected [5]");
-    DS_TEST_FAILS(tess_graphs_read(&gs, comm, "x_int.h5"), TESS_ERR_DATA,
+    DS_TEST_FAILS(tess_graphs_read(&gs, ds_world, "x_int.h5"), TESS_ERR_DATA,
                   "'x_int.h5': dataset /graphs/x has type int32, expected a float type");
-    DS_TEST_FAILS(tess_graphs_read(&gs, comm, "no_classes.h5"), TESS_ERR_DATA,
+    DS_TEST_FAILS(tess_graphs_read(&gs, ds_world, "no_classes.h5"), TESS_ERR_DATA,
                   "'no_classes.h5': attribute 'num_classes' of /graphs is missing");
-    DS_TEST_FAILS(tess_graphs_read(&gs, comm, "version2.h5"), TESS_ERR_DATA,
+    DS_TEST_FAILS(tess_graphs_read(&gs, ds_world, "version2.h5"), TESS_ERR_DATA,
                   "format_version 2 of 'tessera.graphs' is not supported");
-    DS_TEST_FAILS(tess_graphs_read(&gs, comm, "feat.h5"), TESS_ERR_DATA,
+    DS_TEST_FAILS(tess_graphs_read(&gs, ds_world, "feat.h5"), TESS_ERR_DATA,
                   "'feat.h5': dataset /graphs/x has shape [15, 3], expected [15, 5]");
-    DS_TEST_FAILS(tess_graphs_read(&gs, comm, "ptr.h5"), TESS_ERR_DATA, "decreases");
+    DS_TEST_FAILS(tess_graphs_read(&gs, ds_world, "ptr.h5"), TESS_ERR_DATA, "decreases");
     /* Only the rank holding graph 4 sees this one; every rank reports it. */
-    DS_TEST_FAILS(tess_graphs_read(&gs, comm, "bad_index.h5"), TESS_ERR_DATA,
+    DS_TEST_FAILS(tess_graphs_read(&gs, ds_world, "bad_index.h5"), TESS_ERR_DATA,
                   "'bad_index.h5': graph 4, row 2: neighbour 9 is outside the graph's 3 nodes");
-    DS_TEST_FAILS(tess_graphs_read(&gs, comm, "tokens.h5"), TESS_ERR_DATA,
+    DS_TEST_FAILS(tess_graphs_read(&gs, ds_world, "tokens.h5"), TESS_ERR_DATA,
                   "'tokens.h5' has format 'tessera.tokens', expected 'tessera.graphs'");
     TESS_TEST_CHECK(gs.graph_ids == NULL && gs.x == NULL, "failed reads hold nothing");
 
     tess_tokens *r = NULL;
     tess_tokens_opts o = {.seq_len = 8, .begin_frac = 0.0, .end_frac = 1.0};
-    DS_TEST_FAILS(tess_tokens_create(&r, comm, "tokens.h5", &o), TESS_ERR_DATA,
+    DS_TEST_FAILS(tess_tokens_create(&r, ds_world, "tokens.h5", &o), TESS_ERR_DATA,
                   "'tokens.h5': /tokens[777] = 60 is outside [0, vocab_size = 50)");
-    DS_TEST_FAILS(tess_tokens_create(&r, comm, "good.h5", &o), TESS_ERR_DATA,
+    DS_TEST_FAILS(tess_tokens_create(&r, ds_world, "good.h5", &o), TESS_ERR_DATA,
                   "has format 'tessera.graphs', expected 'tessera.tokens'");
     TESS_TEST_CHECK(r == NULL, "no reader after failures");
 
     tess_traces tr;
-    DS_TEST_FAILS(tess_traces_read(&tr, comm, "nan.h5", TESS_TRACES_SPLIT_TIME, 0), TESS_ERR_DATA,
+    DS_TEST_FAILS(tess_traces_read(&tr, ds_world, "nan.h5", TESS_TRACES_SPLIT_TIME, 0), TESS_ERR_DATA,
                   "'nan.h5': /sessions/b/traces[9, 1] is not finite");
-    DS_TEST_FAILS(tess_traces_read(&tr, comm, "short.h5", TESS_TRACES_SPLIT_SESSIONS, 0),
+    DS_TEST_FAILS(tess_traces_read(&tr, ds_world, "short.h5", TESS_TRACES_SPLIT_SESSIONS, 0),
                   TESS_ERR_DATA,
                   "'short.h5': dataset /sessions/b/behavior has shape [9, 1], expected [10, 1]");
-    DS_TEST_FAILS(tess_traces_read(&tr, comm, "absent.h5", TESS_TRACES_SPLIT_TIME, 0),
+    DS_TEST_FAILS(tess_traces_read(&tr, ds_world, "absent.h5", TESS_TRACES_SPLIT_TIME, 0),
                   TESS_ERR_NOINPUT, "absent.h5");
     TESS_TEST_CHECK(tr.sessions == NULL, "failed reads hold nothing");
 

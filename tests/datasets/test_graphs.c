@@ -68,7 +68,7 @@ int main(int argc, char **argv) {
 
     /* 1. The rank's block. */
     tess_graphs part;
-    DS_TEST_OK(tess_graphs_read(&part, MPI_COMM_WORLD, path));
+    DS_TEST_OK(tess_graphs_read(&part, ds_world, path));
     int64_t lo, hi;
     tess_par_block_range(G, size, rank, &lo, &hi);
     TESS_TEST_CHECK(part.num_graphs == hi - lo, "rank %d holds %lld graphs, expected %lld", rank,
@@ -91,7 +91,7 @@ int main(int argc, char **argv) {
             int owner = pass == 0 ? (int)(g % size) : (int)((g % 2) * (size / 2));
             if (owner == rank) ids[n++] = g;
         }
-        DS_TEST_OK(tess_graphs_read_ids(&part, MPI_COMM_WORLD, path, ids, n));
+        DS_TEST_OK(tess_graphs_read_ids(&part, ds_world, path, ids, n));
         TESS_TEST_CHECK(part.num_graphs == n, "pass %d: %lld graphs, expected %lld", pass,
                         (long long)part.num_graphs, (long long)n);
         for (int64_t g = 0; g < part.num_graphs && g < n; g++)
@@ -106,7 +106,7 @@ int main(int argc, char **argv) {
 
     /* 3. A bad id list on one rank: every rank gets the error, nobody hangs. */
     int64_t bad[2] = {3, 3};
-    DS_TEST_FAILS(tess_graphs_read_ids(&part, MPI_COMM_WORLD, path, bad, rank == size - 1 ? 2 : 0),
+    DS_TEST_FAILS(tess_graphs_read_ids(&part, ds_world, path, bad, rank == size - 1 ? 2 : 0),
                   TESS_ERR_ARG, "strictly increasing");
     TESS_TEST_CHECK(part.graph_ids == NULL && part.num_graphs == 0, "failed read left data");
 

@@ -84,7 +84,7 @@ int main(int argc, char **argv) {
     tess_tokens_opts o = {
         .seq_len = T, .begin_frac = 0.0, .end_frac = 1.0, .shuffle = true, .key = {1234, 3}};
     tess_tokens *r = NULL;
-    DS_TEST_OK(tess_tokens_create(&r, MPI_COMM_WORLD, "small.h5", &o));
+    DS_TEST_OK(tess_tokens_create(&r, ds_world, "small.h5", &o));
     if (r) {
         TESS_TEST_CHECK(tess_tokens_count(r) == NTOK && tess_tokens_vocab_size(r) == 50 &&
                             tess_tokens_num_windows(r) == (NTOK - 1) / T,
@@ -110,7 +110,7 @@ int main(int argc, char **argv) {
 
     /* 2. The last 10 % in order (a validation split): begin 900, W = 99 / 16 = 6. */
     o = (tess_tokens_opts){.seq_len = T, .begin_frac = 0.9, .end_frac = 1.0, .shuffle = false};
-    DS_TEST_OK(tess_tokens_create(&r, MPI_COMM_WORLD, "small.h5", &o));
+    DS_TEST_OK(tess_tokens_create(&r, ds_world, "small.h5", &o));
     if (r) {
         TESS_TEST_CHECK(tess_tokens_num_windows(r) == 6, "W %lld",
                         (long long)tess_tokens_num_windows(r));
@@ -121,7 +121,7 @@ int main(int argc, char **argv) {
     /* 3. int32 storage (vocabulary > 65536), the first 90 %, shuffled with another key. */
     o = (tess_tokens_opts){
         .seq_len = T, .begin_frac = 0.0, .end_frac = 0.9, .shuffle = true, .key = {99, 1}};
-    DS_TEST_OK(tess_tokens_create(&r, MPI_COMM_WORLD, "big.h5", &o));
+    DS_TEST_OK(tess_tokens_create(&r, ds_world, "big.h5", &o));
     if (r) {
         TESS_TEST_CHECK(tess_tokens_vocab(r) == NULL, "no /vocab");
         check_steps(r, big, 0, (900 - 1) / T, &o, rank, size);
@@ -130,7 +130,7 @@ int main(int argc, char **argv) {
 
     /* 4. Too long a window for the range: a configuration error on every rank. */
     o = (tess_tokens_opts){.seq_len = 100, .begin_frac = 0.95, .end_frac = 1.0};
-    DS_TEST_FAILS(tess_tokens_create(&r, MPI_COMM_WORLD, "small.h5", &o), TESS_ERR_CONFIG,
+    DS_TEST_FAILS(tess_tokens_create(&r, ds_world, "small.h5", &o), TESS_ERR_CONFIG,
                   "hold fewer than seq_len + 1 = 101 tokens");
     TESS_TEST_CHECK(r == NULL, "no reader after a failure");
 

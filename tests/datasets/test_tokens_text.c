@@ -32,7 +32,7 @@ int main(int argc, char **argv) {
     tess_tokens_opts o = {
         .seq_len = T, .begin_frac = 0.0, .end_frac = 0.9, .shuffle = true, .key = {42, 0}};
     tess_tokens *r = NULL;
-    DS_TEST_OK(tess_tokens_create(&r, MPI_COMM_WORLD, argv[3], &o));
+    DS_TEST_OK(tess_tokens_create(&r, ds_world, argv[3], &o));
     if (r) {
         TESS_TEST_CHECK(tess_tokens_count(r) == (int64_t)n &&
                             tess_tokens_vocab_size(r) == strtol(argv[4], NULL, 10),

@@ -150,7 +150,7 @@ int main(int argc, char **argv) {
 
     /* 1. Whole sessions: this rank's block of the 5. */
     tess_traces tr;
-    DS_TEST_OK(tess_traces_read(&tr, MPI_COMM_WORLD, "traces.h5", TESS_TRACES_SPLIT_SESSIONS, 0));
+    DS_TEST_OK(tess_traces_read(&tr, ds_world, "traces.h5", TESS_TRACES_SPLIT_SESSIONS, 0));
     int64_t lo, hi;
     tess_par_block_range(S, size, rank, &lo, &hi);
     TESS_TEST_CHECK(tr.total_sessions == S && tr.behavior_dim == K &&
@@ -177,7 +177,7 @@ int main(int argc, char **argv) {
     tess_traces_free(&tr);
 
     /* 2. Blocks of frames of every session, with OVERLAP frames past each block. */
-    DS_TEST_OK(tess_traces_read(&tr, MPI_COMM_WORLD, "traces.h5", TESS_TRACES_SPLIT_TIME, OVERLAP));
+    DS_TEST_OK(tess_traces_read(&tr, ds_world, "traces.h5", TESS_TRACES_SPLIT_TIME, OVERLAP));
     TESS_TEST_CHECK(tr.num_sessions == S, "time split: %lld sessions", (long long)tr.num_sessions);
     int64_t own[S] = {0};
     for (int64_t i = 0; i < tr.num_sessions && i < S; i++) {
@@ -208,7 +208,7 @@ int main(int argc, char **argv) {
         tess_traces_free(&one);
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    DS_TEST_OK(tess_traces_read(&tr, MPI_COMM_WORLD, "flavell.h5", TESS_TRACES_SPLIT_TIME, 0));
+    DS_TEST_OK(tess_traces_read(&tr, ds_world, "flavell.h5", TESS_TRACES_SPLIT_TIME, 0));
     int64_t frames = tr.num_sessions == 1 ? tr.sessions[0].t : -1;
     MPI_Allreduce(MPI_IN_PLACE, &frames, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     TESS_TEST_CHECK(frames == 6, "imported session: %lld frames over all ranks", (long long)frames);

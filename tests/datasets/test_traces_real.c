@@ -66,7 +66,7 @@ int main(int argc, char **argv) {
     /* Sessions are stored by name; the originals were given in any order. */
     for (int split = 0; split < 2 && argc >= 4; split++) {
         tess_traces tr;
-        DS_TEST_OK(tess_traces_read(&tr, MPI_COMM_WORLD, argv[2], (tess_traces_split)split,
+        DS_TEST_OK(tess_traces_read(&tr, ds_world, argv[2], (tess_traces_split)split,
                                     split ? OVERLAP : 0));
         TESS_TEST_CHECK(tr.total_sessions == n && tr.behavior_dim == K &&
                             strcmp(tr.behavior_names, BEHAVIOR) == 0,

@@ -125,7 +125,7 @@ int main(int argc, char **argv) {
     }
     /* The file, read collectively: each rank its block, equal to the hand-made expectation. */
     tess_graphs part;
-    DS_TEST_OK(tess_graphs_read(&part, MPI_COMM_WORLD, file));
+    DS_TEST_OK(tess_graphs_read(&part, ds_world, file));
     graphs_compare(&part, &want);
     int64_t n = part.num_graphs;
     MPI_Allreduce(MPI_IN_PLACE, &n, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);

@@ -62,7 +62,7 @@ static void check_row(const tu_row *r, const char *dir, int rank) {
     if (rank == 0) DS_TEST_OK(tess_graphs_write(file, &gs));
     MPI_Barrier(MPI_COMM_WORLD);
     tess_graphs part;
-    DS_TEST_OK(tess_graphs_read(&part, MPI_COMM_WORLD, file));
+    DS_TEST_OK(tess_graphs_read(&part, ds_world, file));
     graphs_compare(&part, &gs);
     tess_graphs_free(&part);
     tess_graphs_free(&gs);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "par/mesh.h"      /* tess_group_* */
 #include "par/scalapack.h" /* tess_scal_* */
 #include "tess_test.h"
 
@@ -31,9 +32,10 @@ int indxl2g_(const int *indxloc, const int *nb, const int *iproc, const int *isr
 
 typedef struct {
     tess_scal_grid *g;
+    const tess_group *on; /* the group g was created on */
     tess_scal_dtype t;
     double tol;  /* relative tolerance of the element type */
-    int rank;    /* in the grid's communicator */
+    int rank;    /* in the grid's group */
     const char *tag;
 } ctx;
 
@@ -491,7 +493,7 @@ static void test_errors(const ctx *c) {
     expect_arg(c, tess_scal_gemm(C, A, F, false, false, 1.0, 0.0), true, "B has element type",
                "gemm with mixed types");
     tess_scal_grid *big = NULL;
-    expect_arg(c, tess_scal_grid_create(c->g->comm, c->g->size + 1, 1, &big), true, "needs",
+    expect_arg(c, tess_scal_grid_create(c->on, c->g->size + 1, 1, &big), true, "needs",
                "grid larger than the communicator");
     TESS_TEST_CHECK(big == NULL, "failed grid_create leaves *out NULL");
 
@@ -515,17 +517,15 @@ static void test_errors(const ctx *c) {
 
 /* ---- grids on sub-communicators ---- */
 
-static void test_halves(MPI_Comm world, int wrank, int wsize) {
+static void test_halves(const tess_group *world, int wrank, int wsize) {
     if (wsize < 2) return;
-    MPI_Comm half;
-    must(MPI_Comm_split(world, wrank % 2, wrank, &half) == MPI_SUCCESS ? TESS_OK : TESS_ERR_MPI,
-         "split");
+    tess_group *half = NULL;
+    must(tess_group_split(world, wrank % 2, wrank, "half", &half), "split");
     tess_scal_grid *g = NULL;
     must(tess_scal_grid_create(half, 0, 0, &g), "grid on a half");
-    int hsize;
-    MPI_Comm_size(half, &hsize);
+    const int hsize = half->size;
     TESS_TEST_CHECK(g->nprow * g->npcol == hsize, "auto grid uses all %d ranks of the half", hsize);
-    ctx c = {.g = g, .t = TESS_SCAL_F64, .tol = 1e-12, .rank = g->rank, .tag = "half"};
+    ctx c = {.g = g, .on = half, .t = TESS_SCAL_F64, .tol = 1e-12, .rank = g->rank, .tag = "half"};
     const int64_t n = 21;
     double *a = random_matrix(n, n, 70 + (uint64_t)(wrank % 2)), *out = zeros(n * n);
     double *ref = zeros(n * n);
@@ -543,7 +543,7 @@ static void test_halves(MPI_Comm world, int wrank, int wsize) {
     tess_scal_matrix_destroy(&C);
     tess_scal_grid_destroy(&g);
     TESS_TEST_CHECK(g == NULL, "grid_destroy nulls the handle");
-    MPI_Comm_free(&half);
+    tess_group_destroy(&half);
     free(a);
     free(out);
     free(ref);
@@ -572,8 +572,10 @@ int main(int argc, char **argv) {
     }
     int nprow = parse_dim(argv[1]), npcol = parse_dim(argv[2]);
 
+    tess_group *wg = NULL;
+    must(tess_group_create(world, "world", &wg), "world group");
     tess_scal_grid *g = NULL;
-    must(tess_scal_grid_create(world, nprow, npcol, &g), "grid_create");
+    must(tess_scal_grid_create(wg, nprow, npcol, &g), "grid_create");
     if (nprow > 0 && npcol > 0)
         TESS_TEST_CHECK(g->nprow == nprow && g->npcol == npcol, "grid is %d x %d, asked %d x %d",
                         g->nprow, g->npcol, nprow, npcol);
@@ -587,7 +589,7 @@ int main(int argc, char **argv) {
     const double tols[] = {1e-12, 2e-5};
     const char *tags[] = {"f64", "f32"};
     for (int t = 0; t < 2; t++) {
-        ctx c = {.g = g, .t = types[t], .tol = tols[t], .rank = g->rank, .tag = tags[t]};
+        ctx c = {.g = g, .on = wg, .t = types[t], .tol = tols[t], .rank = g->rank, .tag = tags[t]};
         test_roundtrip(&c);
         test_gemm(&c);
         test_posv(&c);
@@ -598,8 +600,9 @@ int main(int argc, char **argv) {
         test_gesvd_mn(&c, 23, 37);
         test_errors(&c);
     }
-    test_halves(world, wrank, wsize);
+    test_halves(wg, wrank, wsize);
     tess_scal_grid_destroy(&g);
+    tess_group_destroy(&wg);
 
     int rc = tess_test_finish_mpi("scalapack", world);
     MPI_Finalize();
