@@ -23,11 +23,20 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/config.h" /* tess_opt_enum */
 #include "core/status.h" /* tess_status */
 #include "nn/registry.h" /* tess_registry */
 
-typedef enum { TESS_TFM_NORM_RMS = 0, TESS_TFM_NORM_LAYER } tess_tfm_norm;
-typedef enum { TESS_TFM_MLP_SWIGLU = 0, TESS_TFM_MLP_GELU } tess_tfm_mlp;
+typedef enum { TESS_TFM_NORM_RMS = 0, TESS_TFM_NORM_LAYER, TESS_TFM_NORM_COUNT } tess_tfm_norm;
+typedef enum { TESS_TFM_MLP_SWIGLU = 0, TESS_TFM_MLP_GELU, TESS_TFM_MLP_COUNT } tess_tfm_mlp;
+
+/* Names for config options (TESS_OPT_ENUM, core/config.h). */
+static const tess_opt_enum tess_tfm_norm_names[] = {{"rmsnorm", TESS_TFM_NORM_RMS},
+                                                    {"layernorm", TESS_TFM_NORM_LAYER}};
+TESS_OPT_ENUM_TABLE_CHECK(tess_tfm_norm_names, TESS_TFM_NORM_COUNT);
+static const tess_opt_enum tess_tfm_mlp_names[] = {{"swiglu", TESS_TFM_MLP_SWIGLU},
+                                                   {"gelu", TESS_TFM_MLP_GELU}};
+TESS_OPT_ENUM_TABLE_CHECK(tess_tfm_mlp_names, TESS_TFM_MLP_COUNT);
 
 typedef struct {
     int64_t V, T, C, NH, F, L; /* vocabulary, max sequence length, channels, heads, MLP, layers */
