@@ -53,8 +53,8 @@ static const tess_opt model_opts[] = {
     TESS_OPT_INT("channels", 64, 2, 65536, "model width C"),
     TESS_OPT_INT("heads", 4, 1, 1024, "attention heads (channels/heads must be even)"),
     TESS_OPT_INT("mlp_hidden", 128, 1, 1 << 20, "hidden width F of the MLP"),
-    TESS_OPT_ENUM("mlp", "swiglu", tess_tfm_mlp_names, "feed-forward block"),
-    TESS_OPT_ENUM("norm", "rmsnorm", tess_tfm_norm_names, "normalisation layer"),
+    TESS_OPT_ENUM("mlp", "swiglu", tess_nn_ffn_kind_names, "feed-forward block"),
+    TESS_OPT_ENUM("norm", "rmsnorm", tess_nn_norm_kind_names, "normalisation layer"),
     TESS_OPT_REAL("norm_eps", 1e-5, 1e-12, 1.0, "epsilon of the norms"),
     TESS_OPT_REAL("rope_base", 10000.0, 1.0, 1e9, "RoPE base"),
 };
@@ -231,8 +231,8 @@ static tess_status train(app *a, const tess_runtime *rt, bool *collective) {
                           .NH = tess_config_int(c, "model.heads"),
                           .F = tess_config_int(c, "model.mlp_hidden"),
                           .L = tess_config_int(c, "model.layers"),
-                          .norm = (tess_tfm_norm)tess_config_enum(c, "model.norm"),
-                          .mlp = (tess_tfm_mlp)tess_config_enum(c, "model.mlp"),
+                          .norm = (tess_nn_norm_kind)tess_config_enum(c, "model.norm"),
+                          .mlp = (tess_nn_ffn_kind)tess_config_enum(c, "model.mlp"),
                           .causal = true,
                           .norm_eps = (float)tess_config_real(c, "model.norm_eps"),
                           .rope_base = (float)tess_config_real(c, "model.rope_base")};
@@ -252,7 +252,8 @@ static tess_status train(app *a, const tess_runtime *rt, bool *collective) {
     *collective = false;
     TESS_CHECK(tess_registry_create(&a->reg));
     TESS_CHECK(tess_tfm_create(&a->model, &mc, b, a->reg));
-    tess_tfm_init_params(a->model, seed);
+    TESS_CHECK(tess_registry_finalize(a->reg));
+    TESS_CHECK(tess_registry_init_params(a->reg, seed));
     tess_adamw_config ac = {.beta1 = (float)tess_config_real(c, "optim.beta1"),
                             .beta2 = (float)tess_config_real(c, "optim.beta2"),
                             .eps = (float)tess_config_real(c, "optim.eps"),
