@@ -46,7 +46,8 @@ static tess_status run(bench *b, int argc, char **argv) {
 
     TESS_CHECK(tess_registry_create(&b->reg));
     TESS_CHECK(tess_tfm_create(&b->model, &cfg, B, b->reg));
-    tess_tfm_init_params(b->model, 1234);
+    TESS_CHECK(tess_registry_finalize(b->reg));
+    TESS_CHECK(tess_registry_init_params(b->reg, 1234));
     b->ids = malloc((size_t)n * sizeof *b->ids);
     b->targets = malloc((size_t)n * sizeof *b->targets);
     TESS_REQUIRE(b->ids && b->targets, TESS_ERR_MEM, "cannot allocate %lld tokens", (long long)n);

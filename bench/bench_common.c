@@ -121,7 +121,7 @@ tess_status tess_bench_parse_ints(int argc, char **argv, const char *const *keys
 
 tess_tfm_config tess_bench_tfm_config(int64_t L) {
     return (tess_tfm_config){.V = 64, .T = 256, .C = 256, .NH = 4, .F = 704, .L = L,
-                             .norm = TESS_TFM_NORM_RMS, .mlp = TESS_TFM_MLP_SWIGLU, .causal = true,
+                             .norm = TESS_NN_NORM_RMS, .mlp = TESS_NN_FFN_SWIGLU, .causal = true,
                              .norm_eps = 1e-5f, .rope_base = 10000.0f};
 }
 

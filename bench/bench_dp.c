@@ -42,7 +42,8 @@ int main(int argc, char **argv) {
     tess_tfm *m = NULL;
     check(tess_registry_create(&reg));
     check(tess_tfm_create(&m, &cfg, B, reg));
-    tess_tfm_init_params(m, 1);
+    check(tess_registry_finalize(reg));
+    check(tess_registry_init_params(reg, 1));
     int32_t *ids = malloc((size_t)(B * cfg.T) * sizeof *ids);
     int32_t *tg = malloc((size_t)(B * cfg.T) * sizeof *tg);
     tess_bench_tokens(ids, tg, B * cfg.T, cfg.V);

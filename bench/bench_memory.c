@@ -52,7 +52,8 @@ static tess_status run(bench *b, int argc, char **argv) {
     const int64_t n = B * cfg.T;
     TESS_CHECK(tess_registry_create(&b->reg));
     TESS_CHECK(tess_tfm_create(&b->model, &cfg, B, b->reg));
-    tess_tfm_init_params(b->model, 1234);
+    TESS_CHECK(tess_registry_finalize(b->reg));
+    TESS_CHECK(tess_registry_init_params(b->reg, 1234));
     TESS_CHECK(tess_adamw_create(&b->opt, b->reg, &(tess_adamw_config){
         .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f}));
     b->ids = malloc((size_t)n * sizeof *b->ids);

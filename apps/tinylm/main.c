@@ -26,6 +26,11 @@
 #include "task.h"           /* tinylm_task_* */
 #include "tensor/tensor.h"  /* tess_tensor_sqnorm */
 
+/* The names of optim.schedule (tess_sched_kind has no count member: three kinds). */
+static const tess_opt_enum sched_kind_names[] = {
+    {"cosine", TESS_SCHED_COSINE}, {"linear", TESS_SCHED_LINEAR}, {"constant", TESS_SCHED_CONSTANT}};
+TESS_OPT_ENUM_TABLE_CHECK(sched_kind_names, TESS_SCHED_COSINE + 1);
+
 static const tess_opt run_opts[] = {
     TESS_OPT_INT("log_every", 10, 1, INT32_MAX, "steps between metrics.csv rows"),
 };
@@ -34,13 +39,13 @@ static const tess_opt model_opts[] = {
     TESS_OPT_INT("channels", 64, 2, 65536, "model width C"),
     TESS_OPT_INT("heads", 4, 1, 1024, "attention heads (channels/heads must be even)"),
     TESS_OPT_INT("mlp_hidden", 128, 1, 1 << 20, "hidden width F of the MLP"),
-    TESS_OPT_CHOICE("mlp", "swiglu", "swiglu|gelu", "feed-forward block"),
-    TESS_OPT_CHOICE("norm", "rmsnorm", "rmsnorm|layernorm", "normalisation layer"),
+    TESS_OPT_ENUM("mlp", "swiglu", tess_nn_ffn_kind_names, "feed-forward block"),
+    TESS_OPT_ENUM("norm", "rmsnorm", tess_nn_norm_kind_names, "normalisation layer"),
     TESS_OPT_REAL("norm_eps", 1e-5, 1e-12, 1.0, "epsilon of the norms"),
     TESS_OPT_REAL("rope_base", 10000.0, 1.0, 1e9, "RoPE base"),
 };
 static const tess_opt task_opts[] = {
-    TESS_OPT_CHOICE("kind", "reverse", "reverse|copy|sort", "what the model must output"),
+    TESS_OPT_ENUM("kind", "reverse", tinylm_task_kind_names, "what the model must output"),
     TESS_OPT_INT("length", 8, 1, 64, "symbols per sample n (sequence length 2n)"),
     TESS_OPT_INT("symbols", 10, 2, 100000, "alphabet size (vocabulary = symbols + 1)"),
 };
@@ -56,7 +61,7 @@ static const tess_opt optim_opts[] = {
     TESS_OPT_REAL("lr", 3e-3, 0.0, 10.0, "peak AdamW learning rate"),
     TESS_OPT_REAL("min_lr", 1e-4, 0.0, 10.0, "final learning rate of the decay"),
     TESS_OPT_INT("warmup_steps", 40, 0, INT64_MAX / 2, "linear warm-up steps"),
-    TESS_OPT_CHOICE("schedule", "cosine", "cosine|linear|constant", "decay after warm-up"),
+    TESS_OPT_ENUM("schedule", "cosine", sched_kind_names, "decay after warm-up"),
     TESS_OPT_REAL("beta1", 0.9, 0.0, 0.999999, "AdamW beta1"),
     TESS_OPT_REAL("beta2", 0.98, 0.0, 0.999999, "AdamW beta2"),
     TESS_OPT_REAL("eps", 1e-8, 1e-30, 1.0, "AdamW epsilon"),
@@ -107,7 +112,7 @@ static tess_status read_options(tinylm *a, const tess_config *c, int nranks, uin
                  (long long)a->global_B, nranks);
     a->b = a->global_B / nranks;
     const int64_t steps = tess_config_int(c, "train.steps");
-    a->task = (tinylm_task){.kind = (tinylm_task_kind)tess_config_choice(c, "task.kind"),
+    a->task = (tinylm_task){.kind = (tinylm_task_kind)tess_config_enum(c, "task.kind"),
                             .n = tess_config_int(c, "task.length"),
                             .nsym = tess_config_int(c, "task.symbols"),
                             .key = {.seed = (uint32_t)seed, .stream = 1}};
@@ -116,8 +121,8 @@ static tess_status read_options(tinylm *a, const tess_config *c, int nranks, uin
                               .NH = tess_config_int(c, "model.heads"),
                               .F = tess_config_int(c, "model.mlp_hidden"),
                               .L = tess_config_int(c, "model.layers"),
-                              .norm = (tess_tfm_norm)tess_config_choice(c, "model.norm"),
-                              .mlp = (tess_tfm_mlp)tess_config_choice(c, "model.mlp"),
+                              .norm = (tess_nn_norm_kind)tess_config_enum(c, "model.norm"),
+                              .mlp = (tess_nn_ffn_kind)tess_config_enum(c, "model.mlp"),
                               .causal = true,
                               .norm_eps = (float)tess_config_real(c, "model.norm_eps"),
                               .rope_base = (float)tess_config_real(c, "model.rope_base")};
@@ -125,10 +130,7 @@ static tess_status read_options(tinylm *a, const tess_config *c, int nranks, uin
                             .min_lr = tess_config_real(c, "optim.min_lr"),
                             .warmup_steps = tess_config_int(c, "optim.warmup_steps"),
                             .total_steps = steps};
-    /* choice indices follow the option's list order: cosine|linear|constant */
-    static const tess_sched_kind sched_kinds[] = {TESS_SCHED_COSINE, TESS_SCHED_LINEAR,
-                                                  TESS_SCHED_CONSTANT};
-    a->sched.kind = sched_kinds[tess_config_choice(c, "optim.schedule")];
+    a->sched.kind = (tess_sched_kind)tess_config_enum(c, "optim.schedule");
     TESS_REQUIRE(a->sched.kind == TESS_SCHED_CONSTANT || a->sched.warmup_steps < steps,
                  TESS_ERR_CONFIG,
                  "optim.warmup_steps = %lld must be below train.steps = %lld for a decaying schedule",
@@ -155,7 +157,8 @@ static tess_status tinylm_setup(tess_run *run, void *ctx) {
     tess_run_local_from_here(run);
     TESS_CHECK(tess_registry_create(&a->reg));
     TESS_CHECK(tess_tfm_create(&a->model, &a->mc, a->b, a->reg));
-    tess_tfm_init_params(a->model, seed);
+    TESS_CHECK(tess_registry_finalize(a->reg));
+    TESS_CHECK(tess_registry_init_params(a->reg, seed));
     const tess_adamw_config ac = {.beta1 = (float)tess_config_real(c, "optim.beta1"),
                                   .beta2 = (float)tess_config_real(c, "optim.beta2"),
                                   .eps = (float)tess_config_real(c, "optim.eps"),

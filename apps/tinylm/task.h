@@ -16,9 +16,20 @@
 
 #include <stdint.h>
 
-#include "core/rng.h" /* tess_rng_key */
+#include "core/config.h" /* tess_opt_enum, TESS_OPT_ENUM_TABLE_CHECK */
+#include "core/rng.h"    /* tess_rng_key */
 
-typedef enum { TINYLM_TASK_COPY = 0, TINYLM_TASK_REVERSE, TINYLM_TASK_SORT } tinylm_task_kind;
+typedef enum {
+    TINYLM_TASK_COPY = 0,
+    TINYLM_TASK_REVERSE,
+    TINYLM_TASK_SORT,
+    TINYLM_TASK_COUNT
+} tinylm_task_kind;
+
+/* The names of option task.kind (TESS_OPT_ENUM), in --help order. */
+static const tess_opt_enum tinylm_task_kind_names[] = {
+    {"reverse", TINYLM_TASK_REVERSE}, {"copy", TINYLM_TASK_COPY}, {"sort", TINYLM_TASK_SORT}};
+TESS_OPT_ENUM_TABLE_CHECK(tinylm_task_kind_names, TINYLM_TASK_COUNT);
 
 typedef struct {
     tinylm_task_kind kind;

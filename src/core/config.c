@@ -246,6 +246,24 @@ static int choice_index(const char *choices, const char *v) {
     }
 }
 
+/* Row of the ENUM table of o named v, or -1. */
+static int enum_index(const tess_opt *o, const char *v) {
+    for (int i = 0; i < o->enum_count; i++)
+        if (strcmp(o->enums[i].name, v) == 0) return i;
+    return -1;
+}
+
+/* The names of o's ENUM table as "a|b|c" into buf (n bytes, truncated if needed). */
+static void enum_list(const tess_opt *o, char *buf, size_t n) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < o->enum_count && used < n; i++) {
+        int w = snprintf(buf + used, n - used, "%s%s", i ? "|" : "", o->enums[i].name);
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+}
+
 static const char *const bool_true[] = {"true", "1", "yes", "on"};
 static const char *const bool_false[] = {"false", "0", "no", "off"};
 
@@ -304,9 +322,16 @@ static bool parse_into(cfg_value *v, const char *text, char *why, size_t nwhy) {
         snprintf(why, nwhy, "is not a boolean (true/false, 1/0, yes/no, on/off)");
         return false;
     case TESS_OPT_TYPE_STRING:
-    case TESS_OPT_TYPE_CHOICE: {
+    case TESS_OPT_TYPE_CHOICE:
+    case TESS_OPT_TYPE_ENUM: {
         if (o->type == TESS_OPT_TYPE_CHOICE && choice_index(o->choices, text) < 0) {
             snprintf(why, nwhy, "is not one of %s", o->choices);
+            return false;
+        }
+        if (o->type == TESS_OPT_TYPE_ENUM && enum_index(o, text) < 0) {
+            char names[200];
+            enum_list(o, names, sizeof names);
+            snprintf(why, nwhy, "is not one of %s", names);
             return false;
         }
         bool writable = !strpbrk(text, "\r\n") && text[0] != ';';
@@ -378,6 +403,26 @@ static tess_status check_opt(const char *sec, const tess_opt *o) {
                      TESS_ERR_ARG, "option '%s.%s': default '%s' is not one of '%s'", sec, o->key,
                      o->str_def ? o->str_def : "(null)", o->choices ? o->choices : "(null)");
         break;
+    case TESS_OPT_TYPE_ENUM:
+        TESS_REQUIRE(o->enums && o->enum_count >= 1, TESS_ERR_ARG,
+                     "option '%s.%s': empty enum table", sec, o->key);
+        for (int i = 0; i < o->enum_count; i++) {
+            const tess_opt_enum *r = &o->enums[i];
+            TESS_REQUIRE(valid_name(r->name, false), TESS_ERR_ARG,
+                         "option '%s.%s': bad enum name '%s'", sec, o->key,
+                         r->name ? r->name : "(null)");
+            for (int j = 0; j < i; j++) {
+                TESS_REQUIRE(strcmp(o->enums[j].name, r->name) != 0, TESS_ERR_ARG,
+                             "option '%s.%s': enum name '%s' appears twice", sec, o->key, r->name);
+                TESS_REQUIRE(o->enums[j].value != r->value, TESS_ERR_ARG,
+                             "option '%s.%s': '%s' and '%s' have the same value %d", sec, o->key,
+                             o->enums[j].name, r->name, r->value);
+            }
+        }
+        TESS_REQUIRE(o->str_def && enum_index(o, o->str_def) >= 0, TESS_ERR_ARG,
+                     "option '%s.%s': default '%s' is not in its enum table", sec, o->key,
+                     o->str_def ? o->str_def : "(null)");
+        break;
     default:
         TESS_REQUIRE(false, TESS_ERR_ARG, "option '%s.%s': unknown type %d", sec, o->key,
                      (int)o->type);
@@ -390,7 +435,8 @@ static tess_status set_default(cfg_value *v) {
     v->ival = o->int_def;
     v->rval = o->real_def;
     v->bval = o->bool_def;
-    if (o->type == TESS_OPT_TYPE_STRING || o->type == TESS_OPT_TYPE_CHOICE) {
+    if (o->type == TESS_OPT_TYPE_STRING || o->type == TESS_OPT_TYPE_CHOICE ||
+        o->type == TESS_OPT_TYPE_ENUM) {
         v->sval = dup_str(o->str_def);
         TESS_REQUIRE(v->sval != NULL, TESS_ERR_MEM, "out of memory copying a default");
     }
@@ -912,16 +958,23 @@ tess_status tess_config_parse_args(tess_config *cfg, const tess_group *g, int ar
 
 /* ---------- getters ---------- */
 
-static const cfg_value *get_checked(const tess_config *cfg, const char *full_key,
-                                    tess_opt_type t1, tess_opt_type t2, const char *func) {
+/* The value of full_key if its type is t1, t2 or t3; aborts otherwise (a bug in the caller). */
+static const cfg_value *get_checked3(const tess_config *cfg, const char *full_key,
+                                     tess_opt_type t1, tess_opt_type t2, tess_opt_type t3,
+                                     const char *func) {
     const cfg_value *v = cfg && full_key ? find_value(cfg, full_key) : NULL;
-    if (!v || (v->opt->type != t1 && v->opt->type != t2)) {
+    if (!v || (v->opt->type != t1 && v->opt->type != t2 && v->opt->type != t3)) {
         char msg[256];
         snprintf(msg, sizeof msg, "%s('%s'): %s", func, full_key ? full_key : "(null)",
                  v ? "option has another type" : "no such option declared");
         tess_assert_fail(msg, __FILE__, __LINE__, func);
     }
     return v;
+}
+
+static const cfg_value *get_checked(const tess_config *cfg, const char *full_key,
+                                    tess_opt_type t1, tess_opt_type t2, const char *func) {
+    return get_checked3(cfg, full_key, t1, t2, t2, func);
 }
 
 int64_t tess_config_int(const tess_config *cfg, const char *full_key) {
@@ -937,13 +990,19 @@ bool tess_config_bool(const tess_config *cfg, const char *full_key) {
 }
 
 const char *tess_config_string(const tess_config *cfg, const char *full_key) {
-    return get_checked(cfg, full_key, TESS_OPT_TYPE_STRING, TESS_OPT_TYPE_CHOICE, __func__)->sval;
+    return get_checked3(cfg, full_key, TESS_OPT_TYPE_STRING, TESS_OPT_TYPE_CHOICE,
+                        TESS_OPT_TYPE_ENUM, __func__)->sval;
 }
 
 int tess_config_choice(const tess_config *cfg, const char *full_key) {
     const cfg_value *v =
         get_checked(cfg, full_key, TESS_OPT_TYPE_CHOICE, TESS_OPT_TYPE_CHOICE, __func__);
     return choice_index(v->opt->choices, v->sval);
+}
+
+int tess_config_enum(const tess_config *cfg, const char *full_key) {
+    const cfg_value *v = get_checked(cfg, full_key, TESS_OPT_TYPE_ENUM, TESS_OPT_TYPE_ENUM, __func__);
+    return v->opt->enums[enum_index(v->opt, v->sval)].value; /* sval is always a table name */
 }
 
 /* ---------- text output ---------- */
@@ -954,7 +1013,8 @@ static void fmt_value(const cfg_value *v, char *buf, size_t n) {
     case TESS_OPT_TYPE_REAL: fmt_real(buf, n, v->rval); break;
     case TESS_OPT_TYPE_BOOL: snprintf(buf, n, "%s", v->bval ? "true" : "false"); break;
     case TESS_OPT_TYPE_STRING:
-    case TESS_OPT_TYPE_CHOICE: snprintf(buf, n, "%s", v->sval); break;
+    case TESS_OPT_TYPE_CHOICE:
+    case TESS_OPT_TYPE_ENUM: snprintf(buf, n, "%s", v->sval); break;
     }
 }
 
@@ -1002,6 +1062,12 @@ static void help_option(sbuf *b, const cfg_value *v) {
     case TESS_OPT_TYPE_CHOICE:
         sb_printf(b, "  %s  (one of %s, default %s)\n", v->full_key, o->choices, o->str_def);
         break;
+    case TESS_OPT_TYPE_ENUM: {
+        char names[512];
+        enum_list(o, names, sizeof names);
+        sb_printf(b, "  %s  (one of %s, default %s)\n", v->full_key, names, o->str_def);
+        break;
+    }
     }
     sb_printf(b, "      %s\n", o->help);
 }

@@ -44,8 +44,32 @@ typedef enum {
     TESS_OPT_TYPE_REAL,    /* finite double, inclusive range [min, max] */
     TESS_OPT_TYPE_BOOL,    /* true/false, 1/0, yes/no, on/off (any case) */
     TESS_OPT_TYPE_STRING,  /* one line of text, no " ;" (INI would read it as a comment) */
-    TESS_OPT_TYPE_CHOICE,  /* one of a '|'-separated list */
+    TESS_OPT_TYPE_CHOICE,  /* one of a '|'-separated list (read as text or list position) */
+    TESS_OPT_TYPE_ENUM,    /* one name of a {name, value} table (read as the value) */
 } tess_opt_type;
+
+/* One row of an ENUM option's table: the name written in the config and the enum value it
+ * means. A table names every value of its enum exactly once; declare it beside the enum with
+ * TESS_OPT_ENUM_TABLE_CHECK so that adding an enum value without a name fails to compile:
+ *
+ *   typedef enum { TESS_TFM_NORM_RMS = 0, TESS_TFM_NORM_LAYER, TESS_TFM_NORM_COUNT } tess_tfm_norm;
+ *   static const tess_opt_enum tess_tfm_norm_names[] = {
+ *       {"rmsnorm", TESS_TFM_NORM_RMS}, {"layernorm", TESS_TFM_NORM_LAYER}};
+ *   TESS_OPT_ENUM_TABLE_CHECK(tess_tfm_norm_names, TESS_TFM_NORM_COUNT);
+ *   ... TESS_OPT_ENUM("norm", "rmsnorm", tess_tfm_norm_names, "normalisation layer") ...
+ *   cfg.norm = (tess_tfm_norm)tess_config_enum(c, "model.norm");
+ *
+ * The value comes from the table, never from a list position, so the table order is free (it is
+ * the order --help lists the names in). */
+typedef struct {
+    const char *name; /* letters, digits, '_', '-' */
+    int value;
+} tess_opt_enum;
+
+#define TESS_OPT_ENUM_LEN(table_) ((int)(sizeof(table_) / sizeof((table_)[0])))
+#define TESS_OPT_ENUM_TABLE_CHECK(table_, count_)                                               \
+    _Static_assert(sizeof(table_) / sizeof((table_)[0]) == (size_t)(count_),                    \
+                   #table_ " must name every value of its enum exactly once")
 
 /* One option. Build it with the TESS_OPT_* macros; the strings must outlive the config. */
 typedef struct {
@@ -56,6 +80,8 @@ typedef struct {
     bool bool_def;
     const char *str_def; /* STRING and CHOICE default */
     const char *choices; /* CHOICE: "cosine|linear|constant" */
+    const tess_opt_enum *enums; /* ENUM: the table (enum_count rows); str_def is one of its names */
+    int enum_count;
     const char *help;
 } tess_opt;
 
@@ -72,6 +98,10 @@ typedef struct {
 #define TESS_OPT_CHOICE(key_, def_, choices_, help_)                                            \
     {.key = (key_), .type = TESS_OPT_TYPE_CHOICE, .str_def = (def_), .choices = (choices_),  \
      .help = (help_)}
+
+#define TESS_OPT_ENUM(key_, def_, table_, help_)                                                \
+    {.key = (key_), .type = TESS_OPT_TYPE_ENUM, .str_def = (def_), .enums = (table_),          \
+     .enum_count = TESS_OPT_ENUM_LEN(table_), .help = (help_)}
 
 /* A table of options read from [name]. The table must outlive the config. */
 typedef struct {
@@ -94,7 +124,8 @@ typedef struct tess_config tess_config;
 
 /* Create a config holding every option of every section at its default. Not collective.
  * Checks the tables (TESS_ERR_ARG): valid and unique section names and keys, defaults inside
- * their ranges, CHOICE defaults among their choices. Section names are copied. */
+ * their ranges, CHOICE defaults among their choices, ENUM tables with valid and unique names and
+ * unique values and the default among the names. Section names are copied. */
 tess_status tess_config_create(tess_config **cfg, const tess_config_section *sections,
                                int64_t nsections);
 /* Free everything and set *cfg = NULL. NULL or *cfg == NULL is a no-op. */
@@ -126,10 +157,14 @@ tess_status tess_config_set(tess_config *cfg, const char *full_key, const char *
 int64_t tess_config_int(const tess_config *cfg, const char *full_key);
 double tess_config_real(const tess_config *cfg, const char *full_key);
 bool tess_config_bool(const tess_config *cfg, const char *full_key);
-/* STRING or CHOICE value. Owned by cfg; valid until that option is set again or cfg destroyed. */
+/* STRING, CHOICE or ENUM value as text. Owned by cfg; valid until that option is set again or cfg destroyed. */
 const char *tess_config_string(const tess_config *cfg, const char *full_key);
-/* CHOICE: 0-based position of the value in the option's choice list. */
+/* CHOICE: 0-based position of the value in the option's choice list. Prefer ENUM options for
+ * anything that selects an enum value: a list position silently changes meaning when the list
+ * and the enum are ordered differently. */
 int tess_config_choice(const tess_config *cfg, const char *full_key);
+/* ENUM: the value its table gives the option's name. */
+int tess_config_enum(const tess_config *cfg, const char *full_key);
 
 /* Every option with its current value as INI text that tess_config_parse_text reads back to the
  * same values (reals printed to round-trip). Owned by cfg; valid until the next call or destroy. */

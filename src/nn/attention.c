@@ -167,6 +167,28 @@ static void softmax_inplace(float *row, int64_t n) {
     for (int64_t s = nv; s < n; s++) row[s] *= inv;
 }
 
+/* row (n) = softmax over the keys s with mask[s] != 0; masked keys get 0, and a row without
+ * any key is all 0 (attention.h). Scalar: only masked attention takes this path. */
+static void softmax_masked(float *row, int64_t n, const uint8_t *mask) {
+    float m = 0.0f;
+    bool any = false;
+    for (int64_t s = 0; s < n; s++) {
+        if (mask[s] && (!any || row[s] > m)) m = row[s];
+        any = any || mask[s];
+    }
+    if (!any) {
+        memset(row, 0, (size_t)n * sizeof(float));
+        return;
+    }
+    float sum = 0.0f;
+    for (int64_t s = 0; s < n; s++) {
+        row[s] = mask[s] ? tess_tensor_expf(row[s] - m) : 0.0f;
+        sum += row[s];
+    }
+    const float inv = 1.0f / sum; /* sum >= 1: the maximum contributes exp(0) */
+    for (int64_t s = 0; s < n; s++) row[s] *= inv;
+}
+
 /* g (n) = a * (g - <a, g>): softmax backward in place; a (n) the weights, g (n) d/d weights. */
 static void softmax_backward_inplace(float *restrict g, const float *restrict a, int64_t n) {
     const int64_t nv = n - n % LANES;
@@ -183,8 +205,8 @@ static void softmax_backward_inplace(float *restrict g, const float *restrict a,
 }
 
 void tess_nn_attention_forward(float *out, float *cache, float *scratch, const float *qkv,
-                               const tess_nn_attention_dims *d) {
-    /* out (B,T,C); cache (cache_size); scratch (scratch_size); qkv (B,T,3C) */
+                               const uint8_t *kmask, const tess_nn_attention_dims *d) {
+    /* out (B,T,C); cache (cache_size); scratch (scratch_size); qkv (B,T,3C); kmask (B,T) or NULL */
     TESS_ASSERT(tess_nn_attention_dims_check(d) == TESS_OK);
     const int64_t B = d->B, T = d->T, C = d->C, NH = d->NH, hs = C / NH, half = hs / 2;
     const int64_t rb = row_block(d), hatt = head_att_size(d);
@@ -214,6 +236,7 @@ void tess_nn_attention_forward(float *out, float *cache, float *scratch, const f
 
     for (int64_t bh = 0; bh < B * NH; bh++) {
         const float *q = c.q + bh * T * hs, *k = c.k + bh * T * hs, *v = c.v + bh * T * hs;
+        const uint8_t *km = kmask ? kmask + (bh / NH) * T : NULL; /* (T) keys of sequence b */
         float *att = c.att + bh * hatt;
         for (int64_t i0 = 0; i0 < T; i0 += rb) {
             int64_t i1 = i0 + rb < T ? i0 + rb : T, rows = i1 - i0, kv = block_kv(d, i1);
@@ -222,7 +245,10 @@ void tess_nn_attention_forward(float *out, float *cache, float *scratch, const f
             for (int64_t t = i0; t < i1; t++) {
                 float *row = att + (t - i0) * kv;
                 int64_t n = d->causal ? t + 1 : T;
-                softmax_inplace(row, n);
+                if (km)
+                    softmax_masked(row, n, km);
+                else
+                    softmax_inplace(row, n);
                 memset(row + n, 0, (size_t)(kv - n) * sizeof(float));
             }
             /* y[i0:i1] (rows,hs) = att (rows,kv) @ v[0:kv] (kv,hs) */
@@ -304,9 +330,9 @@ static double rope_ref(const float *x, int64_t t, int64_t i, int64_t hs,
                     : x[i] * cos(ang) + x[i - half] * sin(ang);
 }
 
-void tess_nn_attention_forward_ref(float *out, float *att, const float *qkv,
+void tess_nn_attention_forward_ref(float *out, float *att, const float *qkv, const uint8_t *kmask,
                                    const tess_nn_attention_dims *d) {
-    /* out (B,T,C); att (B,NH,T,T); qkv (B,T,3C) */
+    /* out (B,T,C); att (B,NH,T,T); qkv (B,T,3C); kmask (B,T) or NULL */
     const int64_t B = d->B, T = d->T, C = d->C, NH = d->NH, hs = C / NH;
     const double scale = 1.0 / sqrt((double)hs);
     for (int64_t b = 0; b < B; b++) {
@@ -317,6 +343,7 @@ void tess_nn_attention_forward_ref(float *out, float *att, const float *qkv,
                 int64_t n = d->causal ? t + 1 : T;
                 double mx = -INFINITY, sum = 0.0;
                 for (int64_t s = 0; s < n; s++) {
+                    if (kmask && !kmask[b * T + s]) continue;
                     const float *k = qkv + (b * T + s) * 3 * C + C + h * hs;
                     double dot = 0.0;
                     for (int64_t i = 0; i < hs; i++) {
@@ -325,8 +352,15 @@ void tess_nn_attention_forward_ref(float *out, float *att, const float *qkv,
                     a[s] = (float)(dot * scale);
                     mx = a[s] > mx ? a[s] : mx;
                 }
-                for (int64_t s = 0; s < n; s++) sum += exp(a[s] - mx);
-                for (int64_t s = 0; s < n; s++) a[s] = (float)(exp(a[s] - mx) / sum);
+                /* masked keys weigh 0; a row with no key left is all 0 (mx stays -inf) */
+                for (int64_t s = 0; s < n; s++) {
+                    bool key = !kmask || kmask[b * T + s];
+                    if (key) sum += exp(a[s] - mx);
+                }
+                for (int64_t s = 0; s < n; s++) {
+                    bool key = (!kmask || kmask[b * T + s]) && sum > 0.0;
+                    a[s] = key ? (float)(exp(a[s] - mx) / sum) : 0.0f;
+                }
                 for (int64_t s = n; s < T; s++) a[s] = 0.0f;
                 for (int64_t i = 0; i < hs; i++) {
                     double acc = 0.0;

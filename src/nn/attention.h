@@ -15,6 +15,13 @@
  *   y[i + hs/2] = x[i + hs/2] cos + x[i] sin
  * Positions are 0..T-1 within each sequence. v is never rotated.
  *
+ * Key-padding mask: kmask (B,T) or NULL (every key present). Key s of sequence b takes part
+ * only where kmask[b*T + s] != 0; a masked key gets weight exactly 0 for every query (and so
+ * receives no gradient). A query row with no key left (all its keys masked, or with causal
+ * attention all keys s <= t masked) is defined as all-zero weights: its output is 0 and no
+ * gradient flows through it. Queries at masked positions are still computed (the caller ignores
+ * or masks their outputs, e.g. in the loss).
+ *
  * The fast path gathers each head's (rotated) q, k, v into the cache as contiguous (T,hs) blocks
  * and runs QK^T, AV and their backward through tess_matmul. Causal attention is computed in row
  * blocks: rows [i0,i1) only meet keys [0,i1), so most of the masked triangle is never computed
@@ -53,18 +60,20 @@ int64_t tess_nn_attention_cache_size(const tess_nn_attention_dims *d);
 int64_t tess_nn_attention_scratch_size(const tess_nn_attention_dims *d);
 
 /* out (B,T,C); cache (tess_nn_attention_cache_size floats), written; scratch (scratch_size),
- * clobbered; qkv (B,T,3C). */
+ * clobbered; qkv (B,T,3C); kmask (B,T) key-padding mask or NULL (see above). */
 void tess_nn_attention_forward(float *out, float *cache, float *scratch, const float *qkv,
-                               const tess_nn_attention_dims *d);
+                               const uint8_t *kmask, const tess_nn_attention_dims *d);
 
 /* dqkv (B,T,3C) += d loss / d qkv; scratch (scratch_size), clobbered; dout (B,T,C);
- * cache as written by tess_nn_attention_forward with the same d. */
+ * cache as written by tess_nn_attention_forward with the same d. The mask needs no repeating:
+ * masked weights are 0 in the cache, which makes their gradients 0. */
 void tess_nn_attention_backward(float *dqkv, float *scratch, const float *dout, const float *cache,
                                 const tess_nn_attention_dims *d);
 
 /* Reference: plain loops, double accumulation, RoPE recomputed in double; the oracle for tests.
- * out (B,T,C); att (B,NH,T,T), the softmax weights, written (masked entries 0); qkv (B,T,3C). */
-void tess_nn_attention_forward_ref(float *out, float *att, const float *qkv,
+ * out (B,T,C); att (B,NH,T,T), the softmax weights, written (masked entries 0); qkv (B,T,3C);
+ * kmask (B,T) or NULL. */
+void tess_nn_attention_forward_ref(float *out, float *att, const float *qkv, const uint8_t *kmask,
                                    const tess_nn_attention_dims *d);
 /* dqkv (B,T,3C) +=; dpreatt (B,NH,T,T) scratch, clobbered; dout (B,T,C); qkv (B,T,3C);
  * att (B,NH,T,T) from tess_nn_attention_forward_ref. */

@@ -245,6 +245,60 @@ static void test_resolved_round_trip(void) {
     tess_config_destroy(&b);
 }
 
+/* ENUM options read the value from their table, not the list position: the table below is
+ * deliberately in another order than the enum. */
+typedef enum { COLOR_RED = 0, COLOR_GREEN, COLOR_BLUE, COLOR_COUNT } color;
+static const tess_opt_enum color_names[] = {
+    {"blue", COLOR_BLUE}, {"red", COLOR_RED}, {"green", COLOR_GREEN}};
+TESS_OPT_ENUM_TABLE_CHECK(color_names, COLOR_COUNT);
+
+static void test_enum(void) {
+    static const tess_opt paint_opts[] = {TESS_OPT_ENUM("color", "green", color_names, "paint")};
+    const tess_config_section secs[] = {TESS_CONFIG_SECTION("paint", paint_opts)};
+    tess_config *cfg = NULL;
+    TESS_TEST_CHECK(tess_config_create(&cfg, secs, 1) == TESS_OK, "enum create: %s",
+                    tess_error_text());
+    TESS_TEST_CHECK(tess_config_enum(cfg, "paint.color") == COLOR_GREEN, "enum default");
+    const char *names[] = {"blue", "red", "green"};
+    const color values[] = {COLOR_BLUE, COLOR_RED, COLOR_GREEN};
+    for (int i = 0; i < 3; i++) {
+        TESS_TEST_CHECK(tess_config_set(cfg, "paint.color", names[i]) == TESS_OK, "set %s",
+                        names[i]);
+        TESS_TEST_CHECK(tess_config_enum(cfg, "paint.color") == (int)values[i],
+                        "%s -> %d, got %d", names[i], (int)values[i],
+                        tess_config_enum(cfg, "paint.color"));
+        TESS_TEST_CHECK(strcmp(tess_config_string(cfg, "paint.color"), names[i]) == 0,
+                        "%s as text", names[i]);
+    }
+    TESS_TEST_CHECK(tess_config_set(cfg, "paint.color", "purple") == TESS_ERR_CONFIG,
+                    "unknown name refused");
+    check_record("bad value for 'paint.color': 'purple' is not one of blue|red|green");
+    tess_error_clear();
+    TESS_TEST_CHECK(has(tess_config_help_text(cfg, "prog"),
+                        "paint.color  (one of blue|red|green, default green)"),
+                    "help lists the names:\n%s", tess_config_help_text(cfg, "prog"));
+    TESS_TEST_CHECK(has(tess_config_resolved_text(cfg), "color = green"), "resolved text");
+    tess_config_destroy(&cfg);
+
+    static const tess_opt_enum dup_value[] = {{"a", 1}, {"b", 1}};
+    static const tess_opt_enum dup_name[] = {{"a", 1}, {"a", 2}};
+    static const tess_opt bad_enum[][1] = {
+        {TESS_OPT_ENUM("c", "a", dup_value, "h")},
+        {TESS_OPT_ENUM("c", "a", dup_name, "h")},
+        {TESS_OPT_ENUM("c", "x", color_names, "h")},
+    };
+    for (int i = 0; i < 3; i++) {
+        const tess_config_section bad[] = {{"s", bad_enum[i], 1}};
+        tess_status s = tess_config_create(&cfg, bad, 1);
+        TESS_TEST_CHECK(s == TESS_ERR_ARG && cfg == NULL, "bad enum table %d refused (%s)", i,
+                        tess_status_name(s));
+    }
+    check_record("option 's.c': 'a' and 'b' have the same value 1");
+    check_record("option 's.c': enum name 'a' appears twice");
+    check_record("option 's.c': default 'x' is not in its enum table");
+    tess_error_clear();
+}
+
 /* Bad option tables are the app author's bug: create refuses them with TESS_ERR_ARG. */
 static void test_bad_tables(void) {
     static const tess_opt bad_default[] = {TESS_OPT_REAL("lr", 2.0, 0.0, 1.0, "h")};
@@ -280,6 +334,7 @@ int main(int argc, char **argv) {
     test_command_line();
     test_resolved_round_trip();
     test_bad_tables();
+    test_enum();
     tess_group_destroy(&world);
     int rc = tess_test_finish_mpi("config", MPI_COMM_WORLD);
     MPI_Finalize();

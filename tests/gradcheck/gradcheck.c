@@ -382,8 +382,11 @@ static void residual_backward(gc_ctx *c) {
     tess_tensor_residual_add_backward(gc_g(c, "res"), gc_g(c, "f"), gc_g(c, "out"), c->dims[0]);
 }
 
-/* attention: dims {B, T, C, NH, causal, rope}; qkv (B,T,3C) -> out (B,T,C). The reference keeps
- * its own weights (B,NH,T,T) in "att_ref"; its backward recomputes them with forward_ref. */
+/* attention: dims {B, T, C, NH, causal, rope, mask}; qkv (B,T,3C) -> out (B,T,C). mask 0: no
+ * key-padding mask; 1: keys with (b*T + s) % 3 == 0 masked (with causal attention query 0 of
+ * sequence 0 then has no key: the fully masked row); 2: that and every key of sequence B-1 (a
+ * fully masked sequence). The reference keeps its own weights (B,NH,T,T) in "att_ref"; its
+ * backward recomputes them with forward_ref. */
 static tess_nn_attention_dims attention_dims(const gc_ctx *c) {
     tess_nn_attention_dims d;
     if (tess_nn_attention_dims_init(&d, c->dims[0], c->dims[1], c->dims[2], c->dims[3],
@@ -401,15 +404,30 @@ static void attention_setup(gc_ctx *c) {
     gc_work(c, "scratch", tess_nn_attention_scratch_size(&d));
     gc_work(c, "dpreatt_ref", d.B * d.NH * d.T * d.T);
     gc_output(c, "out", d.B * d.T * d.C);
+    if (c->dims[6]) {
+        int32_t *km = gc_ids(c, "kmask", d.B * d.T, 1, 1);
+        for (int64_t i = 0; i < d.B * d.T; i++)
+            km[i] = !(i % 3 == 0 || (c->dims[6] == 2 && i / d.T == d.B - 1));
+    }
+}
+/* The row's key mask as bytes into km (B*T), or NULL without one. */
+static const uint8_t *attention_mask(gc_ctx *c, uint8_t *km, int64_t n) {
+    if (!gc_has(c, "kmask")) return NULL;
+    const int32_t *m = gc_i(c, "kmask");
+    for (int64_t i = 0; i < n; i++) km[i] = (uint8_t)m[i];
+    return km;
 }
 static void attention_forward(gc_ctx *c) {
     tess_nn_attention_dims d = attention_dims(c);
+    uint8_t km[d.B * d.T];
     tess_nn_attention_forward(gc_x(c, "out"), gc_x(c, "cache"), gc_x(c, "scratch"),
-                              gc_x(c, "qkv"), &d);
+                              gc_x(c, "qkv"), attention_mask(c, km, d.B * d.T), &d);
 }
 static void attention_forward_ref(gc_ctx *c) {
     tess_nn_attention_dims d = attention_dims(c);
-    tess_nn_attention_forward_ref(gc_x(c, "out"), gc_x(c, "att_ref"), gc_x(c, "qkv"), &d);
+    uint8_t km[d.B * d.T];
+    tess_nn_attention_forward_ref(gc_x(c, "out"), gc_x(c, "att_ref"), gc_x(c, "qkv"),
+                                  attention_mask(c, km, d.B * d.T), &d);
 }
 static void attention_backward(gc_ctx *c) {
     tess_nn_attention_dims d = attention_dims(c);
@@ -418,7 +436,9 @@ static void attention_backward(gc_ctx *c) {
 }
 static void attention_backward_ref(gc_ctx *c) {
     tess_nn_attention_dims d = attention_dims(c);
-    tess_nn_attention_forward_ref(gc_x(c, "out_ref"), gc_x(c, "att_ref"), gc_x(c, "qkv"), &d);
+    uint8_t km[d.B * d.T];
+    tess_nn_attention_forward_ref(gc_x(c, "out_ref"), gc_x(c, "att_ref"), gc_x(c, "qkv"),
+                                  attention_mask(c, km, d.B * d.T), &d);
     tess_nn_attention_backward_ref(gc_g(c, "qkv"), gc_x(c, "dpreatt_ref"), gc_g(c, "out"),
                                    gc_x(c, "qkv"), gc_x(c, "att_ref"), &d);
 }
@@ -514,6 +534,12 @@ static const gc_row gc_rows[] = {
     {"attention_bidir_rope", {1, 6, 12, 2, 0, 1}, attention_setup, attention_forward,
      attention_backward, attention_forward_ref, attention_backward_ref, 0, false},
     {"attention_causal_rope_blocks", {1, 67, 4, 2, 1, 1}, attention_setup, attention_forward,
+     attention_backward, attention_forward_ref, attention_backward_ref, 0, false},
+    {"attention_causal_mask", {2, 5, 8, 2, 1, 1, 1}, attention_setup, attention_forward,
+     attention_backward, attention_forward_ref, attention_backward_ref, 0, false},
+    {"attention_bidir_rope_mask", {3, 6, 12, 2, 0, 1, 2}, attention_setup, attention_forward,
+     attention_backward, attention_forward_ref, attention_backward_ref, 0, false},
+    {"attention_causal_mask_blocks", {1, 67, 4, 2, 1, 1, 1}, attention_setup, attention_forward,
      attention_backward, attention_forward_ref, attention_backward_ref, 0, false},
     {"mlp_gelu", {4, 6, 10, 1}, mlp_gelu_setup, mlp_gelu_forward, mlp_gelu_backward,
      mlp_gelu_forward_ref, mlp_gelu_backward_ref, 0, false},

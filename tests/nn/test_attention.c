@@ -39,8 +39,8 @@ static void check_against_ref(shape s, uint32_t seed, float amp, double tol) {
     nn_test_fill_uniform(dqkv, nqkv, seed + 2, 1.0f); /* nonzero start: backward must add */
     memcpy(dqkv_ref, dqkv, (size_t)nqkv * sizeof(float));
 
-    tess_nn_attention_forward(out, cache, scratch, qkv, &d);
-    tess_nn_attention_forward_ref(out_ref, att, qkv, &d);
+    tess_nn_attention_forward(out, cache, scratch, qkv, NULL, &d);
+    tess_nn_attention_forward_ref(out_ref, att, qkv, NULL, &d);
     tess_nn_attention_backward(dqkv, scratch, dout, cache, &d);
     tess_nn_attention_backward_ref(dqkv_ref, datt, dout, qkv, att, &d);
     char what[160];
@@ -77,9 +77,9 @@ static void check_causality(bool causal, bool rope) {
     float *cache = malloc((size_t)tess_nn_attention_cache_size(&d) * sizeof(float));
     float *scratch = malloc((size_t)tess_nn_attention_scratch_size(&d) * sizeof(float));
     nn_test_fill_uniform(qkv, B * T * 3 * C, 77, 1.0f);
-    tess_nn_attention_forward(out0, cache, scratch, qkv, &d);
+    tess_nn_attention_forward(out0, cache, scratch, qkv, NULL, &d);
     for (int64_t i = (t + 1) * 3 * C; i < T * 3 * C; i++) qkv[i] = -3.0f * qkv[i] + 0.5f;
-    tess_nn_attention_forward(out1, cache, scratch, qkv, &d);
+    tess_nn_attention_forward(out1, cache, scratch, qkv, NULL, &d);
     int same_before = memcmp(out0, out1, (size_t)((t + 1) * C) * sizeof(float)) == 0;
     int same_after = memcmp(out0 + (t + 1) * C, out1 + (t + 1) * C, (size_t)C * sizeof(float)) == 0;
     if (causal) {
@@ -104,12 +104,12 @@ static void check_nan(void) {
     float *scratch = malloc((size_t)tess_nn_attention_scratch_size(&d) * sizeof(float));
     nn_test_fill_uniform(qkv, B * T * 3 * C, 55, 1.0f);
     qkv[t * 3 * C] = -NAN; /* q of token t, head 0; x86 makes negative NaNs */
-    tess_nn_attention_forward(out, cache, scratch, qkv, &d);
+    tess_nn_attention_forward(out, cache, scratch, qkv, NULL, &d);
     TESS_TEST_CHECK(isnan(out[t * C]) && !isnan(out[(t - 1) * C]) && !isnan(out[t * C + C / NH]),
                     "NaN in q reaches its own head and token only: %g %g %g", out[t * C],
                     out[(t - 1) * C], out[t * C + C / NH]);
     qkv[t * 3 * C] = NAN;
-    tess_nn_attention_forward(out, cache, scratch, qkv, &d);
+    tess_nn_attention_forward(out, cache, scratch, qkv, NULL, &d);
     TESS_TEST_CHECK(isnan(out[t * C]), "positive NaN too: %g", out[t * C]);
     free(qkv), free(out), free(cache), free(scratch);
 }
@@ -139,7 +139,7 @@ static void check_torch(const char *dir, const char *file) {
              nn_test_read_section(path, "out", out_pt, nout) | nn_test_read_section(path, "dqkv", dqkv_pt, nqkv);
     TESS_TEST_CHECK(rd == 0, "%s: all sections read", file);
     if (rd == 0) {
-        tess_nn_attention_forward(out, cache, scratch, qkv, &d);
+        tess_nn_attention_forward(out, cache, scratch, qkv, NULL, &d);
         tess_nn_attention_backward(dqkv, scratch, dout, cache, &d);
         double ef = nn_test_rel_err(out, out_pt, nout), eb = nn_test_rel_err(dqkv, dqkv_pt, nqkv);
         TESS_TEST_CHECK(ef < 1e-6, "%s: forward vs PyTorch, rel err %.3g", file, ef);

@@ -19,18 +19,20 @@
 
 enum { B = 2, SAMPLES_PER_TENSOR = 6 };
 
-static void check_variant(tess_tfm_norm norm, tess_tfm_mlp mlp, bool causal) {
+static void check_variant(tess_nn_norm_kind norm, tess_nn_ffn_kind mlp, bool causal) {
     tess_tfm_config cfg = {.V = 7, .T = 5, .C = 8, .NH = 2, .F = 12, .L = 2, .norm = norm,
                            .mlp = mlp, .causal = causal, .norm_eps = 1e-5f, .rope_base = 10000.0f};
     char label[64];
-    snprintf(label, sizeof label, "%s/%s/%s", norm == TESS_TFM_NORM_RMS ? "rmsnorm" : "layernorm",
-             mlp == TESS_TFM_MLP_SWIGLU ? "swiglu" : "gelu", causal ? "causal" : "bidirectional");
+    snprintf(label, sizeof label, "%s/%s/%s", norm == TESS_NN_NORM_RMS ? "rmsnorm" : "layernorm",
+             mlp == TESS_NN_FFN_SWIGLU ? "swiglu" : "gelu", causal ? "causal" : "bidirectional");
     tess_registry *reg = NULL;
     tess_tfm *m = NULL;
     TESS_TEST_CHECK(tess_registry_create(&reg) == TESS_OK, "%s: registry", label);
     TESS_TEST_CHECK(tess_tfm_create(&m, &cfg, B, reg) == TESS_OK, "%s: create\n%s", label,
                     tess_error_text());
     if (!m) return;
+    TESS_TEST_CHECK(!tess_registry_is_final(reg), "%s: create leaves the registry open", label);
+    TESS_TEST_CHECK(tess_registry_finalize(reg) == TESS_OK, "%s: finalize", label);
     const tess_rng_key key = {.seed = 7, .stream = 3};
     float *p = tess_registry_params(reg);
     const int64_t n = tess_registry_local_total(reg);
@@ -90,10 +92,10 @@ static void check_variant(tess_tfm_norm norm, tess_tfm_mlp mlp, bool causal) {
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
-    check_variant(TESS_TFM_NORM_RMS, TESS_TFM_MLP_SWIGLU, true);
-    check_variant(TESS_TFM_NORM_LAYER, TESS_TFM_MLP_GELU, true);
-    check_variant(TESS_TFM_NORM_RMS, TESS_TFM_MLP_GELU, false);
-    check_variant(TESS_TFM_NORM_LAYER, TESS_TFM_MLP_SWIGLU, false);
+    check_variant(TESS_NN_NORM_RMS, TESS_NN_FFN_SWIGLU, true);
+    check_variant(TESS_NN_NORM_LAYER, TESS_NN_FFN_GELU, true);
+    check_variant(TESS_NN_NORM_RMS, TESS_NN_FFN_GELU, false);
+    check_variant(TESS_NN_NORM_LAYER, TESS_NN_FFN_SWIGLU, false);
 
     /* bad dimensions are refused with the offending field */
     tess_tfm_config bad = {.V = 7, .T = 5, .C = 8, .NH = 3, .F = 12, .L = 2, .norm_eps = 1e-5f};
