@@ -38,7 +38,7 @@ struct tess_run {
     const tess_run_app *app;
     void *ctx;
     const tess_runtime *rt;
-    tess_group *group;
+    const tess_group *group; /* the runtime's world group */
     tess_config *cfg;
     tess_opt run_opts[4 + TESS_RUN_MAX_RUN_OPTS];
     tess_config_section sections[RUN_SECTIONS_MAX];
@@ -186,6 +186,24 @@ static tess_status save(tess_run *run) {
     return TESS_OK;
 }
 
+/* The app name stored in checkpoint path: rank 0 reads it, every rank gets it ("" if it cannot be
+ * read; the load that follows has already vouched for the file). Collective. */
+static tess_status checkpoint_app(const tess_run *run, const char *path, char app[64]) {
+    memset(app, 0, 64);
+    if (run->group->rank == 0) {
+        hid_t file;
+        tess_ckpt_info info;
+        if (tess_ckpt_open(path, &file, &info) == TESS_OK) {
+            H5Fclose(file);
+            snprintf(app, 64, "%s", info.app);
+        } else {
+            tess_error_clear();
+        }
+    }
+    TESS_CHECK(tess_par_bcast_bytes(run->group, app, 64, 0));
+    return TESS_OK;
+}
+
 /* ckpt.resume: load into the described state and check it belongs to this run. Collective; the
  * verdict is the same on every rank. */
 static tess_status resume(tess_run *run) {
@@ -196,9 +214,10 @@ static tess_status resume(tess_run *run) {
                                 sizeof path));
     if (!run->resumed) return TESS_OK;
     const uint64_t seed = tess_run_seed(run);
-    TESS_REQUIRE(strcmp(st.app_found, run->app->name) == 0, TESS_ERR_CONFIG,
-                 "'%s' was written by %s, not %s", path, st.app_found[0] ? st.app_found : "(no app)",
-                 run->app->name);
+    char app[64];
+    TESS_CHECK(checkpoint_app(run, path, app));
+    TESS_REQUIRE(strcmp(app, run->app->name) == 0, TESS_ERR_CONFIG, "'%s' was written by %s, not %s",
+                 path, app[0] ? app : "(no app)", run->app->name);
     TESS_REQUIRE(st.seed == seed, TESS_ERR_CONFIG,
                  "'%s' was written with run.seed = %llu, this run has %llu", path,
                  (unsigned long long)st.seed, (unsigned long long)seed);
@@ -351,10 +370,9 @@ static tess_status run_all(tess_run *run, int argc, char **argv) {
     TESS_CHECK(tess_config_create(&run->cfg, run->sections, nsections));
     TESS_CHECK(tess_config_alias(run->cfg, "--resume", "ckpt.resume"));
     tess_config_action action;
-    TESS_CHECK(tess_config_parse_args(run->cfg, run->rt->comm, argc, argv, &action));
+    TESS_CHECK(tess_config_parse_args(run->cfg, run->group, argc, argv, &action));
     if (action != TESS_CONFIG_ACTION_RUN) return TESS_OK;
     tess_log_init(run->rt->rank, (tess_log_level)tess_config_choice(run->cfg, "log.level"));
-    TESS_CHECK(tess_group_create(run->rt->comm, "run", &run->group));
     TESS_CHECK(tess_state_create(&run->state));
     TESS_CHECK(tess_state_add_i64(run->state, "run/finished", &run->finished));
     tess_timer_init(&run->timers);
@@ -390,12 +408,11 @@ int tess_run_main(const tess_run_app *app, void *ctx, int argc, char **argv) {
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &thread_level);
     tess_runtime rt;
     tess_status s = tess_runtime_start(&rt, MPI_COMM_WORLD);
-    tess_run run = {.app = app, .ctx = ctx, .rt = &rt, .collective = true};
+    tess_run run = {.app = app, .ctx = ctx, .rt = &rt, .group = rt.world, .collective = true};
     if (s == TESS_OK) s = run_all(&run, argc, argv);
     for (int i = 0; i < run.nmetrics; i++) tess_metrics_close(&run.metrics[i].file);
     if (app->destroy) app->destroy(ctx);
     tess_state_destroy(&run.state);
-    tess_group_destroy(&run.group);
     tess_config_destroy(&run.cfg);
     const int code = tess_runtime_finish(&rt, s, run.collective);
     return code == 0 && run.stopped ? TESS_EXIT_STOPPED : code;
