@@ -257,8 +257,7 @@ static tess_status train(app *a, const tess_runtime *rt, bool *collective) {
                             .weight_decay = (float)tess_config_real(c, "optim.weight_decay")};
     TESS_CHECK(tess_adamw_create(&a->opt, a->reg, &ac));
     TESS_CHECK(tess_group_create(rt->comm, "dp", &a->dp));
-    TESS_CHECK(tess_gradsync_create(&a->sync, a->dp, tess_registry_grads(a->reg),
-                                    tess_registry_local_total(a->reg),
+    TESS_CHECK(tess_gradsync_create(&a->sync, a->reg, a->dp,
                                     tess_config_int(c, "dist.bucket_kib") * 1024 / (int64_t)sizeof(float)));
     tess_tfm_set_grad_hook(a->model, tess_gradsync_hook, a->sync);
     a->ids = malloc((size_t)(b * mc.T) * sizeof *a->ids);
@@ -355,7 +354,7 @@ static tess_status train(app *a, const tess_runtime *rt, bool *collective) {
         if (step == start) first_loss = loss;
         double norm, lr = tess_sched_lr(&sched, step);
         bool skip;
-        TESS_CHECK(tess_clip_grad_norm(a->reg, clip, MPI_COMM_NULL, &norm));
+        TESS_CHECK(tess_clip_grad_norm(a->reg, clip, NULL, &norm));
         TESS_CHECK(tess_guard_check(&guard, step, loss, norm, &skip));
         if (!skip) tess_adamw_step(a->opt, (float)lr);
 
