@@ -50,7 +50,7 @@ int main(int argc, char **argv) {
     float *grads = tess_registry_grads(reg);
     const int64_t n = tess_registry_local_total(reg);
     tess_gradsync *gs = NULL;
-    check(tess_gradsync_create(&gs, g, grads, n, bucket_kib * 1024 / 4));
+    check(tess_gradsync_create(&gs, reg, g, bucket_kib * 1024 / 4));
 
     double sync[MAX_STEPS], serial[MAX_STEPS], overlap[MAX_STEPS];
     for (int s = -1; s < steps; s++) { /* s = -1: warm-up */

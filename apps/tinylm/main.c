@@ -164,8 +164,7 @@ static tess_status tinylm_setup(tess_run *run, void *ctx) {
                                   .eps = (float)tess_config_real(c, "optim.eps"),
                                   .weight_decay = (float)tess_config_real(c, "optim.weight_decay")};
     TESS_CHECK(tess_adamw_create(&a->opt, a->reg, &ac));
-    TESS_CHECK(tess_gradsync_create(&a->sync, dp, tess_registry_grads(a->reg),
-                                    tess_registry_local_total(a->reg),
+    TESS_CHECK(tess_gradsync_create(&a->sync, a->reg, dp,
                                     tess_config_int(c, "dist.bucket_kib") * 1024 /
                                         (int64_t)sizeof(float)));
     tess_tfm_set_grad_hook(a->model, tess_gradsync_hook, a->sync);
@@ -258,7 +257,7 @@ static tess_status tinylm_step(tess_run *run, void *ctx, int64_t step, tess_run_
     double norm;
     const double lr = tess_sched_lr(&a->sched, step);
     bool skip;
-    TESS_CHECK(tess_clip_grad_norm(a->reg, a->clip, MPI_COMM_NULL, &norm));
+    TESS_CHECK(tess_clip_grad_norm(a->reg, a->clip, NULL, &norm));
     TESS_CHECK(tess_guard_check(&a->guard, step, loss, norm, &skip));
     if (!skip) tess_adamw_step(a->opt, (float)lr);
     a->steps_run++;

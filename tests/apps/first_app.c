@@ -63,8 +63,7 @@ static tess_status setup(tess_run *run, void *ctx) {
     TESS_CHECK(tess_registry_init_params(a->reg, tess_run_seed(run)));
     const tess_adamw_config ac = {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
     TESS_CHECK(tess_adamw_create(&a->opt, a->reg, &ac));
-    TESS_CHECK(tess_gradsync_create(&a->sync, g, tess_registry_grads(a->reg),
-                                    tess_registry_local_total(a->reg), 1024));
+    TESS_CHECK(tess_gradsync_create(&a->sync, a->reg, g, 1024));
     a->x = malloc((size_t)(a->b * a->d) * sizeof *a->x);
     a->y = malloc((size_t)a->b * sizeof *a->y);
     TESS_REQUIRE(a->x && a->y, TESS_ERR_MEM, "no memory for a batch of %lld", (long long)a->b);

@@ -34,7 +34,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < N_W + N_B + N_F; k++) before[k] = g[k];
 
     double norm = -1.0;
-    TESS_TEST_CHECK(tess_clip_grad_norm(reg, 0.0, MPI_COMM_NULL, &norm) == TESS_OK, "norm only");
+    TESS_TEST_CHECK(tess_clip_grad_norm(reg, 0.0, NULL, &norm) == TESS_OK, "norm only");
     TESS_TEST_CLOSE(norm, want, 0.0, 1e-14, "norm over trainable grads (frozen excluded)");
     TESS_TEST_CHECK(tess_clip_grad_norm(reg, want * 2.0, NULL, &norm) == TESS_OK, "loose clip");
     int changed = 0;
@@ -42,29 +42,29 @@ int main(int argc, char **argv) {
     TESS_TEST_CHECK(changed == 0, "below max_norm: %d grads changed", changed);
 
     const double max_norm = want / 3.0;
-    TESS_TEST_CHECK(tess_clip_grad_norm(reg, max_norm, MPI_COMM_NULL, &norm) == TESS_OK, "clip");
+    TESS_TEST_CHECK(tess_clip_grad_norm(reg, max_norm, NULL, &norm) == TESS_OK, "clip");
     TESS_TEST_CLOSE(norm, want, 0.0, 1e-14, "returns the pre-clip norm");
     const float coef = (float)(max_norm / (want + 1e-6));
     for (int k = 0; k < N_W + N_B; k++)
         TESS_TEST_CHECK(g[k] == before[k] * coef, "grad %d scaled by %g", k, (double)coef);
     for (int k = N_W + N_B; k < N_W + N_B + N_F; k++)
         TESS_TEST_CHECK(g[k] == before[k], "frozen grad %d untouched", k);
-    TESS_TEST_CHECK(tess_clip_grad_norm(reg, 0.0, MPI_COMM_NULL, &norm) == TESS_OK, "re-norm");
+    TESS_TEST_CHECK(tess_clip_grad_norm(reg, 0.0, NULL, &norm) == TESS_OK, "re-norm");
     TESS_TEST_CLOSE(norm, max_norm, 1e-9, 1e-6, "clipped norm = max_norm");
 
     fill(reg);
     float *gw = tess_registry_grads(reg);
     gw[N_W + N_B] = NAN;
-    TESS_TEST_CHECK(tess_clip_grad_norm(reg, 1e-3, MPI_COMM_NULL, &norm) == TESS_OK &&
+    TESS_TEST_CHECK(tess_clip_grad_norm(reg, 1e-3, NULL, &norm) == TESS_OK &&
                         isfinite(norm),
                     "NaN in a frozen grad is ignored");
     fill(reg);
     gw[3] = NAN;
-    TESS_TEST_CHECK(tess_clip_grad_norm(reg, 1e-3, MPI_COMM_NULL, &norm) == TESS_OK && isnan(norm),
+    TESS_TEST_CHECK(tess_clip_grad_norm(reg, 1e-3, NULL, &norm) == TESS_OK && isnan(norm),
                     "NaN grad gives a NaN norm");
     TESS_TEST_CHECK(gw[0] == before[0], "non-finite norm scales nothing");
     gw[3] = INFINITY;
-    TESS_TEST_CHECK(tess_clip_grad_norm(reg, 1e-3, MPI_COMM_NULL, &norm) == TESS_OK &&
+    TESS_TEST_CHECK(tess_clip_grad_norm(reg, 1e-3, NULL, &norm) == TESS_OK &&
                         isinf(norm) && gw[0] == before[0],
                     "Inf grad gives an Inf norm and no scaling");
     tess_registry_destroy(&reg);

@@ -50,7 +50,7 @@ int main(int argc, char **argv) {
         f = loss_and_grad(x, g, a, c);
         double norm = 0.0;
         bool skip = true;
-        if (tess_clip_grad_norm(reg, 10.0, MPI_COMM_NULL, &norm) != TESS_OK ||
+        if (tess_clip_grad_norm(reg, 10.0, NULL, &norm) != TESS_OK ||
             tess_guard_check(&guard, step, f, norm, &skip) != TESS_OK)
             break;
         if (!skip) tess_adamw_step(opt, (float)tess_sched_lr(&sched, step));
