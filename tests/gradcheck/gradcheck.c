@@ -14,6 +14,7 @@
  *   kinks        true if the op is not differentiable everywhere (ReLU, top-k, max): draw points
  *                away from kinks in setup; FD components whose one-sided slopes disagree
  *                (straddling a kink) are then skipped, at most GC_KINK_SKIP_MAX of each gradient
+ *   teardown     optional (NULL): frees objects setup made (a registry, blocks) after the row
  *
  * BUFFERS (declare in setup; look up by name in the other callbacks; the harness owns them)
  *   gc_input(c, name, n, lo, hi)   differentiable input or parameter, uniform in [lo, hi);
@@ -52,6 +53,7 @@
 
 #include "nn/activation.h" /* tess_nn_gelu_*, tess_nn_silu_* */
 #include "nn/attention.h"  /* tess_nn_attention_* */
+#include "nn/block.h"      /* tess_nn_block_* */
 #include "nn/embedding.h"  /* tess_nn_embedding_* */
 #include "nn/linear.h"     /* tess_nn_linear_* */
 #include "nn/loss.h"       /* tess_nn_crossentropy_*, tess_nn_mse_* */
@@ -79,7 +81,7 @@
 #define GC_KINK_REL 0.25
 #define GC_KINK_SKIP_MAX 0.1
 #define GC_SEED 20240611u
-#define GC_MAX_BUFS 24
+#define GC_MAX_BUFS 32
 #define GC_MAX_DIMS 8
 
 typedef enum { GC_INPUT, GC_CONST, GC_IDS, GC_OUTPUT, GC_CACHE, GC_WORK } gc_kind;
@@ -110,6 +112,7 @@ typedef struct {
     void (*backward_ref)(gc_ctx *c);
     double tol;
     bool kinks;
+    void (*teardown)(gc_ctx *c); /* optional: frees what setup made beyond the harness's buffers */
 } gc_row;
 
 /* ---- the harness's buffer API (used by rows; inline so that unused ones do not warn) ---- */
@@ -508,45 +511,189 @@ static void mlp_swiglu_forward_ref(gc_ctx *c) { mlp_swiglu_run_forward(c, true);
 static void mlp_swiglu_backward(gc_ctx *c) { mlp_swiglu_run_backward(c, false); }
 static void mlp_swiglu_backward_ref(gc_ctx *c) { mlp_swiglu_run_backward(c, true); }
 
+/* permute_0213: dims {d0, d1, d2, d3}: out (d0,d2,d1,d3) = in (d0,d1,d2,d3) axes 1, 2 swapped */
+static void permute_setup(gc_ctx *c) {
+    const int64_t n = c->dims[0] * c->dims[1] * c->dims[2] * c->dims[3];
+    gc_input(c, "in", n, -1, 1);
+    gc_output(c, "out", n);
+}
+static void permute_forward(gc_ctx *c) {
+    tess_tensor_permute_0213(gc_x(c, "out"), gc_x(c, "in"), c->dims[0], c->dims[1], c->dims[2],
+                             c->dims[3]);
+}
+static void permute_forward_ref(gc_ctx *c) {
+    tess_tensor_permute_0213_ref(gc_x(c, "out"), gc_x(c, "in"), c->dims[0], c->dims[1],
+                                 c->dims[2], c->dims[3]);
+}
+static void permute_backward(gc_ctx *c) {
+    tess_tensor_permute_0213_backward(gc_g(c, "in"), gc_g(c, "out"), c->dims[0], c->dims[1],
+                                      c->dims[2], c->dims[3]);
+}
+static void permute_backward_ref(gc_ctx *c) {
+    tess_tensor_permute_0213_backward_ref(gc_g(c, "in"), gc_g(c, "out"), c->dims[0], c->dims[1],
+                                          c->dims[2], c->dims[3]);
+}
+
+/* blocks_two_axes: dims {B, NN, T, C, NH, layernorm+gelu}: the calcium-model composition on
+ * continuous input x [B][NN][T][C]: a causal RoPE block over time (B*NN sequences of T), the
+ * permutation to [B][T][NN][C], a bidirectional block over the NN neurons (B*T sequences) with a
+ * key-padding mask (neuron NN-1 of batch 0 is padding), and the permutation back. Every
+ * registry entry of the two blocks is a gc_input: forward copies them into the registry, backward
+ * copies the registry's gradients out. */
+static struct {
+    tess_registry *reg;
+    tess_nn_block *time, *neuron;
+    tess_nn_block_scratch scr;
+    tess_arena arena;
+    uint8_t *kmask; /* (B*T, NN) */
+} gc_blk;
+
+static tess_status blocks_build(const gc_ctx *c) {
+    const int64_t B = c->dims[0], NN = c->dims[1], T = c->dims[2], C = c->dims[3];
+    const bool ln = c->dims[5] != 0;
+    const tess_nn_block_config tc = {.T = T, .C = C, .NH = c->dims[4],
+                                     .norm = ln ? TESS_NN_NORM_LAYER : TESS_NN_NORM_RMS,
+                                     .norm_eps = 1e-5f, .causal = true, .rope = true,
+                                     .rope_base = 10000.0f, .std = 0.02, .out_std = 0.01};
+    tess_nn_block_config nc = tc;
+    nc.T = NN;
+    nc.causal = false;
+    nc.rope = false;
+    const tess_nn_ffn_kind fk = ln ? TESS_NN_FFN_GELU : TESS_NN_FFN_SWIGLU;
+    tess_nn_ffn *f1 = NULL, *f2 = NULL;
+    TESS_CHECK(tess_registry_create(&gc_blk.reg));
+    TESS_CHECK(tess_nn_ffn_dense_create(&f1, fk, C, 2 * C, 0.02, 0.01));
+    TESS_CHECK(tess_nn_block_create(&gc_blk.time, &tc, B * NN, f1));
+    TESS_CHECK(tess_nn_ffn_dense_create(&f2, fk, C, 2 * C, 0.02, 0.01));
+    TESS_CHECK(tess_nn_block_create(&gc_blk.neuron, &nc, B * T, f2));
+    TESS_CHECK(tess_nn_block_add_params(gc_blk.time, gc_blk.reg, "time"));
+    TESS_CHECK(tess_nn_block_add_params(gc_blk.neuron, gc_blk.reg, "neuron"));
+    TESS_CHECK(tess_registry_finalize(gc_blk.reg));
+    tess_nn_block_scratch_fit(&gc_blk.scr, gc_blk.time);
+    tess_nn_block_scratch_fit(&gc_blk.scr, gc_blk.neuron);
+    for (int pass = 0; pass < 2; pass++) { /* measure, then carve for real */
+        tess_arena a;
+        if (pass == 0) tess_arena_init_measure(&a);
+        tess_arena *ap = pass == 0 ? &a : &gc_blk.arena;
+        TESS_CHECK(tess_nn_block_carve(gc_blk.time, ap));
+        TESS_CHECK(tess_nn_block_carve(gc_blk.neuron, ap));
+        TESS_CHECK(tess_nn_block_scratch_carve(&gc_blk.scr, ap));
+        if (pass == 0) TESS_CHECK(tess_arena_init(&gc_blk.arena, tess_arena_high_water(&a)));
+    }
+    gc_blk.kmask = malloc((size_t)(B * T * NN));
+    TESS_REQUIRE(gc_blk.kmask, TESS_ERR_MEM, "mask");
+    for (int64_t r = 0; r < B * T; r++)
+        for (int64_t n = 0; n < NN; n++) gc_blk.kmask[r * NN + n] = !(r < T && n == NN - 1);
+    return TESS_OK;
+}
+static void blocks_setup(gc_ctx *c) {
+    const int64_t n = c->dims[0] * c->dims[1] * c->dims[2] * c->dims[3];
+    if (blocks_build(c) != TESS_OK) gc_die(tess_error_text(), "blocks_two_axes");
+    gc_input(c, "x", n, -1, 1);
+    for (int64_t i = 0; i < tess_registry_count(gc_blk.reg); i++) {
+        const tess_registry_entry *e = tess_registry_get(gc_blk.reg, i);
+        /* Norm gains near 1, weights in [-0.5, 0.5): two stacked blocks with weights of order 1
+         * make L so curved that the central difference's truncation error (h^2 times the third
+         * derivative) alone reaches 5e-3; it fell 26x when the weights were halved, which a
+         * wrong term would not do. */
+        bool gain = e->init.kind == TESS_INIT_CONST;
+        gc_input(c, e->name, e->local_count, gain ? 0.5 : -0.5, gain ? 1.5 : 0.5);
+    }
+    gc_cache(c, "y1", n);
+    gc_cache(c, "p", n);
+    gc_cache(c, "y2", n);
+    gc_work(c, "dy2", n);
+    gc_work(c, "dy1", n);
+    gc_output(c, "out", n);
+}
+static void blocks_forward(gc_ctx *c) {
+    const int64_t B = c->dims[0], NN = c->dims[1], T = c->dims[2], C = c->dims[3];
+    for (int64_t i = 0; i < tess_registry_count(gc_blk.reg); i++) {
+        const tess_registry_entry *e = tess_registry_get(gc_blk.reg, i);
+        memcpy(tess_registry_param(gc_blk.reg, i), gc_x(c, e->name),
+               (size_t)e->local_count * sizeof(float));
+    }
+    tess_nn_block_forward(gc_blk.time, gc_x(c, "y1"), gc_x(c, "x"), NULL, B * NN, &gc_blk.scr);
+    tess_tensor_permute_0213(gc_x(c, "p"), gc_x(c, "y1"), B, NN, T, C);
+    tess_nn_block_forward(gc_blk.neuron, gc_x(c, "y2"), gc_x(c, "p"), gc_blk.kmask, B * T,
+                          &gc_blk.scr);
+    tess_tensor_permute_0213(gc_x(c, "out"), gc_x(c, "y2"), B, T, NN, C);
+}
+static void blocks_backward(gc_ctx *c) {
+    const int64_t B = c->dims[0], NN = c->dims[1], T = c->dims[2], C = c->dims[3];
+    const int64_t n = B * NN * T * C;
+    tess_registry_zero_grads(gc_blk.reg);
+    float *dy2 = gc_x(c, "dy2"), *dy1 = gc_x(c, "dy1");
+    tess_tensor_permute_0213_backward(dy2, gc_g(c, "out"), B, T, NN, C);
+    tess_nn_block_backward(gc_blk.neuron, dy2, &gc_blk.scr);
+    tess_tensor_permute_0213_backward(dy1, dy2, B, NN, T, C);
+    tess_nn_block_backward(gc_blk.time, dy1, &gc_blk.scr);
+    float *dx = gc_g(c, "x");
+    for (int64_t i = 0; i < n; i++) dx[i] += dy1[i];
+    for (int64_t i = 0; i < tess_registry_count(gc_blk.reg); i++) {
+        const tess_registry_entry *e = tess_registry_get(gc_blk.reg, i);
+        const float *g = tess_registry_grad(gc_blk.reg, i);
+        float *dst = gc_g(c, e->name);
+        for (int64_t j = 0; j < e->local_count; j++) dst[j] += g[j];
+    }
+}
+static void blocks_teardown(gc_ctx *c) {
+    tess_nn_block_destroy(&gc_blk.time);
+    tess_nn_block_destroy(&gc_blk.neuron);
+    tess_registry_destroy(&gc_blk.reg);
+    tess_arena_free(&gc_blk.arena);
+    free(gc_blk.kmask);
+    gc_blk.kmask = NULL;
+    gc_blk.scr = (tess_nn_block_scratch){0};
+}
+
 /* THE TABLE. Append rows at the end; keep shapes small (FD costs 2 forwards per input element). */
 static const gc_row gc_rows[] = {
     {"linear", {5, 7, 4, 1}, linear_setup, linear_forward, linear_backward, linear_forward_ref,
-     linear_backward_ref, 0, false},
+     linear_backward_ref, 0, false, NULL},
     {"linear_nobias", {3, 9, 6, 0}, linear_setup, linear_forward, linear_backward,
-     linear_forward_ref, linear_backward_ref, 0, false},
+     linear_forward_ref, linear_backward_ref, 0, false, NULL},
     {"embedding", {9, 5, 4}, embedding_setup, embedding_forward, embedding_backward, NULL, NULL,
-     0, false},
+     0, false, NULL},
     {"rmsnorm", {4, 11}, rmsnorm_setup, rmsnorm_forward, rmsnorm_backward, rmsnorm_forward_ref,
-     rmsnorm_backward_ref, 0, false},
+     rmsnorm_backward_ref, 0, false, NULL},
     {"layernorm", {4, 11, 1}, layernorm_setup, layernorm_forward, layernorm_backward,
-     layernorm_forward_ref, layernorm_backward_ref, 0, false},
+     layernorm_forward_ref, layernorm_backward_ref, 0, false, NULL},
     {"layernorm_nobias", {3, 8, 0}, layernorm_setup, layernorm_forward, layernorm_backward,
-     layernorm_forward_ref, layernorm_backward_ref, 0, false},
+     layernorm_forward_ref, layernorm_backward_ref, 0, false, NULL},
     {"crossentropy", {5, 7}, crossentropy_setup, crossentropy_forward, crossentropy_backward, NULL,
-     NULL, 0, false},
-    {"mse", {13}, mse_setup, mse_forward, mse_backward, NULL, NULL, 0, false},
-    {"gelu", {37}, act_setup, gelu_forward, gelu_backward, NULL, NULL, 0, false},
-    {"silu", {37}, act_setup, silu_forward, silu_backward, NULL, NULL, 0, false},
+     NULL, 0, false, NULL},
+    {"mse", {13}, mse_setup, mse_forward, mse_backward, NULL, NULL, 0, false, NULL},
+    {"gelu", {37}, act_setup, gelu_forward, gelu_backward, NULL, NULL, 0, false, NULL},
+    {"silu", {37}, act_setup, silu_forward, silu_backward, NULL, NULL, 0, false, NULL},
     {"residual_add", {17}, residual_setup, residual_forward, residual_backward, NULL, NULL, 0,
-     false},
+     false, NULL},
     {"attention_causal", {2, 5, 8, 2, 1, 0}, attention_setup, attention_forward,
-     attention_backward, attention_forward_ref, attention_backward_ref, 0, false},
+     attention_backward, attention_forward_ref, attention_backward_ref, 0, false, NULL},
     {"attention_bidir_rope", {1, 6, 12, 2, 0, 1}, attention_setup, attention_forward,
-     attention_backward, attention_forward_ref, attention_backward_ref, 0, false},
+     attention_backward, attention_forward_ref, attention_backward_ref, 0, false, NULL},
     {"attention_causal_rope_blocks", {1, 67, 4, 2, 1, 1}, attention_setup, attention_forward,
-     attention_backward, attention_forward_ref, attention_backward_ref, 0, false},
+     attention_backward, attention_forward_ref, attention_backward_ref, 0, false, NULL},
     {"attention_causal_mask", {2, 5, 8, 2, 1, 1, 1}, attention_setup, attention_forward,
-     attention_backward, attention_forward_ref, attention_backward_ref, 0, false},
+     attention_backward, attention_forward_ref, attention_backward_ref, 0, false, NULL},
     {"attention_bidir_rope_mask", {3, 6, 12, 2, 0, 1, 2}, attention_setup, attention_forward,
-     attention_backward, attention_forward_ref, attention_backward_ref, 0, false},
+     attention_backward, attention_forward_ref, attention_backward_ref, 0, false, NULL},
     {"attention_causal_mask_blocks", {1, 67, 4, 2, 1, 1, 1}, attention_setup, attention_forward,
-     attention_backward, attention_forward_ref, attention_backward_ref, 0, false},
+     attention_backward, attention_forward_ref, attention_backward_ref, 0, false, NULL},
     {"mlp_gelu", {4, 6, 10, 1}, mlp_gelu_setup, mlp_gelu_forward, mlp_gelu_backward,
-     mlp_gelu_forward_ref, mlp_gelu_backward_ref, 0, false},
+     mlp_gelu_forward_ref, mlp_gelu_backward_ref, 0, false, NULL},
     {"mlp_gelu_nobias", {3, 5, 7, 0}, mlp_gelu_setup, mlp_gelu_forward, mlp_gelu_backward,
-     mlp_gelu_forward_ref, mlp_gelu_backward_ref, 0, false},
+     mlp_gelu_forward_ref, mlp_gelu_backward_ref, 0, false, NULL},
     {"mlp_swiglu", {4, 6, 10}, mlp_swiglu_setup, mlp_swiglu_forward, mlp_swiglu_backward,
-     mlp_swiglu_forward_ref, mlp_swiglu_backward_ref, 0, false},
+     mlp_swiglu_forward_ref, mlp_swiglu_backward_ref, 0, false, NULL},
+    {"permute_0213", {2, 3, 5, 4}, permute_setup, permute_forward, permute_backward,
+     permute_forward_ref, permute_backward_ref, 0, false, NULL},
+    {"permute_0213_tiles", {1, 19, 17, 1}, permute_setup, permute_forward, permute_backward,
+     permute_forward_ref, permute_backward_ref, 0, false, NULL},
+    {"blocks_two_axes", {2, 3, 4, 4, 2, 0}, blocks_setup, blocks_forward, blocks_backward, NULL,
+     NULL, 0, false, blocks_teardown},
+    {"blocks_two_axes_ln_gelu", {1, 3, 3, 4, 2, 1}, blocks_setup, blocks_forward, blocks_backward,
+     NULL, NULL, 0, false, blocks_teardown},
 };
 
 /* ------------------------------ the harness ------------------------------ */
@@ -710,6 +857,7 @@ static void gc_run_row(const gc_row *row) {
     free(g1);
     gc_check_fd(&c, row);
 
+    if (row->teardown) row->teardown(&c);
     for (int b = 0; b < c.nbuf; b++) {
         free(c.buf[b].x);
         free(c.buf[b].g);

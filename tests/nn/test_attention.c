@@ -114,6 +114,63 @@ static void check_nan(void) {
     free(qkv), free(out), free(cache), free(scratch);
 }
 
+/* Key-padding mask: changing the k and v of masked keys changes no output; masked keys get no
+ * gradient; a query whose keys are all masked outputs 0 and passes no gradient; and an unmasked
+ * run differs (the mask is not ignored). */
+static void check_key_mask(bool causal, bool rope) {
+    const int64_t B = 2, T = 70, C = 8, NH = 2; /* T > 64: several causal row blocks */
+    tess_nn_attention_dims d;
+    TESS_TEST_CHECK(tess_nn_attention_dims_init(&d, B, T, C, NH, causal, rope) == TESS_OK, "dims");
+    const int64_t nqkv = B * T * 3 * C, nout = B * T * C;
+    float *qkv = malloc((size_t)nqkv * sizeof(float)), *dqkv = calloc((size_t)nqkv, sizeof(float));
+    float *out0 = malloc((size_t)nout * sizeof(float)), *out1 = malloc((size_t)nout * sizeof(float));
+    float *dout = malloc((size_t)nout * sizeof(float));
+    float *cache = malloc((size_t)tess_nn_attention_cache_size(&d) * sizeof(float));
+    float *scratch = malloc((size_t)tess_nn_attention_scratch_size(&d) * sizeof(float));
+    uint8_t km[2 * 70];
+    /* sequence 0: keys 0..2 and every 5th masked (so causal query 0 has no key); sequence 1: all
+     * masked when bidirectional (no query has a key), keys 10..19 masked when causal */
+    for (int64_t t = 0; t < T; t++) {
+        km[t] = !(t < 3 || t % 5 == 0);
+        km[T + t] = causal ? !(t >= 10 && t < 20) : 0;
+    }
+    nn_test_fill_uniform(qkv, nqkv, 71, 1.0f);
+    nn_test_fill_uniform(dout, nout, 72, 1.0f);
+    tess_nn_attention_forward(out0, cache, scratch, qkv, km, &d);
+    tess_nn_attention_backward(dqkv, scratch, dout, cache, &d);
+    int64_t leaks = 0, nonzero_dead = 0;
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t t = 0; t < T; t++) {
+            const float *g = dqkv + (b * T + t) * 3 * C;
+            if (!km[b * T + t])
+                for (int64_t i = C; i < 3 * C; i++) leaks += g[i] != 0.0f; /* dk, dv of a masked key */
+        }
+    }
+    /* a query without keys: causal sequence 0 query 0..2; bidirectional sequence 1 all */
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t t = 0; t < T; t++) {
+            bool dead = causal ? (b == 0 && t < 3) : b == 1;
+            if (!dead) continue;
+            for (int64_t i = 0; i < C; i++) nonzero_dead += out0[(b * T + t) * C + i] != 0.0f;
+            for (int64_t i = 0; i < C; i++) nonzero_dead += dqkv[(b * T + t) * 3 * C + i] != 0.0f;
+        }
+    }
+    TESS_TEST_CHECK(leaks == 0, "masked keys got %lld nonzero k/v gradients", (long long)leaks);
+    TESS_TEST_CHECK(nonzero_dead == 0, "fully masked queries: %lld nonzero outputs or dq",
+                    (long long)nonzero_dead);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++)
+            if (!km[b * T + t])
+                for (int64_t i = C; i < 3 * C; i++) qkv[(b * T + t) * 3 * C + i] += 5.0f;
+    tess_nn_attention_forward(out1, cache, scratch, qkv, km, &d);
+    TESS_TEST_CHECK(memcmp(out0, out1, (size_t)nout * sizeof(float)) == 0,
+                    "masked keys' k and v changed an output");
+    tess_nn_attention_forward(out1, cache, scratch, qkv, NULL, &d);
+    TESS_TEST_CHECK(memcmp(out0, out1, (size_t)nout * sizeof(float)) != 0,
+                    "the unmasked run must differ");
+    free(qkv), free(dqkv), free(out0), free(out1), free(dout), free(cache), free(scratch);
+}
+
 /* Forward and backward against a PyTorch reference file. */
 static void check_torch(const char *dir, const char *file) {
     char path[1024];
@@ -177,6 +234,9 @@ int main(int argc, char **argv) {
     check_against_ref((shape){2, 17, 8, 1, false, false}, 96, 30.0f, 5e-5);
 
     check_nan();
+    check_key_mask(true, false);
+    check_key_mask(true, true);
+    check_key_mask(false, true);
 
     check_causality(true, false);
     check_causality(true, true);
