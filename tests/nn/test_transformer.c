@@ -182,6 +182,20 @@ static void check_composition(void) {
                     (long long)lo, (long long)hi, h.n);
     tess_tfm_destroy(&m);
     tess_registry_destroy(&reg);
+
+    /* a feed-forward's activation bytes: SwiGLU caches 3 (N,F) arrays, GELU 2 (arena-aligned) */
+    for (int k = 0; k < 2; k++) {
+        tess_nn_ffn *f = NULL;
+        TESS_TEST_CHECK(tess_nn_ffn_dense_create(&f, k ? TESS_NN_FFN_GELU : TESS_NN_FFN_SWIGLU, 8,
+                                                 12, 0.02, 0.01) == TESS_OK, "dense ffn");
+        if (!f) continue;
+        const int64_t want = (k ? 2 : 3) * 5 * 12 * (int64_t)sizeof(float);
+        const int64_t got = tess_nn_ffn_activation_bytes(f, 5);
+        TESS_TEST_CHECK(got >= want && got < want + 3 * 64, "ffn %d: %lld activation bytes, want %lld",
+                        k, (long long)got, (long long)want);
+        tess_nn_ffn_destroy(&f);
+        TESS_TEST_CHECK(f == NULL, "ffn destroy clears the handle");
+    }
 }
 
 int main(int argc, char **argv) {
