@@ -52,12 +52,12 @@ typedef enum {
  * means. A table names every value of its enum exactly once; declare it beside the enum with
  * TESS_OPT_ENUM_TABLE_CHECK so that adding an enum value without a name fails to compile:
  *
- *   typedef enum { TESS_TFM_NORM_RMS = 0, TESS_TFM_NORM_LAYER, TESS_TFM_NORM_COUNT } tess_tfm_norm;
- *   static const tess_opt_enum tess_tfm_norm_names[] = {
- *       {"rmsnorm", TESS_TFM_NORM_RMS}, {"layernorm", TESS_TFM_NORM_LAYER}};
- *   TESS_OPT_ENUM_TABLE_CHECK(tess_tfm_norm_names, TESS_TFM_NORM_COUNT);
- *   ... TESS_OPT_ENUM("norm", "rmsnorm", tess_tfm_norm_names, "normalisation layer") ...
- *   cfg.norm = (tess_tfm_norm)tess_config_enum(c, "model.norm");
+ *   typedef enum { TESS_NN_NORM_RMS = 0, TESS_NN_NORM_LAYER, TESS_NN_NORM_COUNT } tess_nn_norm_kind;
+ *   static const tess_opt_enum tess_nn_norm_kind_names[] = {
+ *       {"rmsnorm", TESS_NN_NORM_RMS}, {"layernorm", TESS_NN_NORM_LAYER}};
+ *   TESS_OPT_ENUM_TABLE_CHECK(tess_nn_norm_kind_names, TESS_NN_NORM_COUNT);
+ *   ... TESS_OPT_ENUM("norm", "rmsnorm", tess_nn_norm_kind_names, "normalisation layer") ...
+ *   cfg.norm = (tess_nn_norm_kind)tess_config_enum(c, "model.norm");
  *
  * The value comes from the table, never from a list position, so the table order is free (it is
  * the order --help lists the names in). */

@@ -258,14 +258,6 @@ tess_status tess_nn_block_carve(tess_nn_block *b, tess_arena *a) {
     return TESS_OK;
 }
 
-int64_t tess_nn_block_activation_bytes(tess_nn_block *b) {
-    tess_arena m;
-    tess_arena_init_measure(&m);
-    /* A measuring arena hands out NULL and never fails; the caller carves the real one later. */
-    if (tess_nn_block_carve(b, &m) != TESS_OK) return -1;
-    return (int64_t)tess_arena_high_water(&m);
-}
-
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 void tess_nn_block_scratch_fit(tess_nn_block_scratch *s, const tess_nn_block *b) {

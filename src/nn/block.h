@@ -154,8 +154,6 @@ tess_status tess_nn_block_carve(tess_nn_block *b, tess_arena *a);
 /* Raise s's sizes to fit b. */
 void tess_nn_block_scratch_fit(tess_nn_block_scratch *s, const tess_nn_block *b);
 tess_status tess_nn_block_scratch_carve(tess_nn_block_scratch *s, tess_arena *a);
-/* Bytes of the block's own activations for its max_B (a dry run of tess_nn_block_carve). */
-int64_t tess_nn_block_activation_bytes(tess_nn_block *b);
 /* out (B,T,C) = block(in (B,T,C)); out must not alias in; in borrowed until backward. Needs the
  * registry finalized. */
 void tess_nn_block_forward(tess_nn_block *b, float *out, const float *in, const uint8_t *kmask,

@@ -53,7 +53,8 @@ struct tess_nn_ffn {
 /* Dispatchers of the operations (add_params sets f->reg). */
 tess_status tess_nn_ffn_add_params(tess_nn_ffn *f, tess_registry *reg, const char *prefix);
 tess_status tess_nn_ffn_carve(tess_nn_ffn *f, tess_arena *a, int64_t max_N);
-/* Bytes carve takes for max_N rows (a dry run on a measuring arena). */
+/* Bytes carve takes for max_N rows: a dry run on a measuring arena, which leaves f's activation
+ * pointers NULL, so call it before the real tess_nn_ffn_carve (or carve again after it). */
 int64_t tess_nn_ffn_activation_bytes(tess_nn_ffn *f, int64_t max_N);
 int64_t tess_nn_ffn_scratch_floats(const tess_nn_ffn *f, int64_t max_N);
 void tess_nn_ffn_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N);

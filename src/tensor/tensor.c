@@ -2,6 +2,7 @@
 #include "tensor/tensor.h"
 
 #include <math.h>
+#include <string.h>
 
 /* Partial sums kept apart so that the compiler may put them in vector lanes. */
 #define TESS_TENSOR_LANES 8
@@ -185,4 +186,66 @@ void tess_tensor_logsoftmax_rows_ref(float *out, const float *in, int64_t N, int
         double lse = m + log(s);
         for (int64_t v = 0; v < V; v++) y[v] = (float)((double)x[v] - lse);
     }
+}
+
+/* Tile edge of the (d1,d2) loop nest: 16 x 16 rows of d3 floats. */
+enum { PERMUTE_TILE = 16 };
+
+void tess_tensor_permute_0213(float *restrict out, const float *restrict in, int64_t d0,
+                              int64_t d1, int64_t d2, int64_t d3) {
+    /* out (d0,d2,d1,d3); in (d0,d1,d2,d3) */
+    const size_t row = (size_t)d3 * sizeof(float);
+    for (int64_t a = 0; a < d0; a++) {
+        const float *src = in + a * d1 * d2 * d3;
+        float *dst = out + a * d1 * d2 * d3;
+        for (int64_t i0 = 0; i0 < d1; i0 += PERMUTE_TILE) {
+            int64_t i1 = i0 + PERMUTE_TILE < d1 ? i0 + PERMUTE_TILE : d1;
+            for (int64_t j0 = 0; j0 < d2; j0 += PERMUTE_TILE) {
+                int64_t j1 = j0 + PERMUTE_TILE < d2 ? j0 + PERMUTE_TILE : d2;
+                for (int64_t i = i0; i < i1; i++)
+                    for (int64_t j = j0; j < j1; j++)
+                        memcpy(dst + (j * d1 + i) * d3, src + (i * d2 + j) * d3, row);
+            }
+        }
+    }
+}
+
+void tess_tensor_permute_0213_backward(float *restrict din, const float *restrict dout,
+                                       int64_t d0, int64_t d1, int64_t d2, int64_t d3) {
+    /* din (d0,d1,d2,d3) +=; dout (d0,d2,d1,d3) */
+    for (int64_t a = 0; a < d0; a++) {
+        float *dst = din + a * d1 * d2 * d3;
+        const float *src = dout + a * d1 * d2 * d3;
+        for (int64_t i0 = 0; i0 < d1; i0 += PERMUTE_TILE) {
+            int64_t i1 = i0 + PERMUTE_TILE < d1 ? i0 + PERMUTE_TILE : d1;
+            for (int64_t j0 = 0; j0 < d2; j0 += PERMUTE_TILE) {
+                int64_t j1 = j0 + PERMUTE_TILE < d2 ? j0 + PERMUTE_TILE : d2;
+                for (int64_t i = i0; i < i1; i++) {
+                    for (int64_t j = j0; j < j1; j++) {
+                        float *d = dst + (i * d2 + j) * d3;
+                        const float *g = src + (j * d1 + i) * d3;
+                        for (int64_t k = 0; k < d3; k++) d[k] += g[k];
+                    }
+                }
+            }
+        }
+    }
+}
+
+void tess_tensor_permute_0213_ref(float *out, const float *in, int64_t d0, int64_t d1, int64_t d2,
+                                  int64_t d3) {
+    for (int64_t a = 0; a < d0; a++)
+        for (int64_t i = 0; i < d1; i++)
+            for (int64_t j = 0; j < d2; j++)
+                for (int64_t k = 0; k < d3; k++)
+                    out[((a * d2 + j) * d1 + i) * d3 + k] = in[((a * d1 + i) * d2 + j) * d3 + k];
+}
+
+void tess_tensor_permute_0213_backward_ref(float *din, const float *dout, int64_t d0, int64_t d1,
+                                           int64_t d2, int64_t d3) {
+    for (int64_t a = 0; a < d0; a++)
+        for (int64_t i = 0; i < d1; i++)
+            for (int64_t j = 0; j < d2; j++)
+                for (int64_t k = 0; k < d3; k++)
+                    din[((a * d1 + i) * d2 + j) * d3 + k] += dout[((a * d2 + j) * d1 + i) * d3 + k];
 }

@@ -59,6 +59,23 @@ void tess_tensor_mul(float *out, const float *a, const float *b, int64_t n);
 void tess_tensor_residual_add(float *out, const float *res, const float *f, int64_t n);
 void tess_tensor_residual_add_backward(float *dres, float *df, const float *dout, int64_t n);
 
+/* ---- permutation of the middle axes ----
+ * out (d0,d2,d1,d3) = in (d0,d1,d2,d3) with axes 1 and 2 swapped: out[a][j][i][:] = in[a][i][j][:].
+ * With (d0,d1,d2,d3) = (B,N,T,C) this turns [B][N][T][C] into [B][T][N][C], so a block can attend
+ * along N as B*T sequences of length N; the same call with (B,T,N,C) turns it back. The backward
+ * is the inverse permutation and ADDS: din (d0,d1,d2,d3) += dout (d0,d2,d1,d3) swapped back.
+ * out must not alias in. Rows of d3 floats are copied whole; the loops are tiled so that the
+ * strided side stays in cache. */
+void tess_tensor_permute_0213(float *out, const float *in, int64_t d0, int64_t d1, int64_t d2,
+                              int64_t d3);
+void tess_tensor_permute_0213_backward(float *din, const float *dout, int64_t d0, int64_t d1,
+                                       int64_t d2, int64_t d3);
+/* The same by plain index arithmetic, element by element: the oracle for tests. */
+void tess_tensor_permute_0213_ref(float *out, const float *in, int64_t d0, int64_t d1, int64_t d2,
+                                  int64_t d3);
+void tess_tensor_permute_0213_backward_ref(float *din, const float *dout, int64_t d0, int64_t d1,
+                                           int64_t d2, int64_t d3);
+
 /* ---- reductions, all (n), accumulated in double ----
  * The fast versions keep 8 independent partial sums (so the loop vectorises without
  * -ffast-math) combined in a fixed order: bitwise reproducible, but not bitwise equal to the

@@ -14,6 +14,9 @@
  *   kinks        true if the op is not differentiable everywhere (ReLU, top-k, max): draw points
  *                away from kinks in setup; FD components whose one-sided slopes disagree
  *                (straddling a kink) are then skipped, at most GC_KINK_SKIP_MAX of each gradient
+ *   teardown     optional (NULL): frees objects setup made (a registry, blocks) after the row
+ *   torch        optional (NULL): name of a PyTorch reference file tests/data/nn_refs/<torch>.txt
+ *                (gen_*.py there). Its "dims" must equal the row's first dims; see CHECK 0.
  *
  * BUFFERS (declare in setup; look up by name in the other callbacks; the harness owns them)
  *   gc_input(c, name, n, lo, hi)   differentiable input or parameter, uniform in [lo, hi);
@@ -29,6 +32,12 @@
  * target to -1, push points away from a kink). gc_has(c, name) tells whether a name exists.
  *
  * WHAT IS CHECKED, per row
+ *   0. with a torch file: every input, constant and id buffer takes the file's section of the
+ *      same name, and the dout of each output X its section "dX"; then forward (and forward_ref)
+ *      must give every output and cache that has a section, and backward (and backward_ref)
+ *      every gradient of an input X that has a section "dX", element by element within
+ *      TESS_REF_ATOL + TESS_REF_RTOL |want| (tests/tess_ref.h). Every section must be used
+ *      ("eps" must equal GC_NORM_EPS). The checks below then run on the file's values.
  *   1. forward vs forward_ref (if given): normalised error of every output <= GC_TOL_REF;
  *   2. backward accumulates: a second call adds the same again (g2 = 2 g1, error <= GC_TOL_ACC);
  *   3. backward vs backward_ref (if given): every gradient within GC_TOL_REF;
@@ -37,8 +46,10 @@
  *      backward gradient by ||g - g_fd|| / max(||g||, ||g_fd||, GC_TINY) <= tol.
  *
  * ADDING A ROW: write <layer>_setup/_forward/_backward (and _ref ones if the layer has them)
- * next to the existing ones, include the layer's header, and append one line to gc_rows[].
- * Run one row with: gradcheck <name>. Draw inputs of order 1 (the step and tolerances assume it).
+ * next to the existing ones, include the layer's header, and append one line to gc_rows[]; for
+ * PyTorch values, generate a file with the buffers' names and add a row with .torch set.
+ * The reference files' directory is argv[1].
+ * Run one row with: gradcheck <refs dir> <name>. Draw inputs of order 1 (the step and tolerances assume it).
  * ---------------------------------------------------------------------------------------------
  *
  * Randomness: Philox4x32-10 (Random123) keyed by (GC_SEED, hash of the row name) with the counter
@@ -52,12 +63,14 @@
 
 #include "nn/activation.h" /* tess_nn_gelu_*, tess_nn_silu_* */
 #include "nn/attention.h"  /* tess_nn_attention_* */
+#include "nn/block.h"      /* tess_nn_block_* */
 #include "nn/embedding.h"  /* tess_nn_embedding_* */
 #include "nn/linear.h"     /* tess_nn_linear_* */
 #include "nn/loss.h"       /* tess_nn_crossentropy_*, tess_nn_mse_* */
 #include "nn/mlp.h"        /* tess_nn_mlp_* */
 #include "nn/norm.h"       /* tess_nn_rmsnorm_*, tess_nn_layernorm_* */
 #include "tensor/tensor.h" /* tess_tensor_residual_add* */
+#include "tess_ref.h" /* tess_ref_* */
 #include "tess_test.h"
 
 /* Central-difference step. L is formed from fp32 outputs, so it carries rounding noise
@@ -79,8 +92,10 @@
 #define GC_KINK_REL 0.25
 #define GC_KINK_SKIP_MAX 0.1
 #define GC_SEED 20240611u
-#define GC_MAX_BUFS 24
+#define GC_MAX_BUFS 32
 #define GC_MAX_DIMS 8
+/* The eps of the norm rows (and of the PyTorch references). */
+#define GC_NORM_EPS 1e-5f
 
 typedef enum { GC_INPUT, GC_CONST, GC_IDS, GC_OUTPUT, GC_CACHE, GC_WORK } gc_kind;
 
@@ -110,6 +125,8 @@ typedef struct {
     void (*backward_ref)(gc_ctx *c);
     double tol;
     bool kinks;
+    void (*teardown)(gc_ctx *c); /* optional: frees what setup made beyond the harness's buffers */
+    const char *torch;           /* optional: PyTorch reference file (CHECK 0) */
 } gc_row;
 
 /* ---- the harness's buffer API (used by rows; inline so that unused ones do not warn) ---- */
@@ -262,7 +279,7 @@ static void embedding_backward(gc_ctx *c) {
                                c->dims[1], c->dims[2]);
 }
 
-/* rmsnorm: dims {N, C}; eps 1e-5 */
+/* rmsnorm: dims {N, C}; eps GC_NORM_EPS */
 static void rmsnorm_setup(gc_ctx *c) {
     int64_t N = c->dims[0], C = c->dims[1];
     gc_input(c, "in", N * C, -1, 1);
@@ -272,11 +289,11 @@ static void rmsnorm_setup(gc_ctx *c) {
 }
 static void rmsnorm_forward(gc_ctx *c) {
     tess_nn_rmsnorm_forward(gc_x(c, "out"), gc_x(c, "rstd"), gc_x(c, "in"), gc_x(c, "w"),
-                            c->dims[0], c->dims[1], 1e-5f);
+                            c->dims[0], c->dims[1], GC_NORM_EPS);
 }
 static void rmsnorm_forward_ref(gc_ctx *c) {
     tess_nn_rmsnorm_forward_ref(gc_x(c, "out"), gc_x(c, "rstd"), gc_x(c, "in"), gc_x(c, "w"),
-                                c->dims[0], c->dims[1], 1e-5f);
+                                c->dims[0], c->dims[1], GC_NORM_EPS);
 }
 static void rmsnorm_backward(gc_ctx *c) {
     tess_nn_rmsnorm_backward(gc_g(c, "in"), gc_g(c, "w"), gc_g(c, "out"), gc_x(c, "in"),
@@ -287,7 +304,7 @@ static void rmsnorm_backward_ref(gc_ctx *c) {
                                  gc_x(c, "w"), gc_x(c, "rstd"), c->dims[0], c->dims[1]);
 }
 
-/* layernorm: dims {N, C, has_bias}; eps 1e-5 */
+/* layernorm: dims {N, C, has_bias}; eps GC_NORM_EPS */
 static void layernorm_setup(gc_ctx *c) {
     int64_t N = c->dims[0], C = c->dims[1];
     gc_input(c, "in", N * C, -1, 1);
@@ -300,13 +317,13 @@ static void layernorm_setup(gc_ctx *c) {
 static void layernorm_forward(gc_ctx *c) {
     tess_nn_layernorm_forward(gc_x(c, "out"), gc_x(c, "mean"), gc_x(c, "rstd"), gc_x(c, "in"),
                               gc_x(c, "w"), gc_has(c, "b") ? gc_x(c, "b") : NULL, c->dims[0],
-                              c->dims[1], 1e-5f);
+                              c->dims[1], GC_NORM_EPS);
 }
 static void layernorm_forward_ref(gc_ctx *c) {
     tess_nn_layernorm_forward_ref(gc_x(c, "out"), gc_x(c, "mean"), gc_x(c, "rstd"),
                                   gc_x(c, "in"), gc_x(c, "w"),
                                   gc_has(c, "b") ? gc_x(c, "b") : NULL, c->dims[0], c->dims[1],
-                                  1e-5f);
+                                  GC_NORM_EPS);
 }
 static void layernorm_backward(gc_ctx *c) {
     tess_nn_layernorm_backward(gc_g(c, "in"), gc_g(c, "w"), gc_has(c, "b") ? gc_g(c, "b") : NULL,
@@ -508,45 +525,216 @@ static void mlp_swiglu_forward_ref(gc_ctx *c) { mlp_swiglu_run_forward(c, true);
 static void mlp_swiglu_backward(gc_ctx *c) { mlp_swiglu_run_backward(c, false); }
 static void mlp_swiglu_backward_ref(gc_ctx *c) { mlp_swiglu_run_backward(c, true); }
 
+/* permute_0213: dims {d0, d1, d2, d3}: out (d0,d2,d1,d3) = in (d0,d1,d2,d3) axes 1, 2 swapped */
+static void permute_setup(gc_ctx *c) {
+    const int64_t n = c->dims[0] * c->dims[1] * c->dims[2] * c->dims[3];
+    gc_input(c, "in", n, -1, 1);
+    gc_output(c, "out", n);
+}
+static void permute_forward(gc_ctx *c) {
+    tess_tensor_permute_0213(gc_x(c, "out"), gc_x(c, "in"), c->dims[0], c->dims[1], c->dims[2],
+                             c->dims[3]);
+}
+static void permute_forward_ref(gc_ctx *c) {
+    tess_tensor_permute_0213_ref(gc_x(c, "out"), gc_x(c, "in"), c->dims[0], c->dims[1],
+                                 c->dims[2], c->dims[3]);
+}
+static void permute_backward(gc_ctx *c) {
+    tess_tensor_permute_0213_backward(gc_g(c, "in"), gc_g(c, "out"), c->dims[0], c->dims[1],
+                                      c->dims[2], c->dims[3]);
+}
+static void permute_backward_ref(gc_ctx *c) {
+    tess_tensor_permute_0213_backward_ref(gc_g(c, "in"), gc_g(c, "out"), c->dims[0], c->dims[1],
+                                          c->dims[2], c->dims[3]);
+}
+
+/* blocks_two_axes: dims {B, NN, T, C, NH, layernorm+gelu}: the calcium-model composition on
+ * continuous input x [B][NN][T][C]: a causal RoPE block over time (B*NN sequences of T), the
+ * permutation to [B][T][NN][C], a bidirectional block over the NN neurons (B*T sequences) with a
+ * key-padding mask (neuron NN-1 of batch 0 is padding), and the permutation back. Every
+ * registry entry of the two blocks is a gc_input: forward copies them into the registry, backward
+ * copies the registry's gradients out. */
+static struct {
+    tess_registry *reg;
+    tess_nn_block *time, *neuron;
+    tess_nn_block_scratch scr;
+    tess_arena arena;
+    uint8_t *kmask; /* (B*T, NN) */
+} gc_blk;
+
+static tess_status blocks_build(const gc_ctx *c) {
+    const int64_t B = c->dims[0], NN = c->dims[1], T = c->dims[2], C = c->dims[3];
+    const bool ln = c->dims[5] != 0;
+    const tess_nn_block_config tc = {.T = T, .C = C, .NH = c->dims[4],
+                                     .norm = ln ? TESS_NN_NORM_LAYER : TESS_NN_NORM_RMS,
+                                     .norm_eps = 1e-5f, .causal = true, .rope = true,
+                                     .rope_base = 10000.0f, .std = 0.02, .out_std = 0.01};
+    tess_nn_block_config nc = tc;
+    nc.T = NN;
+    nc.causal = false;
+    nc.rope = false;
+    const tess_nn_ffn_kind fk = ln ? TESS_NN_FFN_GELU : TESS_NN_FFN_SWIGLU;
+    tess_nn_ffn *f1 = NULL, *f2 = NULL;
+    TESS_CHECK(tess_registry_create(&gc_blk.reg));
+    TESS_CHECK(tess_nn_ffn_dense_create(&f1, fk, C, 2 * C, 0.02, 0.01));
+    TESS_CHECK(tess_nn_block_create(&gc_blk.time, &tc, B * NN, f1));
+    TESS_CHECK(tess_nn_ffn_dense_create(&f2, fk, C, 2 * C, 0.02, 0.01));
+    TESS_CHECK(tess_nn_block_create(&gc_blk.neuron, &nc, B * T, f2));
+    TESS_CHECK(tess_nn_block_add_params(gc_blk.time, gc_blk.reg, "time"));
+    TESS_CHECK(tess_nn_block_add_params(gc_blk.neuron, gc_blk.reg, "neuron"));
+    TESS_CHECK(tess_registry_finalize(gc_blk.reg));
+    tess_nn_block_scratch_fit(&gc_blk.scr, gc_blk.time);
+    tess_nn_block_scratch_fit(&gc_blk.scr, gc_blk.neuron);
+    for (int pass = 0; pass < 2; pass++) { /* measure, then carve for real */
+        tess_arena a;
+        if (pass == 0) tess_arena_init_measure(&a);
+        tess_arena *ap = pass == 0 ? &a : &gc_blk.arena;
+        TESS_CHECK(tess_nn_block_carve(gc_blk.time, ap));
+        TESS_CHECK(tess_nn_block_carve(gc_blk.neuron, ap));
+        TESS_CHECK(tess_nn_block_scratch_carve(&gc_blk.scr, ap));
+        if (pass == 0) TESS_CHECK(tess_arena_init(&gc_blk.arena, tess_arena_high_water(&a)));
+    }
+    gc_blk.kmask = malloc((size_t)(B * T * NN));
+    TESS_REQUIRE(gc_blk.kmask, TESS_ERR_MEM, "mask");
+    for (int64_t r = 0; r < B * T; r++)
+        for (int64_t n = 0; n < NN; n++) gc_blk.kmask[r * NN + n] = !(r < T && n == NN - 1);
+    return TESS_OK;
+}
+static void blocks_setup(gc_ctx *c) {
+    const int64_t n = c->dims[0] * c->dims[1] * c->dims[2] * c->dims[3];
+    if (blocks_build(c) != TESS_OK) gc_die(tess_error_text(), "blocks_two_axes");
+    gc_input(c, "x", n, -1, 1);
+    for (int64_t i = 0; i < tess_registry_count(gc_blk.reg); i++) {
+        const tess_registry_entry *e = tess_registry_get(gc_blk.reg, i);
+        /* Norm gains near 1, weights in [-0.5, 0.5): two stacked blocks with weights of order 1
+         * make L so curved that the central difference's truncation error (h^2 times the third
+         * derivative) alone reaches 5e-3; it fell 26x when the weights were halved, which a
+         * wrong term would not do. */
+        bool gain = e->init.kind == TESS_INIT_CONST;
+        gc_input(c, e->name, e->local_count, gain ? 0.5 : -0.5, gain ? 1.5 : 0.5);
+    }
+    gc_cache(c, "y1", n);
+    gc_cache(c, "p", n);
+    gc_cache(c, "y2", n);
+    gc_work(c, "dy2", n);
+    gc_work(c, "dy1", n);
+    gc_output(c, "out", n);
+}
+static void blocks_forward(gc_ctx *c) {
+    const int64_t B = c->dims[0], NN = c->dims[1], T = c->dims[2], C = c->dims[3];
+    for (int64_t i = 0; i < tess_registry_count(gc_blk.reg); i++) {
+        const tess_registry_entry *e = tess_registry_get(gc_blk.reg, i);
+        memcpy(tess_registry_param(gc_blk.reg, i), gc_x(c, e->name),
+               (size_t)e->local_count * sizeof(float));
+    }
+    tess_nn_block_forward(gc_blk.time, gc_x(c, "y1"), gc_x(c, "x"), NULL, B * NN, &gc_blk.scr);
+    tess_tensor_permute_0213(gc_x(c, "p"), gc_x(c, "y1"), B, NN, T, C);
+    tess_nn_block_forward(gc_blk.neuron, gc_x(c, "y2"), gc_x(c, "p"), gc_blk.kmask, B * T,
+                          &gc_blk.scr);
+    tess_tensor_permute_0213(gc_x(c, "out"), gc_x(c, "y2"), B, T, NN, C);
+}
+static void blocks_backward(gc_ctx *c) {
+    const int64_t B = c->dims[0], NN = c->dims[1], T = c->dims[2], C = c->dims[3];
+    const int64_t n = B * NN * T * C;
+    tess_registry_zero_grads(gc_blk.reg);
+    float *dy2 = gc_x(c, "dy2"), *dy1 = gc_x(c, "dy1");
+    tess_tensor_permute_0213_backward(dy2, gc_g(c, "out"), B, T, NN, C);
+    tess_nn_block_backward(gc_blk.neuron, dy2, &gc_blk.scr);
+    tess_tensor_permute_0213_backward(dy1, dy2, B, NN, T, C);
+    tess_nn_block_backward(gc_blk.time, dy1, &gc_blk.scr);
+    float *dx = gc_g(c, "x");
+    for (int64_t i = 0; i < n; i++) dx[i] += dy1[i];
+    for (int64_t i = 0; i < tess_registry_count(gc_blk.reg); i++) {
+        const tess_registry_entry *e = tess_registry_get(gc_blk.reg, i);
+        const float *g = tess_registry_grad(gc_blk.reg, i);
+        float *dst = gc_g(c, e->name);
+        for (int64_t j = 0; j < e->local_count; j++) dst[j] += g[j];
+    }
+}
+static void blocks_teardown(gc_ctx *c) {
+    tess_nn_block_destroy(&gc_blk.time);
+    tess_nn_block_destroy(&gc_blk.neuron);
+    tess_registry_destroy(&gc_blk.reg);
+    tess_arena_free(&gc_blk.arena);
+    free(gc_blk.kmask);
+    gc_blk.kmask = NULL;
+    gc_blk.scr = (tess_nn_block_scratch){0};
+}
+
 /* THE TABLE. Append rows at the end; keep shapes small (FD costs 2 forwards per input element). */
 static const gc_row gc_rows[] = {
     {"linear", {5, 7, 4, 1}, linear_setup, linear_forward, linear_backward, linear_forward_ref,
-     linear_backward_ref, 0, false},
+     linear_backward_ref, 0, false, NULL, NULL},
     {"linear_nobias", {3, 9, 6, 0}, linear_setup, linear_forward, linear_backward,
-     linear_forward_ref, linear_backward_ref, 0, false},
+     linear_forward_ref, linear_backward_ref, 0, false, NULL, NULL},
     {"embedding", {9, 5, 4}, embedding_setup, embedding_forward, embedding_backward, NULL, NULL,
-     0, false},
+     0, false, NULL, NULL},
     {"rmsnorm", {4, 11}, rmsnorm_setup, rmsnorm_forward, rmsnorm_backward, rmsnorm_forward_ref,
-     rmsnorm_backward_ref, 0, false},
+     rmsnorm_backward_ref, 0, false, NULL, NULL},
     {"layernorm", {4, 11, 1}, layernorm_setup, layernorm_forward, layernorm_backward,
-     layernorm_forward_ref, layernorm_backward_ref, 0, false},
+     layernorm_forward_ref, layernorm_backward_ref, 0, false, NULL, NULL},
     {"layernorm_nobias", {3, 8, 0}, layernorm_setup, layernorm_forward, layernorm_backward,
-     layernorm_forward_ref, layernorm_backward_ref, 0, false},
+     layernorm_forward_ref, layernorm_backward_ref, 0, false, NULL, NULL},
     {"crossentropy", {5, 7}, crossentropy_setup, crossentropy_forward, crossentropy_backward, NULL,
-     NULL, 0, false},
-    {"mse", {13}, mse_setup, mse_forward, mse_backward, NULL, NULL, 0, false},
-    {"gelu", {37}, act_setup, gelu_forward, gelu_backward, NULL, NULL, 0, false},
-    {"silu", {37}, act_setup, silu_forward, silu_backward, NULL, NULL, 0, false},
+     NULL, 0, false, NULL, NULL},
+    {"mse", {13}, mse_setup, mse_forward, mse_backward, NULL, NULL, 0, false, NULL, NULL},
+    {"gelu", {37}, act_setup, gelu_forward, gelu_backward, NULL, NULL, 0, false, NULL, NULL},
+    {"silu", {37}, act_setup, silu_forward, silu_backward, NULL, NULL, 0, false, NULL, NULL},
     {"residual_add", {17}, residual_setup, residual_forward, residual_backward, NULL, NULL, 0,
-     false},
+     false, NULL, NULL},
     {"attention_causal", {2, 5, 8, 2, 1, 0}, attention_setup, attention_forward,
-     attention_backward, attention_forward_ref, attention_backward_ref, 0, false},
+     attention_backward, attention_forward_ref, attention_backward_ref, 0, false, NULL, NULL},
     {"attention_bidir_rope", {1, 6, 12, 2, 0, 1}, attention_setup, attention_forward,
-     attention_backward, attention_forward_ref, attention_backward_ref, 0, false},
+     attention_backward, attention_forward_ref, attention_backward_ref, 0, false, NULL, NULL},
     {"attention_causal_rope_blocks", {1, 67, 4, 2, 1, 1}, attention_setup, attention_forward,
-     attention_backward, attention_forward_ref, attention_backward_ref, 0, false},
+     attention_backward, attention_forward_ref, attention_backward_ref, 0, false, NULL, NULL},
     {"attention_causal_mask", {2, 5, 8, 2, 1, 1, 1}, attention_setup, attention_forward,
-     attention_backward, attention_forward_ref, attention_backward_ref, 0, false},
+     attention_backward, attention_forward_ref, attention_backward_ref, 0, false, NULL, NULL},
     {"attention_bidir_rope_mask", {3, 6, 12, 2, 0, 1, 2}, attention_setup, attention_forward,
-     attention_backward, attention_forward_ref, attention_backward_ref, 0, false},
+     attention_backward, attention_forward_ref, attention_backward_ref, 0, false, NULL, NULL},
     {"attention_causal_mask_blocks", {1, 67, 4, 2, 1, 1, 1}, attention_setup, attention_forward,
-     attention_backward, attention_forward_ref, attention_backward_ref, 0, false},
+     attention_backward, attention_forward_ref, attention_backward_ref, 0, false, NULL, NULL},
     {"mlp_gelu", {4, 6, 10, 1}, mlp_gelu_setup, mlp_gelu_forward, mlp_gelu_backward,
-     mlp_gelu_forward_ref, mlp_gelu_backward_ref, 0, false},
+     mlp_gelu_forward_ref, mlp_gelu_backward_ref, 0, false, NULL, NULL},
     {"mlp_gelu_nobias", {3, 5, 7, 0}, mlp_gelu_setup, mlp_gelu_forward, mlp_gelu_backward,
-     mlp_gelu_forward_ref, mlp_gelu_backward_ref, 0, false},
+     mlp_gelu_forward_ref, mlp_gelu_backward_ref, 0, false, NULL, NULL},
     {"mlp_swiglu", {4, 6, 10}, mlp_swiglu_setup, mlp_swiglu_forward, mlp_swiglu_backward,
-     mlp_swiglu_forward_ref, mlp_swiglu_backward_ref, 0, false},
+     mlp_swiglu_forward_ref, mlp_swiglu_backward_ref, 0, false, NULL, NULL},
+    {"permute_0213", {2, 3, 5, 4}, permute_setup, permute_forward, permute_backward,
+     permute_forward_ref, permute_backward_ref, 0, false, NULL, NULL},
+    {"permute_0213_tiles", {1, 19, 17, 1}, permute_setup, permute_forward, permute_backward,
+     permute_forward_ref, permute_backward_ref, 0, false, NULL, NULL},
+    {"blocks_two_axes", {2, 3, 4, 4, 2, 0}, blocks_setup, blocks_forward, blocks_backward, NULL,
+     NULL, 0, false, blocks_teardown, NULL},
+    {"blocks_two_axes_ln_gelu", {1, 3, 3, 4, 2, 1}, blocks_setup, blocks_forward, blocks_backward,
+     NULL, NULL, 0, false, blocks_teardown, NULL},
+    /* PyTorch references: dims as in the files (gen_refs.py, gen_attn_mlp_refs.py) */
+    {.name = "linear_torch", .dims = {4, 8, 6, 1}, linear_setup, linear_forward, linear_backward,
+     linear_forward_ref, linear_backward_ref, .torch = "linear"},
+    {.name = "embedding_torch", .dims = {7, 5, 4}, embedding_setup, embedding_forward,
+     embedding_backward, .torch = "embedding"},
+    {.name = "rmsnorm_torch", .dims = {3, 16}, rmsnorm_setup, rmsnorm_forward, rmsnorm_backward,
+     rmsnorm_forward_ref, rmsnorm_backward_ref, .torch = "rmsnorm"},
+    {.name = "layernorm_torch", .dims = {3, 16, 1}, layernorm_setup, layernorm_forward,
+     layernorm_backward, layernorm_forward_ref, layernorm_backward_ref, .torch = "layernorm"},
+    {.name = "crossentropy_torch", .dims = {6, 9}, crossentropy_setup, crossentropy_forward,
+     crossentropy_backward, .torch = "crossentropy"},
+    {.name = "mse_torch", .dims = {20}, mse_setup, mse_forward, mse_backward, .torch = "mse"},
+    {.name = "gelu_torch", .dims = {32}, act_setup, gelu_forward, gelu_backward, .torch = "gelu"},
+    {.name = "silu_torch", .dims = {32}, act_setup, silu_forward, silu_backward, .torch = "silu"},
+    {.name = "attention_causal_torch", .dims = {2, 5, 8, 2, 1, 0}, attention_setup,
+     attention_forward, attention_backward, attention_forward_ref, attention_backward_ref,
+     .torch = "attention_causal"},
+    {.name = "attention_bidir_rope_torch", .dims = {1, 6, 12, 2, 0, 1}, attention_setup,
+     attention_forward, attention_backward, attention_forward_ref, attention_backward_ref,
+     .torch = "attention_bidir_rope"},
+    {.name = "attention_causal_rope_torch", .dims = {2, 9, 16, 4, 1, 1}, attention_setup,
+     attention_forward, attention_backward, attention_forward_ref, attention_backward_ref,
+     .torch = "attention_causal_rope"},
+    {.name = "mlp_gelu_torch", .dims = {5, 6, 12, 1}, mlp_gelu_setup, mlp_gelu_forward,
+     mlp_gelu_backward, mlp_gelu_forward_ref, mlp_gelu_backward_ref, .torch = "mlp_gelu"},
+    {.name = "mlp_swiglu_torch", .dims = {5, 6, 10}, mlp_swiglu_setup, mlp_swiglu_forward,
+     mlp_swiglu_backward, mlp_swiglu_forward_ref, mlp_swiglu_backward_ref, .torch = "mlp_swiglu"},
 };
 
 /* ------------------------------ the harness ------------------------------ */
@@ -671,9 +859,76 @@ static void gc_check_fd(gc_ctx *c, const gc_row *row) {
     }
 }
 
-static void gc_run_row(const gc_row *row) {
+/* Buffers of one kind against the file: values (or gradients, as section "d<name>"); buffers
+ * without a section are skipped. */
+static void gc_torch_compare(gc_ctx *c, tess_ref_file *r, gc_kind kind, bool grad,
+                             const char *variant) {
+    for (int b = 0; b < c->nbuf; b++) {
+        gc_buf *B = &c->buf[b];
+        if (B->kind != kind) continue;
+        char sec[64];
+        snprintf(sec, sizeof sec, "%s%s", grad ? "d" : "", B->name);
+        tess_ref_section *s = tess_ref_find(r, sec, B->n);
+        if (s) tess_ref_compare(r, s, grad ? B->g : B->x, variant);
+    }
+}
+
+/* CHECK 0: load the row's PyTorch file into the buffers and compare (see the header). */
+static void gc_check_torch(gc_ctx *c, const gc_row *row, const char *dir) {
+    tess_ref_file r;
+    if (tess_ref_load(&r, dir, row->torch)) return;
+    bool ok = true;
+    for (int s = 0; s < r.nsec; s++) {
+        if (strcmp(r.sec[s].name, "dims") != 0) continue;
+        r.sec[s].used = true;
+        for (int64_t k = 0; k < r.sec[s].n; k++) ok = ok && r.sec[s].i[k] == row->dims[k];
+        TESS_TEST_CHECK(ok, "%s: dims of %s.txt differ from the row's", row->name, row->torch);
+    }
+    tess_ref_section *eps = tess_ref_find(&r, "eps", 1);
+    TESS_TEST_CHECK(!eps || eps->f[0] == GC_NORM_EPS, "%s: eps %g in the file", row->name,
+                    eps ? (double)eps->f[0] : 0.0);
+    for (int b = 0; ok && b < c->nbuf; b++) { /* the file's inputs and douts */
+        gc_buf *B = &c->buf[b];
+        char sec[64];
+        bool in = B->kind == GC_INPUT || B->kind == GC_CONST || B->kind == GC_IDS;
+        if (!in && B->kind != GC_OUTPUT) continue;
+        snprintf(sec, sizeof sec, "%s%s", in ? "" : "d", B->name);
+        tess_ref_section *s = tess_ref_find(&r, sec, B->n);
+        TESS_TEST_CHECK(s != NULL, "%s: %s.txt has no section %s (%lld values)", row->name,
+                        row->torch, sec, (long long)B->n);
+        ok = s != NULL;
+        if (!s) break;
+        if (B->kind == GC_IDS)
+            memcpy(B->ids, s->i, (size_t)B->n * sizeof(int32_t));
+        else
+            memcpy(B->kind == GC_OUTPUT ? B->g : B->x, s->f, (size_t)B->n * sizeof(float));
+    }
+    for (int pass = 0; ok && pass < 2; pass++) {
+        void (*fwd)(gc_ctx *) = pass ? row->forward_ref : row->forward;
+        void (*bwd)(gc_ctx *) = pass ? row->backward_ref : row->backward;
+        const char *variant = pass ? "_ref" : "fast";
+        if (fwd) {
+            fwd(c);
+            gc_torch_compare(c, &r, GC_OUTPUT, false, variant);
+            gc_torch_compare(c, &r, GC_CACHE, false, variant);
+        }
+        if (bwd) {
+            row->forward(c); /* the caches the backward reads */
+            gc_zero_grads(c);
+            bwd(c);
+            gc_torch_compare(c, &r, GC_INPUT, true, variant);
+        }
+    }
+    for (int s = 0; ok && s < r.nsec; s++)
+        TESS_TEST_CHECK(r.sec[s].used, "%s: section %s of %s.txt is checked by nothing", row->name,
+                        r.sec[s].name, row->torch);
+    tess_ref_free(&r);
+}
+
+static void gc_run_row(const gc_row *row, const char *torch_dir) {
     gc_ctx c = {.dims = row->dims, .key = gc_hash(row->name)};
     row->setup(&c);
+    if (row->torch) gc_check_torch(&c, row, torch_dir);
 
     /* 1. fast forward vs the reference forward */
     row->forward(&c);
@@ -710,6 +965,7 @@ static void gc_run_row(const gc_row *row) {
     free(g1);
     gc_check_fd(&c, row);
 
+    if (row->teardown) row->teardown(&c);
     for (int b = 0; b < c.nbuf; b++) {
         free(c.buf[b].x);
         free(c.buf[b].g);
@@ -719,11 +975,12 @@ static void gc_run_row(const gc_row *row) {
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
-    const char *only = argc > 1 ? argv[1] : NULL;
+    TESS_TEST_CHECK(argc >= 2, "usage: gradcheck <tests/data/nn_refs dir> [row]");
+    const char *dir = argc > 1 ? argv[1] : ".", *only = argc > 2 ? argv[2] : NULL;
     int ran = 0;
     for (size_t r = 0; r < sizeof gc_rows / sizeof gc_rows[0]; r++) {
         if (only && strcmp(only, gc_rows[r].name) != 0) continue;
-        gc_run_row(&gc_rows[r]);
+        gc_run_row(&gc_rows[r], dir);
         ran++;
     }
     TESS_TEST_CHECK(ran > 0, "no row named '%s'", only ? only : "");

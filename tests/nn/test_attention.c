@@ -1,12 +1,12 @@
 /* test_attention.c - multi-head self-attention: the fast kernels against the reference on small
  * odd shapes (causal and not, RoPE and not, one and several heads, T across the causal row-block
- * size), backward accumulation, causality, argument checks, and PyTorch values stored in
- * tests/data/nn_refs (directory given as argv[1]). */
+ * size), backward accumulation, causality, the key-padding mask and argument checks. The PyTorch
+ * values are checked by the gradcheck table (tests/gradcheck). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "nn/attention.h" /* tess_nn_attention_* */
-#include "nn_test_util.h" /* nn_test_fill_uniform, nn_test_rel_err, nn_test_read_section */
+#include "tess_ref.h"       /* tess_ref_fill_uniform, tess_ref_rel_err */
 #include "tess_test.h"
 
 typedef struct {
@@ -33,10 +33,10 @@ static void check_against_ref(shape s, uint32_t seed, float amp, double tol) {
     float *att = malloc((size_t)natt * sizeof(float)), *datt = malloc((size_t)natt * sizeof(float));
     float *cache = malloc((size_t)tess_nn_attention_cache_size(&d) * sizeof(float));
     float *scratch = malloc((size_t)tess_nn_attention_scratch_size(&d) * sizeof(float));
-    nn_test_fill_uniform(qkv, nqkv, seed, 1.0f);
+    tess_ref_fill_uniform(qkv, nqkv, seed, 1.0f);
     for (int64_t i = 0; i < nqkv; i++) qkv[i] *= amp;
-    nn_test_fill_uniform(dout, nout, seed + 1, 1.0f);
-    nn_test_fill_uniform(dqkv, nqkv, seed + 2, 1.0f); /* nonzero start: backward must add */
+    tess_ref_fill_uniform(dout, nout, seed + 1, 1.0f);
+    tess_ref_fill_uniform(dqkv, nqkv, seed + 2, 1.0f); /* nonzero start: backward must add */
     memcpy(dqkv_ref, dqkv, (size_t)nqkv * sizeof(float));
 
     tess_nn_attention_forward(out, cache, scratch, qkv, NULL, &d);
@@ -46,7 +46,7 @@ static void check_against_ref(shape s, uint32_t seed, float amp, double tol) {
     char what[160];
     snprintf(what, sizeof what, "B=%lld T=%lld C=%lld NH=%lld causal=%d rope=%d", (long long)s.B,
              (long long)s.T, (long long)s.C, (long long)s.NH, s.causal, s.rope);
-    double ef = nn_test_rel_err(out, out_ref, nout), eb = nn_test_rel_err(dqkv, dqkv_ref, nqkv);
+    double ef = tess_ref_rel_err(out, out_ref, nout), eb = tess_ref_rel_err(dqkv, dqkv_ref, nqkv);
     TESS_TEST_CHECK(ef < tol, "forward vs ref, %s: rel err %.3g", what, ef);
     TESS_TEST_CHECK(eb < tol, "backward vs ref, %s: rel err %.3g", what, eb);
 
@@ -57,7 +57,7 @@ static void check_against_ref(shape s, uint32_t seed, float amp, double tol) {
     tess_nn_attention_backward(dqkv_twice, scratch, dout, cache, &d);
     tess_nn_attention_backward(dqkv_twice, scratch, dout, cache, &d);
     for (int64_t i = 0; i < nqkv; i++) dqkv[i] *= 2.0f;
-    double ea = nn_test_rel_err(dqkv_twice, dqkv, nqkv);
+    double ea = tess_ref_rel_err(dqkv_twice, dqkv, nqkv);
     TESS_TEST_CHECK(ea < 1e-6, "backward accumulates, %s: rel err %.3g", what, ea);
 
     free(qkv), free(dout), free(out), free(out_ref), free(dqkv), free(dqkv_ref), free(dqkv_twice);
@@ -76,7 +76,7 @@ static void check_causality(bool causal, bool rope) {
     float *out1 = malloc((size_t)(B * T * C) * sizeof(float));
     float *cache = malloc((size_t)tess_nn_attention_cache_size(&d) * sizeof(float));
     float *scratch = malloc((size_t)tess_nn_attention_scratch_size(&d) * sizeof(float));
-    nn_test_fill_uniform(qkv, B * T * 3 * C, 77, 1.0f);
+    tess_ref_fill_uniform(qkv, B * T * 3 * C, 77, 1.0f);
     tess_nn_attention_forward(out0, cache, scratch, qkv, NULL, &d);
     for (int64_t i = (t + 1) * 3 * C; i < T * 3 * C; i++) qkv[i] = -3.0f * qkv[i] + 0.5f;
     tess_nn_attention_forward(out1, cache, scratch, qkv, NULL, &d);
@@ -102,7 +102,7 @@ static void check_nan(void) {
     float *out = malloc((size_t)(B * T * C) * sizeof(float));
     float *cache = malloc((size_t)tess_nn_attention_cache_size(&d) * sizeof(float));
     float *scratch = malloc((size_t)tess_nn_attention_scratch_size(&d) * sizeof(float));
-    nn_test_fill_uniform(qkv, B * T * 3 * C, 55, 1.0f);
+    tess_ref_fill_uniform(qkv, B * T * 3 * C, 55, 1.0f);
     qkv[t * 3 * C] = -NAN; /* q of token t, head 0; x86 makes negative NaNs */
     tess_nn_attention_forward(out, cache, scratch, qkv, NULL, &d);
     TESS_TEST_CHECK(isnan(out[t * C]) && !isnan(out[(t - 1) * C]) && !isnan(out[t * C + C / NH]),
@@ -114,39 +114,61 @@ static void check_nan(void) {
     free(qkv), free(out), free(cache), free(scratch);
 }
 
-/* Forward and backward against a PyTorch reference file. */
-static void check_torch(const char *dir, const char *file) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    float dims[6];
-    if (nn_test_read_section(path, "dims", dims, 6) != 0) {
-        TESS_TEST_CHECK(0, "cannot read %s", path);
-        return;
-    }
+/* Key-padding mask: changing the k and v of masked keys changes no output; masked keys get no
+ * gradient; a query whose keys are all masked outputs 0 and passes no gradient; and an unmasked
+ * run differs (the mask is not ignored). */
+static void check_key_mask(bool causal, bool rope) {
+    const int64_t B = 2, T = 70, C = 8, NH = 2; /* T > 64: several causal row blocks */
     tess_nn_attention_dims d;
-    TESS_TEST_CHECK(tess_nn_attention_dims_init(&d, (int64_t)dims[0], (int64_t)dims[1],
-                                                (int64_t)dims[2], (int64_t)dims[3],
-                                                dims[4] != 0.0f, dims[5] != 0.0f) == TESS_OK,
-                    "%s: dims", file);
-    int64_t nqkv = d.B * d.T * 3 * d.C, nout = d.B * d.T * d.C;
+    TESS_TEST_CHECK(tess_nn_attention_dims_init(&d, B, T, C, NH, causal, rope) == TESS_OK, "dims");
+    const int64_t nqkv = B * T * 3 * C, nout = B * T * C;
     float *qkv = malloc((size_t)nqkv * sizeof(float)), *dqkv = calloc((size_t)nqkv, sizeof(float));
-    float *dqkv_pt = malloc((size_t)nqkv * sizeof(float));
-    float *dout = malloc((size_t)nout * sizeof(float)), *out = malloc((size_t)nout * sizeof(float));
-    float *out_pt = malloc((size_t)nout * sizeof(float));
+    float *out0 = malloc((size_t)nout * sizeof(float)), *out1 = malloc((size_t)nout * sizeof(float));
+    float *dout = malloc((size_t)nout * sizeof(float));
     float *cache = malloc((size_t)tess_nn_attention_cache_size(&d) * sizeof(float));
     float *scratch = malloc((size_t)tess_nn_attention_scratch_size(&d) * sizeof(float));
-    int rd = nn_test_read_section(path, "qkv", qkv, nqkv) | nn_test_read_section(path, "dout", dout, nout) |
-             nn_test_read_section(path, "out", out_pt, nout) | nn_test_read_section(path, "dqkv", dqkv_pt, nqkv);
-    TESS_TEST_CHECK(rd == 0, "%s: all sections read", file);
-    if (rd == 0) {
-        tess_nn_attention_forward(out, cache, scratch, qkv, NULL, &d);
-        tess_nn_attention_backward(dqkv, scratch, dout, cache, &d);
-        double ef = nn_test_rel_err(out, out_pt, nout), eb = nn_test_rel_err(dqkv, dqkv_pt, nqkv);
-        TESS_TEST_CHECK(ef < 1e-6, "%s: forward vs PyTorch, rel err %.3g", file, ef);
-        TESS_TEST_CHECK(eb < 1e-6, "%s: backward vs PyTorch, rel err %.3g", file, eb);
+    uint8_t km[2 * 70];
+    /* sequence 0: keys 0..2 and every 5th masked (so causal query 0 has no key); sequence 1: all
+     * masked when bidirectional (no query has a key), keys 10..19 masked when causal */
+    for (int64_t t = 0; t < T; t++) {
+        km[t] = !(t < 3 || t % 5 == 0);
+        km[T + t] = causal ? !(t >= 10 && t < 20) : 0;
     }
-    free(qkv), free(dqkv), free(dqkv_pt), free(dout), free(out), free(out_pt), free(cache),
-        free(scratch);
+    tess_ref_fill_uniform(qkv, nqkv, 71, 1.0f);
+    tess_ref_fill_uniform(dout, nout, 72, 1.0f);
+    tess_nn_attention_forward(out0, cache, scratch, qkv, km, &d);
+    tess_nn_attention_backward(dqkv, scratch, dout, cache, &d);
+    int64_t leaks = 0, nonzero_dead = 0;
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t t = 0; t < T; t++) {
+            const float *g = dqkv + (b * T + t) * 3 * C;
+            if (!km[b * T + t])
+                for (int64_t i = C; i < 3 * C; i++) leaks += g[i] != 0.0f; /* dk, dv of a masked key */
+        }
+    }
+    /* a query without keys: causal sequence 0 query 0..2; bidirectional sequence 1 all */
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t t = 0; t < T; t++) {
+            bool dead = causal ? (b == 0 && t < 3) : b == 1;
+            if (!dead) continue;
+            for (int64_t i = 0; i < C; i++) nonzero_dead += out0[(b * T + t) * C + i] != 0.0f;
+            for (int64_t i = 0; i < C; i++) nonzero_dead += dqkv[(b * T + t) * 3 * C + i] != 0.0f;
+        }
+    }
+    TESS_TEST_CHECK(leaks == 0, "masked keys got %lld nonzero k/v gradients", (long long)leaks);
+    TESS_TEST_CHECK(nonzero_dead == 0, "fully masked queries: %lld nonzero outputs or dq",
+                    (long long)nonzero_dead);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++)
+            if (!km[b * T + t])
+                for (int64_t i = C; i < 3 * C; i++) qkv[(b * T + t) * 3 * C + i] += 5.0f;
+    tess_nn_attention_forward(out1, cache, scratch, qkv, km, &d);
+    TESS_TEST_CHECK(memcmp(out0, out1, (size_t)nout * sizeof(float)) == 0,
+                    "masked keys' k and v changed an output");
+    tess_nn_attention_forward(out1, cache, scratch, qkv, NULL, &d);
+    TESS_TEST_CHECK(memcmp(out0, out1, (size_t)nout * sizeof(float)) != 0,
+                    "the unmasked run must differ");
+    free(qkv), free(dqkv), free(out0), free(out1), free(dout), free(cache), free(scratch);
 }
 
 int main(int argc, char **argv) {
@@ -177,6 +199,9 @@ int main(int argc, char **argv) {
     check_against_ref((shape){2, 17, 8, 1, false, false}, 96, 30.0f, 5e-5);
 
     check_nan();
+    check_key_mask(true, false);
+    check_key_mask(true, true);
+    check_key_mask(false, true);
 
     check_causality(true, false);
     check_causality(true, true);
@@ -194,13 +219,6 @@ int main(int argc, char **argv) {
                         d.rope_base == 10000.0f,
                     "default RoPE base");
 
-    if (argc > 1) {
-        check_torch(argv[1], "attention_causal.txt");
-        check_torch(argv[1], "attention_bidir_rope.txt");
-        check_torch(argv[1], "attention_causal_rope.txt");
-    } else {
-        TESS_TEST_CHECK(argc > 1, "usage: test_attention <tests/data/nn_refs dir>");
-    }
     int rc = tess_test_finish("attention");
     MPI_Finalize();
     return rc;

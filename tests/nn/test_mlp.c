@@ -1,12 +1,12 @@
 /* test_mlp.c - the GELU and SwiGLU MLPs: fast against reference on small odd shapes (with and
- * without GELU biases), backward accumulation into every gradient, and PyTorch values stored in
- * tests/data/nn_refs (directory given as argv[1]). */
+ * without GELU biases) and backward accumulation into every gradient. The PyTorch values are
+ * checked by the gradcheck table (tests/gradcheck). */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/mlp.h" /* tess_nn_mlp_* */
-#include "nn_test_util.h" /* nn_test_fill_uniform, nn_test_rel_err, nn_test_read_section */
+#include "nn/mlp.h"    /* tess_nn_mlp_* */
+#include "tess_ref.h" /* tess_ref_fill_uniform, tess_ref_rel_err */
 #include "tess_test.h"
 
 static float *alloc(int64_t n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(float)); }
@@ -72,11 +72,11 @@ static void check_against_ref(int64_t N, int64_t C, int64_t F, bool swiglu, bool
     mlp_case fast, ref;
     case_init(&fast, N, C, F, swiglu, bias);
     case_init(&ref, N, C, F, swiglu, bias);
-    nn_test_fill_uniform(fast.in, N * C, seed, 1.5f);
-    nn_test_fill_uniform(fast.dout, N * C, seed + 1, 1.0f);
-    nn_test_fill_uniform(fast.par, fast.npar, seed + 2, 0.7f);
-    nn_test_fill_uniform(fast.grad, fast.npar, seed + 3, 1.0f); /* nonzero start: backward must add */
-    nn_test_fill_uniform(fast.din, N * C, seed + 4, 1.0f);
+    tess_ref_fill_uniform(fast.in, N * C, seed, 1.5f);
+    tess_ref_fill_uniform(fast.dout, N * C, seed + 1, 1.0f);
+    tess_ref_fill_uniform(fast.par, fast.npar, seed + 2, 0.7f);
+    tess_ref_fill_uniform(fast.grad, fast.npar, seed + 3, 1.0f); /* nonzero start: backward must add */
+    tess_ref_fill_uniform(fast.din, N * C, seed + 4, 1.0f);
     memcpy(ref.in, fast.in, (size_t)(N * C) * sizeof(float));
     memcpy(ref.dout, fast.dout, (size_t)(N * C) * sizeof(float));
     memcpy(ref.din, fast.din, (size_t)(N * C) * sizeof(float));
@@ -85,10 +85,10 @@ static void check_against_ref(int64_t N, int64_t C, int64_t F, bool swiglu, bool
     run(&fast, false);
     run(&ref, true);
     const char *name = swiglu ? "swiglu" : bias ? "gelu" : "gelu (no bias)";
-    double eo = nn_test_rel_err(fast.out, ref.out, N * C), ed = nn_test_rel_err(fast.din, ref.din, N * C);
-    double eg = nn_test_rel_err(fast.grad, ref.grad, fast.npar);
-    double ec = nn_test_rel_err(fast.c0, ref.c0, N * F) + nn_test_rel_err(fast.c1, ref.c1, N * F) +
-                (swiglu ? nn_test_rel_err(fast.c2, ref.c2, N * F) : 0.0);
+    double eo = tess_ref_rel_err(fast.out, ref.out, N * C), ed = tess_ref_rel_err(fast.din, ref.din, N * C);
+    double eg = tess_ref_rel_err(fast.grad, ref.grad, fast.npar);
+    double ec = tess_ref_rel_err(fast.c0, ref.c0, N * F) + tess_ref_rel_err(fast.c1, ref.c1, N * F) +
+                (swiglu ? tess_ref_rel_err(fast.c2, ref.c2, N * F) : 0.0);
     TESS_TEST_CHECK(eo < 2e-6 && ec < 2e-6, "%s N=%lld C=%lld F=%lld: forward rel err %.3g, "
                     "caches %.3g", name, (long long)N, (long long)C, (long long)F, eo, ec);
     TESS_TEST_CHECK(ed < 2e-6 && eg < 2e-6, "%s N=%lld C=%lld F=%lld: din rel err %.3g, "
@@ -103,48 +103,11 @@ static void check_against_ref(int64_t N, int64_t C, int64_t F, bool swiglu, bool
     run(&fast, false);
     for (int64_t i = 0; i < fast.npar; i++) ref.grad[i] *= 2.0f;
     for (int64_t i = 0; i < N * C; i++) ref.din[i] *= 2.0f;
-    TESS_TEST_CHECK(nn_test_rel_err(fast.grad, ref.grad, fast.npar) < 1e-6 &&
-                        nn_test_rel_err(fast.din, ref.din, N * C) < 1e-6,
+    TESS_TEST_CHECK(tess_ref_rel_err(fast.grad, ref.grad, fast.npar) < 1e-6 &&
+                        tess_ref_rel_err(fast.din, ref.din, N * C) < 1e-6,
                     "%s N=%lld: backward accumulates into every gradient", name, (long long)N);
     case_free(&fast);
     case_free(&ref);
-}
-
-static void check_torch(const char *dir, const char *file, bool swiglu) {
-    static const char *gelu_p[NPAR] = {"w_fc", "b_fc", "w_proj", "b_proj"};
-    static const char *gelu_g[NPAR] = {"dw_fc", "db_fc", "dw_proj", "db_proj"};
-    static const char *swiglu_p[NPAR] = {"w_gate", "w_up", "w_down", NULL};
-    static const char *swiglu_g[NPAR] = {"dw_gate", "dw_up", "dw_down", NULL};
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    float dims[3];
-    if (nn_test_read_section(path, "dims", dims, 3) != 0) {
-        TESS_TEST_CHECK(0, "cannot read %s", path);
-        return;
-    }
-    int64_t N = (int64_t)dims[0], C = (int64_t)dims[1], F = (int64_t)dims[2];
-    mlp_case m;
-    case_init(&m, N, C, F, swiglu, !swiglu);
-    float *out_pt = alloc(N * C), *din_pt = alloc(N * C), *grad_pt = alloc(m.npar);
-    int rd = nn_test_read_section(path, "in", m.in, N * C) | nn_test_read_section(path, "dout", m.dout, N * C) |
-             nn_test_read_section(path, "out", out_pt, N * C) | nn_test_read_section(path, "din", din_pt, N * C);
-    for (int i = 0; i < NPAR; i++) {
-        const char *pn = swiglu ? swiglu_p[i] : gelu_p[i], *gn = swiglu ? swiglu_g[i] : gelu_g[i];
-        if (!pn) continue;
-        rd |= nn_test_read_section(path, pn, m.p[i], m.np[i]);
-        rd |= nn_test_read_section(path, gn, grad_pt + (m.g[i] - m.grad), m.np[i]);
-    }
-    TESS_TEST_CHECK(rd == 0, "%s: all sections read", file);
-    if (rd == 0) {
-        run(&m, false);
-        double eo = nn_test_rel_err(m.out, out_pt, N * C), ed = nn_test_rel_err(m.din, din_pt, N * C);
-        double eg = nn_test_rel_err(m.grad, grad_pt, m.npar);
-        TESS_TEST_CHECK(eo < 1e-6, "%s: forward vs PyTorch, rel err %.3g", file, eo);
-        TESS_TEST_CHECK(ed < 1e-6 && eg < 1e-6, "%s: din vs PyTorch %.3g, params %.3g", file, ed,
-                        eg);
-    }
-    free(out_pt), free(din_pt), free(grad_pt);
-    case_free(&m);
 }
 
 int main(int argc, char **argv) {
@@ -158,12 +121,6 @@ int main(int argc, char **argv) {
         check_against_ref(s[0], s[1], s[2], true, false, seed);
     }
     TESS_TEST_CHECK(tess_nn_mlp_scratch_size(6, 10) == 120, "scratch is 2*N*F");
-    if (argc > 1) {
-        check_torch(argv[1], "mlp_gelu.txt", false);
-        check_torch(argv[1], "mlp_swiglu.txt", true);
-    } else {
-        TESS_TEST_CHECK(argc > 1, "usage: test_mlp <tests/data/nn_refs dir>");
-    }
     int rc = tess_test_finish("mlp");
     MPI_Finalize();
     return rc;

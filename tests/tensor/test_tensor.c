@@ -1,10 +1,13 @@
 /* test_tensor.c - tess_tensor views and the elementwise, reduction and softmax kernels, against
- * hand-computed values and against their _ref oracles. */
+ * hand-computed values, against their _ref oracles, and the softmax kernels against PyTorch
+ * (tests/data/nn_refs/crossentropy.txt; the directory is argv[1]). */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "core/status.h"   /* tess_error_clear, TESS_ERR_ARG */
 #include "tensor/tensor.h" /* tess_tensor_* */
+#include "tess_ref.h"      /* tess_ref_* */
 #include "tess_test.h"
 
 /* Deterministic values in [-1, 1) (xorshift32); only for filling test arrays. */
@@ -165,8 +168,40 @@ static void test_softmax(void) {
     TESS_TEST_CHECK(same, "softmax in place equals out of place");
 }
 
+/* The softmax kernels on the logits of tests/data/nn_refs/crossentropy.txt (dir) against
+ * PyTorch's probabilities; log-softmax against their logarithm. */
+static void test_softmax_torch(const char *dir) {
+    tess_ref_file r;
+    if (tess_ref_load(&r, dir, "crossentropy")) return;
+    tess_ref_section *dims = tess_ref_find(&r, "dims", 2);
+    const int64_t N = dims ? dims->i[0] : 0, V = dims ? dims->i[1] : 0;
+    tess_ref_section *logits = tess_ref_find(&r, "logits", N * V),
+                     *probs = tess_ref_find(&r, "probs", N * V);
+    TESS_TEST_CHECK(dims && logits && probs, "crossentropy.txt: dims, logits and probs");
+    if (!dims || !logits || !probs) {
+        tess_ref_free(&r);
+        return;
+    }
+    float *out = malloc((size_t)(N * V) * sizeof(float));
+    tess_ref_section logp = *probs; /* log(torch's probabilities), same tolerance on O(1..10) */
+    logp.f = malloc((size_t)(N * V) * sizeof(float));
+    snprintf(logp.name, sizeof logp.name, "log(probs)");
+    for (int64_t k = 0; k < N * V; k++) logp.f[k] = (float)log((double)probs->f[k]);
+    for (int ref = 0; ref < 2; ref++) {
+        (ref ? tess_tensor_softmax_rows_ref : tess_tensor_softmax_rows)(out, logits->f, N, V);
+        tess_ref_compare(&r, probs, out, ref ? "sm_ref" : "sm");
+        (ref ? tess_tensor_logsoftmax_rows_ref : tess_tensor_logsoftmax_rows)(out, logits->f, N, V);
+        tess_ref_compare(&r, &logp, out, ref ? "lsm_ref" : "lsm");
+    }
+    free(logp.f);
+    free(out);
+    tess_ref_free(&r);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
+    TESS_TEST_CHECK(argc == 2, "usage: test_tensor <tests/data/nn_refs dir>");
+    if (argc == 2) test_softmax_torch(argv[1]);
     test_views();
     test_elementwise();
     test_reductions();

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Generate the PyTorch reference values for tests/nn/test_attention.c and tests/nn/test_mlp.c.
+"""Generate the PyTorch reference values for the gradcheck table's attention_*_torch and
+mlp_*_torch rows (tests/gradcheck/gradcheck.c).
 
 Run once, by hand, from any directory: /usr/bin/python3 gen_attn_mlp_refs.py
 It rewrites attention_*.txt and mlp_*.txt beside this script. The tests read those files; they

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Write the PyTorch reference data for tests/nn/test_nn_refs.c (docs/nn.md, "Reference data").
+"""Write the PyTorch reference data for the gradcheck table's *_torch rows (tests/gradcheck/gradcheck.c,
+docs/nn.md, "Reference data") and the softmax check of tests/tensor/test_tensor.c.
 
 Run with Debian's python3 and python3-torch, from anywhere:
     /usr/bin/python3 tests/data/nn_refs/gen_refs.py
@@ -8,11 +9,12 @@ the C test never needs Python. Inputs are drawn in float32 from a seeded generat
 exactly, with 9 significant digits); expected outputs and gradients are computed in float64 from
 those same float32 values, so they are the exact answers the fp32 C code should approach.
 
-File format (the same as gen_attn_mlp_refs.py's, read by test_nn_refs.c): sections
+File format (the same as gen_attn_mlp_refs.py's, read by tests/tess_ref.h): sections
     <name> <count>
 followed by count values in row-major order, 8 per line. The first section, "dims", holds the
 integer sizes; shapes follow from them (see each function below). Gradients named d<x> are those
-of L = <dout, out>, or of dloss * loss for the losses.
+of L = <dout, out>, or of dloss * loss for the losses. Section names are the gradcheck row's buffer
+names: inputs <x>, the output's upstream gradient d<out>, outputs and caches, gradients d<x>.
 """
 import os
 
