@@ -1030,7 +1030,7 @@ const char *tess_config_help_text(tess_config *cfg, const char *prog) {
               "  --set S.KEY=VALUE     set one option (repeatable; after the file, in order)\n"
               "  --print-config        print the resolved configuration and exit\n"
               "  --help                print this help and exit\n"
-              "  --version             print the program, Tessera version and git commit, and exit\n",
+              "  --version             print the program, Tessera version and git commit\n",
               prog ? prog : "app");
     for (int i = 0; i < cfg->nalias; i++) {
         char flag[CFG_MAX_NAME + 16];
