@@ -1,6 +1,6 @@
 /* graphs.h - graph-classification collections in HDF5 (CSR per graph, node features, graph
  * labels), read so that each rank of a group holds only its graphs; and the converter
- * from the TU text format (tess-tu2h5 is a thin main around tess_graphs_from_tu and
+ * from the TU text format (tess-convert tu is a thin command around tess_graphs_from_tu and
  * tess_graphs_write).
  *
  * File layout, format "tessera.graphs" version 1 (G graphs, N nodes, nnz CSR entries, F node

@@ -5,8 +5,11 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "core/mpicheck.h" /* TESS_MPI_CHECK */
+#include "core/version.h"  /* tess_version, tess_version_commit */
 
 tess_status tess_rundir_mkdirs(const char *path) {
     char buf[4096];
@@ -30,7 +33,22 @@ tess_status tess_rundir_mkdirs(const char *path) {
     return TESS_OK;
 }
 
-static tess_status prepare_on_root(const char *dir, const char *config_text) {
+/* The provenance comment lines at the top of config.ini (see rundir.h). */
+static int write_provenance(FILE *f, int nranks) {
+    char host[256] = "unknown", started[32] = "unknown";
+    if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "unknown");
+    host[sizeof host - 1] = '\0';
+    time_t now = time(NULL);
+    struct tm utc;
+    if (now != (time_t)-1 && gmtime_r(&now, &utc))
+        strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", &utc);
+    return fprintf(f,
+                   "; tessera_version = %s\n; git_commit = %s\n; ranks = %d\n; host = %s\n"
+                   "; started_utc = %s\n",
+                   tess_version(), tess_version_commit(), nranks, host, started);
+}
+
+static tess_status prepare_on_root(const char *dir, const char *config_text, int nranks) {
     char path[4200];
     TESS_CHECK(tess_rundir_mkdirs(dir));
     snprintf(path, sizeof path, "%s/plots", dir);
@@ -39,17 +57,18 @@ static tess_status prepare_on_root(const char *dir, const char *config_text) {
     snprintf(path, sizeof path, "%s/config.ini", dir);
     FILE *f = fopen(path, "w");
     TESS_REQUIRE(f, TESS_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
-    int ok = fputs(config_text, f) >= 0;
+    int ok = write_provenance(f, nranks) >= 0 && fputs(config_text, f) >= 0;
     ok = (fclose(f) == 0) && ok;
     TESS_REQUIRE(ok, TESS_ERR_IO, "error writing '%s': %s", path, strerror(errno));
     return TESS_OK;
 }
 
 tess_status tess_rundir_prepare(MPI_Comm comm, const char *dir, const char *config_text) {
-    int rank;
+    int rank, size;
     TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    TESS_MPI_CHECK(MPI_Comm_size(comm, &size));
     int failed = 0;
-    if (rank == 0) failed = prepare_on_root(dir, config_text) != TESS_OK;
+    if (rank == 0) failed = prepare_on_root(dir, config_text, size) != TESS_OK;
     TESS_MPI_CHECK(MPI_Bcast(&failed, 1, MPI_INT, 0, comm));
     if (failed && rank != 0)
         return tess_error_push(TESS_ERR_IO, __FILE__, __LINE__, __func__,

@@ -1,6 +1,6 @@
 /* tokens.h - token streams in HDF5 for language-model training: a reader that yields the (B, T+1)
  * windows of a step from global sample indices, in an order that depends on the seed and not on
- * the number of ranks; a writer; and a byte-level text tokenizer (tess-text2h5 wraps it).
+ * the number of ranks; a writer; and a byte-level text tokenizer (tess-convert text wraps it).
  *
  * File layout, format "tessera.tokens" version 1 (docs/datasets.md has the h5ls listing):
  *   /          attributes format, format_version

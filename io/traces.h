@@ -1,7 +1,7 @@
 /* traces.h - multi-session recordings in HDF5 (neural traces, time x neurons, with behaviour on
  * the same frames), read so that each rank holds only its sessions or its block of frames; the
  * writer; and the importer of the Flavell-lab calcium files shipped in shared/data/calcium
- * (tess-calcium2h5 wraps it).
+ * (tess-convert calcium wraps it).
  *
  * File layout, format "tessera.traces" version 1 (docs/datasets.md has the h5ls listing):
  *   /                          attributes format, format_version

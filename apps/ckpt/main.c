@@ -24,12 +24,13 @@
 
 #include "core/mpicheck.h" /* TESS_MPI_CHECK */
 #include "core/runtime.h"  /* tess_runtime_* */
+#include "core/version.h"  /* tess_version_line */
 #include "io/ckpt.h"       /* tess_ckpt_* */
 
 enum { CHUNK_ELEMS = 1 << 20, MAX_DIMS = 32 };
 
 static const char usage[] =
-    "usage: tess-ckpt COMMAND ...\n"
+    "usage: tess-ckpt COMMAND ...  (or --help, --version)\n"
     "  ls CKPT            groups and datasets with dtype, shape, size and layout\n"
     "  show CKPT NAME     statistics and first values of one tensor (NAME: registry name or path)\n"
     "  meta CKPT          run metadata, counters and the resolved config\n"
@@ -630,6 +631,11 @@ static tess_status run(const tess_runtime *rt, int argc, char **argv, bool *diff
     const char *cmd = argc > 1 ? argv[1] : "";
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
         if (rt->rank == 0) fputs(usage, stdout);
+        return TESS_OK;
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        char line[512];
+        if (rt->rank == 0) printf("%s\n", tess_version_line(line, sizeof line, argv[0]));
         return TESS_OK;
     }
     if (strcmp(cmd, "verify") == 0 && argc >= 3) return cmd_verify(rt, argc - 2, argv + 2);

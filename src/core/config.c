@@ -19,7 +19,8 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "par/coll.h" /* tess_par_agree, tess_par_bcast_bytes */
+#include "core/version.h" /* tess_version_* */
+#include "par/coll.h"      /* tess_par_agree, tess_par_bcast_bytes */
 
 enum {
     CFG_MAX_ALIASES = 32,
@@ -733,7 +734,8 @@ tess_status tess_config_alias(tess_config *cfg, const char *flag, const char *ke
     TESS_REQUIRE(cfg && flag && key, TESS_ERR_ARG, "NULL argument");
     TESS_REQUIRE(strncmp(flag, "--", 2) == 0 && valid_name(flag + 2, false), TESS_ERR_ARG,
                  "alias '%s' must look like --name", flag);
-    static const char *const builtin[] = {"--config", "--set", "--help", "--print-config"};
+    static const char *const builtin[] = {"--config", "--set", "--help", "--print-config",
+                                          "--version"};
     for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++)
         TESS_REQUIRE(strcmp(flag, builtin[i]) != 0, TESS_ERR_ARG, "alias '%s' is a built-in flag",
                      flag);
@@ -869,7 +871,8 @@ static void scan_args(tess_config *cfg, int argc, char **argv, cfg_errors *e, cl
             alias >= 0 || strcmp(flag, "--config") == 0 || strcmp(flag, "--set") == 0;
         if (!takes_value) {
             name_match m = {.name = flag};
-            static const char *const builtin[] = {"--config", "--set", "--print-config", "--help"};
+            static const char *const builtin[] = {"--config", "--set", "--print-config", "--help",
+                                                  "--version"};
             for (size_t k = 0; k < sizeof builtin / sizeof builtin[0]; k++)
                 match_try(&m, builtin[k]);
             for (int k = 0; k < cfg->nalias; k++) match_try(&m, cfg->aliases[k].flag);
@@ -915,6 +918,13 @@ tess_status tess_config_parse_args(tess_config *cfg, const tess_group *g, int ar
         TESS_REQUIRE(help != NULL, TESS_ERR_MEM, "out of memory formatting --help");
         if (rank == 0) write_stdout(help);
         *action = TESS_CONFIG_ACTION_HELP;
+        return TESS_OK;
+    }
+    if (tess_version_asked(argc, argv)) {
+        char line[512], out[sizeof line + 1];
+        snprintf(out, sizeof out, "%s\n", tess_version_line(line, sizeof line, argv[0]));
+        if (rank == 0) write_stdout(out);
+        *action = TESS_CONFIG_ACTION_VERSION;
         return TESS_OK;
     }
     cli_op *ops = calloc((size_t)(argc > 0 ? argc : 1), sizeof *ops);
@@ -1077,10 +1087,12 @@ const char *tess_config_help_text(tess_config *cfg, const char *prog) {
     sbuf b = {0};
     sb_printf(&b,
               "usage: %s [--config FILE] [--set SECTION.KEY=VALUE]... [--print-config] [--help]\n"
+              "       [--version]\n"
               "  --config FILE         read options from an INI file ([section] then key = value)\n"
               "  --set S.KEY=VALUE     set one option (repeatable; after the file, in order)\n"
               "  --print-config        print the resolved configuration and exit\n"
-              "  --help                print this help and exit\n",
+              "  --help                print this help and exit\n"
+              "  --version             print the program, Tessera version and git commit\n",
               prog ? prog : "app");
     for (int i = 0; i < cfg->nalias; i++) {
         char flag[CFG_MAX_NAME + 16];

@@ -118,6 +118,7 @@ typedef enum {
     TESS_CONFIG_ACTION_RUN = 0, /* options parsed: run */
     TESS_CONFIG_ACTION_HELP,    /* --help was printed (rank 0): finish with TESS_OK, exit 0 */
     TESS_CONFIG_ACTION_PRINTED, /* --print-config was printed (rank 0): finish with TESS_OK */
+    TESS_CONFIG_ACTION_VERSION, /* --version was printed (rank 0, core/version.h): TESS_OK */
 } tess_config_action;
 
 typedef struct tess_config tess_config;
@@ -137,9 +138,10 @@ void tess_config_destroy(tess_config **cfg);
 tess_status tess_config_alias(tess_config *cfg, const char *flag, const char *key);
 
 /* Read the command line: --config FILE, --set SECTION.KEY=VALUE (repeatable), aliases,
- * --print-config, --help (also -h); "--flag=value" works for every flag that takes a value.
- * Collective on g (the run's group): rank 0 reads FILE and broadcasts it; every rank parses it. argv must be the
- * same on every rank (as mpiexec passes it). --help wins over everything else (no file is read);
+ * --print-config, --help (also -h), --version; "--flag=value" works for every flag that takes a
+ * value. Collective on g (the run's group): rank 0 reads FILE and broadcasts it; every rank parses it. argv must
+ * be the same on every rank (as mpiexec passes it). --help wins over everything else, then
+ * --version ("<program> (Tessera <version>, git <commit>)", core/version.h); neither reads a file;
  * --print-config prints the resolved INI on rank 0 after a successful parse. Help and resolved
  * text go to stdout on rank 0; errors go to the error record on every rank (see above). */
 tess_status tess_config_parse_args(tess_config *cfg, const tess_group *g, int argc, char **argv,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""check_graphs_h5py.py - read a file written by tess-tu2h5 with h5py, as a user would.
+"""check_graphs_h5py.py - read a file written by tess-convert tu with h5py, as a user would.
 
     check_graphs_h5py.py tiny FILE         exact content of tests/data/tu_tiny
     check_graphs_h5py.py real NAME FILE    statistics of a shared TU dataset (SOURCES.md)

@@ -1,6 +1,6 @@
-/* test_tokens_text - a token file made by tess-text2h5 (char vocabulary) from a real text, read
- * at any rank count: vocabulary and length as the text's, and every window of the first steps,
- * decoded through /vocab, equal to the text at the window's position.
+/* test_tokens_text - a token file made by tess-convert text (char vocabulary) from a real text,
+ * read at any rank count: vocabulary and length as the text's, and every window of the first
+ * steps, decoded through /vocab, equal to the text at the window's position.
  *   test_tokens_text <nprocs> <text file> <tokens.h5> <vocab size>
  */
 #include <mpi.h>

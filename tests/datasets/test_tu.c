@@ -2,7 +2,7 @@
  * exact CSR, labels, features for every feature mode, the repair counts; then a write and a
  * collective read back.
  *   test_tu <nprocs> <tu_tiny dir>              library conversion (every rank) + round trip
- *   test_tu <nprocs> <tu_tiny dir> <file.h5>    check a file made by tess-tu2h5 (collective read)
+ *   test_tu <nprocs> <tu_tiny dir> <file.h5>    a file made by tess-convert tu (collective read)
  */
 #include <mpi.h>
 #include <stdbool.h>
