@@ -26,7 +26,6 @@
 #include "nn/state.h"    /* tess_state */
 
 typedef enum { ZOAPP_CHAIN_STICKY = 0, ZOAPP_CHAIN_AR1 } zoapp_chain_kind;
-#define ZOAPP_CHAIN_CHOICES "sticky|ar1"
 
 typedef struct {
     zoapp_chain_kind kind;

@@ -55,7 +55,7 @@ tess_status zoapp_compare_setup(tess_run *run, zoapp *a) {
     tess_par_block_range(d, sh->size, sh->rank, &lo, &hi);
     const zoapp_problem_config pc = zoapp_problem_options(c, d);
     TESS_CHECK(zoapp_problem_create(&a->prob, &pc, lo, hi - lo, all->comm));
-    TESS_CHECK(zoapp_chain_init(&a->chain, (zoapp_chain_kind)tess_config_choice(c, "chain.kind"),
+    TESS_CHECK(zoapp_chain_init(&a->chain, (zoapp_chain_kind)tess_config_enum(c, "chain.kind"),
                                 pc.nstates, tess_config_real(c, "chain.tau"),
                                 (tess_rng_key){.seed = seed, .stream = 7}, zoapp_chain_cap(c)));
     cmp->d = d;
@@ -74,11 +74,11 @@ tess_status zoapp_compare_setup(tess_run *run, zoapp *a) {
         tess_log_info("zo: logistic x* after %d Newton steps, ||grad f|| = %.2e",
                       a->prob.newton_steps, a->prob.check);
 
-    const bool fixed = tess_config_choice(c, "optim.batching") == TESS_ZO_BATCH_FIXED;
+    const bool fixed = tess_config_enum(c, "optim.batching") == TESS_ZO_BATCH_FIXED;
     const bool want[M_COUNT] = {true, tess_config_bool(c, "baselines.plain") && !fixed,
                                 tess_config_bool(c, "baselines.first_order") && sh->size == 1,
                                 false,
-                                tess_config_choice(c, "baselines.nlopt") != 2 && sh->size == 1};
+                                tess_config_enum(c, "baselines.nlopt") != ZOAPP_NLOPT_NONE && sh->size == 1};
     memcpy(cmp->want, want, sizeof want);
     if (sh->size > 1) tess_log_info("zo: sharded x: the first-order and NLopt baselines are skipped");
 

@@ -27,12 +27,45 @@
 
 #include "zoapp.h" /* zoapp, zoapp_compare_*, zoapp_sweep_*, option helpers */
 
+/* The names of every choice option: values come from these tables, never from list positions. */
+static const tess_opt_enum mode_names[] = {{"compare", ZOAPP_MODE_COMPARE},
+                                           {"sweep", ZOAPP_MODE_SWEEP}};
+TESS_OPT_ENUM_TABLE_CHECK(mode_names, ZOAPP_MODE_COUNT);
+static const tess_opt_enum problem_names[] = {
+    {"quadratic", ZOAPP_PROB_QUADRATIC}, {"ridge", ZOAPP_PROB_RIDGE},
+    {"logistic", ZOAPP_PROB_LOGISTIC}, {"l1", ZOAPP_PROB_L1}};
+TESS_OPT_ENUM_TABLE_CHECK(problem_names, ZOAPP_PROB_L1 + 1);
+static const tess_opt_enum chain_names[] = {{"sticky", ZOAPP_CHAIN_STICKY}, {"ar1", ZOAPP_CHAIN_AR1}};
+TESS_OPT_ENUM_TABLE_CHECK(chain_names, ZOAPP_CHAIN_AR1 + 1);
+static const tess_opt_enum estimator_names[] = {
+    {"two_point", TESS_ZO_EST_TWO_POINT}, {"one_point_sym", TESS_ZO_EST_ONE_POINT_SYM},
+    {"one_point", TESS_ZO_EST_ONE_POINT}, {"first_order", TESS_ZO_EST_FIRST_ORDER}};
+TESS_OPT_ENUM_TABLE_CHECK(estimator_names, TESS_ZO_EST_FIRST_ORDER + 1);
+static const tess_opt_enum dir_names[] = {
+    {"sphere", TESS_ZO_DIR_SPHERE}, {"gauss", TESS_ZO_DIR_GAUSS},
+    {"rademacher", TESS_ZO_DIR_RADEMACHER}};
+TESS_OPT_ENUM_TABLE_CHECK(dir_names, TESS_ZO_DIR_RADEMACHER + 1);
+static const tess_opt_enum batching_names[] = {{"mlmc", TESS_ZO_BATCH_MLMC},
+                                               {"fixed", TESS_ZO_BATCH_FIXED}};
+TESS_OPT_ENUM_TABLE_CHECK(batching_names, TESS_ZO_BATCH_FIXED + 1);
+static const tess_opt_enum baseline_names[] = {{"none", TESS_ZO_BASELINE_NONE},
+                                               {"residual", TESS_ZO_BASELINE_RESIDUAL}};
+TESS_OPT_ENUM_TABLE_CHECK(baseline_names, TESS_ZO_BASELINE_RESIDUAL + 1);
+static const tess_opt_enum rule_names[] = {{"constant", TESS_ZO_RULE_CONSTANT},
+                                           {"switch", TESS_ZO_RULE_SWITCH},
+                                           {"decay", TESS_ZO_RULE_DECAY}};
+TESS_OPT_ENUM_TABLE_CHECK(rule_names, TESS_ZO_RULE_DECAY + 1);
+static const tess_opt_enum nlopt_names[] = {{"bobyqa", ZOAPP_NLOPT_BOBYQA},
+                                            {"neldermead", ZOAPP_NLOPT_NELDERMEAD},
+                                            {"none", ZOAPP_NLOPT_NONE}};
+TESS_OPT_ENUM_TABLE_CHECK(nlopt_names, ZOAPP_NLOPT_COUNT);
+
 static const tess_opt run_opts[] = {
-    TESS_OPT_CHOICE("mode", "compare", "compare|sweep",
+    TESS_OPT_ENUM("mode", "compare", mode_names,
                     "compare: one problem, all methods (seconds); sweep: tau x d grid (minutes)"),
 };
 static const tess_opt problem_opts[] = {
-    TESS_OPT_CHOICE("kind", "quadratic", ZOAPP_PROB_CHOICES, "test problem (docs/zo.md 3.2)"),
+    TESS_OPT_ENUM("kind", "quadratic", problem_names, "test problem (docs/zo.md 3.2)"),
     TESS_OPT_INT("dim", 64, 1, (int64_t)1 << 40, "dimension d"),
     TESS_OPT_INT("states", 64, 1, INT32_MAX, "states n of the chain (data rows)"),
     TESS_OPT_REAL("mu", 1.0, 1e-12, 1e12, "strong convexity (quadratic, l1)"),
@@ -41,18 +74,18 @@ static const tess_opt problem_opts[] = {
     TESS_OPT_REAL("lambda", 0.1, 0.0, 1e6, "l2 regularisation (ridge, logistic)"),
 };
 static const tess_opt chain_opts[] = {
-    TESS_OPT_CHOICE("kind", "sticky", ZOAPP_CHAIN_CHOICES, "Markov noise source (docs/zo.md 3.1)"),
+    TESS_OPT_ENUM("kind", "sticky", chain_names, "Markov noise source (docs/zo.md 3.1)"),
     TESS_OPT_REAL("tau", 16.0, 1.0, 1e12, "mixing time tau (>= 1)"),
 };
 static const tess_opt optim_opts[] = {
-    TESS_OPT_CHOICE("estimator", "two_point", TESS_ZO_EST_CHOICES, "gradient estimator"),
-    TESS_OPT_CHOICE("dir", "sphere", TESS_ZO_DIR_CHOICES, "random directions"),
-    TESS_OPT_CHOICE("batching", "mlmc", TESS_ZO_BATCH_CHOICES, "randomised multilevel or fixed"),
-    TESS_OPT_CHOICE("baseline", "residual", TESS_ZO_BASELINE_CHOICES, "one-point baseline"),
+    TESS_OPT_ENUM("estimator", "two_point", estimator_names, "gradient estimator"),
+    TESS_OPT_ENUM("dir", "sphere", dir_names, "random directions"),
+    TESS_OPT_ENUM("batching", "mlmc", batching_names, "randomised multilevel or fixed"),
+    TESS_OPT_ENUM("baseline", "residual", baseline_names, "one-point baseline"),
     TESS_OPT_REAL("gamma", 1e-3, 0.0, 1e6, "smoothing radius gamma (> 0)"),
     TESS_OPT_INT("batch", 1, 1, (int64_t)1 << 21, "base batch B (>= 1)"),
     TESS_OPT_INT("cap", 256, 1, (int64_t)1 << 21, "MLMC batch cap M (>= 1)"),
-    TESS_OPT_CHOICE("rule", "constant", TESS_ZO_RULE_CHOICES, "step-size rule"),
+    TESS_OPT_ENUM("rule", "constant", rule_names, "step-size rule"),
     TESS_OPT_REAL("eta", 0.0, 0.0, 1e6,
                   "step size (cap of the rules); 0: eta_scale/(L d), l1: eta_scale/d"),
     TESS_OPT_REAL("eta_scale", 0.125, 1e-12, 1e6, "c of the automatic step size"),
@@ -71,7 +104,7 @@ static const tess_opt baselines_opts[] = {
     TESS_OPT_BOOL("plain", true,
                   "zero-order SGD without MLMC (K = B samples; off when optim.batching = fixed)"),
     TESS_OPT_REAL("fo_eta", 0.0, 0.0, 1e6, "first-order step size; 0: the zero-order one"),
-    TESS_OPT_CHOICE("nlopt", "bobyqa", "bobyqa|neldermead|none", "NLopt derivative-free solver"),
+    TESS_OPT_ENUM("nlopt", "bobyqa", nlopt_names, "NLopt derivative-free solver"),
     TESS_OPT_INT("nlopt_max_evals", 20000, 1, INT32_MAX, "NLopt call limit (also the budget)"),
     TESS_OPT_REAL("nlopt_step", 0.1, 1e-12, 1e6, "NLopt initial step"),
 };
@@ -103,7 +136,7 @@ static const char *const method_titles[M_COUNT] = {
     "NLopt"};
 
 const char *zoapp_method_title(const tess_config *c, zoapp_method_id m) {
-    const bool fixed = tess_config_choice(c, "optim.batching") == TESS_ZO_BATCH_FIXED;
+    const bool fixed = tess_config_enum(c, "optim.batching") == TESS_ZO_BATCH_FIXED;
     if (m == M_ZO && fixed) return method_titles[M_ZO_PLAIN];
     if (m == M_FO && fixed) return method_titles[M_FO_PLAIN];
     return method_titles[m];
@@ -154,14 +187,14 @@ static tess_status validate(const tess_config *c, int size) {
     TESS_REQUIRE(tess_config_real(c, "budget.eps") > 0.0 && tess_config_real(c, "sweep.eps") > 0.0,
                  TESS_ERR_CONFIG, "budget.eps and sweep.eps must be > 0");
     const int64_t shard = tess_config_int(c, "dist.shard");
-    const bool sweep = tess_config_choice(c, "run.mode") == 1;
+    const bool sweep = tess_config_enum(c, "run.mode") == ZOAPP_MODE_SWEEP;
     const int64_t group = sweep ? tess_config_int(c, "sweep.group") : size;
     TESS_REQUIRE(size % group == 0, TESS_ERR_CONFIG,
                  "sweep.group = %lld must divide the number of ranks (%d)", (long long)group, size);
     TESS_REQUIRE(group % shard == 0, TESS_ERR_CONFIG,
                  "dist.shard = %lld must divide the ranks of a run (%lld)", (long long)shard,
                  (long long)group);
-    TESS_REQUIRE(shard == 1 || tess_config_choice(c, "problem.kind") == ZOAPP_PROB_QUADRATIC,
+    TESS_REQUIRE(shard == 1 || tess_config_enum(c, "problem.kind") == ZOAPP_PROB_QUADRATIC,
                  TESS_ERR_CONFIG, "dist.shard = %lld: only the quadratic problem shards x",
                  (long long)shard);
     TESS_REQUIRE(shard <= tess_config_int(c, "problem.dim"), TESS_ERR_CONFIG,
@@ -182,7 +215,7 @@ static tess_status validate(const tess_config *c, int size) {
 
 zoapp_problem_config zoapp_problem_options(const tess_config *c, int64_t d) {
     uint32_t seed = (uint32_t)tess_config_int(c, "run.seed");
-    return (zoapp_problem_config){.kind = (zoapp_problem_kind)tess_config_choice(c, "problem.kind"),
+    return (zoapp_problem_config){.kind = (zoapp_problem_kind)tess_config_enum(c, "problem.kind"),
                                   .d = d, .nstates = tess_config_int(c, "problem.states"),
                                   .mu = tess_config_real(c, "problem.mu"),
                                   .L = tess_config_real(c, "problem.L"),
@@ -211,14 +244,14 @@ double zoapp_expected_k(const tess_zo_config *z) {
 tess_zo_config zoapp_method_options(const tess_config *c, const zoapp_problem *p,
                                     zoapp_method_id m, uint32_t seed, int64_t budget) {
     tess_zo_config z = {
-        .estimator = (tess_zo_estimator)tess_config_choice(c, "optim.estimator"),
-        .dir = (tess_zo_dir)tess_config_choice(c, "optim.dir"),
-        .batching = (tess_zo_batching)tess_config_choice(c, "optim.batching"),
-        .baseline = (tess_zo_baseline)tess_config_choice(c, "optim.baseline"),
+        .estimator = (tess_zo_estimator)tess_config_enum(c, "optim.estimator"),
+        .dir = (tess_zo_dir)tess_config_enum(c, "optim.dir"),
+        .batching = (tess_zo_batching)tess_config_enum(c, "optim.batching"),
+        .baseline = (tess_zo_baseline)tess_config_enum(c, "optim.baseline"),
         .gamma = tess_config_real(c, "optim.gamma"),
         .batch = tess_config_int(c, "optim.batch"),
         .cap = tess_config_int(c, "optim.cap"),
-        .rule = (tess_zo_rule)tess_config_choice(c, "optim.rule"),
+        .rule = (tess_zo_rule)tess_config_enum(c, "optim.rule"),
         .eta = auto_eta(c, p),
         .mu = p->strong_mu,
         .k_switch = tess_config_int(c, "optim.k_switch"),
@@ -260,7 +293,7 @@ static tess_status zo_setup(tess_run *run, void *ctx) {
     TESS_CHECK(validate(c, tess_run_group(run)->size));
     /* configuration errors were found alike on every rank; from here a failure may be local */
     tess_run_local_from_here(run);
-    a->sweep = tess_config_choice(c, "run.mode") == 1;
+    a->sweep = tess_config_enum(c, "run.mode") == ZOAPP_MODE_SWEEP;
     if (a->sweep) TESS_CHECK(zoapp_sweep_setup(run, a));
     else TESS_CHECK(zoapp_compare_setup(run, a));
     return TESS_OK;

@@ -34,7 +34,6 @@ typedef enum {
     ZOAPP_PROB_LOGISTIC,
     ZOAPP_PROB_L1,
 } zoapp_problem_kind;
-#define ZOAPP_PROB_CHOICES "quadratic|ridge|logistic|l1"
 
 typedef struct {
     zoapp_problem_kind kind;

@@ -114,7 +114,7 @@ static tess_status sweep_run(tess_run *run, zoapp *a, int64_t r, double *row) {
                                .fgap = false};
     zc.k_switch = (int64_t)((double)ro.budget / (2.0 * zoapp_expected_k(&zc)));
     zoapp_chain_free(&a->chain);
-    TESS_CHECK(zoapp_chain_init(&a->chain, (zoapp_chain_kind)tess_config_choice(c, "chain.kind"),
+    TESS_CHECK(zoapp_chain_init(&a->chain, (zoapp_chain_kind)tess_config_enum(c, "chain.kind"),
                                 pc.nstates, s->taus[it],
                                 (tess_rng_key){.seed = seed + (uint32_t)k, .stream = 7},
                                 zoapp_chain_cap(c)));

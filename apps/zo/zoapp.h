@@ -15,6 +15,9 @@
 #include "runner.h"    /* zoapp_method, zoapp_traj, zoapp_result */
 
 typedef enum { M_ZO = 0, M_ZO_PLAIN, M_FO, M_FO_PLAIN, M_NLOPT, M_COUNT } zoapp_method_id;
+typedef enum { ZOAPP_MODE_COMPARE = 0, ZOAPP_MODE_SWEEP, ZOAPP_MODE_COUNT } zoapp_mode;
+typedef enum { ZOAPP_NLOPT_BOBYQA = 0, ZOAPP_NLOPT_NELDERMEAD, ZOAPP_NLOPT_NONE,
+               ZOAPP_NLOPT_COUNT } zoapp_nlopt_kind;
 extern const char *const zoapp_method_names[M_COUNT]; /* "zo", "zo_plain", "fo", ... */
 
 enum { ZOAPP_MAX_LIST = 32, ZOAPP_NAME_MAX = 32 };

@@ -16,11 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* In the order of TESS_LOG_LEVEL_CHOICES, so a CHOICE option's index is the level:
- * TESS_OPT_CHOICE("level", "info", TESS_LOG_LEVEL_CHOICES, "...") and
- * tess_log_init(rank, (tess_log_level)tess_config_choice(cfg, "log.level")). */
+/* Message levels; the run driver's option log.level names them (src/run/run.c). */
 typedef enum { TESS_LOG_ERROR = 0, TESS_LOG_WARN, TESS_LOG_INFO, TESS_LOG_DEBUG } tess_log_level;
-#define TESS_LOG_LEVEL_CHOICES "error|warn|info|debug"
 
 /* Set this process's rank (in the run communicator) and the level. Before init: rank 0, INFO. */
 void tess_log_init(int rank, tess_log_level level);

@@ -67,8 +67,11 @@ static const tess_opt ckpt_opts[] = {
     TESS_OPT_STRING("resume", "", "'' (start fresh), auto (newest valid in ckpt.dir) or a file; "
                     "also --resume"),
 };
+static const tess_opt_enum log_level_names[] = {{"error", TESS_LOG_ERROR}, {"warn", TESS_LOG_WARN},
+                                               {"info", TESS_LOG_INFO}, {"debug", TESS_LOG_DEBUG}};
+TESS_OPT_ENUM_TABLE_CHECK(log_level_names, TESS_LOG_DEBUG + 1);
 static const tess_opt log_opts[] = {
-    TESS_OPT_CHOICE("level", "info", TESS_LOG_LEVEL_CHOICES,
+    TESS_OPT_ENUM("level", "info", log_level_names,
                     "messages shown: error, warn, info or debug (per-rank detail)"),
 };
 
@@ -372,7 +375,7 @@ static tess_status run_all(tess_run *run, int argc, char **argv) {
     tess_config_action action;
     TESS_CHECK(tess_config_parse_args(run->cfg, run->group, argc, argv, &action));
     if (action != TESS_CONFIG_ACTION_RUN) return TESS_OK;
-    tess_log_init(run->rt->rank, (tess_log_level)tess_config_choice(run->cfg, "log.level"));
+    tess_log_init(run->rt->rank, (tess_log_level)tess_config_enum(run->cfg, "log.level"));
     TESS_CHECK(tess_state_create(&run->state));
     TESS_CHECK(tess_state_add_i64(run->state, "run/finished", &run->finished));
     tess_timer_init(&run->timers);
