@@ -29,6 +29,7 @@
 #include "io/plot.h"       /* tess_plot_csv */
 #include "io/rundir.h"     /* tess_rundir_prepare */
 #include "nn/registry.h"   /* tess_registry_* */
+#include "nn/state.h"      /* tess_state_* */
 #include "nn/transformer.h" /* tess_tfm_* */
 #include "optim/adamw.h"   /* tess_adamw_* */
 #include "optim/clip.h"    /* tess_clip_grad_norm */
@@ -102,6 +103,7 @@ typedef struct {
     tess_adamw *opt;
     tess_group *dp;        /* data-parallel group: all ranks of the run */
     tess_gradsync *sync;
+    tess_state *state;      /* what a checkpoint holds (tinylm_ckpt) */
     int32_t *ids, *targets; /* (b, T) */
     tess_metrics train_csv, eval_csv;
     bool stopped; /* a stop signal ended training early (after a checkpoint, if any step ran) */
@@ -112,6 +114,7 @@ static void app_free(app *a) {
     tess_metrics_close(&a->eval_csv);
     free(a->ids);
     free(a->targets);
+    tess_state_destroy(&a->state);
     tess_adamw_destroy(&a->opt);
     tess_gradsync_destroy(&a->sync);
     tess_group_destroy(&a->dp);
@@ -168,41 +171,40 @@ static tess_status draw_plots(const char *dir) {
     return TESS_OK;
 }
 
-/* What a tinylm checkpoint holds: the registry's params, AdamW's m, v and step count, and the
- * step, data cursor and seed of the run. */
+/* What a tinylm checkpoint holds (a->state): the registry's params, AdamW's m, v and step count,
+ * and the step, data cursor and seed of the run. */
 typedef struct {
-    tess_ckpt_buffer sets[2];
-    tess_ckpt_counter counters[1];
     int64_t step_count;
     tess_ckpt_state st;
     char dir[4200];
 } tinylm_ckpt;
 
-static void ckpt_prepare(tinylm_ckpt *k, app *a, const char *run_dir, uint64_t seed) {
+static tess_status ckpt_prepare(tinylm_ckpt *k, app *a, const char *run_dir, uint64_t seed) {
     float *m, *v;
     int64_t n;
     tess_adamw_state(a->opt, &m, &v, &n);
-    k->sets[0] = (tess_ckpt_buffer){"optim/m", m};
-    k->sets[1] = (tess_ckpt_buffer){"optim/v", v};
-    k->counters[0] = (tess_ckpt_counter){"optim/step_count", &k->step_count};
     k->step_count = 0;
-    k->st = (tess_ckpt_state){.reg = a->reg, .buffers = k->sets, .nbuffers = 2,
-                              .counters = k->counters, .ncounters = 1, .seed = seed,
+    TESS_CHECK(tess_state_create(&a->state));
+    TESS_CHECK(tess_state_add_registry(a->state, "params", a->reg, false));
+    TESS_CHECK(tess_state_add_like(a->state, "optim/m", a->reg, m, false));
+    TESS_CHECK(tess_state_add_like(a->state, "optim/v", a->reg, v, false));
+    TESS_CHECK(tess_state_add_i64(a->state, "optim/step_count", &k->step_count));
+    k->st = (tess_ckpt_state){.state = a->state, .seed = seed,
                               .config_text = tess_config_resolved_text(a->cfg), .app = "tinylm"};
     const char *dir = tess_config_string(a->cfg, "ckpt.dir");
     if (dir[0])
         snprintf(k->dir, sizeof k->dir, "%s", dir);
     else
         snprintf(k->dir, sizeof k->dir, "%s/checkpoints", run_dir);
+    return TESS_OK;
 }
 
 /* Checkpoint after `done` steps. Collective: every rank returns the same status. */
-static tess_status ckpt_save(tinylm_ckpt *k, app *a, const tess_runtime *rt, int64_t done,
-                             int64_t data_cursor) {
+static tess_status ckpt_save(tinylm_ckpt *k, app *a, int64_t done, int64_t data_cursor) {
     k->st.step = done;
     k->st.data_cursor = data_cursor;
     k->step_count = tess_adamw_step_count(a->opt);
-    TESS_CHECK(tess_ckpt_save(rt->comm, k->dir, &k->st, tess_config_int(a->cfg, "ckpt.keep"),
+    TESS_CHECK(tess_ckpt_save(a->dp, k->dir, &k->st, tess_config_int(a->cfg, "ckpt.keep"),
                               NULL, 0));
     return TESS_OK;
 }
@@ -273,9 +275,9 @@ static tess_status train(app *a, const tess_runtime *rt, bool *collective) {
     /* Resume (ckpt.resume): the step, the data cursor and AdamW's state come back exactly; the
      * verdict is the same on every rank, so a refused checkpoint ends the run collectively. */
     tinylm_ckpt ckpt;
-    ckpt_prepare(&ckpt, a, dir, seed);
+    TESS_CHECK(ckpt_prepare(&ckpt, a, dir, seed));
     bool resumed = false;
-    tess_status rs = tess_ckpt_resume(rt->comm, ckpt.dir, tess_config_string(c, "ckpt.resume"),
+    tess_status rs = tess_ckpt_resume(a->dp, ckpt.dir, tess_config_string(c, "ckpt.resume"),
                                       &ckpt.st, &resumed, NULL, 0);
     if (rs == TESS_OK && resumed && ckpt.st.seed != seed)
         rs = tess_error_push(TESS_ERR_CONFIG, __FILE__, __LINE__, __func__,
@@ -376,9 +378,9 @@ static tess_status train(app *a, const tess_runtime *rt, bool *collective) {
             if (rt->rank == 0) TESS_CHECK(tess_metrics_row(&a->eval_csv, row));
         }
         const bool saved = ckpt_every > 0 && done % ckpt_every == 0 && done < steps;
-        if (saved) TESS_CHECK(ckpt_save(&ckpt, a, rt, done, cursor + global_B));
+        if (saved) TESS_CHECK(ckpt_save(&ckpt, a, done, cursor + global_B));
         if (stop && done < steps) {
-            if (!saved) TESS_CHECK(ckpt_save(&ckpt, a, rt, done, cursor + global_B));
+            if (!saved) TESS_CHECK(ckpt_save(&ckpt, a, done, cursor + global_B));
             tess_log_info("tinylm: stop requested: checkpoint at step %lld of %lld, exiting %d "
                           "(resume with --resume auto)", (long long)done, (long long)steps,
                           TESS_EXIT_STOPPED);
@@ -387,7 +389,7 @@ static tess_status train(app *a, const tess_runtime *rt, bool *collective) {
         }
     }
     if (tess_config_bool(c, "ckpt.at_end") && start < steps)
-        TESS_CHECK(ckpt_save(&ckpt, a, rt, steps, cursor0 + (steps - start) * global_B));
+        TESS_CHECK(ckpt_save(&ckpt, a, steps, cursor0 + (steps - start) * global_B));
     const double seconds = tess_timer_now() - t0;
     tess_log_info("tinylm: loss %.4f -> %.4f; held-out loss %.4f, token accuracy %.2f%%; "
                   "%lld steps in %.1f s (%.0f tok/s on %d ranks, %.2f s waiting for gradient "

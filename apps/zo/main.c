@@ -36,6 +36,7 @@
 #include "io/ckpt.h"       /* tess_ckpt_* */
 #include "io/metrics.h"    /* tess_metrics_* */
 #include "io/rundir.h"     /* tess_rundir_prepare */
+#include "nn/state.h"      /* tess_state_* */
 #include "optim/zo.h"      /* tess_zo_* */
 #include "problem.h"       /* zoapp_problem_* */
 #include "runner.h"        /* zoapp_run_* */
@@ -329,12 +330,13 @@ enum { A_X = 0, A_XBAR, A_CNT, A_SCA, A_CHAIN_I, A_CHAIN_Y, A_PG, A_SUMS, A_TRAJ
  * run/sums = the floor sums and bytes sent) and every method's trajectory and results (wall
  * time aside). step = iterations over all methods. */
 struct zock {
-    tess_ckpt_array arr[A_COUNT];
+    tess_state *state; /* the staging buffers below, by name */
     tess_ckpt_state st;
     double *x, *xbar, sca[TESS_ZO_NSCA], chain_y, sums[3], *traj, res[M_COUNT * RES_FIELDS];
     int64_t cnt[TESS_ZO_NCNT], chain_i[2], pg[PG_N], traj_n[M_COUNT];
     char dir[4200];
     const tess_config *cfg;
+    const tess_group *g; /* all ranks (the mesh's) */
     MPI_Comm comm;
     int64_t iters_before; /* iterations of the methods finished before the running one */
     int64_t budget, stop_at, every, keep;
@@ -343,16 +345,20 @@ struct zock {
 };
 
 static void zock_free(zock *k) {
+    tess_state_destroy(&k->state);
     free(k->x);
     free(k->xbar);
     free(k->traj);
 }
 
-static tess_status zock_init(zock *k, tess_config *c, MPI_Comm comm, int64_t d, int64_t lo,
-                             int64_t n, bool average, uint64_t seed, int64_t budget) {
+/* x (and xbar) of dimension d, this rank's block under layout xl (n elements). */
+static tess_status zock_init(zock *k, tess_config *c, const tess_group *g, int64_t d,
+                             const tess_layout *xl, int64_t n, bool average, uint64_t seed,
+                             int64_t budget) {
     memset(k, 0, sizeof *k);
     k->cfg = c;
-    k->comm = comm;
+    k->g = g;
+    k->comm = g->comm;
     k->budget = budget;
     k->stop_at = tess_config_int(c, "run.stop_at");
     k->every = tess_config_int(c, "ckpt.every");
@@ -361,23 +367,30 @@ static tess_status zock_init(zock *k, tess_config *c, MPI_Comm comm, int64_t d, 
     k->xbar = calloc((size_t)(n > 0 ? n : 1), sizeof *k->xbar);
     k->traj = calloc((size_t)(M_COUNT * TRAJ_FIELDS), sizeof *k->traj);
     TESS_REQUIRE(k->x && k->xbar && k->traj, TESS_ERR_MEM, "zo: out of memory for checkpoints");
-    int na = 0;
-    k->arr[na++] = (tess_ckpt_array){"zo/x", TESS_CKPT_F64, k->x, d, lo, n};
-    if (average) k->arr[na++] = (tess_ckpt_array){"zo/xbar", TESS_CKPT_F64, k->xbar, d, lo, n};
-    k->arr[na++] = (tess_ckpt_array){"zo/counters", TESS_CKPT_I64, k->cnt, TESS_ZO_NCNT, 0,
-                                     TESS_ZO_NCNT};
-    k->arr[na++] = (tess_ckpt_array){"zo/scalars", TESS_CKPT_F64, k->sca, TESS_ZO_NSCA, 0,
-                                     TESS_ZO_NSCA};
-    k->arr[na++] = (tess_ckpt_array){"chain/state", TESS_CKPT_I64, k->chain_i, 2, 0, 2};
-    k->arr[na++] = (tess_ckpt_array){"chain/y", TESS_CKPT_F64, &k->chain_y, 1, 0, 1};
-    k->arr[na++] = (tess_ckpt_array){"run/progress", TESS_CKPT_I64, k->pg, PG_N, 0, PG_N};
-    k->arr[na++] = (tess_ckpt_array){"run/sums", TESS_CKPT_F64, k->sums, 3, 0, 3};
-    k->arr[na++] = (tess_ckpt_array){"run/traj_n", TESS_CKPT_I64, k->traj_n, M_COUNT, 0, M_COUNT};
-    k->arr[na++] = (tess_ckpt_array){"run/traj", TESS_CKPT_F64, k->traj, M_COUNT * TRAJ_FIELDS,
-                                     0, M_COUNT * TRAJ_FIELDS};
-    k->arr[na++] = (tess_ckpt_array){"run/results", TESS_CKPT_F64, k->res, M_COUNT * RES_FIELDS,
-                                     0, M_COUNT * RES_FIELDS};
-    k->st = (tess_ckpt_state){.reg = NULL, .arrays = k->arr, .narrays = na, .seed = seed,
+    const tess_layout rep = tess_layout_replicated();
+    const struct {
+        const char *name;
+        tess_dtype dtype;
+        int64_t n;
+        const tess_layout *l;
+        void *data;
+    } e[A_COUNT] = {{"zo/x", TESS_F64, d, xl, k->x},
+                    {"zo/xbar", TESS_F64, d, xl, k->xbar},
+                    {"zo/counters", TESS_I64, TESS_ZO_NCNT, &rep, k->cnt},
+                    {"zo/scalars", TESS_F64, TESS_ZO_NSCA, &rep, k->sca},
+                    {"chain/state", TESS_I64, 2, &rep, k->chain_i},
+                    {"chain/y", TESS_F64, 1, &rep, &k->chain_y},
+                    {"run/progress", TESS_I64, PG_N, &rep, k->pg},
+                    {"run/sums", TESS_F64, 3, &rep, k->sums},
+                    {"run/traj_n", TESS_I64, M_COUNT, &rep, k->traj_n},
+                    {"run/traj", TESS_F64, M_COUNT * TRAJ_FIELDS, &rep, k->traj},
+                    {"run/results", TESS_F64, M_COUNT * RES_FIELDS, &rep, k->res}};
+    TESS_CHECK(tess_state_create(&k->state));
+    for (int i = 0; i < A_COUNT; i++)
+        if (i != A_XBAR || average)
+            TESS_CHECK(tess_state_add(k->state, e[i].name, e[i].dtype, 1, &e[i].n, e[i].l,
+                                      e[i].data));
+    k->st = (tess_ckpt_state){.state = k->state, .seed = seed,
                               .config_text = tess_config_resolved_text(c), .app = "zo"};
     const char *dir = tess_config_string(c, "ckpt.dir");
     if (dir[0])
@@ -441,7 +454,7 @@ static void stage_optimizer(zock *k, tess_zo *zo, zoapp_chain *ch, bool to) {
 
 static tess_status zock_save(zock *k, int64_t step) {
     k->st.step = step;
-    TESS_CHECK(tess_ckpt_save(k->comm, k->dir, &k->st, k->keep, NULL, 0));
+    TESS_CHECK(tess_ckpt_save(k->g, k->dir, &k->st, k->keep, NULL, 0));
     return TESS_OK;
 }
 
@@ -583,10 +596,11 @@ static tess_status compare(app *a, const tess_runtime *rt, bool *collective) {
     a->ck = calloc(1, sizeof *a->ck);
     TESS_REQUIRE(a->ck, TESS_ERR_MEM, "zo: out of memory for checkpoints");
     zock *ck = a->ck;
-    TESS_CHECK(zock_init(ck, a->cfg, rt->comm, d, lo, hi - lo,
+    const tess_layout xl = tess_layout_sharded(0, sh->size, sh->rank);
+    TESS_CHECK(zock_init(ck, a->cfg, tess_mesh_all(a->mesh), d, &xl, hi - lo,
                          tess_config_bool(c, "optim.average"), seed, ro.budget));
     bool resumed = false;
-    tess_status rs = tess_ckpt_resume(rt->comm, ck->dir, tess_config_string(c, "ckpt.resume"),
+    tess_status rs = tess_ckpt_resume(ck->g, ck->dir, tess_config_string(c, "ckpt.resume"),
                                       &ck->st, &resumed, NULL, 0);
     if (rs == TESS_OK && resumed && ck->st.seed != seed)
         rs = tess_error_push(TESS_ERR_CONFIG, __FILE__, __LINE__, __func__,
