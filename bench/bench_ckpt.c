@@ -52,6 +52,8 @@
 #include "bench_common.h" /* tess_bench_* */
 #include "core/log.h"     /* tess_log_init */
 #include "io/ckpt.h"      /* tess_ckpt_* */
+#include "nn/state.h"     /* tess_state_* */
+#include "par/mesh.h"     /* tess_group_* */
 #include "nn/registry.h"  /* tess_registry_* */
 
 enum {
@@ -73,7 +75,9 @@ static float bench_value(int64_t i, int64_t g) {
 typedef struct {
     MPI_Comm comm;
     int rank, size;
+    tess_group *g;      /* over comm, for the checkpoint calls */
     tess_registry *reg;
+    tess_state *state;  /* the params, as "params/<name>" */
     float *params;         /* the registry's flat params: local_total floats */
     size_t local_bytes;    /* this rank's state bytes */
     size_t raw_offset;     /* this rank's byte offset in raw.bin */
@@ -106,6 +110,9 @@ static tess_status bench_build(bench *b, int64_t mib, int64_t ntensors) {
         if (local > largest) largest = local;
     }
     TESS_CHECK(tess_registry_finalize(b->reg));
+    TESS_CHECK(tess_state_create(&b->state));
+    TESS_CHECK(tess_state_add_registry(b->state, "params", b->reg, false));
+    TESS_CHECK(tess_group_create(b->comm, "bench", &b->g));
     b->params = tess_registry_params(b->reg);
     b->local_bytes = (size_t)tess_registry_local_total(b->reg) * sizeof(float);
     b->state_bytes = tess_registry_global_total(b->reg) * (int64_t)sizeof(float);
@@ -306,7 +313,7 @@ typedef enum {
 
 /* Run one operation between barriers; fills c. */
 static tess_status timed(bench *b, op_kind op, int64_t rep, cost *c, double *fsync_s) {
-    tess_ckpt_state st = {.reg = b->reg, .step = rep, .app = "bench_ckpt"};
+    tess_ckpt_state st = {.state = b->state, .step = rep, .app = "bench_ckpt"};
     const bool write = op == OP_RAW_WRITE || op == OP_TESS_WRITE;
     const char *io_field = write ? "wchar" : "rchar";
     tess_status s = TESS_OK;
@@ -319,9 +326,9 @@ static tess_status timed(bench *b, op_kind op, int64_t rep, cost *c, double *fsy
     case OP_RAW_READ: s = raw_read(b); break;
     case OP_RANGE_READ: s = range_read(b); break;
     case OP_TESS_WRITE:
-        s = tess_ckpt_save(b->comm, b->tess_dir, &st, 0, b->ckpt, sizeof b->ckpt);
+        s = tess_ckpt_save(b->g, b->tess_dir, &st, 0, b->ckpt, sizeof b->ckpt);
         break;
-    default: s = tess_ckpt_load(b->comm, b->ckpt, &st); break;
+    default: s = tess_ckpt_load(b->g, b->ckpt, &st); break;
     }
     TESS_CHECK(s);
     MPI_Barrier(b->comm);
@@ -475,6 +482,8 @@ static tess_status run(MPI_Comm comm, int argc, char **argv) {
                level >= MPI_THREAD_FUNNELED);
         if (with_ranges) printf("range_mismatches %lld\n", (long long)bad_ranges);
     }
+    tess_state_destroy(&b.state);
+    tess_group_destroy(&b.g);
     tess_registry_destroy(&b.reg);
     free(b.data_offset);
     TESS_REQUIRE(bad == 0, TESS_ERR_DATA, "%lld elements differ after tess_ckpt_load",

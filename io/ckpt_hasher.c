@@ -12,9 +12,9 @@ enum { HASHER_RING = 64 };
 
 typedef struct {
     tess_ckpt_hash_scheme h;
-    const tess_registry_entry *e;
+    const tess_state_entry *e;
     ckpt_region r;
-    const float *local;
+    const void *local;
     uint64_t *acc;
 } hasher_job;
 
@@ -75,8 +75,8 @@ ckpt_hasher *ckpt_hasher_start(void) {
     return hq;
 }
 
-void ckpt_hasher_add(ckpt_hasher *hq, tess_ckpt_hash_scheme h, const tess_registry_entry *e,
-                     const ckpt_region *r, const float *local, uint64_t *acc) {
+void ckpt_hasher_add(ckpt_hasher *hq, tess_ckpt_hash_scheme h, const tess_state_entry *e,
+                     const ckpt_region *r, const void *local, uint64_t *acc) {
     if (!hq) {
         *acc = ckpt_hash_region(h, *acc, e, r, local);
         return;

@@ -25,8 +25,8 @@ ckpt_hasher *ckpt_hasher_start(void);
 /* *acc = ckpt_hash_region(h, *acc, e, r, local), on the worker if hq is not NULL (blocking while
  * its queue is full), else right away. e, r and local as ckpt_hash_region; e and local must
  * outlive the job, r is copied. Local. */
-void ckpt_hasher_add(ckpt_hasher *hq, tess_ckpt_hash_scheme h, const tess_registry_entry *e,
-                     const ckpt_region *r, const float *local, uint64_t *acc);
+void ckpt_hasher_add(ckpt_hasher *hq, tess_ckpt_hash_scheme h, const tess_state_entry *e,
+                     const ckpt_region *r, const void *local, uint64_t *acc);
 
 /* Wait for every queued job, stop the worker and free hq (NULL: nothing to do). Local. */
 void ckpt_hasher_finish(ckpt_hasher *hq);

@@ -1,5 +1,6 @@
 /* ckpt_impl.h - internals shared by io/ckpt_*.c: HDF5 helpers, problem lists, the write/read plan.
- * Not a public interface (see ckpt.h). */
+ * Not a public interface (see ckpt.h). Functions taking an MPI_Comm are collective on it; the
+ * public functions pass their group's communicator. */
 #ifndef TESS_IO_CKPT_IMPL_H
 #define TESS_IO_CKPT_IMPL_H
 
@@ -13,8 +14,7 @@
 #include "io/ckpt.h"     /* tess_ckpt_state, tess_ckpt_hash_scheme */
 
 enum {
-    CKPT_SET_NAME_MAX = 64,  /* bytes of a set or counter name, including the NUL */
-    CKPT_DSET_PATH_MAX = CKPT_SET_NAME_MAX + TESS_REGISTRY_NAME_MAX + 2,
+    CKPT_DSET_PATH_MAX = TESS_STATE_NAME_MAX + 1, /* "/<entry name>", including the NUL */
     CKPT_MSGS_BYTES = 6144,  /* problem list shared by all ranks */
     CKPT_MSGS_MAX_LINES = 20,
 };
@@ -46,17 +46,12 @@ bool ckpt_path_exists(hid_t loc, const char *path);
 /* "float32", "int64", "uint8", "string", "compound", ... for messages. */
 void ckpt_type_name(hid_t type, char *buf, size_t n);
 
-/* --- names ----------------------------------------------------------------------------------- */
-/* 1..CKPT_SET_NAME_MAX-1 characters, components of [A-Za-z0-9_] separated by single '/'. */
-bool ckpt_name_is_valid(const char *name);
-/* "/<set>/<entry>" */
-void ckpt_dataset_path(char *buf, size_t n, const char *set, const char *entry);
-/* Set s of st: 0 is "params" (the registry's params), 1.. are st->buffers. */
-int ckpt_nsets(const tess_ckpt_state *st);
-const char *ckpt_set_name(const tess_ckpt_state *st, int s);
-float *ckpt_set_data(const tess_ckpt_state *st, int s);
-/* Check st on this rank: finalized registry, valid and distinct names, buffers present. */
-tess_status ckpt_check_state(const tess_ckpt_state *st);
+/* --- element types --------------------------------------------------------------------------- */
+hid_t ckpt_dtype_file(tess_dtype t); /* little-endian HDF5 type */
+hid_t ckpt_dtype_mem(tess_dtype t);  /* native HDF5 type */
+const char *ckpt_dtype_name(tess_dtype t); /* "float32", "float64", "int64" */
+/* The scheme of hashes in a file of format_version v. */
+tess_ckpt_hash_scheme ckpt_scheme(int64_t v);
 
 /* --- problem lists: built on one rank, broadcast, pushed to the error record everywhere ------- */
 typedef struct {
@@ -85,7 +80,7 @@ tess_status ckpt_root_verdict(MPI_Comm comm, tess_status s_root);
  * (malloc'ed, caller frees; *count may be 0; a missing dir is empty). Collective on comm. */
 tess_status ckpt_list_shared(MPI_Comm comm, const char *dir, char **names, int64_t *count);
 
-/* --- the plan: which part of each entry this rank writes and hashes ------------------------- */
+/* --- the plan (ckpt_plan.c): every dataset of the file, the part this rank writes and reads -- */
 typedef struct {
     bool block_cyclic;             /* gathered to / scattered from rank 0 (par/gather.h) */
     int64_t off[TESS_MAX_DIMS];    /* region start in global coordinates */
@@ -94,48 +89,49 @@ typedef struct {
     int64_t count;                 /* elements in the region; 0: this rank writes none */
 } ckpt_region;
 
-/* regions[i] for every registry entry i: ranks holding the same block of an entry split its rows,
- * so the regions of all ranks cover every element exactly once. Checks that the registry is the
- * same on every rank (names, shapes, layout kinds) and that the blocks cover each tensor; a
- * block-cyclic entry needs nprow * npcol == the communicator's size. *has_bc tells whether any
- * entry is block-cyclic. TESS_ERR_ARG on every rank on failure. Collective on comm. */
-tess_status ckpt_plan(MPI_Comm comm, const tess_registry *reg, ckpt_region *regions,
-                      bool *has_bc);
-/* acc + the hash terms (scheme h) of region r of entry e, whose local block is `local`
- * (row-major). */
-uint64_t ckpt_hash_region(tess_ckpt_hash_scheme h, uint64_t acc, const tess_registry_entry *e,
-                          const ckpt_region *r,
-                          const float *local);
-
-/* --- flat arrays (ckpt_array.c) ------------------------------------------------------------ */
-/* The part of an array this rank writes and hashes: global start, elements (0: none), start in
- * its local data. The spans of all ranks cover every element once. */
+/* One dataset of the checkpoint: an entry listed by every rank, or a private one of some rank. */
 typedef struct {
-    int64_t off, count, moff;
-    int64_t parts; /* distinct ranges over all ranks (1: replicated) */
-} ckpt_span;
-/* Registry entries of st (0 without a registry). */
-int64_t ckpt_reg_count(const tess_ckpt_state *st);
-size_t ckpt_dtype_size(tess_ckpt_dtype t);
-hid_t ckpt_dtype_file(tess_ckpt_dtype t); /* little-endian HDF5 type */
-hid_t ckpt_dtype_mem(tess_ckpt_dtype t);  /* native HDF5 type */
-const char *ckpt_dtype_name(tess_ckpt_dtype t);
-/* spans[a] for every array of st: checks that dtype and n_global agree between ranks and that
- * the distinct ranges tile [0, n_global); ranks holding the same range split it. TESS_ERR_ARG on
- * every rank on failure. Collective on comm. */
-tess_status ckpt_array_plan(MPI_Comm comm, const tess_ckpt_state *st, ckpt_span *spans);
-/* acc + the hash terms (scheme h) of span sp of array a. */
-uint64_t ckpt_array_hash(tess_ckpt_hash_scheme h, uint64_t acc, const tess_ckpt_array *a,
-                         const ckpt_span *sp);
-/* Rank 0, file open: array a is present as a 1-D dataset of its dtype and length with a hash;
- * problems go to m. */
-void ckpt_array_check(hid_t f, const tess_ckpt_array *a, ckpt_msgs *m);
+    char path[CKPT_DSET_PATH_MAX]; /* "/<entry name>" */
+    tess_dtype dtype;
+    int ndim;
+    int64_t shape[TESS_MAX_DIMS]; /* global shape */
+    int64_t count;                /* product of shape */
+    int owner;                    /* private: the rank that lists it; -1: every rank lists it */
+    const tess_state_entry *e;    /* this rank's entry, NULL if another rank's private entry */
+    ckpt_region r;                /* the part this rank writes and hashes (count 0: none) */
+    bool legacy_attr; /* a counter stored as attribute of its parent group (formats 1 and 2) */
+} ckpt_item;
+
+typedef struct {
+    ckpt_item *items; /* the state's non-private entries in its order, then every rank's private
+                         entries sorted by name */
+    int64_t n;
+    bool has_bc; /* some entry is block-cyclic */
+} ckpt_plan;
+
+/* The plan of st on g: checks that the non-private entries agree on every rank (name, dtype,
+ * global shape, layout kind, order; else TESS_ERR_ARG naming the entry and the ranks), that each
+ * private entry is listed by one rank only and that no name is reserved or a group of another,
+ * that the blocks cover each tensor (ranks holding the same block split its rows, so the regions
+ * of all ranks cover every element once), and that a block-cyclic entry is float32 on a grid of
+ * all of g. Every rank returns the same status. Free with ckpt_plan_free. Collective on g. */
+tess_status ckpt_plan_make(const tess_group *g, const tess_state *st, ckpt_plan *p);
+void ckpt_plan_free(ckpt_plan *p);
+/* acc + the hash terms (scheme h) of region r of entry e, whose local block is `local`
+ * (row-major; block-cyclic: the whole tensor, row-major). */
+uint64_t ckpt_hash_region(tess_ckpt_hash_scheme h, uint64_t acc, const tess_state_entry *e,
+                          const ckpt_region *r, const void *local);
+/* The model_digest attribute: tess_ckpt_model_digest of the registry of the "params/" entries. */
+uint64_t ckpt_plan_digest(const ckpt_plan *p);
+/* Items that formats 1 and 2 stored as attributes: 1-element int64 entries listed by every rank
+ * whose name has a group ("optim/step_count": attribute step_count of /optim). */
+bool ckpt_is_counter(const ckpt_item *it);
 
 /* --- reading (ckpt_read.c) ------------------------------------------------------------------- */
-/* Rank 0 opens path alone and checks it (against st unless NULL); the verdict, its problem list
- * and the info reach every rank. Collective on comm. */
-tess_status ckpt_probe(MPI_Comm comm, const char *path, const tess_ckpt_state *st,
-                       tess_ckpt_info *info, ckpt_msgs *m);
+/* Rank 0 opens path alone and checks it (against the plan's datasets unless p is NULL); the
+ * verdict, its problem list and the info reach every rank. Collective on comm. */
+tess_status ckpt_probe(MPI_Comm comm, const char *path, const ckpt_plan *p, tess_ckpt_info *info,
+                       ckpt_msgs *m);
 /* The first local failure of a read sequence: a rank records it and goes on with the sequence,
  * so that no rank waits in a collective for one that gave up; the sequence ends with
  * ckpt_agree(comm, r.status, r.what). */
@@ -150,7 +146,7 @@ void ckpt_rfail(ckpt_read_err *r, tess_status s, const char *fmt, const char *ar
 hid_t ckpt_open_collective(MPI_Comm comm, const char *path);
 /* tess_ckpt_load without the silencing of HDF5's error printing and without the final record
  * line (ckpt_load.c). Collective on comm. */
-tess_status ckpt_load_state(MPI_Comm comm, const char *path, tess_ckpt_state *st);
+tess_status ckpt_load_state(const tess_group *g, const char *path, tess_ckpt_state *st);
 
 /* --- files ----------------------------------------------------------------------------------- */
 /* A file-access list for parallel HDF5 on comm (MPI-IO, collective metadata, format bounds

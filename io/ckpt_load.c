@@ -1,4 +1,4 @@
-/* ckpt_load.c - loading a checkpoint into a model's state on any rank count (see ckpt.h).
+/* ckpt_load.c - loading a checkpoint into a state on any rank count (see ckpt.h).
  *
  * Order (OPERATIONS.md 4 and 5): the plan is agreed, rank 0 checks the file's structure alone
  * (ckpt_probe), and only a file that passed is opened collectively. The tensors are then read in
@@ -9,7 +9,7 @@
  * the file rather than neighbouring slabs of one tensor. Each rank reads its part in slabs of at
  * most LOAD_SLAB_BYTES and queues the hash of each slab on the background worker
  * (ckpt_hasher.h), which hashes slab j while slab j+1 is read. Block-cyclic entries are read by
- * rank 0 and scattered, in registry order on every rank (collective). A local failure
+ * rank 0 and scattered, in plan order on every rank (collective). A local failure
  * is recorded and the sequence continues (ckpt_read_err); the hash sums are all-reduced and
  * judged identically everywhere. */
 #include <stdio.h>
@@ -19,7 +19,6 @@
 #include "core/log.h"      /* tess_log_info */
 #include "core/mpicheck.h" /* TESS_MPI_CHECK */
 #include "par/gather.h"   /* tess_par_scatter_global */
-#include "par/mesh.h"     /* tess_group_create */
 #include "io/ckpt_hasher.h"
 #include "io/ckpt_impl.h"
 
@@ -47,12 +46,12 @@ static ckpt_region region_rows(const ckpt_region *rg, int64_t lo, int64_t hi) {
     return sub;
 }
 
-/* Read this rank's local block of entry e (row-sharded or replicated layouts) from dataset d into
- * local, in slabs of whole rows, queueing the hash terms of region rg's part of each slab into
- * *acc. Independent I/O: local. */
-static void read_block(hid_t d, const tess_registry_entry *e, const ckpt_region *rg, float *local,
-                       ckpt_hasher *hq, tess_ckpt_hash_scheme h, hid_t dxpl, uint64_t *acc,
-                       ckpt_read_err *r) {
+/* Read this rank's local block of item it (row-sharded, replicated or private) from dataset d
+ * into its entry's data, in slabs of whole rows, queueing the hash terms of the region's part of
+ * each slab into *acc. Independent I/O: local. */
+static void read_block(hid_t d, const ckpt_item *it, ckpt_hasher *hq, tess_ckpt_hash_scheme h,
+                       hid_t dxpl, uint64_t *acc, ckpt_read_err *r) {
+    const tess_state_entry *e = it->e;
     if (e->local_count == 0) return;
     hsize_t gd[TESS_MAX_DIMS], ld[TESS_MAX_DIMS], start[TESS_MAX_DIMS], mstart[TESS_MAX_DIMS],
         cnt[TESS_MAX_DIMS];
@@ -63,7 +62,8 @@ static void read_block(hid_t d, const tess_registry_entry *e, const ckpt_region 
         mstart[i] = 0;
         cnt[i] = ld[i];
     }
-    const int64_t rows = e->local_shape[0], row_bytes = e->local_count / rows * 4;
+    const int64_t rows = e->local_shape[0],
+                  row_bytes = e->local_count / rows * (int64_t)tess_dtype_size(e->dtype);
     int64_t per = LOAD_SLAB_BYTES / row_bytes;
     if (per < 1) per = 1;
     hid_t fsel = H5Screate_simple(e->ndim, gd, NULL), msel = H5Screate_simple(e->ndim, ld, NULL);
@@ -75,78 +75,57 @@ static void read_block(hid_t d, const tess_registry_entry *e, const ckpt_region 
         if (fsel < 0 || msel < 0 ||
             H5Sselect_hyperslab(fsel, H5S_SELECT_SET, start, NULL, cnt, NULL) < 0 ||
             H5Sselect_hyperslab(msel, H5S_SELECT_SET, mstart, NULL, cnt, NULL) < 0 ||
-            H5Dread(d, H5T_NATIVE_FLOAT, msel, fsel, dxpl, local) < 0) {
-            ckpt_rfail(r, TESS_ERR_DATA, "cannot read dataset of %s", e->name);
+            H5Dread(d, ckpt_dtype_mem(e->dtype), msel, fsel, dxpl, e->data) < 0) {
+            ckpt_rfail(r, TESS_ERR_DATA, "cannot read dataset %s", it->path);
             break;
         }
-        const ckpt_region part = region_rows(rg, a, b);
-        if (part.count > 0) ckpt_hasher_add(hq, h, e, &part, local, acc);
+        const ckpt_region part = region_rows(&it->r, a, b);
+        if (part.count > 0) ckpt_hasher_add(hq, h, e, &part, e->data, acc);
     }
     if (msel >= 0) H5Sclose(msel);
     if (fsel >= 0) H5Sclose(fsel);
 }
 
-/* Block-cyclic entry e: rank 0 reads the whole tensor (independent I/O) and hashes it, then it
- * is scattered to every rank's local block. Collective on g->comm. */
-static void read_block_cyclic(hid_t d, const tess_registry_entry *e, const ckpt_region *rg,
-                              float *local, const tess_group *g, tess_ckpt_hash_scheme h,
-                              int rank, hid_t dxpl, uint64_t *acc, ckpt_read_err *r,
-                              tess_status *fatal) {
-    float *global = rank == 0 ? malloc((size_t)e->global_count * sizeof *global) : NULL;
-    *fatal = ckpt_agree(g->comm, rank != 0 || global ? TESS_OK : TESS_ERR_MEM,
+/* Block-cyclic item it (float32): rank 0 reads the whole tensor (independent I/O) and hashes it,
+ * then it is scattered to every rank's local block. Collective on g. */
+static void read_block_cyclic(hid_t d, const ckpt_item *it, const tess_group *g,
+                              tess_ckpt_hash_scheme h, hid_t dxpl, uint64_t *acc,
+                              ckpt_read_err *r, tess_status *fatal) {
+    const tess_state_entry *e = it->e;
+    float *global = g->rank == 0 ? malloc((size_t)e->global_count * sizeof *global) : NULL;
+    *fatal = ckpt_agree(g->comm, g->rank != 0 || global ? TESS_OK : TESS_ERR_MEM,
                         "allocating a block-cyclic tensor on rank 0");
     if (*fatal != TESS_OK) return;
-    if (rank == 0) {
+    if (g->rank == 0) {
         if (d < 0 || H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, dxpl, global) < 0)
-            ckpt_rfail(r, TESS_ERR_DATA, "cannot read dataset of %s", e->name);
+            ckpt_rfail(r, TESS_ERR_DATA, "cannot read dataset %s", it->path);
         else
-            *acc = ckpt_hash_region(h, *acc, e, rg, global);
+            *acc = ckpt_hash_region(h, *acc, e, &it->r, global);
     }
-    tess_status s = tess_par_scatter_global(g, &e->layout, e->ndim, e->shape, global, local);
+    tess_status s = tess_par_scatter_global(g, &e->layout, e->ndim, e->shape, global, e->data);
     if (s != TESS_OK)
-        *fatal = tess_error_push(s, __FILE__, __LINE__, __func__, "scattering %s", e->name);
+        *fatal = tess_error_push(s, __FILE__, __LINE__, __func__, "scattering %s", it->path);
     free(global);
 }
 
-/* Read this rank's range of array a (collective: every rank calls it, possibly selecting
- * nothing) and return the hash terms of its span; the stored hash goes to *stored. */
-static uint64_t read_array(hid_t f, const tess_ckpt_array *a, const ckpt_span *sp,
-                           tess_ckpt_hash_scheme h, hid_t dxpl, uint64_t *stored,
-                           ckpt_read_err *r) {
-    char path[CKPT_SET_NAME_MAX + 2];
-    snprintf(path, sizeof path, "/%s", a->name);
-    hid_t d = H5Dopen2(f, path, H5P_DEFAULT);
-    if (d < 0) ckpt_rfail(r, TESS_ERR_DATA, "cannot open dataset %s", path);
-    if (d >= 0 && ckpt_attr_read_u64(d, "hash", stored) != 0)
-        ckpt_rfail(r, TESS_ERR_DATA, "cannot read the hash of %s", path);
-    hsize_t dims = (hsize_t)a->n_global, off = (hsize_t)a->first, cnt = (hsize_t)a->n_local,
-            one = 1;
-    hid_t fsel = H5Screate_simple(1, &dims, NULL);
-    hid_t msel = H5Screate_simple(1, a->n_local > 0 ? &cnt : &one, NULL);
-    if (a->n_local > 0) {
-        H5Sselect_hyperslab(fsel, H5S_SELECT_SET, &off, NULL, &cnt, NULL);
-    } else {
-        H5Sselect_none(fsel);
-        H5Sselect_none(msel);
-    }
-    static int64_t dummy;
-    if (d < 0 || H5Dread(d, ckpt_dtype_mem(a->dtype), msel, fsel, dxpl,
-                         a->n_local > 0 ? a->data : (void *)&dummy) < 0)
-        ckpt_rfail(r, TESS_ERR_DATA, "cannot read dataset %s", path);
-    H5Sclose(msel);
-    H5Sclose(fsel);
-    if (d >= 0) H5Dclose(d);
-    return ckpt_array_hash(h, 0, a, sp);
+/* Formats 1 and 2: counter item it from the attribute of its parent group (every rank reads it:
+ * collective metadata). */
+static void read_counter_attr(hid_t f, const ckpt_item *it, ckpt_read_err *r) {
+    char group[CKPT_DSET_PATH_MAX];
+    const char *slash = strrchr(it->path, '/');
+    snprintf(group, sizeof group, "%.*s", (int)(slash - it->path), it->path);
+    hid_t gr = H5Gopen2(f, group, H5P_DEFAULT);
+    if (gr < 0 || ckpt_attr_read_i64(gr, slash + 1, (int64_t *)it->e->data) != 0)
+        ckpt_rfail(r, TESS_ERR_DATA, "cannot read counter %s", it->path);
+    if (gr >= 0) H5Gclose(gr);
 }
 
-/* Every tensor dataset of st (nsets * n of them, index k * n + i for set k and entry i): its
- * stored hash into stored[], this rank's hash terms into acc[] (complete once hq is finished).
- * Collective on comm (and on g->comm when a block-cyclic entry is present). */
-static void read_tensors(hid_t f, const char *path, const tess_ckpt_state *st,
-                         const ckpt_region *regions, const tess_group *g,
-                         tess_ckpt_hash_scheme h, int rank, int size, ckpt_hasher *hq,
-                         uint64_t *acc, uint64_t *stored, ckpt_read_err *r, tess_status *fatal) {
-    const int64_t n = ckpt_reg_count(st), nt = ckpt_nsets(st) * n;
+/* Every dataset of the plan: its stored hash into stored[i], this rank's hash terms into acc[i]
+ * (complete once hq is finished). Collective on g. */
+static void read_items(hid_t f, const char *path, const ckpt_plan *p, const tess_group *g,
+                       tess_ckpt_hash_scheme h, ckpt_hasher *hq, uint64_t *acc, uint64_t *stored,
+                       ckpt_read_err *r, tess_status *fatal) {
+    const int64_t nt = p->n;
     hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
     if (dxpl < 0 || H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_INDEPENDENT) < 0)
         ckpt_rfail(r, TESS_ERR_DATA, "cannot set up independent reads of '%s'", path);
@@ -154,31 +133,27 @@ static void read_tensors(hid_t f, const char *path, const tess_ckpt_state *st,
         const int64_t b1 = b0 + LOAD_BATCH < nt ? b0 + LOAD_BATCH : nt;
         hid_t d[LOAD_BATCH];
         for (int64_t t = b0; t < b1; t++) { /* collective metadata: same order on every rank */
-            const int k = (int)(t / n);
-            const tess_registry_entry *e = tess_registry_get(st->reg, t % n);
-            char p[CKPT_DSET_PATH_MAX];
-            ckpt_dataset_path(p, sizeof p, ckpt_set_name(st, k), e->name);
-            d[t - b0] = H5Dopen2(f, p, H5P_DEFAULT);
-            if (d[t - b0] < 0) ckpt_rfail(r, TESS_ERR_DATA, "cannot open dataset %s", p);
+            const ckpt_item *it = &p->items[t];
+            d[t - b0] = -1;
+            if (it->legacy_attr) {
+                read_counter_attr(f, it, r);
+                continue;
+            }
+            d[t - b0] = H5Dopen2(f, it->path, H5P_DEFAULT);
+            if (d[t - b0] < 0) ckpt_rfail(r, TESS_ERR_DATA, "cannot open dataset %s", it->path);
             if (d[t - b0] >= 0 && ckpt_attr_read_u64(d[t - b0], "hash", &stored[t]) != 0)
-                ckpt_rfail(r, TESS_ERR_DATA, "cannot read the hash of %s", p);
+                ckpt_rfail(r, TESS_ERR_DATA, "cannot read the hash of %s", it->path);
         }
-        for (int64_t t = b0; t < b1 && *fatal == TESS_OK; t++) { /* collective: in order */
-            const tess_registry_entry *e = tess_registry_get(st->reg, t % n);
-            if (regions[t % n].block_cyclic)
-                read_block_cyclic(d[t - b0], e, &regions[t % n],
-                                  ckpt_set_data(st, (int)(t / n)) + e->flat_offset, g, h, rank,
-                                  dxpl, &acc[t], r, fatal);
-        }
+        for (int64_t t = b0; t < b1 && *fatal == TESS_OK; t++) /* collective: in order */
+            if (p->items[t].r.block_cyclic)
+                read_block_cyclic(d[t - b0], &p->items[t], g, h, dxpl, &acc[t], r, fatal);
         /* local, rank q of P starting q/P of the way into the batch (file comment) */
-        const int64_t len = b1 - b0, first = rank * len / size;
+        const int64_t len = b1 - b0, first = g->rank * len / g->size;
         for (int64_t j = 0; j < len && *fatal == TESS_OK && r->status == TESS_OK; j++) {
             const int64_t t = b0 + (first + j) % len;
-            const tess_registry_entry *e = tess_registry_get(st->reg, t % n);
-            if (!regions[t % n].block_cyclic && d[t - b0] >= 0)
-                read_block(d[t - b0], e, &regions[t % n],
-                           ckpt_set_data(st, (int)(t / n)) + e->flat_offset, hq, h, dxpl, &acc[t],
-                           r);
+            const ckpt_item *it = &p->items[t];
+            if (it->e && !it->r.block_cyclic && d[t - b0] >= 0)
+                read_block(d[t - b0], it, hq, h, dxpl, &acc[t], r);
         }
         for (int64_t t = b0; t < b1; t++)
             if (d[t - b0] >= 0) H5Dclose(d[t - b0]);
@@ -187,29 +162,17 @@ static void read_tensors(hid_t f, const char *path, const tess_ckpt_state *st,
 }
 
 /* Stored against computed hashes of every dataset; the mismatches as a record. */
-static tess_status judge_hashes(const char *path, const tess_ckpt_state *st,
-                                const tess_ckpt_info *info, const uint64_t *sum,
-                                const uint64_t *stored) {
-    const int64_t n = ckpt_reg_count(st), nt = ckpt_nsets(st) * n;
+static tess_status judge_hashes(const char *path, const ckpt_plan *p, const tess_ckpt_info *info,
+                                const uint64_t *sum, const uint64_t *stored) {
     ckpt_msgs bad = {.lines = 0};
     bad.text[0] = '\0';
-    for (int k = 0; k < ckpt_nsets(st); k++)
-        for (int64_t i = 0; i < n; i++) {
-            const tess_registry_entry *e = tess_registry_get(st->reg, i);
-            uint64_t h = tess_ckpt_hash_final(sum[k * n + i], e->global_count);
-            if (h != stored[k * n + i])
-                ckpt_msgs_add(&bad, "  dataset /%s/%s does not match its hash (stored "
-                              "%016llx, data %016llx)",
-                              ckpt_set_name(st, k), e->name,
-                              (unsigned long long)stored[k * n + i], (unsigned long long)h);
-        }
-    for (int k = 0; k < st->narrays; k++) {
-        uint64_t h = tess_ckpt_hash_final(sum[nt + k], st->arrays[k].n_global);
-        if (h != stored[nt + k])
-            ckpt_msgs_add(&bad, "  dataset /%s does not match its hash (stored %016llx, data "
+    for (int64_t i = 0; i < p->n; i++) {
+        if (p->items[i].legacy_attr) continue;
+        uint64_t h = tess_ckpt_hash_final(sum[i], p->items[i].count);
+        if (h != stored[i])
+            ckpt_msgs_add(&bad, "  dataset %s does not match its hash (stored %016llx, data "
                           "%016llx)",
-                          st->arrays[k].name, (unsigned long long)stored[nt + k],
-                          (unsigned long long)h);
+                          p->items[i].path, (unsigned long long)stored[i], (unsigned long long)h);
     }
     if (bad.lines == 0) return TESS_OK;
     ckpt_msgs head = {.lines = 0};
@@ -222,60 +185,41 @@ static tess_status judge_hashes(const char *path, const tess_ckpt_state *st,
     return CKPT_MSGS_PUSH(TESS_ERR_DATA, &bad);
 }
 
-tess_status ckpt_load_state(MPI_Comm comm, const char *path, tess_ckpt_state *st) {
-    int rank, size;
-    TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-    TESS_MPI_CHECK(MPI_Comm_size(comm, &size));
-    TESS_CHECK(ckpt_agree(comm, ckpt_check_state(st), "checking the checkpoint state"));
-    const int64_t n = ckpt_reg_count(st), nt = ckpt_nsets(st) * n, nk = nt + st->narrays;
-    TESS_REQUIRE(nk < INT32_MAX, TESS_ERR_ARG, "too many datasets (%lld)", (long long)nk);
-    ckpt_region *regions = calloc((size_t)n + 1, sizeof *regions);
-    ckpt_span *spans = calloc((size_t)st->narrays + 1, sizeof *spans);
+tess_status ckpt_load_state(const tess_group *g, const char *path, tess_ckpt_state *st) {
+    MPI_Comm comm = g->comm;
+    ckpt_plan p;
+    TESS_CHECK(ckpt_plan_make(g, st->state, &p));
+    const int64_t nk = p.n;
     uint64_t *acc = calloc((size_t)nk + 1, sizeof *acc), *sum = calloc((size_t)nk + 1, sizeof *sum);
     uint64_t *stored = calloc((size_t)nk + 1, sizeof *stored);
-    tess_status s = ckpt_agree(comm, regions && spans && acc && sum && stored ? TESS_OK
-                                                                             : TESS_ERR_MEM,
+    tess_status s = ckpt_agree(comm, acc && sum && stored ? TESS_OK : TESS_ERR_MEM,
                                "allocating the load plan");
-    bool has_bc = false;
-    tess_group *g = NULL;
+    if (s == TESS_OK && nk >= INT32_MAX)
+        s = tess_error_push(TESS_ERR_ARG, __FILE__, __LINE__, __func__, "too many datasets (%lld)",
+                            (long long)nk);
     tess_ckpt_info info;
     ckpt_msgs m;
-    if (s == TESS_OK && st->reg) s = ckpt_plan(comm, st->reg, regions, &has_bc);
-    if (s == TESS_OK) s = ckpt_array_plan(comm, st, spans);
     if (s == TESS_OK) {
-        s = ckpt_probe(comm, path, st, &info, &m);
+        s = ckpt_probe(comm, path, &p, &info, &m);
         if (s != TESS_OK) CKPT_MSGS_PUSH(s, &m);
     }
-    if (s == TESS_OK && has_bc) s = tess_group_create(comm, "ckpt", &g);
     hid_t f = -1;
     ckpt_read_err r = {TESS_OK, ""};
     if (s == TESS_OK) {
-        if (info.world_size != size)
+        if (info.world_size != g->size)
             tess_log_info("checkpoint '%s' was written by %lld ranks, now %d: resharding", path,
-                          (long long)info.world_size, size);
+                          (long long)info.world_size, g->size);
         f = ckpt_open_collective(comm, path);
         if (f < 0) ckpt_rfail(&r, TESS_ERR_DATA, "cannot open '%s' collectively", path);
         s = ckpt_agree(comm, r.status, r.what);
     }
     if (s == TESS_OK) {
-        const tess_ckpt_hash_scheme h = (tess_ckpt_hash_scheme)info.format_version;
+        /* formats 1 and 2 kept counters as attributes: the probe accepted those */
+        for (int64_t i = 0; i < nk; i++)
+            p.items[i].legacy_attr = info.format_version < 3 && ckpt_is_counter(&p.items[i]) &&
+                                     H5Lexists(f, p.items[i].path, H5P_DEFAULT) <= 0;
         ckpt_hasher *hq = ckpt_hasher_start(); /* NULL: hash inline */
-        read_tensors(f, path, st, regions, g, h, rank, size, hq, acc, stored, &r, &s);
-        hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
-        H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
-        for (int k = 0; k < st->narrays && s == TESS_OK; k++)
-            acc[nt + k] =
-                read_array(f, &st->arrays[k], &spans[k], h, dxpl, &stored[nt + k], &r);
-        H5Pclose(dxpl);
-        for (int c = 0; c < st->ncounters && s == TESS_OK; c++) {
-            const char *name = st->counters[c].name, *slash = strrchr(name, '/');
-            char group[CKPT_SET_NAME_MAX + 1];
-            snprintf(group, sizeof group, "/%.*s", (int)(slash - name), name);
-            hid_t gr = H5Gopen2(f, group, H5P_DEFAULT);
-            if (gr < 0 || ckpt_attr_read_i64(gr, slash + 1, st->counters[c].value) != 0)
-                ckpt_rfail(&r, TESS_ERR_DATA, "cannot read counter %s", name);
-            if (gr >= 0) H5Gclose(gr);
-        }
+        read_items(f, path, &p, g, ckpt_scheme(info.format_version), hq, acc, stored, &r, &s);
         ckpt_hasher_finish(hq); /* acc[] complete from here */
     }
     if (f >= 0 && H5Fclose(f) < 0) ckpt_rfail(&r, TESS_ERR_DATA, "cannot close '%s'", path);
@@ -286,26 +230,24 @@ tess_status ckpt_load_state(MPI_Comm comm, const char *path, tess_ckpt_state *st
             s = tess_error_push(TESS_ERR_MPI, __FILE__, __LINE__, __func__,
                                 "MPI_Allreduce of the hashes failed");
     }
-    if (s == TESS_OK) s = judge_hashes(path, st, &info, sum, stored);
+    if (s == TESS_OK) s = judge_hashes(path, &p, &info, sum, stored);
     if (s == TESS_OK) {
         st->step = info.step;
         st->data_cursor = info.data_cursor;
         st->seed = info.seed;
     }
-    tess_group_destroy(&g);
-    free(regions);
-    free(spans);
+    ckpt_plan_free(&p);
     free(acc);
     free(sum);
     free(stored);
     return s;
 }
 
-tess_status tess_ckpt_load(MPI_Comm comm, const char *path, tess_ckpt_state *st) {
-    TESS_REQUIRE(path, TESS_ERR_ARG, "path must not be NULL");
+tess_status tess_ckpt_load(const tess_group *g, const char *path, tess_ckpt_state *st) {
+    TESS_REQUIRE(g && path && st, TESS_ERR_ARG, "g, path and st must not be NULL");
     ckpt_quiet q;
     ckpt_quiet_begin(&q);
-    tess_status s = ckpt_load_state(comm, path, st);
+    tess_status s = ckpt_load_state(g, path, st);
     ckpt_quiet_end(&q);
     TESS_REQUIRE(s == TESS_OK, s, "loading checkpoint '%s'", path);
     return TESS_OK;

@@ -15,8 +15,6 @@
 
 #include "core/log.h"      /* tess_log_info, tess_log_warn */
 #include "core/mpicheck.h" /* TESS_MPI_CHECK */
-#include "par/gather.h"   /* tess_par_scatter_global */
-#include "par/mesh.h"     /* tess_group_create */
 #include "io/ckpt_impl.h"
 
 enum { VERIFY_ROUND_ELEMS = 4 << 20 };
@@ -129,27 +127,53 @@ static void shape_text(char *buf, size_t n, int ndim, const int64_t *dims) {
     if (len < n) snprintf(buf + len, n - len, "]");
 }
 
+/* Item paths sorted by strcmp, for looking up the datasets found in a file. */
+static int cmp_paths(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 typedef struct {
-    const tess_registry *reg;
-    const char *group;
+    const char **paths; /* sorted */
+    int64_t n;
     ckpt_msgs *m;
 } extra_ctx;
 
-static herr_t find_extra(hid_t g, const char *name, const H5L_info_t *li, void *data) {
+static herr_t find_extra(hid_t root, const char *name, const H5L_info_t *li, void *data) {
     extra_ctx *c = data;
     (void)li;
-    hid_t o = H5Oopen(g, name, H5P_DEFAULT);
+    hid_t o = H5Oopen(root, name, H5P_DEFAULT);
     if (o < 0) return 0;
     bool dataset = H5Iget_type(o) == H5I_DATASET;
     H5Oclose(o);
-    if (dataset && tess_registry_find(c->reg, name) < 0)
-        ckpt_msgs_add(c->m, "dataset %s/%s is not in the model", c->group, name);
+    char path[CKPT_DSET_PATH_MAX + 2];
+    snprintf(path, sizeof path, "/%s", name);
+    const char *key = path;
+    if (dataset && strcmp(path, "/config") != 0 && strcmp(path, "/manifest") != 0 &&
+        !bsearch(&key, c->paths, (size_t)c->n, sizeof *c->paths, cmp_paths))
+        ckpt_msgs_add(c->m, "dataset %s is not in the state", path);
     return 0;
 }
 
-static void check_entry(hid_t f, const char *path, const tess_registry_entry *e, ckpt_msgs *m) {
+/* Formats 1 and 2: counter item it stored as attribute of its parent group. */
+static bool counter_attr_exists(hid_t f, const ckpt_item *it) {
+    char group[CKPT_DSET_PATH_MAX];
+    const char *slash = strrchr(it->path, '/');
+    snprintf(group, sizeof group, "%.*s", (int)(slash - it->path), it->path);
+    hid_t g = ckpt_path_exists(f, group) ? H5Gopen2(f, group, H5P_DEFAULT) : -1;
+    int64_t v;
+    bool ok = g >= 0 && ckpt_attr_read_i64(g, slash + 1, &v) == 0;
+    if (g >= 0) H5Gclose(g);
+    return ok;
+}
+
+static void check_item(hid_t f, const ckpt_item *it, int64_t version, ckpt_msgs *m) {
+    const char *path = it->path;
+    char want[160];
+    shape_text(want, sizeof want, it->ndim, it->shape);
     if (!ckpt_path_exists(f, path)) {
-        ckpt_msgs_add(m, "dataset %s is missing", path);
+        if (version < 3 && ckpt_is_counter(it) && counter_attr_exists(f, it)) return;
+        ckpt_msgs_add(m, "dataset %s is missing (expected %s %s)", path, ckpt_dtype_name(it->dtype),
+                      want);
         return;
     }
     hid_t d = H5Dopen2(f, path, H5P_DEFAULT);
@@ -158,24 +182,27 @@ static void check_entry(hid_t f, const char *path, const tess_registry_entry *e,
         return;
     }
     hid_t t = H5Dget_type(d), space = H5Dget_space(d);
-    if (t < 0 || H5Tget_class(t) != H5T_FLOAT || H5Tget_size(t) != 4) {
+    const H5T_class_t cls = it->dtype == TESS_I64 ? H5T_INTEGER : H5T_FLOAT;
+    if (t < 0 || H5Tget_class(t) != cls || H5Tget_size(t) != tess_dtype_size(it->dtype) ||
+        (cls == H5T_INTEGER && H5Tget_sign(t) != H5T_SGN_2)) {
         char tn[64] = "unknown";
         if (t >= 0) ckpt_type_name(t, tn, sizeof tn);
-        ckpt_msgs_add(m, "dataset %s has type %s, the model expects float32", path, tn);
+        ckpt_msgs_add(m, "dataset %s has type %s, expected %s", path, tn,
+                      ckpt_dtype_name(it->dtype));
     }
     hsize_t dims[H5S_MAX_RANK];
     int nd = space >= 0 ? H5Sget_simple_extent_dims(space, dims, NULL) : -1;
-    bool same = nd == e->ndim;
+    bool same = nd == it->ndim;
     int64_t found[H5S_MAX_RANK];
     for (int i = 0; i < nd && i < H5S_MAX_RANK; i++) {
         found[i] = (int64_t)dims[i];
-        if (i < e->ndim && found[i] != e->shape[i]) same = false;
+        if (i < it->ndim && found[i] != it->shape[i]) same = false;
     }
     if (!same) {
-        char a[160], b[160];
-        shape_text(a, sizeof a, nd < 0 ? 0 : nd, found);
-        shape_text(b, sizeof b, e->ndim, e->shape);
-        ckpt_msgs_add(m, "dataset %s has shape %s, the model expects %s", path, a, b);
+        char a[160];
+        if (nd == 0) snprintf(a, sizeof a, "a scalar");
+        else shape_text(a, sizeof a, nd < 0 ? 0 : nd, found);
+        ckpt_msgs_add(m, "dataset %s has shape %s, expected %s", path, a, want);
     }
     if (!ckpt_attr_exists(d, "hash")) ckpt_msgs_add(m, "dataset %s has no hash attribute", path);
     if (space >= 0) H5Sclose(space);
@@ -184,67 +211,36 @@ static void check_entry(hid_t f, const char *path, const tess_registry_entry *e,
 }
 
 static tess_status check_compat(hid_t f, const char *path, const tess_ckpt_info *info,
-                                const tess_ckpt_state *st, ckpt_msgs *m) {
+                                const ckpt_plan *p, ckpt_msgs *m) {
     ckpt_msgs det = {.lines = 0};
     det.text[0] = '\0';
-    const int64_t n = ckpt_reg_count(st);
-    for (int k = 0; k < st->narrays; k++) ckpt_array_check(f, &st->arrays[k], &det);
-    for (int s = 0; s < ckpt_nsets(st); s++) {
-        char group[CKPT_SET_NAME_MAX + 2];
-        snprintf(group, sizeof group, "/%s", ckpt_set_name(st, s));
-        if (!ckpt_path_exists(f, group)) {
-            ckpt_msgs_add(&det, "group %s is missing (the checkpoint holds no '%s' state)", group,
-                          ckpt_set_name(st, s));
-            continue;
-        }
-        for (int64_t i = 0; i < n; i++) {
-            const tess_registry_entry *e = tess_registry_get(st->reg, i);
-            char p[CKPT_DSET_PATH_MAX];
-            ckpt_dataset_path(p, sizeof p, ckpt_set_name(st, s), e->name);
-            check_entry(f, p, e, &det);
-        }
-        hid_t g = H5Gopen2(f, group, H5P_DEFAULT);
-        if (g >= 0) {
-            extra_ctx c = {st->reg, group, &det};
-            H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, NULL, find_extra, &c);
-            H5Gclose(g);
-        }
+    for (int64_t i = 0; i < p->n; i++) check_item(f, &p->items[i], info->format_version, &det);
+    const char **paths = malloc((size_t)(p->n + 1) * sizeof *paths);
+    if (!paths) {
+        ckpt_msgs_add(m, "out of memory checking '%s'", path);
+        return TESS_ERR_MEM;
     }
-    for (int c = 0; c < st->ncounters; c++) {
-        const char *name = st->counters[c].name, *slash = strrchr(name, '/');
-        char group[CKPT_SET_NAME_MAX + 1];
-        snprintf(group, sizeof group, "/%.*s", (int)(slash - name), name);
-        hid_t g = ckpt_path_exists(f, group) ? H5Gopen2(f, group, H5P_DEFAULT) : -1;
-        int64_t v;
-        if (g < 0 || ckpt_attr_read_i64(g, slash + 1, &v) != 0)
-            ckpt_msgs_add(&det, "counter %s (attribute '%s' of group %s) is missing", name,
-                          slash + 1, group);
-        if (g >= 0) H5Gclose(g);
-    }
+    for (int64_t i = 0; i < p->n; i++) paths[i] = p->items[i].path;
+    qsort(paths, (size_t)p->n, sizeof *paths, cmp_paths);
+    extra_ctx c = {paths, p->n, &det};
+    H5Lvisit(f, H5_INDEX_NAME, H5_ITER_INC, find_extra, &c);
+    free(paths);
     if (det.lines == 0) return TESS_OK;
     char digest[24];
-    snprintf(digest, sizeof digest, "%016llx", (unsigned long long)tess_ckpt_model_digest(st->reg));
-    bool other_model = strcmp(digest, info->model_digest) != 0;
-    ckpt_msgs_add(m, "incompatible checkpoint '%s' (step %lld): %d problem%s%s%s%s%s", path,
+    snprintf(digest, sizeof digest, "%016llx", (unsigned long long)ckpt_plan_digest(p));
+    const bool other_model = strcmp(digest, info->model_digest) != 0;
+    ckpt_msgs_add(m, "incompatible checkpoint '%s' (step %lld): %d problem%s%s%s%s%s%s", path,
                   (long long)info->step, det.lines + det.dropped,
                   det.lines + det.dropped == 1 ? "" : "s",
                   other_model ? "; written for a different model (model_digest " : "",
                   other_model ? info->model_digest : "", other_model ? ", this model " : "",
-                  other_model ? digest : "");
-    if (other_model) {
-        size_t len = strlen(m->text);
-        if (len > 0 && len + 2 < sizeof m->text) {
-            m->text[len - 1] = ')';
-            m->text[len] = '\n';
-            m->text[len + 1] = '\0';
-        }
-    }
-    const char *p = det.text;
-    while (*p) {
-        const char *nl = strchr(p, '\n');
-        int len = nl ? (int)(nl - p) : (int)strlen(p);
-        ckpt_msgs_add(m, "  %.*s", len, p);
-        p += len + (nl ? 1 : 0);
+                  other_model ? digest : "", other_model ? ")" : "");
+    const char *q = det.text;
+    while (*q) {
+        const char *nl = strchr(q, '\n');
+        int len = nl ? (int)(nl - q) : (int)strlen(q);
+        ckpt_msgs_add(m, "  %.*s", len, q);
+        q += len + (nl ? 1 : 0);
     }
     m->dropped += det.dropped;
     return TESS_ERR_DATA;
@@ -252,8 +248,8 @@ static tess_status check_compat(hid_t f, const char *path, const tess_ckpt_info 
 
 /* --- collective helpers (ckpt_impl.h) ------------------------------------------------------- */
 
-tess_status ckpt_probe(MPI_Comm comm, const char *path, const tess_ckpt_state *st,
-                       tess_ckpt_info *info, ckpt_msgs *m) {
+tess_status ckpt_probe(MPI_Comm comm, const char *path, const ckpt_plan *p, tess_ckpt_info *info,
+                       ckpt_msgs *m) {
     int rank;
     TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
     tess_status s = TESS_OK;
@@ -263,7 +259,7 @@ tess_status ckpt_probe(MPI_Comm comm, const char *path, const tess_ckpt_state *s
     if (rank == 0) {
         hid_t f;
         s = open_checked(path, &f, info, m);
-        if (s == TESS_OK && st) s = check_compat(f, path, info, st, m);
+        if (s == TESS_OK && p) s = check_compat(f, path, info, p, m);
         if (f >= 0) H5Fclose(f);
     }
     TESS_CHECK(ckpt_bcast_verdict(comm, 0, &s, m, info));
@@ -549,7 +545,7 @@ static tess_status verify_impl(MPI_Comm comm, const char *path, tess_ckpt_info *
     for (int64_t k = 0; k < np; k++) {
         uint64_t sum, total, stored;
         int64_t count;
-        hash_rows(f, paths[k], (tess_ckpt_hash_scheme)in.format_version, rank, size, dxpl, &buf,
+        hash_rows(f, paths[k], ckpt_scheme(in.format_version), rank, size, dxpl, &buf,
                   &cap, &sum, &count, &stored, &r);
         int e = MPI_Allreduce(&sum, &total, 1, MPI_UINT64_T, MPI_SUM, comm);
         if (e != MPI_SUCCESS)
@@ -578,11 +574,11 @@ static tess_status verify_impl(MPI_Comm comm, const char *path, tess_ckpt_info *
     return TESS_OK;
 }
 
-tess_status tess_ckpt_verify(MPI_Comm comm, const char *path, tess_ckpt_info *info) {
-    TESS_REQUIRE(path, TESS_ERR_ARG, "path must not be NULL");
+tess_status tess_ckpt_verify(const tess_group *g, const char *path, tess_ckpt_info *info) {
+    TESS_REQUIRE(g && path, TESS_ERR_ARG, "g and path must not be NULL");
     ckpt_quiet q;
     ckpt_quiet_begin(&q);
-    tess_status s = verify_impl(comm, path, info);
+    tess_status s = verify_impl(g->comm, path, info);
     ckpt_quiet_end(&q);
     TESS_REQUIRE(s == TESS_OK, s, "verifying checkpoint '%s'", path);
     return TESS_OK;
@@ -611,15 +607,16 @@ static void record_reason(char *buf, size_t n, int max_lines) {
     }
 }
 
-tess_status tess_ckpt_resume(MPI_Comm comm, const char *dir, const char *spec,
+tess_status tess_ckpt_resume(const tess_group *g, const char *dir, const char *spec,
                              tess_ckpt_state *st, bool *resumed, char *path_out, size_t n) {
-    TESS_REQUIRE(dir && spec && resumed, TESS_ERR_ARG, "dir, spec and resumed must not be NULL");
+    TESS_REQUIRE(g && dir && spec && resumed, TESS_ERR_ARG,
+                 "g, dir, spec and resumed must not be NULL");
     *resumed = false;
     if (path_out && n) path_out[0] = '\0';
-    TESS_CHECK(tess_ckpt_clean(comm, dir));
+    TESS_CHECK(tess_ckpt_clean(g, dir));
     if (spec[0] == '\0') return TESS_OK;
     if (strcmp(spec, "auto") != 0) {
-        TESS_CHECK(tess_ckpt_load(comm, spec, st));
+        TESS_CHECK(tess_ckpt_load(g, spec, st));
         tess_log_info("resumed from step %lld (%s)", (long long)st->step, spec);
         if (path_out && n) snprintf(path_out, n, "%s", spec);
         *resumed = true;
@@ -627,7 +624,7 @@ tess_status tess_ckpt_resume(MPI_Comm comm, const char *dir, const char *spec,
     }
     char *names;
     int64_t count;
-    TESS_CHECK(ckpt_list_shared(comm, dir, &names, &count));
+    TESS_CHECK(ckpt_list_shared(g->comm, dir, &names, &count));
     char first_reason[1024] = "";
     tess_status s = TESS_OK;
     int64_t tried = 0;
@@ -639,7 +636,7 @@ tess_status tess_ckpt_resume(MPI_Comm comm, const char *dir, const char *spec,
         tried++;
         ckpt_quiet q;
         ckpt_quiet_begin(&q);
-        s = ckpt_load_state(comm, path, st); /* the record then holds just the reasons */
+        s = ckpt_load_state(g, path, st); /* the record then holds just the reasons */
         ckpt_quiet_end(&q);
         if (s == TESS_OK) {
             *resumed = true;

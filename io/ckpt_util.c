@@ -1,4 +1,4 @@
-/* ckpt_util.c - HDF5 helpers, problem lists, agreement and the write/read plan (ckpt_impl.h). */
+/* ckpt_util.c - HDF5 helpers, element types, problem lists, agreement and files (ckpt_impl.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -160,124 +160,22 @@ void ckpt_type_name(hid_t type, char *buf, size_t n) {
     }
 }
 
-/* --- names and state ------------------------------------------------------------------------- */
+/* --- element types ------------------------------------------------------------------------- */
 
-bool ckpt_name_is_valid(const char *name) {
-    size_t len = strlen(name);
-    if (len == 0 || len >= CKPT_SET_NAME_MAX) return false;
-    bool empty = true;
-    for (const char *c = name; *c; c++) {
-        if (*c == '/') {
-            if (empty) return false;
-            empty = true;
-        } else if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-                   (*c >= '0' && *c <= '9') || *c == '_') {
-            empty = false;
-        } else {
-            return false;
-        }
-    }
-    return !empty;
+hid_t ckpt_dtype_file(tess_dtype t) {
+    return t == TESS_F32 ? H5T_IEEE_F32LE : t == TESS_F64 ? H5T_IEEE_F64LE : H5T_STD_I64LE;
 }
 
-void ckpt_dataset_path(char *buf, size_t n, const char *set, const char *entry) {
-    snprintf(buf, n, "/%s/%s", set, entry);
+hid_t ckpt_dtype_mem(tess_dtype t) {
+    return t == TESS_F32 ? H5T_NATIVE_FLOAT : t == TESS_F64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT64;
 }
 
-int ckpt_nsets(const tess_ckpt_state *st) { return st->reg ? 1 + st->nbuffers : 0; }
-
-const char *ckpt_set_name(const tess_ckpt_state *st, int s) {
-    return s == 0 ? "params" : st->buffers[s - 1].name;
+const char *ckpt_dtype_name(tess_dtype t) {
+    return t == TESS_F32 ? "float32" : t == TESS_F64 ? "float64" : "int64";
 }
 
-float *ckpt_set_data(const tess_ckpt_state *st, int s) {
-    return s == 0 ? tess_registry_params(st->reg) : st->buffers[s - 1].buf;
-}
-
-/* The first component of name equals word. */
-static bool first_component_is(const char *name, const char *word) {
-    size_t n = strlen(word);
-    return strncmp(name, word, n) == 0 && (name[n] == '\0' || name[n] == '/');
-}
-
-tess_status ckpt_check_state(const tess_ckpt_state *st) {
-    TESS_REQUIRE(st, TESS_ERR_ARG, "checkpoint state must not be NULL");
-    TESS_REQUIRE(st->narrays >= 0 && st->narrays <= TESS_CKPT_MAX_ARRAYS &&
-                     (st->narrays == 0 || st->arrays),
-                 TESS_ERR_ARG, "narrays = %d must be in [0, %d] with arrays given", st->narrays,
-                 TESS_CKPT_MAX_ARRAYS);
-    TESS_REQUIRE(st->reg || (st->narrays > 0 && st->nbuffers == 0), TESS_ERR_ARG,
-                 "checkpoint state without a registry needs arrays and no state sets");
-    TESS_REQUIRE(!st->reg || tess_registry_is_final(st->reg), TESS_ERR_ARG,
-                 "checkpoint state needs a finalized registry");
-    TESS_REQUIRE(!st->reg || tess_registry_count(st->reg) > 0, TESS_ERR_ARG,
-                 "checkpoint state needs a registry with at least one entry");
-    TESS_REQUIRE(st->nbuffers >= 0 && st->nbuffers <= TESS_CKPT_MAX_SETS &&
-                     (st->nbuffers == 0 || st->buffers),
-                 TESS_ERR_ARG, "nbuffers = %d must be in [0, %d] with buffers given", st->nbuffers,
-                 TESS_CKPT_MAX_SETS);
-    TESS_REQUIRE(st->ncounters >= 0 && st->ncounters <= TESS_CKPT_MAX_COUNTERS &&
-                     (st->ncounters == 0 || st->counters),
-                 TESS_ERR_ARG, "ncounters = %d must be in [0, %d] with counters given",
-                 st->ncounters, TESS_CKPT_MAX_COUNTERS);
-    for (int s = 0; s < st->nbuffers; s++) {
-        const char *name = st->buffers[s].name;
-        TESS_REQUIRE(name && ckpt_name_is_valid(name), TESS_ERR_ARG,
-                     "state set name '%s' must be 1..%d characters of [A-Za-z0-9_] in "
-                     "'/'-separated components",
-                     name ? name : "(null)", CKPT_SET_NAME_MAX - 1);
-        TESS_REQUIRE(!first_component_is(name, "params") && !first_component_is(name, "config") &&
-                         !first_component_is(name, "manifest"),
-                     TESS_ERR_ARG, "state set name '%s' is reserved", name);
-        TESS_REQUIRE(st->buffers[s].buf || tess_registry_local_total(st->reg) == 0, TESS_ERR_ARG,
-                     "state set '%s' has no buffer", name);
-        for (int t = 0; t < s; t++) {
-            const char *other = st->buffers[t].name;
-            /* one set's group may not contain another's datasets */
-            TESS_REQUIRE(!first_component_is(name, other) && !first_component_is(other, name),
-                         TESS_ERR_ARG, "state sets '%s' and '%s' overlap", other, name);
-        }
-    }
-    for (int k = 0; k < st->narrays; k++) {
-        const tess_ckpt_array *a = &st->arrays[k];
-        TESS_REQUIRE(a->name && ckpt_name_is_valid(a->name), TESS_ERR_ARG,
-                     "array name '%s' must be 1..%d characters of [A-Za-z0-9_] in '/'-separated "
-                     "components",
-                     a->name ? a->name : "(null)", CKPT_SET_NAME_MAX - 1);
-        TESS_REQUIRE(!first_component_is(a->name, "params") &&
-                         !first_component_is(a->name, "config") &&
-                         !first_component_is(a->name, "manifest"),
-                     TESS_ERR_ARG, "array name '%s' is reserved", a->name);
-        TESS_REQUIRE(a->dtype == TESS_CKPT_F32 || a->dtype == TESS_CKPT_F64 ||
-                         a->dtype == TESS_CKPT_I64,
-                     TESS_ERR_ARG, "array %s: unknown dtype %d", a->name, (int)a->dtype);
-        TESS_REQUIRE(a->n_global >= 1 && a->first >= 0 && a->n_local >= 0 &&
-                         a->first + a->n_local <= a->n_global && (a->n_local == 0 || a->data),
-                     TESS_ERR_ARG,
-                     "array %s: range [%lld, %lld + %lld) must lie in [0, %lld) with data given",
-                     a->name, (long long)a->first, (long long)a->first, (long long)a->n_local,
-                     (long long)a->n_global);
-        for (int s = 0; s < st->nbuffers; s++)
-            TESS_REQUIRE(!first_component_is(a->name, st->buffers[s].name), TESS_ERR_ARG,
-                         "array %s lies in state set %s", a->name, st->buffers[s].name);
-        for (int t = 0; t < k; t++) {
-            const char *other = st->arrays[t].name;
-            TESS_REQUIRE(!first_component_is(a->name, other) &&
-                             !first_component_is(other, a->name),
-                         TESS_ERR_ARG, "arrays '%s' and '%s' overlap", other, a->name);
-        }
-    }
-    for (int c = 0; c < st->ncounters; c++) {
-        const char *name = st->counters[c].name;
-        TESS_REQUIRE(name && ckpt_name_is_valid(name) && strchr(name, '/') && st->counters[c].value,
-                     TESS_ERR_ARG,
-                     "counter '%s' must be named 'group/attribute' with a value pointer",
-                     name ? name : "(null)");
-        for (int t = 0; t < c; t++)
-            TESS_REQUIRE(strcmp(name, st->counters[t].name) != 0, TESS_ERR_ARG,
-                         "counter '%s' given twice", name);
-    }
-    return TESS_OK;
+tess_ckpt_hash_scheme ckpt_scheme(int64_t v) {
+    return v == 1 ? TESS_CKPT_HASH_V1 : TESS_CKPT_HASH_V2;
 }
 
 /* --- problem lists --------------------------------------------------------------------------- */
@@ -334,181 +232,6 @@ tess_status ckpt_agree(MPI_Comm comm, tess_status local, const char *what) {
         return tess_error_push((tess_status)r[1], __FILE__, __LINE__, __func__, "%s", what);
     return tess_error_push((tess_status)r[1], __FILE__, __LINE__, __func__,
                            "%s: failed on another rank", what);
-}
-
-/* --- the plan -------------------------------------------------------------------------------- */
-
-enum { BLK = 2 * TESS_MAX_DIMS }; /* int64 per entry per rank: offset, local shape */
-
-typedef struct {
-    int64_t key[BLK];
-    int rank;
-} held_block;
-
-static int cmp_held(const void *a, const void *b) {
-    const held_block *x = a, *y = b;
-    for (int i = 0; i < BLK; i++)
-        if (x->key[i] != y->key[i]) return x->key[i] < y->key[i] ? -1 : 1;
-    return (x->rank > y->rank) - (x->rank < y->rank);
-}
-
-static uint64_t structure_digest(const tess_registry *reg) {
-    uint64_t h = tess_ckpt_model_digest(reg);
-    for (int64_t i = 0; i < tess_registry_count(reg); i++) {
-        const tess_registry_entry *e = tess_registry_get(reg, i);
-        h = (h ^ (uint64_t)e->layout.kind) * 0x100000001b3ull;
-    }
-    return h ^ (uint64_t)tess_registry_count(reg);
-}
-
-/* Region of entry e for rank `rank`, from the sorted holders hb[0..nh) of all ranks. */
-static void region_from_holders(const tess_registry_entry *e, const held_block *hb, int64_t nh,
-                                int rank, ckpt_region *r) {
-    memset(r, 0, sizeof *r);
-    int64_t first = -1, k = 0, j = -1;
-    for (int64_t h = 0; h < nh; h++)
-        if (hb[h].rank == rank) first = h;
-    if (first < 0) return; /* this rank holds nothing */
-    int64_t lo_h = first, hi_h = first;
-    while (lo_h > 0 && memcmp(hb[lo_h - 1].key, hb[first].key, sizeof hb[first].key) == 0) lo_h--;
-    while (hi_h + 1 < nh && memcmp(hb[hi_h + 1].key, hb[first].key, sizeof hb[first].key) == 0)
-        hi_h++;
-    k = hi_h - lo_h + 1;
-    j = first - lo_h;
-    int64_t lo, hi;
-    tess_par_block_range(e->local_shape[0], (int)k, (int)j, &lo, &hi);
-    r->count = hi > lo ? 1 : 0;
-    for (int d = 0; d < e->ndim; d++) {
-        r->off[d] = e->global_offset[d];
-        r->cnt[d] = e->local_shape[d];
-        r->moff[d] = 0;
-    }
-    r->off[0] += lo;
-    r->cnt[0] = hi - lo;
-    r->moff[0] = lo;
-    if (r->count)
-        for (int d = 0; d < e->ndim; d++) r->count *= r->cnt[d];
-}
-
-tess_status ckpt_plan(MPI_Comm comm, const tess_registry *reg, ckpt_region *regions,
-                      bool *has_bc) {
-    int rank, size;
-    TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-    TESS_MPI_CHECK(MPI_Comm_size(comm, &size));
-    const int64_t n = tess_registry_count(reg);
-    uint64_t d[2] = {structure_digest(reg), 0}, dmax[2];
-    d[1] = ~d[0];
-    TESS_MPI_CHECK(MPI_Allreduce(d, dmax, 2, MPI_UINT64_T, MPI_MAX, comm));
-    TESS_REQUIRE(dmax[0] == d[0] && dmax[1] == d[1], TESS_ERR_ARG,
-                 "the registry differs between ranks (entry names, shapes or layout kinds)");
-    TESS_REQUIRE(n * BLK <= INT32_MAX / 2, TESS_ERR_ARG, "%lld registry entries are too many",
-                 (long long)n);
-
-    int64_t *mine = calloc((size_t)(n * BLK) + 1, sizeof *mine);
-    int64_t *all = malloc(((size_t)(n * BLK) * (size_t)size + 1) * sizeof *all);
-    held_block *hb = malloc((size_t)size * sizeof *hb);
-    int ok = mine && all && hb, all_ok;
-    TESS_MPI_CHECK(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm));
-    tess_status s = TESS_OK;
-    if (!all_ok) {
-        s = tess_error_push(TESS_ERR_MEM, __FILE__, __LINE__, __func__,
-                            "cannot allocate the checkpoint plan (%lld entries x %d ranks)",
-                            (long long)n, size);
-        goto done;
-    }
-    *has_bc = false;
-    for (int64_t i = 0; i < n; i++) {
-        const tess_registry_entry *e = tess_registry_get(reg, i);
-        if (e->layout.kind == TESS_LAYOUT_BLOCK_CYCLIC || e->local_count == 0) continue;
-        for (int dd = 0; dd < e->ndim; dd++) {
-            mine[i * BLK + dd] = e->global_offset[dd];
-            mine[i * BLK + TESS_MAX_DIMS + dd] = e->local_shape[dd];
-        }
-    }
-    int e_mpi = MPI_Allgather(mine, (int)(n * BLK), MPI_INT64_T, all, (int)(n * BLK), MPI_INT64_T,
-                              comm);
-    if (e_mpi != MPI_SUCCESS) {
-        s = tess_error_push(TESS_ERR_MPI, __FILE__, __LINE__, __func__,
-                            "MPI_Allgather of the checkpoint plan failed");
-        goto done;
-    }
-    for (int64_t i = 0; i < n && s == TESS_OK; i++) {
-        const tess_registry_entry *e = tess_registry_get(reg, i);
-        ckpt_region *r = &regions[i];
-        memset(r, 0, sizeof *r);
-        if (e->layout.kind == TESS_LAYOUT_BLOCK_CYCLIC) {
-            *has_bc = true;
-            if (e->layout.nprow * e->layout.npcol != size) {
-                s = tess_error_push(TESS_ERR_ARG, __FILE__, __LINE__, __func__,
-                                    "entry %s: block-cyclic on a %d x %d grid but %d ranks: "
-                                    "checkpointing a block-cyclic tensor on a sub-grid is not "
-                                    "supported yet",
-                                    e->name, e->layout.nprow, e->layout.npcol, size);
-                break;
-            }
-            r->block_cyclic = true;
-            if (rank == 0) {
-                r->count = e->global_count;
-                for (int dd = 0; dd < e->ndim; dd++) r->cnt[dd] = e->shape[dd];
-            }
-            continue;
-        }
-        int64_t nh = 0;
-        for (int p = 0; p < size; p++) {
-            const int64_t *k = all + ((int64_t)p * n + i) * BLK;
-            int64_t cnt = 1;
-            for (int dd = 0; dd < e->ndim; dd++) cnt *= k[TESS_MAX_DIMS + dd];
-            if (cnt == 0) continue;
-            memcpy(hb[nh].key, k, sizeof hb[nh].key);
-            hb[nh++].rank = p;
-        }
-        qsort(hb, (size_t)nh, sizeof *hb, cmp_held);
-        int64_t covered = 0;
-        for (int64_t h = 0; h < nh; h++) {
-            if (h > 0 && memcmp(hb[h].key, hb[h - 1].key, sizeof hb[h].key) == 0) continue;
-            int64_t vol = 1;
-            for (int dd = 0; dd < e->ndim; dd++) vol *= hb[h].key[TESS_MAX_DIMS + dd];
-            covered += vol;
-        }
-        if (covered != e->global_count) {
-            s = tess_error_push(TESS_ERR_ARG, __FILE__, __LINE__, __func__,
-                                "entry %s: the ranks' blocks hold %lld elements, the tensor has "
-                                "%lld (a layout's group does not match the communicator?)",
-                                e->name, (long long)covered, (long long)e->global_count);
-            break;
-        }
-        region_from_holders(e, hb, nh, rank, r);
-    }
-done:
-    free(mine);
-    free(all);
-    free(hb);
-    return s;
-}
-
-uint64_t ckpt_hash_region(tess_ckpt_hash_scheme h, uint64_t acc, const tess_registry_entry *e,
-                          const ckpt_region *r, const float *local) {
-    if (r->count == 0) return acc;
-    /* pad to 4 dims with leading ones */
-    int64_t gs[4] = {1, 1, 1, 1}, ls[4] = {1, 1, 1, 1}, off[4] = {0}, cnt[4] = {1, 1, 1, 1},
-            mo[4] = {0};
-    const int pad = 4 - e->ndim;
-    for (int d = 0; d < e->ndim; d++) {
-        gs[pad + d] = e->shape[d];
-        ls[pad + d] = r->block_cyclic ? e->shape[d] : e->local_shape[d];
-        off[pad + d] = r->off[d];
-        cnt[pad + d] = r->cnt[d];
-        mo[pad + d] = r->moff[d];
-    }
-    for (int64_t a = 0; a < cnt[0]; a++)
-        for (int64_t b = 0; b < cnt[1]; b++)
-            for (int64_t c = 0; c < cnt[2]; c++) {
-                int64_t g = (((off[0] + a) * gs[1] + off[1] + b) * gs[2] + off[2] + c) * gs[3] +
-                            off[3];
-                int64_t m = (((mo[0] + a) * ls[1] + mo[1] + b) * ls[2] + mo[2] + c) * ls[3] + mo[3];
-                acc = tess_ckpt_hash_add(h, acc, local + m, sizeof(float), g, cnt[3]);
-            }
-    return acc;
 }
 
 /* --- files ----------------------------------------------------------------------------------- */

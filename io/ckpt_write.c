@@ -12,7 +12,6 @@
 #include "core/mpicheck.h" /* TESS_MPI_CHECK */
 #include "core/timer.h"    /* tess_timer_now */
 #include "par/gather.h"   /* tess_par_gather_global */
-#include "par/mesh.h"     /* tess_group_create */
 #include "io/ckpt_impl.h"
 #include "io/rundir.h"     /* tess_rundir_mkdirs */
 
@@ -21,7 +20,7 @@ typedef struct {
     char created_utc[32];
     char *config; /* malloc'ed copy of rank 0's config text */
     int64_t config_len;
-    int64_t version; /* format_version to write; it selects the hash scheme */
+    int64_t version; /* format_version to write: the hash scheme and the counters' form */
 } shared_meta;
 
 static tess_status share_meta(MPI_Comm comm, int rank, const tess_ckpt_state *st, shared_meta *m) {
@@ -34,7 +33,8 @@ static tess_status share_meta(MPI_Comm comm, int rank, const tess_ckpt_state *st
         strftime(m->created_utc, sizeof m->created_utc, "%Y-%m-%dT%H:%M:%SZ", &tm);
         m->config_len = (int64_t)strlen(text);
         const char *v = getenv("TESS_CKPT_TEST_FORMAT_VERSION"); /* test hook, see ckpt.h */
-        m->version = v && strcmp(v, "1") == 0 ? 1 : TESS_CKPT_FORMAT_VERSION;
+        m->version = v && (strcmp(v, "1") == 0 || strcmp(v, "2") == 0) ? v[0] - '0'
+                                                                       : TESS_CKPT_FORMAT_VERSION;
     }
     TESS_MPI_CHECK(MPI_Bcast(m->created_utc, (int)sizeof m->created_utc, MPI_CHAR, 0, comm));
     TESS_MPI_CHECK(MPI_Bcast(&m->config_len, 1, MPI_INT64_T, 0, comm));
@@ -49,25 +49,24 @@ static tess_status share_meta(MPI_Comm comm, int rank, const tess_ckpt_state *st
     return TESS_OK;
 }
 
-/* step, data_cursor, seed and the counters must be the same on every rank. */
+/* step, data_cursor and seed must be the same on every rank. */
 static tess_status agree_scalars(MPI_Comm comm, const tess_ckpt_state *st) {
-    int64_t v[2 * (3 + TESS_CKPT_MAX_COUNTERS)] = {0}, r[2 * (3 + TESS_CKPT_MAX_COUNTERS)];
-    const int k = 3 + st->ncounters;
-    v[0] = st->step;
-    v[1] = st->data_cursor;
-    v[2] = (int64_t)st->seed;
-    for (int c = 0; c < st->ncounters; c++) v[3 + c] = *st->counters[c].value;
-    for (int i = 0; i < k; i++) v[k + i] = -v[i];
-    TESS_MPI_CHECK(MPI_Allreduce(v, r, 2 * k, MPI_INT64_T, MPI_MAX, comm));
-    for (int i = 0; i < k; i++)
-        TESS_REQUIRE(r[i] == -r[k + i], TESS_ERR_ARG, "%s differs between ranks (%lld .. %lld)",
-                     i == 0 ? "step" : i == 1 ? "data_cursor" : i == 2 ? "seed"
-                                                                       : st->counters[i - 3].name,
-                     (long long)-r[k + i], (long long)r[i]);
+    int64_t v[6] = {st->step, st->data_cursor, (int64_t)st->seed}, r[6];
+    for (int i = 0; i < 3; i++) v[3 + i] = -v[i];
+    TESS_MPI_CHECK(MPI_Allreduce(v, r, 6, MPI_INT64_T, MPI_MAX, comm));
+    for (int i = 0; i < 3; i++)
+        TESS_REQUIRE(r[i] == -r[3 + i], TESS_ERR_ARG, "%s differs between ranks (%lld .. %lld)",
+                     i == 0 ? "step" : i == 1 ? "data_cursor" : "seed", (long long)-r[3 + i],
+                     (long long)r[i]);
     return TESS_OK;
 }
 
-static void layout_text(const tess_layout *l, char *buf, size_t n) {
+static void layout_text(const ckpt_item *it, char *buf, size_t n) {
+    if (it->owner >= 0) {
+        snprintf(buf, n, "private(rank=%d)", it->owner);
+        return;
+    }
+    const tess_layout *l = &it->e->layout;
     switch (l->kind) {
     case TESS_LAYOUT_SHARDED:
         snprintf(buf, n, "sharded(dim=%d,parts=%d)", l->dim, l->nparts);
@@ -97,21 +96,19 @@ static void fail(write_err *w, tess_status s, const char *fmt, const char *arg) 
     snprintf(w->what + len, sizeof w->what - len, ": %s", h5);
 }
 
-/* mkdir -p of a group path under file (all ranks, same calls). */
-static void ensure_group(hid_t file, const char *path, write_err *w) {
+/* mkdir -p of the groups above dataset path under file (all ranks, same calls). */
+static void ensure_parents(hid_t file, const char *path, write_err *w) {
     char buf[CKPT_DSET_PATH_MAX];
     snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1;; p++) {
-        if (*p != '/' && *p != '\0') continue;
-        char saved = *p;
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
         *p = '\0';
         if (H5Lexists(file, buf, H5P_DEFAULT) <= 0) {
             hid_t g = H5Gcreate2(file, buf, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
             if (g < 0) fail(w, TESS_ERR_IO, "cannot create group %s", buf);
             else H5Gclose(g);
         }
-        *p = saved;
-        if (saved == '\0') return;
+        *p = '/';
     }
 }
 
@@ -135,26 +132,27 @@ static void write_dataset(hid_t file, const char *path, hid_t ftype, hid_t mtype
     if (space >= 0) H5Sclose(space);
 }
 
-/* File and memory selections of region r of entry e (none if r->count == 0). */
-static void region_spaces(const tess_registry_entry *e, const ckpt_region *r, hid_t *fsel,
-                          hid_t *msel) {
+/* File and memory selections of this rank's region of item it (none if its count is 0). */
+static void region_spaces(const ckpt_item *it, hid_t *fsel, hid_t *msel) {
+    const ckpt_region *r = &it->r;
     hsize_t g[TESS_MAX_DIMS], l[TESS_MAX_DIMS], off[TESS_MAX_DIMS], cnt[TESS_MAX_DIMS],
         mo[TESS_MAX_DIMS], one = 1;
-    for (int d = 0; d < e->ndim; d++) {
-        g[d] = (hsize_t)e->shape[d];
-        l[d] = (hsize_t)(r->block_cyclic ? e->shape[d] : e->local_shape[d]);
+    for (int d = 0; d < it->ndim; d++) {
+        g[d] = (hsize_t)it->shape[d];
         off[d] = (hsize_t)r->off[d];
         cnt[d] = (hsize_t)r->cnt[d];
         mo[d] = (hsize_t)r->moff[d];
     }
-    *fsel = H5Screate_simple(e->ndim, g, NULL);
+    *fsel = H5Screate_simple(it->ndim, g, NULL);
     if (r->count == 0) {
         H5Sselect_none(*fsel);
         *msel = H5Screate_simple(1, &one, NULL);
         H5Sselect_none(*msel);
         return;
     }
-    *msel = H5Screate_simple(e->ndim, l, NULL);
+    for (int d = 0; d < it->ndim; d++)
+        l[d] = (hsize_t)(r->block_cyclic ? it->shape[d] : it->e->local_shape[d]);
+    *msel = H5Screate_simple(it->ndim, l, NULL);
     H5Sselect_hyperslab(*fsel, H5S_SELECT_SET, off, NULL, cnt, NULL);
     H5Sselect_hyperslab(*msel, H5S_SELECT_SET, mo, NULL, cnt, NULL);
 }
@@ -183,11 +181,10 @@ static void write_text(hid_t file, const char *path, const char *bytes, int64_t 
     if (t >= 0) H5Tclose(t);
 }
 
-static void write_root_attrs(hid_t file, const tess_ckpt_state *st, const shared_meta *m, int size,
-                             write_err *w) {
+static void write_root_attrs(hid_t file, const tess_ckpt_state *st, const ckpt_plan *p,
+                             const shared_meta *m, int size, write_err *w) {
     char digest[24];
-    snprintf(digest, sizeof digest, "%016llx",
-             (unsigned long long)tess_ckpt_model_digest(st->reg));
+    snprintf(digest, sizeof digest, "%016llx", (unsigned long long)ckpt_plan_digest(p));
     struct {
         const char *name, *value;
     } strs[] = {{"format", TESS_CKPT_FORMAT},
@@ -195,7 +192,7 @@ static void write_root_attrs(hid_t file, const tess_ckpt_state *st, const shared
                 {"app", st->app ? st->app : ""},
                 {"created_utc", m->created_utc},
                 {"model_digest", digest},
-                {"hash_algorithm", tess_ckpt_hash_name((tess_ckpt_hash_scheme)m->version)},
+                {"hash_algorithm", tess_ckpt_hash_name(ckpt_scheme(m->version))},
                 {"rng", "philox4x32-10"}};
     struct {
         const char *name;
@@ -214,153 +211,96 @@ static void write_root_attrs(hid_t file, const tess_ckpt_state *st, const shared
         fail(w, TESS_ERR_IO, "cannot write root attribute %s", "seed");
 }
 
-static void write_counters(hid_t file, const tess_ckpt_state *st, write_err *w) {
-    for (int c = 0; c < st->ncounters; c++) {
-        char group[CKPT_SET_NAME_MAX + 1];
-        const char *name = st->counters[c].name, *slash = strrchr(name, '/');
-        snprintf(group, sizeof group, "/%.*s", (int)(slash - name), name);
-        ensure_group(file, group, w);
-        hid_t g = H5Gopen2(file, group, H5P_DEFAULT);
-        if (g < 0 || ckpt_attr_write_i64(g, slash + 1, *st->counters[c].value) < 0)
-            fail(w, TESS_ERR_IO, "cannot write counter %s", name);
-        if (g >= 0) H5Gclose(g);
-    }
-}
-
-/* The manifest: "/<set>/<entry>" of every tensor dataset, then "/<array>", fixed width. */
-static char *make_manifest(const tess_ckpt_state *st, int64_t *nrows, size_t *width) {
-    const int64_t n = ckpt_reg_count(st);
-    *nrows = ckpt_nsets(st) * n + st->narrays;
-    *width = 1;
-    for (int k = 0; k < st->narrays; k++)
-        if (strlen(st->arrays[k].name) + 1 > *width) *width = strlen(st->arrays[k].name) + 1;
-    for (int s = 0; s < ckpt_nsets(st); s++)
-        for (int64_t i = 0; i < n; i++) {
-            size_t len = strlen(ckpt_set_name(st, s)) +
-                         strlen(tess_registry_get(st->reg, i)->name) + 2;
-            if (len > *width) *width = len;
-        }
-    char *m = calloc((size_t)(*nrows ? *nrows : 1), *width);
-    if (!m) return NULL;
-    for (int s = 0; s < ckpt_nsets(st); s++)
-        for (int64_t i = 0; i < n; i++) {
-            char path[CKPT_DSET_PATH_MAX];
-            ckpt_dataset_path(path, sizeof path, ckpt_set_name(st, s),
-                              tess_registry_get(st->reg, i)->name);
-            memcpy(m + (size_t)(s * n + i) * *width, path, strlen(path));
-        }
-    for (int k = 0; k < st->narrays; k++) {
-        char *row = m + (size_t)(ckpt_nsets(st) * n + k) * *width;
-        row[0] = '/';
-        memcpy(row + 1, st->arrays[k].name, strlen(st->arrays[k].name));
-    }
-    return m;
-}
-
-/* Every flat array: hash (all-reduced), create, write this rank's span. */
-static tess_status write_arrays(MPI_Comm comm, hid_t file, const tess_ckpt_state *st,
-                                const ckpt_span *spans, tess_ckpt_hash_scheme h, hid_t dxpl,
-                                write_err *w) {
-    for (int k = 0; k < st->narrays; k++) {
-        const tess_ckpt_array *a = &st->arrays[k];
-        const ckpt_span *sp = &spans[k];
-        uint64_t acc = ckpt_array_hash(h, 0, a, sp), sum;
-        TESS_MPI_CHECK(MPI_Allreduce(&acc, &sum, 1, MPI_UINT64_T, MPI_SUM, comm));
-        char path[CKPT_SET_NAME_MAX + 2], layout[96];
-        snprintf(path, sizeof path, "/%s", a->name);
-        const char *slash = strrchr(path, '/');
-        if (slash != path) {
-            char group[CKPT_SET_NAME_MAX + 2];
-            snprintf(group, sizeof group, "%.*s", (int)(slash - path), path);
-            ensure_group(file, group, w);
-        }
-        if (sp->parts == 1)
-            snprintf(layout, sizeof layout, "replicated");
-        else
-            snprintf(layout, sizeof layout, "sharded(dim=0,parts=%lld)", (long long)sp->parts);
-        hsize_t dims = (hsize_t)a->n_global, off = (hsize_t)sp->off, cnt = (hsize_t)sp->count,
-                ld = (hsize_t)(a->n_local > 0 ? a->n_local : 1), mo = (hsize_t)sp->moff;
-        hid_t fsel = H5Screate_simple(1, &dims, NULL), msel = H5Screate_simple(1, &ld, NULL);
-        if (sp->count > 0) {
-            H5Sselect_hyperslab(fsel, H5S_SELECT_SET, &off, NULL, &cnt, NULL);
-            H5Sselect_hyperslab(msel, H5S_SELECT_SET, &mo, NULL, &cnt, NULL);
-        } else {
-            H5Sselect_none(fsel);
-            H5Sselect_none(msel);
-        }
-        static const int64_t dummy = 0;
-        write_dataset(file, path, ckpt_dtype_file(a->dtype), ckpt_dtype_mem(a->dtype), 1, &dims,
-                      fsel, msel, sp->count ? (const void *)a->data : &dummy,
-                      tess_ckpt_hash_final(sum, a->n_global), layout, dxpl, w);
-        H5Sclose(fsel);
-        H5Sclose(msel);
-    }
+/* Formats 1 and 2 (test hook): counter item it as attribute of its parent group, rank 0's value.
+ * Collective. */
+static tess_status write_counter_attr(MPI_Comm comm, hid_t file, const ckpt_item *it,
+                                      write_err *w) {
+    int64_t v = *(const int64_t *)it->e->data;
+    TESS_MPI_CHECK(MPI_Bcast(&v, 1, MPI_INT64_T, 0, comm));
+    char group[CKPT_DSET_PATH_MAX];
+    const char *slash = strrchr(it->path, '/');
+    snprintf(group, sizeof group, "%.*s", (int)(slash - it->path), it->path);
+    ensure_parents(file, it->path, w);
+    hid_t g = H5Gopen2(file, group, H5P_DEFAULT);
+    if (g < 0 || ckpt_attr_write_i64(g, slash + 1, v) < 0)
+        fail(w, TESS_ERR_IO, "cannot write counter %s", it->path);
+    if (g >= 0) H5Gclose(g);
     return TESS_OK;
 }
 
-/* Every tensor dataset: hash (all-reduced), create, write the region. */
-static tess_status write_tensors(MPI_Comm comm, hid_t file, const tess_ckpt_state *st,
-                                 const ckpt_region *regions, const tess_group *g,
-                                 tess_ckpt_hash_scheme h, int rank, hid_t dxpl, write_err *w) {
-    const int64_t n = ckpt_reg_count(st);
-    for (int s = 0; s < ckpt_nsets(st); s++) {
-        const float *base = ckpt_set_data(st, s);
-        char group[CKPT_SET_NAME_MAX + 2];
-        snprintf(group, sizeof group, "/%s", ckpt_set_name(st, s));
-        ensure_group(file, group, w);
-        for (int64_t i = 0; i < n; i++) {
-            const tess_registry_entry *e = tess_registry_get(st->reg, i);
-            const ckpt_region *r = &regions[i];
-            const float *local = base + e->flat_offset;
-            float *global = NULL;
-            if (r->block_cyclic) {
-                if (rank == 0) global = malloc((size_t)e->global_count * sizeof *global);
-                TESS_CHECK(ckpt_agree(comm, rank != 0 || global ? TESS_OK : TESS_ERR_MEM,
-                                      "allocating a block-cyclic tensor on rank 0"));
-                tess_status gs = tess_par_gather_global(g, &e->layout, e->ndim, e->shape, local,
-                                                         global);
-                if (gs != TESS_OK) {
-                    free(global);
-                    return tess_error_push(gs, __FILE__, __LINE__, __func__, "gathering %s",
-                                           e->name);
-                }
-                local = global;
-            }
-            uint64_t acc = ckpt_hash_region(h, 0, e, r, local), sum;
-            int me = MPI_Allreduce(&acc, &sum, 1, MPI_UINT64_T, MPI_SUM, comm);
-            if (me != MPI_SUCCESS) {
-                free(global);
-                TESS_MPI_CHECK(me);
-            }
-            char path[CKPT_DSET_PATH_MAX], layout[96];
-            ckpt_dataset_path(path, sizeof path, ckpt_set_name(st, s), e->name);
-            layout_text(&e->layout, layout, sizeof layout);
-            hsize_t dims[TESS_MAX_DIMS];
-            for (int d = 0; d < e->ndim; d++) dims[d] = (hsize_t)e->shape[d];
-            hid_t fsel, msel;
-            region_spaces(e, r, &fsel, &msel);
-            static const float dummy = 0.0f;
-            write_dataset(file, path, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, e->ndim, dims, fsel, msel,
-                          r->count ? (const void *)local : &dummy,
-                          tess_ckpt_hash_final(sum, e->global_count), layout, dxpl, w);
-            H5Sclose(fsel);
-            H5Sclose(msel);
-            free(global);
+/* The manifest: the path of every entry dataset, fixed width. */
+static char *make_manifest(const ckpt_plan *p, int64_t *nrows, size_t *width) {
+    *nrows = 0;
+    *width = 1;
+    for (int64_t i = 0; i < p->n; i++) {
+        if (p->items[i].legacy_attr) continue;
+        (*nrows)++;
+        if (strlen(p->items[i].path) + 1 > *width) *width = strlen(p->items[i].path) + 1;
+    }
+    char *m = calloc((size_t)(*nrows ? *nrows : 1), *width);
+    if (!m) return NULL;
+    for (int64_t i = 0, row = 0; i < p->n; i++)
+        if (!p->items[i].legacy_attr)
+            memcpy(m + (size_t)(row++) * *width, p->items[i].path, strlen(p->items[i].path));
+    return m;
+}
+
+/* Every entry dataset: hash (all-reduced), create, write this rank's region. Collective on g. */
+static tess_status write_items(const tess_group *g, hid_t file, const ckpt_plan *p,
+                               tess_ckpt_hash_scheme h, hid_t dxpl, write_err *w) {
+    MPI_Comm comm = g->comm;
+    for (int64_t i = 0; i < p->n; i++) {
+        const ckpt_item *it = &p->items[i];
+        if (it->legacy_attr) {
+            TESS_CHECK(write_counter_attr(comm, file, it, w));
+            continue;
         }
+        const void *local = it->e ? it->e->data : NULL;
+        float *global = NULL;
+        if (it->r.block_cyclic) {
+            if (g->rank == 0) global = malloc((size_t)it->count * sizeof *global);
+            TESS_CHECK(ckpt_agree(comm, g->rank != 0 || global ? TESS_OK : TESS_ERR_MEM,
+                                  "allocating a block-cyclic tensor on rank 0"));
+            tess_status gs = tess_par_gather_global(g, &it->e->layout, it->ndim, it->shape,
+                                                    (const float *)local, global);
+            if (gs != TESS_OK) {
+                free(global);
+                return tess_error_push(gs, __FILE__, __LINE__, __func__, "gathering %s",
+                                       it->path);
+            }
+            local = global;
+        }
+        uint64_t acc = it->r.count ? ckpt_hash_region(h, 0, it->e, &it->r, local) : 0, sum;
+        int me = MPI_Allreduce(&acc, &sum, 1, MPI_UINT64_T, MPI_SUM, comm);
+        if (me != MPI_SUCCESS) {
+            free(global);
+            TESS_MPI_CHECK(me);
+        }
+        char layout[96];
+        layout_text(it, layout, sizeof layout);
+        hsize_t dims[TESS_MAX_DIMS];
+        for (int d = 0; d < it->ndim; d++) dims[d] = (hsize_t)it->shape[d];
+        hid_t fsel, msel;
+        region_spaces(it, &fsel, &msel);
+        static const int64_t dummy = 0;
+        ensure_parents(file, it->path, w);
+        write_dataset(file, it->path, ckpt_dtype_file(it->dtype), ckpt_dtype_mem(it->dtype),
+                      it->ndim, dims, fsel, msel, it->r.count ? local : (const void *)&dummy,
+                      tess_ckpt_hash_final(sum, it->count), layout, dxpl, w);
+        H5Sclose(fsel);
+        H5Sclose(msel);
+        free(global);
     }
     return TESS_OK;
 }
 
 /* Everything but the commit. On return the file is closed (or was never created). */
-static tess_status write_tmp(MPI_Comm comm, const char *tmp, const tess_ckpt_state *st,
-                             const ckpt_region *regions, const ckpt_span *spans,
-                             const tess_group *g, const shared_meta *meta) {
-    int rank, size;
-    TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-    TESS_MPI_CHECK(MPI_Comm_size(comm, &size));
+static tess_status write_tmp(const tess_group *g, const char *tmp, const tess_ckpt_state *st,
+                             const ckpt_plan *p, const shared_meta *meta) {
+    MPI_Comm comm = g->comm;
     int64_t nrows;
     size_t width;
-    char *manifest = make_manifest(st, &nrows, &width);
+    char *manifest = make_manifest(p, &nrows, &width);
     TESS_CHECK(ckpt_agree(comm, manifest ? TESS_OK : TESS_ERR_MEM, "allocating the manifest"));
 
     write_err w = {TESS_OK, ""};
@@ -377,16 +317,14 @@ static tess_status write_tmp(MPI_Comm comm, const char *tmp, const tess_ckpt_sta
     hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
     if (dxpl < 0 || H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE) < 0)
         fail(&w, TESS_ERR_IO, "cannot make the transfer list of '%s'", tmp);
-    const tess_ckpt_hash_scheme h = (tess_ckpt_hash_scheme)meta->version;
-    write_root_attrs(file, st, meta, size, &w);
-    s = write_tensors(comm, file, st, regions, g, h, rank, dxpl, &w);
-    if (s == TESS_OK) s = write_arrays(comm, file, st, spans, h, dxpl, &w);
+    const tess_ckpt_hash_scheme h = ckpt_scheme(meta->version);
+    write_root_attrs(file, st, p, meta, g->size, &w);
+    s = write_items(g, file, p, h, dxpl, &w);
     if (s == TESS_OK) { /* s is the same on every rank */
-        write_counters(file, st, &w);
         write_text(file, "/config", meta->config, 0,
-                   meta->config_len ? (size_t)meta->config_len : 1, h, rank, dxpl, &w);
-        write_text(file, "/manifest", manifest, nrows, width, h, rank, dxpl, &w);
-        if (rank == 0) ckpt_test_kill("after_write");
+                   meta->config_len ? (size_t)meta->config_len : 1, h, g->rank, dxpl, &w);
+        write_text(file, "/manifest", manifest, nrows, width, h, g->rank, dxpl, &w);
+        if (g->rank == 0) ckpt_test_kill("after_write");
     }
     free(manifest);
     if (dxpl >= 0) H5Pclose(dxpl);
@@ -433,46 +371,37 @@ tess_status ckpt_root_verdict(MPI_Comm comm, tess_status s_root) {
     return CKPT_MSGS_PUSH(s, &m);
 }
 
-static tess_status write_impl(MPI_Comm comm, const char *path, const tess_ckpt_state *st) {
-    int rank;
-    TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+static tess_status write_impl(const tess_group *g, const char *path, const tess_ckpt_state *st) {
+    MPI_Comm comm = g->comm;
     TESS_REQUIRE(path && strlen(path) + 5 < TESS_CKPT_PATH_MAX, TESS_ERR_ARG,
                  "checkpoint path must have 1..%d characters", TESS_CKPT_PATH_MAX - 6);
-    TESS_CHECK(ckpt_agree(comm, ckpt_check_state(st), "checking the checkpoint state"));
     TESS_CHECK(agree_scalars(comm, st));
-    const int64_t n = ckpt_reg_count(st);
-    ckpt_region *regions = calloc((size_t)n + 1, sizeof *regions);
-    ckpt_span *spans = calloc((size_t)st->narrays + 1, sizeof *spans);
-    tess_status s = ckpt_agree(comm, regions && spans ? TESS_OK : TESS_ERR_MEM,
-                               "allocating the plan");
-    bool has_bc = false;
-    if (s == TESS_OK && st->reg) s = ckpt_plan(comm, st->reg, regions, &has_bc);
-    if (s == TESS_OK) s = ckpt_array_plan(comm, st, spans);
-    tess_group *g = NULL;
-    if (s == TESS_OK && has_bc) s = tess_group_create(comm, "ckpt", &g);
+    ckpt_plan p;
+    TESS_CHECK(ckpt_plan_make(g, st->state, &p));
     shared_meta meta = {.config = NULL};
-    if (s == TESS_OK) s = share_meta(comm, rank, st, &meta);
+    tess_status s = share_meta(comm, g->rank, st, &meta);
+    for (int64_t i = 0; i < p.n; i++)
+        p.items[i].legacy_attr = meta.version < 3 && ckpt_is_counter(&p.items[i]);
     char tmp[TESS_CKPT_PATH_MAX];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (s == TESS_OK) s = write_tmp(comm, tmp, st, regions, spans, g, &meta);
-    free(regions);
-    free(spans);
+    if (s == TESS_OK) s = write_tmp(g, tmp, st, &p, &meta);
+    ckpt_plan_free(&p);
     free(meta.config);
-    tess_group_destroy(&g);
     if (s != TESS_OK) {
-        if (rank == 0) remove(tmp);
+        if (g->rank == 0) remove(tmp);
         return s;
     }
-    tess_status c = rank == 0 ? commit_file(tmp, path, true) : TESS_OK;
+    tess_status c = g->rank == 0 ? commit_file(tmp, path, true) : TESS_OK;
     if (c != TESS_OK) remove(tmp);
     TESS_CHECK(ckpt_root_verdict(comm, c));
     return TESS_OK;
 }
 
-tess_status tess_ckpt_write(MPI_Comm comm, const char *path, const tess_ckpt_state *st) {
+tess_status tess_ckpt_write(const tess_group *g, const char *path, const tess_ckpt_state *st) {
+    TESS_REQUIRE(g && st, TESS_ERR_ARG, "g and st must not be NULL");
     ckpt_quiet q;
     ckpt_quiet_begin(&q);
-    tess_status s = write_impl(comm, path, st);
+    tess_status s = write_impl(g, path, st);
     ckpt_quiet_end(&q);
     TESS_REQUIRE(s == TESS_OK, s, "writing checkpoint '%s'", path ? path : "(null)");
     return TESS_OK;
@@ -590,10 +519,11 @@ static tess_status save_on_root(const char *dir, const char *name, int64_t step,
     return TESS_OK;
 }
 
-tess_status tess_ckpt_save(MPI_Comm comm, const char *dir, const tess_ckpt_state *st,
+tess_status tess_ckpt_save(const tess_group *g, const char *dir, const tess_ckpt_state *st,
                            int64_t keep_last, char *path_out, size_t n) {
-    int rank;
-    TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    TESS_REQUIRE(g, TESS_ERR_ARG, "g must not be NULL");
+    MPI_Comm comm = g->comm;
+    const int rank = g->rank;
     TESS_REQUIRE(dir && strlen(dir) > 0 && strlen(dir) + 32 < TESS_CKPT_PATH_MAX, TESS_ERR_ARG,
                  "checkpoint directory must have 1..%d characters", TESS_CKPT_PATH_MAX - 33);
     TESS_REQUIRE(keep_last >= 0, TESS_ERR_ARG, "keep_last = %lld must be >= 0",
@@ -604,7 +534,7 @@ tess_status tess_ckpt_save(MPI_Comm comm, const char *dir, const tess_ckpt_state
     char name[64], path[TESS_CKPT_PATH_MAX];
     snprintf(name, sizeof name, "ckpt_%08lld.h5", (long long)st->step);
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    TESS_CHECK(tess_ckpt_write(comm, path, st));
+    TESS_CHECK(tess_ckpt_write(g, path, st));
     TESS_CHECK(ckpt_root_verdict(comm, rank == 0 ? save_on_root(dir, name, st->step, keep_last)
                                              : TESS_OK));
     if (rank == 0) {
@@ -644,11 +574,10 @@ static tess_status clean_on_root(const char *dir) {
     return s;
 }
 
-tess_status tess_ckpt_clean(MPI_Comm comm, const char *dir) {
-    int rank;
-    TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-    TESS_REQUIRE(dir && strlen(dir) > 0, TESS_ERR_ARG, "checkpoint directory must not be empty");
-    TESS_CHECK(ckpt_root_verdict(comm, rank == 0 ? clean_on_root(dir) : TESS_OK));
+tess_status tess_ckpt_clean(const tess_group *g, const char *dir) {
+    TESS_REQUIRE(g && dir && strlen(dir) > 0, TESS_ERR_ARG,
+                 "g must not be NULL and the checkpoint directory not empty");
+    TESS_CHECK(ckpt_root_verdict(g->comm, g->rank == 0 ? clean_on_root(dir) : TESS_OK));
     return TESS_OK;
 }
 

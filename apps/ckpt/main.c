@@ -26,6 +26,7 @@
 #include "core/runtime.h"  /* tess_runtime_* */
 #include "core/version.h"  /* tess_version_line */
 #include "io/ckpt.h"       /* tess_ckpt_* */
+#include "par/mesh.h"      /* tess_group_* */
 
 enum { CHUNK_ELEMS = 1 << 20, MAX_DIMS = 32 };
 
@@ -603,12 +604,14 @@ static tess_status cmd_diff(const char *arg_a, const char *arg_b, bool *differ) 
 /* --- verify (collective) --------------------------------------------------------------------- */
 
 static tess_status cmd_verify(const tess_runtime *rt, int n, char **args) {
+    tess_group *g;
+    TESS_CHECK(tess_group_create(rt->comm, "verify", &g));
     tess_status worst = TESS_OK;
     for (int i = 0; i < n; i++) {
         char path[TESS_CKPT_PATH_MAX];
         tess_status s = resolve(args[i], path, sizeof path);
         tess_ckpt_info in;
-        if (s == TESS_OK) s = tess_ckpt_verify(rt->comm, path, &in);
+        if (s == TESS_OK) s = tess_ckpt_verify(g, path, &in);
         if (s == TESS_OK) {
             if (rt->rank == 0)
                 printf("%s: ok (step %lld, written by %lld rank%s, every hash matches)\n",
@@ -624,6 +627,7 @@ static tess_status cmd_verify(const tess_runtime *rt, int n, char **args) {
             if (worst == TESS_OK) worst = s;
         }
     }
+    tess_group_destroy(&g);
     return worst;
 }
 

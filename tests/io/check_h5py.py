@@ -4,8 +4,8 @@
 h5py reads every dataset and every attribute; text attributes come back as str and numbers as
 numpy integers; the config (a fixed-length UTF-8 string dataset) reads as str through .asstr();
 every dataset's stored hash is recomputed here, independently of the C code, from the definitions
-in io/ckpt.h (tess-poshash64-v1 for format_version 1, tess-poshash32x-v2 for 2); h5dump and h5ls
-read the whole file. Exits 77 (skipped) when h5py is not installed.
+in io/ckpt.h (tess-poshash64-v1 for format_version 1, tess-poshash32x-v2 for 2 and 3); h5dump and
+h5ls read the whole file. Exits 77 (skipped) when h5py is not installed.
 
 python3 check_h5py.py --pins prints the hash values pinned in test_ckpt_hash.c.
 """
@@ -130,14 +130,20 @@ with h5py.File(path, "r") as f:
         check(isinstance(f.attrs.get(name), np.integer), f"root attribute {name} is an integer")
     check(f.attrs["format"] == "tessera-checkpoint", "format")
     version = int(f.attrs["format_version"])
-    expected = {1: "tess-poshash64-v1", 2: "tess-poshash32x-v2"}.get(version)
+    expected = {1: "tess-poshash64-v1", 2: "tess-poshash32x-v2",
+                3: "tess-poshash32x-v2"}.get(version)
     check(f.attrs["hash_algorithm"] == expected,
           f"hash algorithm {f.attrs['hash_algorithm']} for format_version {version}")
     config = f["config"].asstr()[()]
     check(isinstance(config, str) and config.startswith("[run]"), "config reads as str")
     manifest = list(f["manifest"].asstr()[:])
     check(len(manifest) > 0, "manifest is not empty")
-    check(isinstance(f["optim"].attrs["step_count"], np.integer), "optim step_count counter")
+    if version >= 3:  # counters are 1-element int64 datasets
+        counter = f["optim/step_count"]
+        check(counter.dtype == np.dtype("<i8") and counter.shape == (1,),
+              "optim/step_count is an int64 [1] dataset")
+    else:  # formats 1 and 2: an attribute of the group
+        check(isinstance(f["optim"].attrs["step_count"], np.integer), "optim step_count counter")
 
     seen = {"datasets": 0, "attributes": 0}
 
@@ -155,7 +161,8 @@ with h5py.File(path, "r") as f:
     for p in manifest + ["/config", "/manifest"]:
         ds = f[p]
         if p in manifest:
-            check(ds.dtype == np.dtype("<f4"), f"{p} is little-endian float32")
+            check(ds.dtype in (np.dtype("<f4"), np.dtype("<f8"), np.dtype("<i8")),
+                  f"{p} is little-endian float32, float64 or int64")
             check(isinstance(ds.attrs["layout"], str), f"{p} layout is a str")
         stored = int(ds.attrs["hash"])
         mine = poshash(dataset_elems(ds), version)

@@ -24,13 +24,15 @@
 
 #include "io/ckpt.h"     /* tess_ckpt_state */
 #include "nn/registry.h" /* tess_registry_* */
+#include "nn/state.h"    /* tess_state_* */
+#include "par/mesh.h"    /* tess_group */
 
+/* The state: params/<name>, optim/m/<name>, optim/v/<name>, optim/step_count. */
 typedef struct {
     tess_registry *reg;
     float *m, *v;
     int64_t step_count;
-    tess_ckpt_buffer sets[2];
-    tess_ckpt_counter counters[1];
+    tess_state *state;
     tess_ckpt_state st;
 } ckpt_model;
 
@@ -60,16 +62,18 @@ static inline tess_status ckpt_model_build(ckpt_model *cm, int rank, int size, b
     TESS_CHECK(tess_registry_finalize(cm->reg));
     TESS_CHECK(tess_registry_alloc_state(cm->reg, &cm->m));
     TESS_CHECK(tess_registry_alloc_state(cm->reg, &cm->v));
-    cm->sets[0] = (tess_ckpt_buffer){"optim/m", cm->m};
-    cm->sets[1] = (tess_ckpt_buffer){"optim/v", cm->v};
-    cm->counters[0] = (tess_ckpt_counter){"optim/step_count", &cm->step_count};
-    cm->st = (tess_ckpt_state){.reg = cm->reg, .buffers = cm->sets, .nbuffers = 2,
-                               .counters = cm->counters, .ncounters = 1,
-                               .config_text = "[run]\nseed = 7\n", .app = "test_ckpt"};
+    TESS_CHECK(tess_state_create(&cm->state));
+    TESS_CHECK(tess_state_add_registry(cm->state, "params", cm->reg, false));
+    TESS_CHECK(tess_state_add_like(cm->state, "optim/m", cm->reg, cm->m, false));
+    TESS_CHECK(tess_state_add_like(cm->state, "optim/v", cm->reg, cm->v, false));
+    TESS_CHECK(tess_state_add_i64(cm->state, "optim/step_count", &cm->step_count));
+    cm->st = (tess_ckpt_state){.state = cm->state, .config_text = "[run]\nseed = 7\n",
+                               .app = "test_ckpt"};
     return TESS_OK;
 }
 
 static inline void ckpt_model_free(ckpt_model *cm) {
+    tess_state_destroy(&cm->state);
     free(cm->m);
     free(cm->v);
     tess_registry_destroy(&cm->reg);

@@ -41,10 +41,10 @@ static void read_latest(const char *dir, char *buf, size_t n) {
     buf[strcspn(buf, "\n")] = '\0';
 }
 
-static void save(MPI_Comm comm, ckpt_model *cm, const char *dir, int64_t step, int64_t keep) {
+static void save(const tess_group *g, ckpt_model *cm, const char *dir, int64_t step, int64_t keep) {
     ckpt_model_fill(cm, step);
     char path[256];
-    tess_status s = tess_ckpt_save(comm, dir, &cm->st, keep, path, sizeof path);
+    tess_status s = tess_ckpt_save(g, dir, &cm->st, keep, path, sizeof path);
     TESS_TEST_CHECK(s == TESS_OK, "save step %lld: %s", (long long)step, tess_error_text());
     char want[256];
     snprintf(want, sizeof want, "%s/ckpt_%08lld.h5", dir, (long long)step);
@@ -52,13 +52,13 @@ static void save(MPI_Comm comm, ckpt_model *cm, const char *dir, int64_t step, i
 }
 
 /* resume(spec) on every rank; check status, resumed flag, step and the loaded values. */
-static void resume(MPI_Comm comm, ckpt_model *cm, const char *dir, const char *spec,
+static void resume(const tess_group *g, ckpt_model *cm, const char *dir, const char *spec,
                    tess_status want, bool want_resumed, int64_t want_step, const char *needle) {
     ckpt_model_clear(cm);
     bool resumed = true;
     char path[256];
     tess_error_clear();
-    tess_status s = tess_ckpt_resume(comm, dir, spec, &cm->st, &resumed, path, sizeof path);
+    tess_status s = tess_ckpt_resume(g, dir, spec, &cm->st, &resumed, path, sizeof path);
     TESS_TEST_CHECK(s == want, "resume '%s' in %s: %s, expected %s:\n%s", spec, dir,
                     tess_status_name(s), tess_status_name(want), tess_error_text());
     TESS_TEST_CHECK(!needle || strstr(tess_error_text(), needle), "no '%s' in:\n%s", needle,
@@ -89,6 +89,8 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     tess_runtime rt;
     if (tess_runtime_start(&rt, MPI_COMM_WORLD) != TESS_OK) return 1;
+    tess_group *g = NULL; /* the checkpoint functions' group */
+    if (tess_group_create(rt.comm, "test", &g) != TESS_OK) return 1;
     MPI_Comm comm = rt.comm;
     const int rank = rt.rank;
     ckpt_model cm;
@@ -98,7 +100,7 @@ int main(int argc, char **argv) {
     ON_ROOT(comm, rank, empty_dir("all"));
 
     /* retention: keep the last 2 */
-    for (int64_t step = 10; step <= 50; step += 10) save(comm, &cm, "ck", step, 2);
+    for (int64_t step = 10; step <= 50; step += 10) save(g, &cm, "ck", step, 2);
     MPI_Barrier(comm);
     TESS_TEST_CHECK(!exists("ck/ckpt_00000010.h5") && !exists("ck/ckpt_00000020.h5") &&
                         !exists("ck/ckpt_00000030.h5"),
@@ -114,42 +116,42 @@ int main(int argc, char **argv) {
     /* start-up: stale tmp files go, resume "" loads nothing, auto loads the newest */
     ON_ROOT(comm, rank, tamper_write_text("ck/ckpt_00000060.h5.tmp", "half a checkpoint"));
     ON_ROOT(comm, rank, tamper_write_text("ck/latest.tmp", "ckpt_00000060.h5\n"));
-    resume(comm, &cm, "ck", "", TESS_OK, false, 0, NULL);
+    resume(g, &cm, "ck", "", TESS_OK, false, 0, NULL);
     TESS_TEST_CHECK(!exists("ck/ckpt_00000060.h5.tmp") && !exists("ck/latest.tmp"),
                     "stale tmp files not deleted at start-up");
-    resume(comm, &cm, "ck", "auto", TESS_OK, true, 50, NULL);
-    resume(comm, &cm, "ck", "ck/ckpt_00000040.h5", TESS_OK, true, 40, NULL);
+    resume(g, &cm, "ck", "auto", TESS_OK, true, 50, NULL);
+    resume(g, &cm, "ck", "ck/ckpt_00000040.h5", TESS_OK, true, 40, NULL);
 
     /* fallback: the newest is corrupt -> the previous one; both corrupt -> an error */
     ON_ROOT(comm, rank, tamper_copy("ck/ckpt_00000050.h5", "good50.h5"));
     ON_ROOT(comm, rank, tamper_flip_dataset("ck/ckpt_00000050.h5", "/params/head.b", 5));
-    resume(comm, &cm, "ck", "auto", TESS_OK, true, 40, NULL);
-    resume(comm, &cm, "ck", "ck/ckpt_00000050.h5", TESS_ERR_DATA, false, 0,
+    resume(g, &cm, "ck", "auto", TESS_OK, true, 40, NULL);
+    resume(g, &cm, "ck", "ck/ckpt_00000050.h5", TESS_ERR_DATA, false, 0,
            "dataset /params/head.b does not match its hash");
     ON_ROOT(comm, rank, tamper_truncate("ck/ckpt_00000040.h5", 3000));
-    resume(comm, &cm, "ck", "auto", TESS_ERR_DATA, false, 0,
+    resume(g, &cm, "ck", "auto", TESS_ERR_DATA, false, 0,
            "none of the 2 checkpoints in 'ck' loads (the newest: corrupt checkpoint "
            "'ck/ckpt_00000050.h5' (step 50)");
-    resume(comm, &cm, "ck", "ck/missing.h5", TESS_ERR_NOINPUT, false, 0,
+    resume(g, &cm, "ck", "ck/missing.h5", TESS_ERR_NOINPUT, false, 0,
            "cannot open checkpoint 'ck/missing.h5': No such file or directory");
-    resume(comm, &cm, "nothing_here", "auto", TESS_OK, false, 0, NULL);
+    resume(g, &cm, "nothing_here", "auto", TESS_OK, false, 0, NULL);
 
     /* an abandoned timeline: after going back to step 40, saving 45 deletes 50 */
     ON_ROOT(comm, rank, tamper_copy("good50.h5", "ck/ckpt_00000050.h5"));
-    save(comm, &cm, "ck", 40, 3);
-    save(comm, &cm, "ck", 45, 3);
+    save(g, &cm, "ck", 40, 3);
+    save(g, &cm, "ck", 45, 3);
     MPI_Barrier(comm);
     TESS_TEST_CHECK(!exists("ck/ckpt_00000050.h5"), "the abandoned step-50 checkpoint remains");
     TESS_TEST_CHECK(exists("ck/ckpt_00000040.h5") && exists("ck/ckpt_00000045.h5"),
                     "steps 40 and 45 should remain");
     read_latest("ck", latest, sizeof latest);
     TESS_TEST_CHECK(strcmp(latest, "ckpt_00000045.h5") == 0, "latest = '%s'", latest);
-    resume(comm, &cm, "ck", "auto", TESS_OK, true, 45, NULL);
+    resume(g, &cm, "ck", "auto", TESS_OK, true, 45, NULL);
 
     /* a write that cannot create its file fails on every rank with IO, leaving nothing */
     ckpt_model_fill(&cm, 7);
     tess_error_clear();
-    tess_status ws = tess_ckpt_write(comm, "no/such/dir/x.h5", &cm.st);
+    tess_status ws = tess_ckpt_write(g, "no/such/dir/x.h5", &cm.st);
     TESS_TEST_CHECK(ws == TESS_ERR_IO &&
                         strstr(tess_error_text(), "cannot create 'no/such/dir/x.h5.tmp'"),
                     "write into a missing directory: %s:\n%s", tess_status_name(ws),
@@ -157,13 +159,14 @@ int main(int argc, char **argv) {
     tess_error_clear();
 
     /* keep_last 0 keeps everything */
-    for (int64_t step = 1; step <= 3; step++) save(comm, &cm, "all", step, 0);
+    for (int64_t step = 1; step <= 3; step++) save(g, &cm, "all", step, 0);
     MPI_Barrier(comm);
     TESS_TEST_CHECK(exists("all/ckpt_00000001.h5") && exists("all/ckpt_00000003.h5"),
                     "keep_last 0 pruned");
 
     ckpt_model_free(&cm);
     int rc = tess_test_finish_mpi("test_ckpt_commit", comm);
+    tess_group_destroy(&g);
     tess_runtime_finish(&rt, TESS_OK, true);
     return rc;
 }

@@ -19,14 +19,14 @@ static const char *good = "good.h5", *bad = "bad.h5";
 typedef enum { OP_LOAD, OP_VERIFY, OP_LOAD_OTHER_MODEL } op_kind;
 
 /* Run op on bad.h5 (or path) on every rank; expect status want and every needle in the record. */
-static void expect(MPI_Comm comm, int rank, int size, const char *label, op_kind op,
+static void expect(const tess_group *g, int rank, int size, const char *label, op_kind op,
                    const char *path, tess_status want, const char *needle1, const char *needle2) {
     ckpt_model cm;
     TESS_TEST_CHECK(ckpt_model_build(&cm, rank, size, op == OP_LOAD_OTHER_MODEL) == TESS_OK,
                     "%s: build", label);
     tess_error_clear();
-    tess_status s = op == OP_VERIFY ? tess_ckpt_verify(comm, path, NULL)
-                                    : tess_ckpt_load(comm, path, &cm.st);
+    tess_status s = op == OP_VERIFY ? tess_ckpt_verify(g, path, NULL)
+                                    : tess_ckpt_load(g, path, &cm.st);
     const char *text = tess_error_text();
     TESS_TEST_CHECK(s == want, "%s: status %s, expected %s; record:\n%s", label,
                     tess_status_name(s), tess_status_name(want), text);
@@ -36,7 +36,7 @@ static void expect(MPI_Comm comm, int rank, int size, const char *label, op_kind
                     text);
     /* the same verdict everywhere */
     int v[2] = {(int)s, -(int)s}, r[2];
-    MPI_Allreduce(v, r, 2, MPI_INT, MPI_MAX, comm);
+    MPI_Allreduce(v, r, 2, MPI_INT, MPI_MAX, g->comm);
     TESS_TEST_CHECK(r[0] == -r[1], "%s: ranks disagree on the status", label);
     if (rank == 0 && s != TESS_OK) printf("--- %s:\n%s", label, text);
     tess_error_clear();
@@ -56,95 +56,103 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     tess_runtime rt;
     if (tess_runtime_start(&rt, MPI_COMM_WORLD) != TESS_OK) return 1;
+    tess_group *g = NULL; /* the checkpoint functions' group */
+    if (tess_group_create(rt.comm, "test", &g) != TESS_OK) return 1;
     MPI_Comm comm = rt.comm;
     const int rank = rt.rank, size = rt.size;
     {
         ckpt_model cm;
         TESS_TEST_CHECK(ckpt_model_build(&cm, rank, size, false) == TESS_OK, "build");
         ckpt_model_fill(&cm, 100);
-        TESS_TEST_CHECK(tess_ckpt_write(comm, good, &cm.st) == TESS_OK, "write: %s",
+        TESS_TEST_CHECK(tess_ckpt_write(g, good, &cm.st) == TESS_OK, "write: %s",
                         tess_error_text());
         ckpt_model_free(&cm);
     }
-    expect(comm, rank, size, "good file loads", OP_LOAD, good, TESS_OK, NULL, NULL);
-    expect(comm, rank, size, "good file verifies", OP_VERIFY, good, TESS_OK, NULL, NULL);
+    expect(g, rank, size, "good file loads", OP_LOAD, good, TESS_OK, NULL, NULL);
+    expect(g, rank, size, "good file verifies", OP_VERIFY, good, TESS_OK, NULL, NULL);
 
-    expect(comm, rank, size, "missing file", OP_LOAD, "no_such.h5", TESS_ERR_NOINPUT,
+    expect(g, rank, size, "missing file", OP_LOAD, "no_such.h5", TESS_ERR_NOINPUT,
            "cannot open checkpoint 'no_such.h5': No such file or directory", NULL);
     TAMPER(comm, rank, tamper_write_text(bad, "[run]\nnot = hdf5\n"));
-    expect(comm, rank, size, "not HDF5", OP_LOAD, bad, TESS_ERR_DATA,
+    expect(g, rank, size, "not HDF5", OP_LOAD, bad, TESS_ERR_DATA,
            "checkpoint 'bad.h5' is not an HDF5 file", NULL);
     TAMPER(comm, rank, tamper_truncate(bad, 5000));
-    expect(comm, rank, size, "truncated to 5000 bytes", OP_LOAD, bad, TESS_ERR_DATA,
+    expect(g, rank, size, "truncated to 5000 bytes", OP_LOAD, bad, TESS_ERR_DATA,
            "checkpoint 'bad.h5' is truncated or damaged (5000 bytes)", "truncated file");
     TAMPER(comm, rank, tamper_truncate(bad, 5000));
-    expect(comm, rank, size, "truncated: verify", OP_VERIFY, bad, TESS_ERR_DATA,
+    expect(g, rank, size, "truncated: verify", OP_VERIFY, bad, TESS_ERR_DATA,
            "is truncated or damaged", NULL);
 
     TAMPER(comm, rank, tamper_flip_dataset(bad, "/params/emb.w", 17));
-    expect(comm, rank, size, "flipped byte", OP_LOAD, bad, TESS_ERR_DATA,
+    expect(g, rank, size, "flipped byte", OP_LOAD, bad, TESS_ERR_DATA,
            "corrupt checkpoint 'bad.h5' (step 100): 1 dataset changed since it was written",
            "dataset /params/emb.w does not match its hash");
     TAMPER(comm, rank, tamper_flip_dataset(bad, "/optim/v/grid.a", 0));
-    expect(comm, rank, size, "flipped byte in a block-cyclic optimizer moment", OP_LOAD, bad,
+    expect(g, rank, size, "flipped byte in a block-cyclic optimizer moment", OP_LOAD, bad,
            TESS_ERR_DATA, "dataset /optim/v/grid.a does not match its hash", NULL);
     TAMPER(comm, rank, tamper_flip_dataset(bad, "/optim/m/layers.0.norm.g", 27));
-    expect(comm, rank, size, "flipped byte: verify", OP_VERIFY, bad, TESS_ERR_DATA,
-           "1 of 26 datasets fail their hash check",
+    expect(g, rank, size, "flipped byte: verify", OP_VERIFY, bad, TESS_ERR_DATA,
+           "1 of 27 datasets fail their hash check",
            "dataset /optim/m/layers.0.norm.g does not match its hash");
     TAMPER(comm, rank, tamper_flip_dataset(bad, "/config", 3));
-    expect(comm, rank, size, "flipped config byte: verify", OP_VERIFY, bad, TESS_ERR_DATA,
+    expect(g, rank, size, "flipped config byte: verify", OP_VERIFY, bad, TESS_ERR_DATA,
            "dataset /config does not match its hash", NULL);
 
     TAMPER(comm, rank, tamper_delete(bad, "/params/head.b"));
-    expect(comm, rank, size, "missing dataset", OP_LOAD, bad, TESS_ERR_DATA,
+    expect(g, rank, size, "missing dataset", OP_LOAD, bad, TESS_ERR_DATA,
            "incompatible checkpoint 'bad.h5' (step 100): 1 problem",
            "dataset /params/head.b is missing");
     TAMPER(comm, rank, tamper_delete(bad, "/params/head.b"));
-    expect(comm, rank, size, "missing dataset: verify", OP_VERIFY, bad, TESS_ERR_DATA,
+    expect(g, rank, size, "missing dataset: verify", OP_VERIFY, bad, TESS_ERR_DATA,
            "dataset /params/head.b is missing", NULL);
     {
         hsize_t d2[1] = {2};
         TAMPER(comm, rank, tamper_replace(bad, "/params/bogus", H5T_IEEE_F32LE, 1, d2));
     }
-    expect(comm, rank, size, "extra dataset", OP_LOAD, bad, TESS_ERR_DATA,
-           "dataset /params/bogus is not in the model", NULL);
+    expect(g, rank, size, "extra dataset", OP_LOAD, bad, TESS_ERR_DATA,
+           "dataset /params/bogus is not in the state", NULL);
     {
         hsize_t d2[1] = {2};
         TAMPER(comm, rank, tamper_replace(bad, "/params/bogus", H5T_IEEE_F32LE, 1, d2));
     }
-    expect(comm, rank, size, "extra dataset: verify", OP_VERIFY, bad, TESS_ERR_DATA,
+    expect(g, rank, size, "extra dataset: verify", OP_VERIFY, bad, TESS_ERR_DATA,
            "dataset /params/bogus is not in the manifest", NULL);
     {
         hsize_t d2[2] = {11, 7};
         TAMPER(comm, rank, tamper_replace(bad, "/params/emb.w", H5T_IEEE_F32LE, 2, d2));
     }
-    expect(comm, rank, size, "wrong shape", OP_LOAD, bad, TESS_ERR_DATA,
-           "dataset /params/emb.w has shape [11,7], the model expects [11,6]", NULL);
+    expect(g, rank, size, "wrong shape", OP_LOAD, bad, TESS_ERR_DATA,
+           "dataset /params/emb.w has shape [11,7], expected [11,6]", NULL);
     {
         hsize_t d2[2] = {11, 6};
         TAMPER(comm, rank, tamper_replace(bad, "/optim/m/emb.w", H5T_IEEE_F64LE, 2, d2));
     }
-    expect(comm, rank, size, "wrong dtype", OP_LOAD, bad, TESS_ERR_DATA,
-           "dataset /optim/m/emb.w has type float64, the model expects float32", NULL);
-    expect(comm, rank, size, "different model", OP_LOAD_OTHER_MODEL, good, TESS_ERR_DATA,
+    expect(g, rank, size, "wrong dtype", OP_LOAD, bad, TESS_ERR_DATA,
+           "dataset /optim/m/emb.w has type float64, expected float32", NULL);
+    expect(g, rank, size, "different model", OP_LOAD_OTHER_MODEL, good, TESS_ERR_DATA,
            "written for a different model (model_digest",
-           "dataset /params/emb.w has shape [11,6], the model expects [11,8]");
-    TAMPER(comm, rank, tamper_delete_attr(bad, "/optim", "step_count"));
-    expect(comm, rank, size, "missing counter", OP_LOAD, bad, TESS_ERR_DATA,
-           "counter optim/step_count (attribute 'step_count' of group /optim) is missing", NULL);
+           "dataset /params/emb.w has shape [11,6], expected [11,8]");
+    TAMPER(comm, rank, tamper_delete(bad, "/optim/step_count"));
+    expect(g, rank, size, "missing counter", OP_LOAD, bad, TESS_ERR_DATA,
+           "dataset /optim/step_count is missing (expected int64 [1])", NULL);
+    {
+        hsize_t d1[1] = {1};
+        TAMPER(comm, rank, tamper_replace(bad, "/optim/step_count", H5T_IEEE_F64LE, 1, d1));
+    }
+    expect(g, rank, size, "counter of the wrong type", OP_LOAD, bad, TESS_ERR_DATA,
+           "dataset /optim/step_count has type float64, expected int64", NULL);
     TAMPER(comm, rank, tamper_delete(bad, "/optim/v"));
-    expect(comm, rank, size, "missing state set", OP_LOAD, bad, TESS_ERR_DATA,
-           "group /optim/v is missing (the checkpoint holds no 'optim/v' state)", NULL);
+    expect(g, rank, size, "missing state set", OP_LOAD, bad, TESS_ERR_DATA,
+           "dataset /optim/v/emb.w is missing (expected float32 [11,6])", "8 problems");
     TAMPER(comm, rank,
            tamper_set_int_attr(bad, "/", "format_version", TESS_CKPT_FORMAT_VERSION + 1));
-    expect(comm, rank, size, "format_version + 1", OP_LOAD, bad, TESS_ERR_DATA,
-           "checkpoint 'bad.h5' has format_version 3, newer than this build reads (2)", NULL);
+    expect(g, rank, size, "format_version + 1", OP_LOAD, bad, TESS_ERR_DATA,
+           "checkpoint 'bad.h5' has format_version 4, newer than this build reads (3)", NULL);
     TAMPER(comm, rank, tamper_delete_attr(bad, "/", "format"));
-    expect(comm, rank, size, "no format attribute", OP_VERIFY, bad, TESS_ERR_DATA,
+    expect(g, rank, size, "no format attribute", OP_VERIFY, bad, TESS_ERR_DATA,
            "'bad.h5' is not a Tessera checkpoint (no 'format' attribute)", NULL);
     TAMPER(comm, rank, tamper_delete_attr(bad, "/", "step"));
-    expect(comm, rank, size, "missing root attribute", OP_LOAD, bad, TESS_ERR_DATA,
+    expect(g, rank, size, "missing root attribute", OP_LOAD, bad, TESS_ERR_DATA,
            "root attribute 'step' is missing", NULL);
 
     /* HDF5's automatic error printing is back on after all of this */
@@ -154,6 +162,7 @@ int main(int argc, char **argv) {
     TESS_TEST_CHECK(fn != NULL, "HDF5 error printing left off");
 
     int rc = tess_test_finish_mpi("test_ckpt_corrupt", comm);
+    tess_group_destroy(&g);
     tess_runtime_finish(&rt, TESS_OK, true);
     return rc;
 }

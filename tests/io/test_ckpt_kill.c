@@ -31,8 +31,11 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     tess_runtime rt;
     if (tess_runtime_start(&rt, MPI_COMM_WORLD) != TESS_OK) return 1;
+    tess_group *g = NULL; /* the checkpoint functions' group */
+    if (tess_group_create(rt.comm, "test", &g) != TESS_OK) return 1;
     if (argc < 3) {
         fprintf(stderr, "usage: test_ckpt_kill prepare|kill|check DIR [STEP]\n");
+        tess_group_destroy(&g);
         return tess_runtime_finish(&rt, TESS_ERR_ARG, true);
     }
     const char *mode = argv[1], *dir = argv[2];
@@ -41,12 +44,12 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "prepare") == 0) {
         for (int64_t step = 1; step <= 2; step++) {
             ckpt_model_fill(&cm, step);
-            TESS_TEST_CHECK(tess_ckpt_save(rt.comm, dir, &cm.st, 5, NULL, 0) == TESS_OK,
+            TESS_TEST_CHECK(tess_ckpt_save(g, dir, &cm.st, 5, NULL, 0) == TESS_OK,
                             "save %lld: %s", (long long)step, tess_error_text());
         }
     } else if (strcmp(mode, "kill") == 0) {
         ckpt_model_fill(&cm, 3);
-        tess_status s = tess_ckpt_save(rt.comm, dir, &cm.st, 5, NULL, 0);
+        tess_status s = tess_ckpt_save(g, dir, &cm.st, 5, NULL, 0);
         TESS_TEST_CHECK(false, "the writer was not killed (TESS_CKPT_TEST_KILL_AT=%s, status %s)",
                         getenv("TESS_CKPT_TEST_KILL_AT") ? getenv("TESS_CKPT_TEST_KILL_AT") : "",
                         tess_status_name(s));
@@ -62,12 +65,12 @@ int main(int argc, char **argv) {
         TESS_TEST_CHECK(strcmp(latest, "ckpt_00000002.h5\n") == 0, "latest = '%s'", latest);
         snprintf(path, sizeof path, "%s/ckpt_00000002.h5", dir);
         ckpt_model_clear(&cm);
-        TESS_TEST_CHECK(tess_ckpt_load(rt.comm, path, &cm.st) == TESS_OK &&
+        TESS_TEST_CHECK(tess_ckpt_load(g, path, &cm.st) == TESS_OK &&
                             ckpt_model_mismatches(&cm) == 0,
                         "the previous checkpoint does not load: %s", tess_error_text());
         bool resumed = false;
         ckpt_model_clear(&cm);
-        tess_status s = tess_ckpt_resume(rt.comm, dir, "auto", &cm.st, &resumed, NULL, 0);
+        tess_status s = tess_ckpt_resume(g, dir, "auto", &cm.st, &resumed, NULL, 0);
         TESS_TEST_CHECK(s == TESS_OK && resumed && cm.st.step == want &&
                             ckpt_model_mismatches(&cm) == 0,
                         "resume auto: %s, step %lld (want %lld): %s", tess_status_name(s),
@@ -79,6 +82,7 @@ int main(int argc, char **argv) {
     }
     ckpt_model_free(&cm);
     int rc = tess_test_finish_mpi("test_ckpt_kill", rt.comm);
+    tess_group_destroy(&g);
     tess_runtime_finish(&rt, TESS_OK, true);
     return rc;
 }

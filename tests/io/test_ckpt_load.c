@@ -99,21 +99,23 @@ static int64_t mismatches(tess_registry *reg, const float *m) {
     return bad;
 }
 
-/* 1. The worker against inline hashing, on this rank's part of large.repl. */
-static void check_worker(MPI_Comm comm, tess_registry *reg, bool want_worker) {
-    ckpt_region regions[4 + N_SMALL];
-    bool has_bc;
-    TESS_TEST_CHECK(ckpt_plan(comm, reg, regions, &has_bc) == TESS_OK && has_bc, "plan: %s",
+/* 1. The worker against inline hashing, on this rank's part of the first three params. */
+static void check_worker(const tess_group *g, tess_registry *reg, bool want_worker) {
+    tess_state *st = NULL;
+    TESS_TEST_CHECK(tess_state_create(&st) == TESS_OK &&
+                        tess_state_add_registry(st, "params", reg, false) == TESS_OK,
+                    "state: %s", tess_error_text());
+    ckpt_plan plan;
+    TESS_TEST_CHECK(ckpt_plan_make(g, st, &plan) == TESS_OK && plan.has_bc, "plan: %s",
                     tess_error_text());
     ckpt_hasher *hq = ckpt_hasher_start();
     TESS_TEST_CHECK((hq != NULL) == want_worker, "ckpt_hasher_start: %s, expected %s",
                     hq ? "a worker" : "NULL", want_worker ? "a worker" : "NULL");
-    const float *params = tess_registry_params(reg);
     uint64_t got[3] = {0, 0, 0}, want[3];
     for (int64_t i = 0; i < 3; i++) {
-        const tess_registry_entry *e = tess_registry_get(reg, i);
-        const ckpt_region *rg = &regions[i];
-        want[i] = ckpt_hash_region(TESS_CKPT_HASH_V2, 0, e, rg, params + e->flat_offset);
+        const tess_state_entry *e = plan.items[i].e;
+        const ckpt_region *rg = &plan.items[i].r;
+        want[i] = ckpt_hash_region(TESS_CKPT_HASH_V2, 0, e, rg, e->data);
         /* the same region in three parts of rows, queued in reverse order */
         const int64_t lo = rg->moff[0], hi = rg->moff[0] + rg->cnt[0];
         const int64_t cut[4] = {lo, lo + (hi - lo) / 3, lo + 2 * (hi - lo) / 3, hi};
@@ -123,15 +125,15 @@ static void check_worker(MPI_Comm comm, tess_registry *reg, bool want_worker) {
             part.moff[0] = cut[p];
             part.cnt[0] = cut[p + 1] - cut[p];
             part.count = rg->count == 0 ? 0 : rg->count / rg->cnt[0] * part.cnt[0];
-            if (part.count > 0)
-                ckpt_hasher_add(hq, TESS_CKPT_HASH_V2, e, &part, params + e->flat_offset,
-                                &got[i]);
+            if (part.count > 0) ckpt_hasher_add(hq, TESS_CKPT_HASH_V2, e, &part, e->data, &got[i]);
         }
     }
     ckpt_hasher_finish(hq);
     for (int i = 0; i < 3; i++)
         TESS_TEST_CHECK(got[i] == want[i], "entry %d: worker sum %016llx, inline %016llx", i,
                         (unsigned long long)got[i], (unsigned long long)want[i]);
+    ckpt_plan_free(&plan);
+    tess_state_destroy(&st);
 }
 
 int main(int argc, char **argv) {
@@ -140,6 +142,8 @@ int main(int argc, char **argv) {
     MPI_Init_thread(&argc, &argv, single ? MPI_THREAD_SINGLE : MPI_THREAD_FUNNELED, &level);
     tess_runtime rt;
     if (tess_runtime_start(&rt, MPI_COMM_WORLD) != TESS_OK) return 1;
+    tess_group *g = NULL; /* the checkpoint functions' group */
+    if (tess_group_create(rt.comm, "test", &g) != TESS_OK) return 1;
     MPI_Comm comm = rt.comm;
     const int rank = rt.rank, size = rt.size;
     char path[64], bad[64];
@@ -150,15 +154,19 @@ int main(int argc, char **argv) {
     float *m;
     TESS_TEST_CHECK(tess_registry_alloc_state(reg, &m) == TESS_OK, "alloc");
     fill(reg, m, false);
-    check_worker(comm, reg, !single && level >= MPI_THREAD_FUNNELED);
+    check_worker(g, reg, !single && level >= MPI_THREAD_FUNNELED);
 
     /* 2. round trip */
-    tess_ckpt_buffer sets[1] = {{"optim/m", m}};
-    tess_ckpt_state st = {.reg = reg, .buffers = sets, .nbuffers = 1, .config_text = "[run]\n",
-                          .app = "test_ckpt_load", .step = 3};
-    TESS_TEST_CHECK(tess_ckpt_write(comm, path, &st) == TESS_OK, "write: %s", tess_error_text());
+    tess_state *state = NULL;
+    TESS_TEST_CHECK(tess_state_create(&state) == TESS_OK &&
+                        tess_state_add_registry(state, "params", reg, false) == TESS_OK &&
+                        tess_state_add_like(state, "optim/m", reg, m, false) == TESS_OK,
+                    "state: %s", tess_error_text());
+    tess_ckpt_state st = {.state = state, .config_text = "[run]\n", .app = "test_ckpt_load",
+                          .step = 3};
+    TESS_TEST_CHECK(tess_ckpt_write(g, path, &st) == TESS_OK, "write: %s", tess_error_text());
     fill(reg, m, true);
-    TESS_TEST_CHECK(tess_ckpt_load(comm, path, &st) == TESS_OK, "load: %s", tess_error_text());
+    TESS_TEST_CHECK(tess_ckpt_load(g, path, &st) == TESS_OK, "load: %s", tess_error_text());
     int64_t wrong = mismatches(reg, m), total;
     MPI_Allreduce(&wrong, &total, 1, MPI_INT64_T, MPI_SUM, comm);
     TESS_TEST_CHECK(total == 0, "%lld elements differ after the load", (long long)total);
@@ -172,7 +180,7 @@ int main(int argc, char **argv) {
     MPI_Bcast(&ok, 1, MPI_INT, 0, comm);
     TESS_TEST_CHECK(ok, "tampering with %s failed", bad);
     tess_error_clear();
-    tess_status s = tess_ckpt_load(comm, bad, &st);
+    tess_status s = tess_ckpt_load(g, bad, &st);
     const char *text = tess_error_text();
     TESS_TEST_CHECK(s == TESS_ERR_DATA, "load of %s: %s, expected data error; record:\n%s", bad,
                     tess_status_name(s), text);
@@ -184,6 +192,7 @@ int main(int argc, char **argv) {
     TESS_TEST_CHECK(r[0] == -r[1], "ranks disagree on the status");
     tess_error_clear();
 
+    tess_state_destroy(&state);
     free(m);
     tess_registry_destroy(&reg);
     if (rank == 0) {
@@ -191,6 +200,7 @@ int main(int argc, char **argv) {
         remove(bad);
     }
     int rc = tess_test_finish_mpi("test_ckpt_load", comm);
+    tess_group_destroy(&g);
     tess_runtime_finish(&rt, TESS_OK, true);
     return rc;
 }
