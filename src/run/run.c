@@ -368,7 +368,7 @@ static void print_state(const tess_run *run) {
 static tess_status run_all(tess_run *run, int argc, char **argv) {
     const tess_run_app *app = run->app;
     const bool print_params = take_flag(&argc, argv, "--print-params");
-    int64_t nsections;
+    int64_t nsections = 0;
     TESS_CHECK(build_sections(run, &nsections));
     TESS_CHECK(tess_config_create(&run->cfg, run->sections, nsections));
     TESS_CHECK(tess_config_alias(run->cfg, "--resume", "ckpt.resume"));

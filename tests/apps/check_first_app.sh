@@ -3,8 +3,9 @@
 #   it trains (loss from > 0.1 to < 1e-3), 2 and 4 ranks follow the 1-rank loss to a relative 1e-5
 #   (gradient sums are reordered), a run stopped at step 100 (run.stop_at, as on a signal: exit 75)
 #   and resumed with --resume auto ends with the same metrics (step, loss) and a bitwise equal
-#   final checkpoint as the uninterrupted run, --print-params lists the described state, and a
-#   resume under another run.seed is refused (exit 78) on every rank.
+#   final checkpoint as the uninterrupted run while its `seconds` column keeps growing across the
+#   restart, resuming the finished run does nothing, --print-params lists the described state,
+#   and a resume under another run.seed is refused (exit 78) on every rank.
 set -euo pipefail
 mpiexec=$1 exe=$2 tool=$3
 fail() { echo "check_first_app: FAIL: $*" >&2; exit 1; }
@@ -32,6 +33,12 @@ grep -q "resumed from step 100" resume.log || fail "the run did not resume from 
 cmp <(cut -d, -f1,2 np2/metrics.csv) <(cut -d, -f1,2 stopped/metrics.csv) ||
   fail "metrics (step, loss) of the resumed run differ from the uninterrupted one"
 "$tool" diff np2/checkpoints stopped/checkpoints || fail "final checkpoints differ"
+awk -F, 'NR > 2 && $NF < prev { print "step " $1 ": seconds " $NF " < " prev; bad = 1 } { prev = $NF }
+         END { exit bad }' stopped/metrics.csv || fail "seconds went backwards across the resume"
+"$mpiexec" -n 2 "$exe" "${common[@]}" --set run.dir=stopped --resume auto >again.log 2>&1 ||
+  { cat again.log; fail "resuming the finished run failed"; }
+grep -q "checkpoint is of a finished run (step 200): nothing to do" again.log ||
+  { cat again.log; fail "resuming the finished run did not say there is nothing to do"; }
 "$mpiexec" -n 1 "$exe" --print-params >params.log 2>&1 || { cat params.log; fail "--print-params"; }
 grep -q "^params/w  *f32  *\[8\]" params.log && grep -q "^optim/v/b " params.log ||
   { cat params.log; fail "--print-params does not list params/w and optim/v/b"; }
