@@ -174,21 +174,14 @@ static tess_status draw_plots(const char *dir) {
 /* What a tinylm checkpoint holds (a->state): the registry's params, AdamW's m, v and step count,
  * and the step, data cursor and seed of the run. */
 typedef struct {
-    int64_t step_count;
     tess_ckpt_state st;
     char dir[4200];
 } tinylm_ckpt;
 
 static tess_status ckpt_prepare(tinylm_ckpt *k, app *a, const char *run_dir, uint64_t seed) {
-    float *m, *v;
-    int64_t n;
-    tess_adamw_state(a->opt, &m, &v, &n);
-    k->step_count = 0;
     TESS_CHECK(tess_state_create(&a->state));
     TESS_CHECK(tess_state_add_registry(a->state, "params", a->reg, false));
-    TESS_CHECK(tess_state_add_like(a->state, "optim/m", a->reg, m, false));
-    TESS_CHECK(tess_state_add_like(a->state, "optim/v", a->reg, v, false));
-    TESS_CHECK(tess_state_add_i64(a->state, "optim/step_count", &k->step_count));
+    TESS_CHECK(tess_adamw_describe(a->opt, a->state, "optim"));
     k->st = (tess_ckpt_state){.state = a->state, .seed = seed,
                               .config_text = tess_config_resolved_text(a->cfg), .app = "tinylm"};
     const char *dir = tess_config_string(a->cfg, "ckpt.dir");
@@ -203,7 +196,6 @@ static tess_status ckpt_prepare(tinylm_ckpt *k, app *a, const char *run_dir, uin
 static tess_status ckpt_save(tinylm_ckpt *k, app *a, int64_t done, int64_t data_cursor) {
     k->st.step = done;
     k->st.data_cursor = data_cursor;
-    k->step_count = tess_adamw_step_count(a->opt);
     TESS_CHECK(tess_ckpt_save(a->dp, k->dir, &k->st, tess_config_int(a->cfg, "ckpt.keep"),
                               NULL, 0));
     return TESS_OK;
@@ -287,7 +279,6 @@ static tess_status train(app *a, const tess_runtime *rt, bool *collective) {
         rs = tess_error_push(TESS_ERR_CONFIG, __FILE__, __LINE__, __func__,
                              "the checkpoint is at step %lld, beyond train.steps = %lld",
                              (long long)ckpt.st.step, (long long)steps);
-    if (rs == TESS_OK && resumed) rs = tess_adamw_set_step_count(a->opt, ckpt.step_count);
     if (rs != TESS_OK) {
         *collective = true;
         return tess_error_push(rs, __FILE__, __LINE__, __func__, "resuming from '%s'",

@@ -426,21 +426,26 @@ static void unstage_method(const zock *k, int m, zoapp_traj *t, zoapp_result *r)
                         .samples = (int64_t)v[7], .evals = (int64_t)v[8]};
 }
 
-/* The optimizer's views and the chain into the staging buffers (to == true) or back. */
-static void stage_optimizer(zock *k, tess_zo *zo, zoapp_chain *ch, bool to) {
-    tess_zo_view v[TESS_ZO_MAX_VIEWS];
-    const int nv = tess_zo_state_views(zo, v);
-    for (int i = 0; i < nv; i++) {
-        void *buf = strcmp(v[i].name, "zo.x") == 0      ? (void *)k->x
-                    : strcmp(v[i].name, "zo.xbar") == 0 ? (void *)k->xbar
-                    : strcmp(v[i].name, "zo.counters") == 0 ? (void *)k->cnt
-                                                            : (void *)k->sca;
-        const size_t bytes = (size_t)v[i].n_local * 8;
+/* The optimizer's state (tess_zo_describe) and the chain into the staging buffers (to == true)
+ * or back. */
+static tess_status stage_optimizer(zock *k, tess_zo *zo, zoapp_chain *ch, bool to) {
+    tess_state *v = NULL;
+    tess_status s = tess_state_create(&v);
+    if (s == TESS_OK) s = tess_zo_describe(zo, v, "zo");
+    for (int64_t i = 0; s == TESS_OK && i < tess_state_count(v); i++) {
+        const tess_state_entry *e = tess_state_get(v, i);
+        void *buf = strcmp(e->name, "zo/x") == 0      ? (void *)k->x
+                    : strcmp(e->name, "zo/xbar") == 0 ? (void *)k->xbar
+                    : strcmp(e->name, "zo/counters") == 0 ? (void *)k->cnt
+                                                          : (void *)k->sca;
+        const size_t bytes = (size_t)e->local_count * 8;
         if (to)
-            memcpy(buf, v[i].data, bytes);
+            memcpy(buf, e->data, bytes);
         else
-            memcpy(v[i].data, buf, bytes);
+            memcpy(e->data, buf, bytes);
     }
+    tess_state_destroy(&v);
+    TESS_CHECK(s);
     if (to) {
         k->chain_i[0] = ch->t;
         k->chain_i[1] = ch->z;
@@ -450,6 +455,7 @@ static void stage_optimizer(zock *k, tess_zo *zo, zoapp_chain *ch, bool to) {
         ch->z = k->chain_i[1];
         ch->y = k->chain_y;
     }
+    return TESS_OK;
 }
 
 static tess_status zock_save(zock *k, int64_t step) {
@@ -463,7 +469,7 @@ static tess_status zock_start(void *ctx, tess_zo *zo, zoapp_chain *ch, zoapp_pro
     zock *k = ctx;
     if (!k->restore) return TESS_OK;
     k->restore = false;
-    stage_optimizer(k, zo, ch, false);
+    TESS_CHECK(stage_optimizer(k, zo, ch, false));
     const int m = (int)k->pg[PG_METHOD];
     unstage_method(k, m, traj, res);
     *pg = (zoapp_progress){.iters = k->pg[PG_ITERS], .samples = k->pg[PG_SAMPLES],
@@ -486,7 +492,7 @@ static tess_status zock_boundary(void *ctx, tess_zo *zo, const zoapp_chain *ch,
     const bool periodic = k->every > 0 && step % k->every == 0;
     *stop = any != 0;
     if (!periodic && !*stop && !last) return TESS_OK;
-    stage_optimizer(k, zo, (zoapp_chain *)ch, true);
+    TESS_CHECK(stage_optimizer(k, zo, (zoapp_chain *)ch, true));
     stage_method(k, (int)k->pg[PG_METHOD], traj, res);
     k->pg[PG_ITERS] = pg->iters;
     k->pg[PG_SAMPLES] = pg->samples;
