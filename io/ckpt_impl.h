@@ -19,7 +19,7 @@ enum {
     CKPT_MSGS_MAX_LINES = 20,
 };
 
-/* --- HDF5 error printing -------------------------------------------------------------------- */
+/* --- HDF5 helpers (ckpt_h5.c): error printing ---------------------------------------------- */
 typedef struct {
     H5E_auto2_t fn;
     void *data;
@@ -31,7 +31,7 @@ void ckpt_quiet_end(const ckpt_quiet *q);
  * after the failing call: every other HDF5 call clears the stack. */
 void ckpt_h5_message(char *buf, size_t n);
 
-/* --- attributes (0 on success, -1 on failure) ------------------------------------------------ */
+/* --- attributes (ckpt_h5.c; 0 on success, -1 on failure) ------------------------------------ */
 int ckpt_attr_write_str(hid_t loc, const char *name, const char *value);
 int ckpt_attr_write_i64(hid_t loc, const char *name, int64_t v);
 int ckpt_attr_write_u64(hid_t loc, const char *name, uint64_t v);
@@ -46,7 +46,7 @@ bool ckpt_path_exists(hid_t loc, const char *path);
 /* "float32", "int64", "uint8", "string", "compound", ... for messages. */
 void ckpt_type_name(hid_t type, char *buf, size_t n);
 
-/* --- element types --------------------------------------------------------------------------- */
+/* --- element types (ckpt_h5.c; ckpt_scheme: ckpt_util.c) ------------------------------------- */
 hid_t ckpt_dtype_file(tess_dtype t); /* little-endian HDF5 type */
 hid_t ckpt_dtype_mem(tess_dtype t);  /* native HDF5 type */
 const char *ckpt_dtype_name(tess_dtype t); /* "float32", "float64", "int64" */
@@ -142,7 +142,7 @@ typedef struct {
 /* Record status s and the message fmt (one %s: arg) plus HDF5's innermost message in r, unless r
  * already holds a failure. */
 void ckpt_rfail(ckpt_read_err *r, tess_status s, const char *fmt, const char *arg);
-/* path opened read-only with ckpt_fapl_mpio, or a negative id. Collective on comm. */
+/* path opened read-only with ckpt_fapl_mpio, or a negative id (ckpt_h5.c). Collective on comm. */
 hid_t ckpt_open_collective(MPI_Comm comm, const char *path);
 /* tess_ckpt_load without the silencing of HDF5's error printing and without the final record
  * line (ckpt_load.c). Collective on comm. */
@@ -150,7 +150,7 @@ tess_status ckpt_load_state(const tess_group *g, const char *path, tess_ckpt_sta
 
 /* --- files ----------------------------------------------------------------------------------- */
 /* A file-access list for parallel HDF5 on comm (MPI-IO, collective metadata, format bounds
- * v18..v18, no file locking), or a negative id. */
+ * v18..v18, no file locking), or a negative id (ckpt_h5.c). */
 hid_t ckpt_fapl_mpio(MPI_Comm comm);
 /* fsync a file or a directory by path; 0 or -1 with errno. */
 int ckpt_fsync_path(const char *path, bool directory);

@@ -217,7 +217,8 @@ static int cmp_names(const char *a, const char *b) {
 
 static int cmp_items(const void *a, const void *b) {
     const ckpt_item *x = *(const ckpt_item *const *)a, *y = *(const ckpt_item *const *)b;
-    return cmp_names(x->path, y->path);
+    const int c = cmp_names(x->path, y->path);
+    return c ? c : (x->owner > y->owner) - (x->owner < y->owner);
 }
 
 static void owner_text(const ckpt_item *it, char *buf, size_t n) {
@@ -238,11 +239,11 @@ static tess_status check_names(const ckpt_plan *p) {
         char wa[32], wb[32];
         owner_text(a, wa, sizeof wa);
         owner_text(b, wb, sizeof wb);
-        if (strcmp(a->path, b->path) == 0)
+        if (strcmp(a->path, b->path) == 0) /* a: every rank or the lower rank */
             s = tess_error_push(TESS_ERR_ARG, __FILE__, __LINE__, __func__,
                                 "private state entry '%s' is listed by %s and by %s (a private "
-                                "entry belongs to one rank)", a->path + 1,
-                                a->owner < 0 ? wb : wa, a->owner < 0 ? wa : wb);
+                                "entry belongs to one rank)",
+                                a->path + 1, a->owner < 0 ? wb : wa, a->owner < 0 ? wa : wb);
         else if (strncmp(a->path, b->path, la) == 0 && b->path[la] == '/')
             s = tess_error_push(TESS_ERR_ARG, __FILE__, __LINE__, __func__,
                                 "state entries '%s' (%s) and '%s' (%s): one names a group of the "

@@ -1,5 +1,5 @@
-/* ckpt_read.c - opening, checking, verifying and resuming checkpoints (see ckpt.h; loading is in
- * ckpt_load.c).
+/* ckpt_read.c - opening, checking and verifying checkpoints (see ckpt.h; loading is in
+ * ckpt_load.c, the resume policy in ckpt_resume.c).
  *
  * Every collective function follows the same order (OPERATIONS.md 4 and 5): rank 0 opens the
  * file alone and checks its structure, the verdict and its problem list are broadcast, and only
@@ -13,7 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/log.h"      /* tess_log_info, tess_log_warn */
 #include "core/mpicheck.h" /* TESS_MPI_CHECK */
 #include "io/ckpt_impl.h"
 
@@ -274,13 +273,6 @@ void ckpt_rfail(ckpt_read_err *r, tess_status s, const char *fmt, const char *ar
     snprintf(r->what, sizeof r->what, fmt, arg);
     size_t len = strlen(r->what);
     snprintf(r->what + len, sizeof r->what - len, ": %s", h5);
-}
-
-hid_t ckpt_open_collective(MPI_Comm comm, const char *path) {
-    hid_t fapl = ckpt_fapl_mpio(comm);
-    hid_t f = fapl >= 0 ? H5Fopen(path, H5F_ACC_RDONLY, fapl) : -1;
-    if (fapl >= 0) H5Pclose(fapl);
-    return f;
 }
 
 /* --- verify ---------------------------------------------------------------------------------- */
@@ -581,85 +573,5 @@ tess_status tess_ckpt_verify(const tess_group *g, const char *path, tess_ckpt_in
     tess_status s = verify_impl(g->comm, path, info);
     ckpt_quiet_end(&q);
     TESS_REQUIRE(s == TESS_OK, s, "verifying checkpoint '%s'", path);
-    return TESS_OK;
-}
-
-/* --- resume ---------------------------------------------------------------------------------- */
-
-/* The first lines of the current record, without their "[rank r] file:line func(): " prefixes,
- * joined by "; " (the reason in a fallback warning). */
-static void record_reason(char *buf, size_t n, int max_lines) {
-    const char *t = tess_error_text();
-    size_t len = 0;
-    buf[0] = '\0';
-    for (int l = 0; l < max_lines && *t && len + 1 < n; l++) {
-        const char *nl = strchr(t, '\n'), *end = nl ? nl : t + strlen(t), *body = t;
-        for (const char *p = t; p + 4 <= end; p++)
-            if (memcmp(p, "(): ", 4) == 0) {
-                body = p + 4;
-                break;
-            }
-        while (body < end && *body == ' ') body++;
-        len += (size_t)snprintf(buf + len, n - len, "%s%.*s", l ? "; " : "", (int)(end - body),
-                                body);
-        if (!nl) break;
-        t = nl + 1;
-    }
-}
-
-tess_status tess_ckpt_resume(const tess_group *g, const char *dir, const char *spec,
-                             tess_ckpt_state *st, bool *resumed, char *path_out, size_t n) {
-    TESS_REQUIRE(g && dir && spec && resumed, TESS_ERR_ARG,
-                 "g, dir, spec and resumed must not be NULL");
-    *resumed = false;
-    if (path_out && n) path_out[0] = '\0';
-    TESS_CHECK(tess_ckpt_clean(g, dir));
-    if (spec[0] == '\0') return TESS_OK;
-    if (strcmp(spec, "auto") != 0) {
-        TESS_CHECK(tess_ckpt_load(g, spec, st));
-        tess_log_info("resumed from step %lld (%s)", (long long)st->step, spec);
-        if (path_out && n) snprintf(path_out, n, "%s", spec);
-        *resumed = true;
-        return TESS_OK;
-    }
-    char *names;
-    int64_t count;
-    TESS_CHECK(ckpt_list_shared(g->comm, dir, &names, &count));
-    char first_reason[1024] = "";
-    tess_status s = TESS_OK;
-    int64_t tried = 0;
-    for (char *p = names, *nl; *p && !*resumed; p = nl + 1) {
-        nl = strchr(p, '\n');
-        *nl = '\0';
-        char path[TESS_CKPT_PATH_MAX];
-        snprintf(path, sizeof path, "%s/%s", dir, p);
-        tried++;
-        ckpt_quiet q;
-        ckpt_quiet_begin(&q);
-        s = ckpt_load_state(g, path, st); /* the record then holds just the reasons */
-        ckpt_quiet_end(&q);
-        if (s == TESS_OK) {
-            *resumed = true;
-            tess_log_info("resumed from step %lld (%s)", (long long)st->step, path);
-            if (path_out && n) snprintf(path_out, n, "%s", path);
-        } else if (s == TESS_ERR_DATA || s == TESS_ERR_NOINPUT) {
-            char reason[1024];
-            record_reason(reason, sizeof reason, 3);
-            if (!first_reason[0]) snprintf(first_reason, sizeof first_reason, "%s", reason);
-            tess_log_warn("checkpoint '%s' skipped: %s", path, reason);
-            tess_error_clear();
-            s = TESS_OK;
-        } else {
-            break; /* not a property of the file (MPI, memory): give up */
-        }
-    }
-    free(names);
-    TESS_CHECK(s);
-    if (*resumed) return TESS_OK;
-    TESS_REQUIRE(tried == 0, TESS_ERR_DATA,
-                 "none of the %lld checkpoints in '%s' loads (the newest: %s); move them away or "
-                 "use another ckpt.dir to start over",
-                 (long long)tried, dir, first_reason);
-    tess_log_info("no checkpoint in '%s': starting from step 0", dir);
     return TESS_OK;
 }

@@ -140,7 +140,11 @@ tess_status tess_state_add_f64(tess_state *st, const char *name, double *value) 
 static tess_status add_flat(tess_state *st, const char *prefix, const tess_registry *reg,
                             float *base, bool private_to_rank) {
     TESS_REQUIRE(st && prefix && reg, TESS_ERR_ARG, "NULL argument");
-    TESS_REQUIRE(base, TESS_ERR_ARG, "'%s': the registry is not finalized", prefix);
+    TESS_REQUIRE(tess_registry_is_final(reg), TESS_ERR_ARG, "'%s': the registry is not finalized",
+                 prefix);
+    TESS_REQUIRE(base || tess_registry_local_total(reg) == 0, TESS_ERR_ARG,
+                 "'%s': no buffer for the registry's %lld local elements", prefix,
+                 (long long)tess_registry_local_total(reg));
     for (int64_t i = 0; i < tess_registry_count(reg); i++) {
         const tess_registry_entry *e = tess_registry_get(reg, i);
         char name[TESS_STATE_NAME_MAX];

@@ -73,16 +73,21 @@ void tess_adamw_step(tess_adamw *opt, float lr) {
     }
 }
 
-void tess_adamw_state(tess_adamw *opt, float **m, float **v, int64_t *n) {
-    *m = opt->m;
-    *v = opt->v;
-    *n = tess_registry_local_total(opt->reg);
-}
-
 int64_t tess_adamw_step_count(const tess_adamw *opt) { return opt->t; }
 
-tess_status tess_adamw_set_step_count(tess_adamw *opt, int64_t t) {
-    TESS_REQUIRE(t >= 0, TESS_ERR_ARG, "step count %lld must be >= 0", (long long)t);
-    opt->t = t;
+tess_status tess_adamw_describe(tess_adamw *opt, tess_state *st, const char *prefix) {
+    TESS_REQUIRE(opt && st && prefix, TESS_ERR_ARG, "NULL argument");
+    char name[TESS_STATE_NAME_MAX];
+    const char *parts[3] = {"m", "v", "step_count"};
+    for (int k = 0; k < 3; k++) {
+        const int n = snprintf(name, sizeof name, "%s/%s", prefix, parts[k]);
+        TESS_REQUIRE(n > 0 && n < (int)sizeof name, TESS_ERR_ARG,
+                     "AdamW state '%s/%s': name longer than %d bytes", prefix, parts[k],
+                     TESS_STATE_NAME_MAX - 1);
+        if (k < 2)
+            TESS_CHECK(tess_state_add_like(st, name, opt->reg, k == 0 ? opt->m : opt->v, false));
+        else
+            TESS_CHECK(tess_state_add_i64(st, name, &opt->t));
+    }
     return TESS_OK;
 }

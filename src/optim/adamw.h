@@ -18,6 +18,7 @@
 
 #include "core/status.h" /* tess_status */
 #include "nn/registry.h" /* tess_registry */
+#include "nn/state.h"    /* tess_state */
 
 typedef struct {
     float beta1, beta2;  /* in [0, 1) */
@@ -39,12 +40,14 @@ void tess_adamw_destroy(tess_adamw **opt);
 /* One update with learning rate lr from the registry's grads; increments the step count first. */
 void tess_adamw_step(tess_adamw *opt, float lr);
 
-/* First and second moments (n = registry local_total elements each, same layout as the params).
- * Writable, so a checkpoint reader can restore them. */
-void tess_adamw_state(tess_adamw *opt, float **m, float **v, int64_t *n);
 /* Number of steps taken (t of the last update); the bias corrections depend on it. */
 int64_t tess_adamw_step_count(const tess_adamw *opt);
-/* Restore the step count from a checkpoint. TESS_ERR_ARG if t < 0. */
-tess_status tess_adamw_set_step_count(tess_adamw *opt, int64_t t);
+
+/* Add the optimizer's state to st (nn/state.h) under prefix: "<prefix>/m/<entry>" and
+ * "<prefix>/v/<entry>" (float32, laid out like the registry entry's params) for every registry
+ * entry, and "<prefix>/step_count" (int64, one element). The entries point at the optimizer's own
+ * memory, so a checkpoint load restores the moments and the step count in place; opt must
+ * outlive st's use. Errors of tess_state_add (a bad prefix, a duplicate name). Not collective. */
+tess_status tess_adamw_describe(tess_adamw *opt, tess_state *st, const char *prefix);
 
 #endif

@@ -67,7 +67,14 @@ void tess_sgd_step(tess_sgd *opt, float lr) {
     }
 }
 
-void tess_sgd_state(tess_sgd *opt, float **momentum_buf, int64_t *n) {
-    *momentum_buf = opt->buf;
-    *n = tess_registry_local_total(opt->reg);
+tess_status tess_sgd_describe(tess_sgd *opt, tess_state *st, const char *prefix) {
+    TESS_REQUIRE(opt && st && prefix, TESS_ERR_ARG, "NULL argument");
+    if (!opt->buf) return TESS_OK;
+    char name[TESS_STATE_NAME_MAX];
+    const int n = snprintf(name, sizeof name, "%s/momentum", prefix);
+    TESS_REQUIRE(n > 0 && n < (int)sizeof name, TESS_ERR_ARG,
+                 "SGD state '%s/momentum': name longer than %d bytes", prefix,
+                 TESS_STATE_NAME_MAX - 1);
+    TESS_CHECK(tess_state_add_like(st, name, opt->reg, opt->buf, false));
+    return TESS_OK;
 }

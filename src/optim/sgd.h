@@ -17,6 +17,7 @@
 
 #include "core/status.h" /* tess_status */
 #include "nn/registry.h" /* tess_registry */
+#include "nn/state.h"    /* tess_state */
 
 typedef struct {
     float momentum;     /* >= 0; 0 means plain SGD (no buffer) */
@@ -35,8 +36,11 @@ void tess_sgd_destroy(tess_sgd **opt);
 /* One update of every trainable entry with learning rate lr, from the registry's grads. */
 void tess_sgd_step(tess_sgd *opt, float lr);
 
-/* Momentum buffer (n = registry local_total elements, same layout as the params), NULL when
- * momentum == 0. Writable, so a checkpoint reader can restore it. */
-void tess_sgd_state(tess_sgd *opt, float **momentum_buf, int64_t *n);
+/* Add the optimizer's state to st (nn/state.h) under prefix: "<prefix>/momentum/<entry>" (float32,
+ * laid out like the registry entry's params) for every registry entry when momentum > 0; nothing
+ * when momentum == 0 (plain SGD keeps no state, not even a step count). The entries point at the
+ * optimizer's own buffer, so a checkpoint load restores it in place; opt must outlive st's use.
+ * Errors of tess_state_add (a bad prefix, a duplicate name). Not collective. */
+tess_status tess_sgd_describe(tess_sgd *opt, tess_state *st, const char *prefix);
 
 #endif

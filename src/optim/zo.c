@@ -311,17 +311,37 @@ const double *tess_zo_xbar(const tess_zo *zo) { return zo->xbar; }
 int64_t *tess_zo_counters(tess_zo *zo) { return zo->cnt; }
 double *tess_zo_scalars(tess_zo *zo) { return zo->sca; }
 
-int tess_zo_state_views(tess_zo *zo, tess_zo_view *views) {
-    int nv = 0;
-    views[nv++] = (tess_zo_view){"zo.x", TESS_ZO_VIEW_F64, zo->x, zo->n, zo->d, zo->first};
-    if (zo->xbar)
-        views[nv++] = (tess_zo_view){"zo.xbar", TESS_ZO_VIEW_F64, zo->xbar, zo->n, zo->d,
-                                     zo->first};
-    views[nv++] = (tess_zo_view){"zo.counters", TESS_ZO_VIEW_I64, zo->cnt, TESS_ZO_NCNT,
-                                 TESS_ZO_NCNT, 0};
-    views[nv++] = (tess_zo_view){"zo.scalars", TESS_ZO_VIEW_F64, zo->sca, TESS_ZO_NSCA,
-                                 TESS_ZO_NSCA, 0};
-    return nv;
+tess_status tess_zo_describe(tess_zo *zo, tess_state *st, const char *prefix) {
+    TESS_REQUIRE(zo && st && prefix, TESS_ERR_ARG, "NULL argument");
+    const bool sharded = zo->shard && zo->shard->size > 1;
+    TESS_REQUIRE(!zo->registry || !sharded, TESS_ERR_ARG,
+                 "zo '%s': registry mode over %d shards keeps x as pieces of several entries, not "
+                 "one block: checkpoint the registry instead",
+                 prefix, zo->shard ? zo->shard->size : 1);
+    const tess_layout xl = sharded ? tess_layout_sharded(0, zo->shard->size, zo->shard->rank)
+                                   : tess_layout_replicated();
+    const tess_layout rep = tess_layout_replicated();
+    const int64_t ncnt = TESS_ZO_NCNT, nsca = TESS_ZO_NSCA;
+    const struct {
+        const char *part;
+        tess_dtype dtype;
+        const int64_t *n;
+        const tess_layout *l;
+        void *data;
+    } e[4] = {{"x", TESS_F64, &zo->d, &xl, zo->x},
+              {"xbar", TESS_F64, &zo->d, &xl, zo->xbar},
+              {"counters", TESS_I64, &ncnt, &rep, zo->cnt},
+              {"scalars", TESS_F64, &nsca, &rep, zo->sca}};
+    for (int k = 0; k < 4; k++) {
+        if (!e[k].data) continue; /* xbar without averaging */
+        char name[TESS_STATE_NAME_MAX];
+        const int n = snprintf(name, sizeof name, "%s/%s", prefix, e[k].part);
+        TESS_REQUIRE(n > 0 && n < (int)sizeof name, TESS_ERR_ARG,
+                     "zo state '%s/%s': name longer than %d bytes", prefix, e[k].part,
+                     TESS_STATE_NAME_MAX - 1);
+        TESS_CHECK(tess_state_add(st, name, e[k].dtype, 1, e[k].n, e[k].l, e[k].data));
+    }
+    return TESS_OK;
 }
 
 /* ---- one iteration ------------------------------------------------------------------------- */

@@ -47,6 +47,7 @@
 #include "core/status.h" /* tess_status */
 #include "par/mesh.h"   /* tess_group */
 #include "nn/registry.h" /* tess_registry */
+#include "nn/state.h"    /* tess_state */
 
 typedef enum {
     TESS_ZO_EST_TWO_POINT = 0, /* c = (s/2gamma)[F(x+gamma e, Z_t) - F(x-gamma e, Z_t)], 1 step */
@@ -170,7 +171,7 @@ typedef struct {
     double comm_bytes;  /* payload bytes this rank contributed to all-reduces */
 } tess_zo_step_info;
 
-/* The optimizer's scalar state, checkpointed with the buffers of tess_zo_state_views. */
+/* The optimizer's scalar state, checkpointed with x and xbar (tess_zo_describe). */
 enum {
     TESS_ZO_CNT_STEP = 0, /* iterations done = Philox counter n of the next iteration */
     TESS_ZO_CNT_T,        /* chain time of the next sample = chain steps consumed */
@@ -179,17 +180,6 @@ enum {
     TESS_ZO_NCNT
 };
 enum { TESS_ZO_SCA_BASELINE = 0, TESS_ZO_SCA_AVG_WEIGHT, TESS_ZO_NSCA };
-
-typedef enum { TESS_ZO_VIEW_F64 = 0, TESS_ZO_VIEW_I64 } tess_zo_view_type;
-/* A named flat buffer of the state: elements [first, first + n_local) of a global vector of
- * n_global (replicated buffers: first 0, n_local = n_global). */
-typedef struct {
-    const char *name; /* "zo.x", "zo.xbar", "zo.counters", "zo.scalars" */
-    tess_zo_view_type type;
-    void *data;
-    int64_t n_local, n_global, first;
-} tess_zo_view;
-enum { TESS_ZO_MAX_VIEWS = 4 };
 
 typedef struct tess_zo tess_zo;
 
@@ -224,9 +214,15 @@ const double *tess_zo_xbar(const tess_zo *zo);
 /* Counters (TESS_ZO_NCNT) and scalars (TESS_ZO_NSCA), writable for a checkpoint reader. */
 int64_t *tess_zo_counters(tess_zo *zo);
 double *tess_zo_scalars(tess_zo *zo);
-/* The state as named flat buffers for a checkpoint writer/reader: fills views (room for
- * TESS_ZO_MAX_VIEWS) and returns how many. Not collective. */
-int tess_zo_state_views(tess_zo *zo, tess_zo_view *views);
+/* Add the optimizer's state to st (nn/state.h) under prefix: "<prefix>/x" (float64 [d], sharded
+ * along dimension 0 over the shard group, replicated without one), "<prefix>/xbar" (the same, when
+ * averaging), "<prefix>/counters" (int64 [TESS_ZO_NCNT]) and "<prefix>/scalars" (float64
+ * [TESS_ZO_NSCA]), replicated. With prefix "zo" these are the datasets zo checkpoints always had.
+ * The entries point at the optimizer's own memory, so a checkpoint load restores it in place; zo
+ * must outlive st's use. TESS_ERR_ARG for registry mode over a shard group of size > 1 (x is then
+ * not one block of a global vector: checkpoint the registry instead); errors of tess_state_add.
+ * Not collective. */
+tess_status tess_zo_describe(tess_zo *zo, tess_state *st, const char *prefix);
 
 /* One iteration on the objective obj (see the file header). Collective on eval and shard.
  * TESS_ERR_ARG for a missing callback; TESS_ERR_MPI. info may be NULL. */

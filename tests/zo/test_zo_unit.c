@@ -255,7 +255,7 @@ static void test_registry(void) {
     tess_registry_destroy(&reg);
 }
 
-static void test_config_and_views(void) {
+static void test_config_and_describe(void) {
     tess_zo_config c = base_config();
     tess_zo *zo = NULL;
     c.gamma = 0.0;
@@ -276,12 +276,35 @@ static void test_config_and_views(void) {
     c.average = true;
     TESS_TEST_CHECK(tess_zo_create(&zo, &c, 4, NULL, NULL) == TESS_OK, "create");
     if (!zo) return;
-    tess_zo_view v[TESS_ZO_MAX_VIEWS];
-    int nv = tess_zo_state_views(zo, v);
-    TESS_TEST_CHECK(nv == 4 && strcmp(v[0].name, "zo.x") == 0 && strcmp(v[1].name, "zo.xbar") == 0 &&
-                        strcmp(v[2].name, "zo.counters") == 0 && v[2].n_global == TESS_ZO_NCNT &&
-                        v[0].n_global == 4 && v[0].data == tess_zo_x(zo),
-                    "state views");
+    tess_state *st = NULL;
+    TESS_TEST_CHECK(tess_state_create(&st) == TESS_OK &&
+                        tess_zo_describe(zo, st, "opt/zo") == TESS_OK,
+                    "describe: %s", tess_error_text());
+    const char *names[4] = {"opt/zo/x", "opt/zo/xbar", "opt/zo/counters", "opt/zo/scalars"};
+    const tess_dtype dtypes[4] = {TESS_F64, TESS_F64, TESS_I64, TESS_F64};
+    const int64_t lengths[4] = {4, 4, TESS_ZO_NCNT, TESS_ZO_NSCA};
+    TESS_TEST_CHECK(tess_state_count(st) == 4, "%lld entries", (long long)tess_state_count(st));
+    for (int k = 0; k < 4 && k < tess_state_count(st); k++) {
+        const tess_state_entry *e = tess_state_get(st, k);
+        TESS_TEST_CHECK(strcmp(e->name, names[k]) == 0 && e->dtype == dtypes[k] && e->ndim == 1 &&
+                            e->shape[0] == lengths[k] && e->local_count == lengths[k] &&
+                            e->layout.kind == TESS_LAYOUT_REPLICATED,
+                        "entry %d: %s %s [%lld]", k, e->name, tess_dtype_name(e->dtype),
+                        (long long)e->shape[0]);
+    }
+    TESS_TEST_CHECK(tess_state_get(st, 0)->data == tess_zo_x(zo) &&
+                        tess_state_get(st, 2)->data == tess_zo_counters(zo) &&
+                        tess_state_get(st, 3)->data == tess_zo_scalars(zo),
+                    "the entries point at the optimizer's own state");
+    tess_state_destroy(&st);
+    tess_zo_destroy(&zo);
+    c.average = false; /* no xbar entry */
+    TESS_TEST_CHECK(tess_zo_create(&zo, &c, 4, NULL, NULL) == TESS_OK &&
+                        tess_state_create(&st) == TESS_OK &&
+                        tess_zo_describe(zo, st, "zo") == TESS_OK && tess_state_count(st) == 3 &&
+                        tess_state_find(st, "zo/xbar") < 0 && tess_state_find(st, "zo/x") == 0,
+                    "describe without averaging: %s", tess_error_text());
+    tess_state_destroy(&st);
     tess_zo_destroy(&zo);
 }
 
@@ -292,7 +315,7 @@ int main(int argc, char **argv) {
     test_rules();
     test_unbiased();
     test_registry();
-    test_config_and_views();
+    test_config_and_describe();
     int rc = tess_test_finish("zo_unit");
     MPI_Finalize();
     return rc;
