@@ -16,6 +16,11 @@ typedef struct {
     double w;
 } client_meta;
 
+/* A client's id and its position in rank order, sorted by id for the summation order. */
+typedef struct {
+    int64_t id, pos;
+} client_key;
+
 /* What a client selects: entry count, floats, and a digest of the names and counts. */
 typedef struct {
     int64_t nsel, len;
@@ -25,7 +30,7 @@ typedef struct {
 /* The buffers of one call, allocated together. */
 typedef struct {
     client_meta *meta;  /* (nclients) every client's id and weight, in rank order */
-    int64_t *order;     /* (nclients) positions into meta, by increasing id */
+    client_key *order;  /* (nclients) the clients by increasing id */
     float *send;        /* (nlocal * L) slice j of every local client, for rank j in turn */
     float *recv;        /* (nclients * ms) my slice of every client, in rank order */
     double *acc;        /* (ms) the weighted sums of my slice */
@@ -123,9 +128,8 @@ static void buffers_free(agg_buffers *b) {
 
 static void *alloc_n(int64_t n, size_t elem) { return malloc((size_t)(n > 0 ? n : 1) * elem); }
 
-static const client_meta *sort_meta; /* qsort has no context argument; one call at a time */
 static int by_id(const void *a, const void *b) {
-    const int64_t x = sort_meta[*(const int64_t *)a].id, y = sort_meta[*(const int64_t *)b].id;
+    const int64_t x = ((const client_key *)a)->id, y = ((const client_key *)b)->id;
     return (x > y) - (x < y);
 }
 
@@ -140,19 +144,17 @@ static tess_status average(const tess_group *g, tess_registry *const *clients,
     int64_t first = 0;
     for (int r = 0; r < me; r++) first += cnt[r];
     for (int k = 0; k < nlocal; k++) b->meta[first + k] = (client_meta){ids[k], weights[k]};
-    int *bcnt = (int *)g->iscratch + 2 * P; /* bytes per rank */
+    int *bcnt = g->iscratch + 2 * P; /* bytes per rank */
     for (int r = 0; r < P; r++) bcnt[r] = cnt[r] * (int)sizeof(client_meta);
     TESS_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b->meta, bcnt, displ,
                                   MPI_BYTE, g->comm));
-    for (int64_t p = 0; p < nclients; p++) b->order[p] = p;
-    sort_meta = b->meta;
+    for (int64_t p = 0; p < nclients; p++) b->order[p] = (client_key){b->meta[p].id, p};
     qsort(b->order, (size_t)nclients, sizeof *b->order, by_id);
     double wsum = 0.0;
     for (int64_t q = 0; q < nclients; q++) {
-        const client_meta *c = &b->meta[b->order[q]];
-        TESS_REQUIRE(q == 0 || c->id != b->meta[b->order[q - 1]].id, TESS_ERR_ARG,
-                     "client id %lld is used twice", (long long)c->id);
-        wsum += c->w;
+        TESS_REQUIRE(q == 0 || b->order[q].id != b->order[q - 1].id, TESS_ERR_ARG,
+                     "client id %lld is used twice", (long long)b->order[q].id);
+        wsum += b->meta[b->order[q].pos].w;
     }
     TESS_REQUIRE(wsum > 0.0 && isfinite(wsum), TESS_ERR_ARG,
                  "the clients' weights sum to %g: nothing to average", wsum);
@@ -175,7 +177,7 @@ static tess_status average(const tess_group *g, tess_registry *const *clients,
      * position p of a client is also its row block in recv. */
     for (int64_t i = 0; i < ms; i++) b->acc[i] = 0.0;
     for (int64_t q = 0; q < nclients; q++) {
-        const int64_t p = b->order[q];
+        const int64_t p = b->order[q].pos;
         const double w = b->meta[p].w;
         const float *x = b->recv + p * ms;
         for (int64_t i = 0; i < ms; i++) b->acc[i] += w * (double)x[i];
