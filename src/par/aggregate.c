@@ -39,7 +39,9 @@ typedef struct {
     int64_t *rows;      /* (3 * size) send rows, receive rows, rows per rank */
 } agg_buffers;
 
-static bool selected(const tess_registry_entry *e, uint32_t tags) { return (e->tags & tags) == tags; }
+static bool selected(const tess_registry_entry *e, uint32_t tags) {
+    return (e->tags & tags) == tags;
+}
 
 static int64_t fnv(int64_t h, const void *p, size_t n) {
     uint64_t x = (uint64_t)h;
@@ -77,7 +79,8 @@ static tess_status check_local(tess_registry *const *clients, const int64_t *ids
                  "%d local clients but clients, ids or weights is NULL", nlocal);
     for (int k = 0; k < nlocal; k++) {
         TESS_REQUIRE(isfinite(weights[k]) && weights[k] >= 0.0, TESS_ERR_ARG,
-                     "client %lld: weight %g is not finite and >= 0", (long long)ids[k], weights[k]);
+                     "client %lld: weight %g is not finite and >= 0", (long long)ids[k],
+                     weights[k]);
         selection c = {0, 0, 0};
         TESS_CHECK(describe(clients[k], tags, &c));
         if (k == 0) *s = c;
@@ -166,7 +169,8 @@ static tess_status average(const tess_group *g, tess_registry *const *clients,
         int64_t lo, hi;
         tess_par_block_range(L, P, j, &lo, &hi);
         send_rows[j] = (int64_t)nlocal * (hi - lo);
-        for (int k = 0; k < nlocal; k++, off += hi - lo) pack(clients[k], tags, lo, hi, b->send + off);
+        for (int k = 0; k < nlocal; k++, off += hi - lo)
+            pack(clients[k], tags, lo, hi, b->send + off);
         if (j != me) *bytes += send_rows[j] * (int64_t)sizeof(float);
     }
     tess_par_block_range(L, P, me, &mlo, &mhi);
@@ -221,8 +225,9 @@ tess_status tess_par_aggregate(const tess_group *g, tess_registry *const *client
     }
     /* The same selection on every rank that has clients: max and negated min agree. */
     const bool has = nlocal > 0;
-    int64_t v[6] = {has ? s.nsel : -1,         has ? s.len : -1,         has ? s.digest : -1,
-                    -(has ? s.nsel : INT64_MAX), -(has ? s.len : INT64_MAX), -(has ? s.digest : INT64_MAX)};
+    int64_t v[6] = {has ? s.nsel : -1,          has ? s.len : -1,
+                    has ? s.digest : -1,        -(has ? s.nsel : INT64_MAX),
+                    -(has ? s.len : INT64_MAX), -(has ? s.digest : INT64_MAX)};
     TESS_CHECK(tess_par_allreduce_i64(g, v, 6, TESS_PAR_MAX));
     TESS_REQUIRE(v[0] == -v[3] && v[1] == -v[4] && v[2] == -v[5], TESS_ERR_ARG,
                  "clients on the ranks of '%s' select different entries with tags 0x%x "
@@ -250,7 +255,8 @@ tess_status tess_par_aggregate(const tess_group *g, tess_registry *const *client
                                "federated average of %lld floats, %d local clients: out of memory",
                                (long long)L, nlocal);
     st = tess_par_agree(g, st);
-    int64_t bytes = (int64_t)(P - 1) * (int64_t)(sizeof(int) + (size_t)nlocal * sizeof(client_meta));
+    int64_t bytes = (int64_t)(P - 1) *
+                    (int64_t)(sizeof(int) + (size_t)nlocal * sizeof(client_meta)); /* metadata */
     if (st == TESS_OK)
         st = average(g, clients, client_ids, weights, nlocal, nclients, tags, L, cnt, displ, &b,
                      &bytes);
