@@ -25,11 +25,11 @@ static float value(int64_t id, int which, int64_t j) {
     return (float)sin(0.37 * (double)id + 0.11 * (double)j + 1.3 * which);
 }
 
-/* Client registry: shared.a (SHARED), [local.extra (LOCAL) for even ids], local.bias (LOCAL),
- * shared.b (SHARED|USER). */
-static tess_registry *client(int64_t id) {
+/* Client registry: shared.a (SHARED, na floats), [local.extra (LOCAL) for even ids], local.bias
+ * (LOCAL), shared.b (SHARED|USER). */
+static tess_registry *client_sized(int64_t id, int64_t na) {
     const tess_layout rep = tess_layout_replicated();
-    const int64_t sa[1] = {NA}, sb[2] = {NB_R, NB_C}, sl[1] = {NL}, sx[1] = {NX};
+    const int64_t sa[1] = {na}, sb[2] = {NB_R, NB_C}, sl[1] = {NL}, sx[1] = {NX};
     tess_registry *reg = NULL;
     int64_t ia, ib, il, ix = -1;
     DIST_TEST_OK(tess_registry_create(&reg));
@@ -51,6 +51,8 @@ static tess_registry *client(int64_t id) {
     }
     return reg;
 }
+
+static tess_registry *client(int64_t id) { return client_sized(id, NA); }
 
 /* The expected average of element j of entry `which` over all clients: sums in double in
  * increasing id order, rounded once. */
@@ -151,6 +153,19 @@ static void run_errors(const tess_group *g) {
     double neg[2] = {1.0, g->rank == g->size - 1 ? -1.0 : 1.0}; /* only the last rank sees it */
     DIST_TEST_FAILS(tess_par_aggregate(g, regs, mine, neg, 2, 2 * g->size, TESS_TAG_SHARED, NULL),
                     TESS_ERR_ARG, "is not finite and >= 0");
+    /* The last rank's second client has a longer shared.a: refused there, agreed everywhere. */
+    tess_registry_destroy(&regs[1]);
+    regs[1] = client_sized(ids[1], g->rank == g->size - 1 ? NA + 1 : NA);
+    DIST_TEST_FAILS(tess_par_aggregate(g, regs, mine, w, 2, 2 * g->size, TESS_TAG_SHARED, NULL),
+                    TESS_ERR_ARG, "selects 2 entries of 29 floats");
+    /* Every client of the last rank is longer: each rank is consistent, the ranks are not. */
+    if (g->size > 1) {
+        tess_registry_destroy(&regs[0]);
+        regs[0] = client_sized(ids[0], g->rank == g->size - 1 ? NA + 1 : NA);
+        DIST_TEST_FAILS(tess_par_aggregate(g, regs, mine, w, 2, 2 * g->size, TESS_TAG_SHARED,
+                                           NULL),
+                        TESS_ERR_ARG, "select different entries");
+    }
     tess_registry_destroy(&regs[0]);
     tess_registry_destroy(&regs[1]);
 }
