@@ -2,8 +2,8 @@
  *
  * Reading: a file is opened on a group (par/mesh.h) with the MPI-IO driver on its communicator;
  * every validation verdict is agreed over that group (tess_par_agree), so all ranks return the
- * same status and the failing rank's message and none is left inside a collective. Messages name the file, the object, what
- * was expected and what was found. Data are read as increasing, disjoint runs of rows, one
+ * same status and the failing rank's message and none is left inside a collective. Messages
+ * name the file, the object, what was expected and what was found. Data are read as increasing, disjoint runs of rows, one
  * collective H5Dread per dataset (tess_ds_read_runs).
  * Writing: one process writes <path>.tmp with the default (POSIX) driver and renames it to
  * <path> on commit, so a converted file appears only when complete.

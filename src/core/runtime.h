@@ -37,9 +37,9 @@ typedef struct {
 } tess_runtime;
 
 /* Collective on world (after MPI_Init). Duplicates world into rt->comm, sets MPI_ERRORS_RETURN
- * on it, makes the group rt->world (named "world") over it, sets the rank shown in error records and log lines (log level INFO), and registers an
- * abort hook that calls MPI_Abort(rt->comm, code) for failed assertions. rt must stay valid until
- * tess_runtime_finish. */
+ * on it, makes the group rt->world (named "world") over it, sets the rank shown in error records
+ * and log lines (log level INFO), and registers an abort hook that calls MPI_Abort(rt->comm,
+ * code) for failed assertions. rt must stay valid until tess_runtime_finish. */
 tess_status tess_runtime_start(tess_runtime *rt, MPI_Comm world);
 
 /* End the run and return the process exit code (return it from main).

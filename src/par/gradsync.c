@@ -75,7 +75,8 @@ tess_status tess_gradsync_create(tess_gradsync **gs, const tess_registry *reg,
     if (!s->buckets || !s->reqs) {
         int64_t nbuckets = s->nbuckets;
         tess_gradsync_destroy(&s);
-        TESS_REQUIRE(false, TESS_ERR_MEM, "cannot allocate %lld bucket requests", (long long)nbuckets);
+        TESS_REQUIRE(false, TESS_ERR_MEM, "cannot allocate %lld bucket requests",
+                     (long long)nbuckets);
     }
     cut_buckets(reg, dflt, bucket, s->buckets);
     *gs = s;

@@ -5,7 +5,8 @@
  * one grid rank at a time into a scratch buffer (the largest local part, which is grid rank 0's)
  * and sends it; the receiver takes it straight into its local storage through a strided
  * datatype. Collection is the reverse. Every failure that can happen before a message moves
- * (bad arguments, allocation) is agreed over the group first (tess_par_agree), so no rank waits alone. */
+ * (bad arguments, allocation) is agreed over the group first (tess_par_agree), so no rank
+ * waits alone. */
 #include "par/scalapack.h"
 
 #include <limits.h>
@@ -60,12 +61,12 @@ static tess_status scal_resolve_shape(int size, int *nprow, int *npcol) {
     if (*nprow == 0 && *npcol == 0) {
         tess_scal_grid_shape(size, nprow, npcol);
     } else if (*nprow == 0) {
-        TESS_REQUIRE(*npcol <= size, TESS_ERR_ARG, "npcol %d exceeds the %d ranks of the group", *npcol,
-                     size);
+        TESS_REQUIRE(*npcol <= size, TESS_ERR_ARG, "npcol %d exceeds the %d ranks of the group",
+                     *npcol, size);
         *nprow = size / *npcol;
     } else if (*npcol == 0) {
-        TESS_REQUIRE(*nprow <= size, TESS_ERR_ARG, "nprow %d exceeds the %d ranks of the group", *nprow,
-                     size);
+        TESS_REQUIRE(*nprow <= size, TESS_ERR_ARG, "nprow %d exceeds the %d ranks of the group",
+                     *nprow, size);
         *npcol = size / *nprow;
     }
     TESS_REQUIRE((int64_t)*nprow * *npcol <= size, TESS_ERR_ARG,

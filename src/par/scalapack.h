@@ -10,8 +10,9 @@
  *
  * Grid. tess_scal_grid_create makes a private group over a duplicate of the caller's group's
  * communicator (so ScaLAPACK and our own messages never meet the caller's) and places group
- * ranks 0 .. nprow*npcol-1 on the grid in row-major order: rank r is at (r / npcol, r % npcol). Ranks beyond the grid sit out: they hold
- * no data, but still call every function below and get the same status as the grid ranks.
+ * ranks 0 .. nprow*npcol-1 on the grid in row-major order: rank r is at (r / npcol, r % npcol).
+ * Ranks beyond the grid sit out: they hold no data, but still call every function below and get
+ * the same status as the grid ranks.
  *
  * Collectiveness. Every function except tess_scal_grid_shape and tess_scal_local_to_global is
  * collective on the group the grid was created on: all its ranks call it, in the same order,

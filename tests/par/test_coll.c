@@ -1,7 +1,9 @@
 /* test_coll.c - every collective against an expectation computed locally (rank r's data is a
  * function of r), once with the default per-call limit and again with limits of 7 and 3
  * elements, so the chunked large-count paths run on small buffers. Also: capacity and count
- * errors are reported by every rank, and MPI's own errors come back as TESS_ERR_MPI. */
+ * errors are reported by every rank, and MPI's own errors come back as TESS_ERR_MPI. The verdict
+ * (tess_par_agree): the lowest failing rank's status and message reach every rank. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "par/coll.h" /* tess_par_* */
@@ -249,6 +251,30 @@ static void check_mpi_errors(const tess_group *g) {
                     "unknown reduction 9");
 }
 
+/* Ranks 1 and up (or rank 0 alone) fail with different statuses: all return rank 1's (the
+ * lowest failing), its own record kept, the others naming it; no failure gives TESS_OK. */
+static void check_agree(const tess_group *g) {
+    DIST_TEST_OK(tess_par_agree(g, TESS_OK));
+    const int lowest = g->size > 1 ? 1 : 0;
+    tess_status mine = TESS_OK;
+    if (g->rank >= lowest)
+        mine = tess_error_push(g->rank == lowest ? TESS_ERR_DATA : TESS_ERR_IO, __FILE__, __LINE__,
+                               __func__, "probe failure on rank %d", g->rank);
+    char want[96];
+    snprintf(want, sizeof want, "probe failure on rank %d", lowest);
+    tess_status s = tess_par_agree(g, mine);
+    TESS_TEST_CHECK(s == TESS_ERR_DATA, "agree: every rank returns the lowest failing rank's "
+                    "status, got %s", tess_status_name(s));
+    TESS_TEST_CHECK(strstr(tess_error_text(), want) != NULL, "agree: the record names rank %d's "
+                    "message:\n%s", lowest, tess_error_text());
+    if (g->rank != lowest) {
+        snprintf(want, sizeof want, "rank %d of '%s' failed:", lowest, g->name);
+        TESS_TEST_CHECK(strstr(tess_error_text(), want) != NULL, "agree: '%s' in\n%s", want,
+                        tess_error_text());
+    }
+    tess_error_clear();
+}
+
 int main(int argc, char **argv) {
     int rank, size;
     par_test_init(&argc, &argv, &rank, &size);
@@ -261,6 +287,7 @@ int main(int argc, char **argv) {
             run_all(g);
         }
         check_mpi_errors(g);
+        check_agree(g);
         /* A group that is not rank-aligned with the world: the odd and even ranks. */
         tess_group *half = NULL;
         DIST_TEST_OK(tess_group_split(g, rank % 2, rank, "parity", &half));
