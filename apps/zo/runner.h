@@ -50,6 +50,9 @@ typedef struct {
     double fsum, fw, comm;     /* floor sums (weighted R, weight) and bytes sent */
 } zoapp_progress;
 
+/* Sample count of trajectory point j of n for a budget: budget^((j+1)/n), rounded, >= 1. */
+int64_t zoapp_traj_point(int64_t budget, int64_t n, int64_t j);
+
 /* One method's run on a problem and a chain, iteration by iteration (a step of the run driver).
  * Everything that continues a run bitwise is in the optimizer, the chain, pg, traj and res, and
  * zoapp_method_describe lists it for checkpoints. Collective on the optimizer's eval and shard

@@ -6,7 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/mpicheck.h" /* TESS_MPI_CHECK */
+#include "par/coll.h" /* tess_par_bcast_bytes, tess_par_allreduce_f64 */
 
 double tess_timer_now(void) {
     struct timespec ts;
@@ -65,24 +65,25 @@ int64_t tess_timer_calls(const tess_timers *t, tess_timer_id id) {
     return t->calls[id];
 }
 
-tess_status tess_timer_report(const tess_timers *t, MPI_Comm comm) {
-    int rank, size;
-    TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-    TESS_MPI_CHECK(MPI_Comm_size(comm, &size));
+tess_status tess_timer_report(const tess_timers *t, const tess_group *g) {
+    const int rank = g->rank, size = g->size;
     int n = t->n;
     char names[TESS_TIMER_MAX][TESS_TIMER_NAME_MAX];
     memcpy(names, t->name, sizeof names);
-    TESS_MPI_CHECK(MPI_Bcast(&n, 1, MPI_INT, 0, comm));
-    TESS_MPI_CHECK(MPI_Bcast(names, n * TESS_TIMER_NAME_MAX, MPI_CHAR, 0, comm));
+    TESS_CHECK(tess_par_bcast_bytes(g, &n, sizeof n, 0));
+    TESS_CHECK(tess_par_bcast_bytes(g, names, (size_t)n * TESS_TIMER_NAME_MAX, 0));
     double mine[TESS_TIMER_MAX], lo[TESS_TIMER_MAX], sum[TESS_TIMER_MAX], hi[TESS_TIMER_MAX];
     for (int i = 0; i < n; i++) {
         mine[i] = 0.0;
         for (int j = 0; j < t->n; j++)
             if (strcmp(names[i], t->name[j]) == 0) mine[i] = t->total[j];
     }
-    TESS_MPI_CHECK(MPI_Reduce(mine, lo, n, MPI_DOUBLE, MPI_MIN, 0, comm));
-    TESS_MPI_CHECK(MPI_Reduce(mine, sum, n, MPI_DOUBLE, MPI_SUM, 0, comm));
-    TESS_MPI_CHECK(MPI_Reduce(mine, hi, n, MPI_DOUBLE, MPI_MAX, 0, comm));
+    memcpy(lo, mine, (size_t)n * sizeof *lo);
+    memcpy(sum, mine, (size_t)n * sizeof *sum);
+    memcpy(hi, mine, (size_t)n * sizeof *hi);
+    TESS_CHECK(tess_par_allreduce_f64(g, lo, n, TESS_PAR_MIN));
+    TESS_CHECK(tess_par_allreduce_f64(g, sum, n, TESS_PAR_SUM));
+    TESS_CHECK(tess_par_allreduce_f64(g, hi, n, TESS_PAR_MAX));
     if (rank != 0) return TESS_OK;
     char buf[128 * (TESS_TIMER_MAX + 2)];
     int len = snprintf(buf, sizeof buf, "%-32s %10s %11s %11s %11s   (%d ranks)\n", "timer",

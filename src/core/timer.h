@@ -8,7 +8,7 @@
  *   tess_timer_init(&timers);
  *   tess_timer_id fwd = tess_timer_get(&timers, "fwd");
  *   tess_timer_start(&timers, fwd); ... tess_timer_stop(&timers, fwd);
- *   TESS_CHECK(tess_timer_report(&timers, comm));
+ *   TESS_CHECK(tess_timer_report(&timers, group));
  *
  * Misuse (table full, name too long, stop without start, bad id) is a bug: one line and an abort
  * through the abort hook, always on.
@@ -16,11 +16,11 @@
 #ifndef TESS_CORE_TIMER_H
 #define TESS_CORE_TIMER_H
 
-#include <mpi.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "core/status.h" /* tess_status */
+#include "par/mesh.h"    /* tess_group */
 
 enum { TESS_TIMER_MAX = 64, TESS_TIMER_NAME_MAX = 32 /* terminator included */ };
 
@@ -50,6 +50,6 @@ int64_t tess_timer_calls(const tess_timers *t, tess_timer_id id);
 /* Collective on comm. Rank 0's timer names define the report; a rank without one of them counts
  * 0 s for it (ranks may create timers in different orders; names only other ranks have are left
  * out). Rank 0 prints, for each name, the calls on rank 0 and min/mean/max seconds over ranks. */
-tess_status tess_timer_report(const tess_timers *t, MPI_Comm comm);
+tess_status tess_timer_report(const tess_timers *t, const tess_group *g);
 
 #endif

@@ -3,7 +3,7 @@
 
 #include <math.h>
 
-#include "core/mpicheck.h" /* TESS_MPI_CHECK */
+#include "par/coll.h" /* tess_par_allreduce_i64 */
 
 tess_status tess_guard_init(tess_guard *g, int max_consecutive, FILE *warn) {
     TESS_REQUIRE(g, TESS_ERR_ARG, "NULL guard");
@@ -39,7 +39,7 @@ tess_status tess_guard_check(tess_guard *g, int64_t step, double loss, double gr
     return TESS_OK;
 }
 
-tess_status tess_guard_grads_finite(const tess_registry *reg, MPI_Comm comm, bool *finite) {
+tess_status tess_guard_grads_finite(const tess_registry *reg, const tess_group *g, bool *finite) {
     TESS_REQUIRE(reg && finite, TESS_ERR_ARG, "NULL argument");
     TESS_REQUIRE(tess_registry_is_final(reg), TESS_ERR_ARG, "registry not finalized");
     const float *grads = tess_registry_grads(reg);
@@ -47,11 +47,11 @@ tess_status tess_guard_grads_finite(const tess_registry *reg, MPI_Comm comm, boo
     for (int64_t i = 0; i < tess_registry_count(reg) && ok; i++) {
         const tess_registry_entry *e = tess_registry_get(reg, i);
         if (!e->trainable) continue;
-        const float *g = grads + e->flat_offset;
-        for (int64_t k = 0; k < e->local_count; k++) ok &= isfinite(g[k]) ? 1 : 0;
+        const float *v = grads + e->flat_offset;
+        for (int64_t k = 0; k < e->local_count; k++) ok &= isfinite(v[k]) ? 1 : 0;
     }
-    if (comm != MPI_COMM_NULL && comm != (MPI_Comm)0)
-        TESS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm));
-    *finite = ok != 0;
+    int64_t all = ok;
+    if (g) TESS_CHECK(tess_par_allreduce_i64(g, &all, 1, TESS_PAR_MIN));
+    *finite = all != 0;
     return TESS_OK;
 }

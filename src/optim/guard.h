@@ -20,13 +20,13 @@
 #ifndef TESS_OPTIM_GUARD_H
 #define TESS_OPTIM_GUARD_H
 
-#include <mpi.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "core/status.h" /* tess_status */
 #include "nn/registry.h" /* tess_registry */
+#include "par/mesh.h"    /* tess_group */
 
 typedef struct {
     int max_consecutive; /* >= 1: this many non-finite steps in a row are fatal */
@@ -44,8 +44,8 @@ tess_status tess_guard_init(tess_guard *g, int max_consecutive, FILE *warn);
 tess_status tess_guard_check(tess_guard *g, int64_t step, double loss, double grad_norm,
                              bool *skip);
 
-/* *finite = no NaN/Inf in any trainable gradient of any rank of comm. Collective on comm unless
- * comm is MPI_COMM_NULL/NULL (local scan). TESS_ERR_MPI. */
-tess_status tess_guard_grads_finite(const tess_registry *reg, MPI_Comm comm, bool *finite);
+/* *finite = no NaN/Inf in any trainable gradient of any rank of g. Collective on g unless g is
+ * NULL (local scan). TESS_ERR_MPI. */
+tess_status tess_guard_grads_finite(const tess_registry *reg, const tess_group *g, bool *finite);
 
 #endif

@@ -296,7 +296,7 @@ static tess_status loop(tess_run *run) {
     if (app->finish) TESS_CHECK(app->finish(run, run->ctx));
     for (int i = 0; i < run->nmetrics; i++) tess_metrics_close(&run->metrics[i].file);
     draw_plots(run);
-    TESS_CHECK(tess_timer_report(&run->timers, run->group->comm));
+    TESS_CHECK(tess_timer_report(&run->timers, run->group));
     return TESS_OK;
 }
 

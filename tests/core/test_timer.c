@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "core/timer.h" /* tess_timer_* */
+#include "par/mesh.h"   /* tess_group_* */
 #include "tess_test.h"
 
 static void sleep_ms(long ms) {
@@ -42,7 +43,10 @@ int main(int argc, char **argv) {
     double t0 = tess_timer_now();
     sleep_ms(2);
     TESS_TEST_CHECK(tess_timer_now() - t0 >= 0.002, "monotonic clock advances");
-    tess_status s = tess_timer_report(&t, MPI_COMM_WORLD);
+    tess_group *world = NULL;
+    TESS_TEST_CHECK(tess_group_create(MPI_COMM_WORLD, "world", &world) == TESS_OK, "group");
+    tess_status s = tess_timer_report(&t, world);
+    tess_group_destroy(&world);
     TESS_TEST_CHECK(s == TESS_OK, "report: %s", tess_error_text());
     int rc = tess_test_finish_mpi("timer", MPI_COMM_WORLD);
     MPI_Finalize();

@@ -20,7 +20,6 @@ static float b_full(int64_t k) { return -0.3f * (float)(k + 2); } /* (NB) */
 
 static void test_two(const tess_group *world) {
     const int rank = world->rank, size = world->size;
-    MPI_Comm comm = world->comm; /* for the guard, which still takes a communicator */
 
     tess_registry *reg = NULL;
     const int64_t sw[2] = {ROWS, COLS}, sb[1] = {NB};
@@ -61,10 +60,10 @@ static void test_two(const tess_group *world) {
     TESS_TEST_CLOSE(norm, max_norm, 1e-9, 1e-6, "clipped global norm = max_norm");
 
     bool finite = false;
-    TESS_TEST_CHECK(tess_guard_grads_finite(reg, comm, &finite) == TESS_OK && finite,
+    TESS_TEST_CHECK(tess_guard_grads_finite(reg, world, &finite) == TESS_OK && finite,
                     "all finite");
     if (rank == 1) gw[0] = NAN;
-    TESS_TEST_CHECK(tess_guard_grads_finite(reg, comm, &finite) == TESS_OK && !finite,
+    TESS_TEST_CHECK(tess_guard_grads_finite(reg, world, &finite) == TESS_OK && !finite,
                     "a NaN on rank 1 is seen by every rank");
     TESS_TEST_CHECK(tess_clip_grad_norm(reg, max_norm, world, &norm) == TESS_OK && isnan(norm),
                     "a NaN on rank 1 makes every rank's norm NaN");
