@@ -553,14 +553,129 @@ static void permute_backward_ref(gc_ctx *c) {
  * permutation to [B][T][NN][C], a bidirectional block over the NN neurons (B*T sequences) with a
  * key-padding mask (neuron NN-1 of batch 0 is padding), and the permutation back. Every
  * registry entry of the two blocks is a gc_input: forward copies them into the registry, backward
- * copies the registry's gradients out. */
+ * copies the registry's gradients out. The reference (ref_block_*) is the same composition
+ * written out with the layers' _ref kernels. */
+/* The reference composition: the same block written out with the layers' _ref kernels
+ * (double accumulation), its parameters found in the registry by name, its activations here. */
+typedef struct {
+    const char *prefix;
+    tess_nn_attention_dims att;              /* B = the block's sequences */
+    tess_nn_norm_kind norm;
+    tess_nn_ffn_kind ffn;
+    int64_t N, C, F;
+    float *n1, *mean1, *rstd1, *qkv, *a, *atty, *tmp, *mid, *n2, *mean2, *rstd2, *c1, *c2, *c3;
+    float *dmid, *dn2, *datty, *dqkv, *dn1, *dpre, *scratch;
+} ref_block;
+
 static struct {
     tess_registry *reg;
     tess_nn_block *time, *neuron;
     tess_nn_block_scratch scr;
     tess_arena arena;
     uint8_t *kmask; /* (B*T, NN) */
+    ref_block rt, rn;
+    float *y1, *p, *y2, *dy; /* the reference's own (B,NN,T,C) buffers */
 } gc_blk;
+
+static float *ref_alloc(int64_t n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(float)); }
+
+static void ref_block_init(ref_block *r, const char *prefix, const tess_nn_attention_dims *att,
+                           tess_nn_norm_kind norm, tess_nn_ffn_kind ffn, int64_t F) {
+    const int64_t N = att->B * att->T, C = att->C, TT = att->B * att->NH * att->T * att->T;
+    *r = (ref_block){.prefix = prefix, .att = *att, .norm = norm, .ffn = ffn, .N = N, .C = C,
+                     .F = F};
+    float **nc[] = {&r->n1, &r->atty, &r->tmp, &r->mid, &r->n2, &r->dmid, &r->dn2, &r->datty,
+                    &r->dn1};
+    for (size_t i = 0; i < sizeof nc / sizeof nc[0]; i++) *nc[i] = ref_alloc(N * C);
+    float **nf[] = {&r->c1, &r->c2, &r->c3};
+    for (size_t i = 0; i < 3; i++) *nf[i] = ref_alloc(N * F);
+    r->mean1 = ref_alloc(N), r->rstd1 = ref_alloc(N), r->mean2 = ref_alloc(N);
+    r->rstd2 = ref_alloc(N);
+    r->qkv = ref_alloc(3 * N * C), r->dqkv = ref_alloc(3 * N * C);
+    r->a = ref_alloc(TT), r->dpre = ref_alloc(TT);
+    r->scratch = ref_alloc(tess_nn_mlp_scratch_size(N, F));
+}
+
+static void ref_block_free(ref_block *r) {
+    float *all[] = {r->n1, r->mean1, r->rstd1, r->qkv, r->a, r->atty, r->tmp, r->mid, r->n2,
+                    r->mean2, r->rstd2, r->c1, r->c2, r->c3, r->dmid, r->dn2, r->datty,
+                    r->dqkv, r->dn1, r->dpre, r->scratch};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+    *r = (ref_block){0};
+}
+
+/* Parameter or gradient "<prefix>.<leaf>" of the block, or NULL if the variant has none. */
+static float *ref_param(const ref_block *r, const char *leaf, bool grad) {
+    char name[TESS_REGISTRY_NAME_MAX];
+    snprintf(name, sizeof name, "%s.%s", r->prefix, leaf);
+    int64_t i = tess_registry_find(gc_blk.reg, name);
+    return i < 0 ? NULL : grad ? tess_registry_grad(gc_blk.reg, i) : tess_registry_param(gc_blk.reg, i);
+}
+#define RP(leaf) ref_param(r, leaf, false)
+#define RG(leaf) ref_param(r, leaf, true)
+
+static void ref_norm_forward(const ref_block *r, float *out, float *mean, float *rstd,
+                             const float *in, const char *w, const char *b) {
+    if (r->norm == TESS_NN_NORM_LAYER)
+        tess_nn_layernorm_forward_ref(out, mean, rstd, in, RP(w), RP(b), r->N, r->C, GC_NORM_EPS);
+    else
+        tess_nn_rmsnorm_forward_ref(out, rstd, in, RP(w), r->N, r->C, GC_NORM_EPS);
+}
+
+static void ref_norm_backward(const ref_block *r, float *din, const float *dout, const float *in,
+                              const float *mean, const float *rstd, const char *w, const char *b) {
+    if (r->norm == TESS_NN_NORM_LAYER)
+        tess_nn_layernorm_backward_ref(din, RG(w), RG(b), dout, in, RP(w), mean, rstd, r->N, r->C);
+    else
+        tess_nn_rmsnorm_backward_ref(din, RG(w), dout, in, RP(w), rstd, r->N, r->C);
+}
+
+/* y (N,C) = block(x (N,C)) by the _ref kernels; keeps its activations for the backward. */
+static void ref_block_forward(ref_block *r, float *y, const float *x, const uint8_t *kmask) {
+    const int64_t N = r->N, C = r->C, F = r->F;
+    ref_norm_forward(r, r->n1, r->mean1, r->rstd1, x, "norm1.w", "norm1.b");
+    tess_nn_linear_forward_ref(r->qkv, r->n1, RP("attn.w_qkv"), NULL, N, C, 3 * C);
+    tess_nn_attention_forward_ref(r->atty, r->a, r->qkv, kmask, &r->att);
+    tess_nn_linear_forward_ref(r->tmp, r->atty, RP("attn.w_o"), NULL, N, C, C);
+    for (int64_t i = 0; i < N * C; i++) r->mid[i] = x[i] + r->tmp[i];
+    ref_norm_forward(r, r->n2, r->mean2, r->rstd2, r->mid, "norm2.w", "norm2.b");
+    if (r->ffn == TESS_NN_FFN_SWIGLU)
+        tess_nn_mlp_swiglu_forward_ref(r->tmp, r->c1, r->c3, r->c2, r->n2, RP("mlp.w_gate"),
+                                       RP("mlp.w_up"), RP("mlp.w_down"), N, C, F);
+    else
+        tess_nn_mlp_gelu_forward_ref(r->tmp, r->c1, r->c2, r->n2, RP("mlp.w_fc"), RP("mlp.b_fc"),
+                                     RP("mlp.w_proj"), RP("mlp.b_proj"), N, C, F);
+    for (int64_t i = 0; i < N * C; i++) y[i] = r->mid[i] + r->tmp[i];
+}
+
+/* dx (N,C) = d/dx given dy (N,C) (both may be the same buffer); grads += into the registry. */
+static void ref_block_backward(ref_block *r, float *dx, const float *dy, const float *x) {
+    const int64_t N = r->N, C = r->C, F = r->F;
+    const size_t bytes = (size_t)(N * C) * sizeof(float);
+    memcpy(r->dmid, dy, bytes);
+    memset(r->dn2, 0, bytes);
+    if (r->ffn == TESS_NN_FFN_SWIGLU)
+        tess_nn_mlp_swiglu_backward_ref(r->dn2, RG("mlp.w_gate"), RG("mlp.w_up"), RG("mlp.w_down"),
+                                        r->scratch, dy, r->n2, RP("mlp.w_gate"), RP("mlp.w_up"),
+                                        RP("mlp.w_down"), r->c1, r->c3, r->c2, N, C, F);
+    else
+        tess_nn_mlp_gelu_backward_ref(r->dn2, RG("mlp.w_fc"), RG("mlp.b_fc"), RG("mlp.w_proj"),
+                                      RG("mlp.b_proj"), r->scratch, dy, r->n2, RP("mlp.w_fc"),
+                                      RP("mlp.w_proj"), r->c1, r->c2, N, C, F);
+    ref_norm_backward(r, r->dmid, r->dn2, r->mid, r->mean2, r->rstd2, "norm2.w", "norm2.b");
+    memset(r->datty, 0, bytes);
+    tess_nn_linear_backward_ref(r->datty, RG("attn.w_o"), NULL, r->dmid, r->atty, RP("attn.w_o"),
+                                N, C, C);
+    memset(r->dqkv, 0, 3 * bytes);
+    tess_nn_attention_backward_ref(r->dqkv, r->dpre, r->datty, r->qkv, r->a, &r->att);
+    memset(r->dn1, 0, bytes);
+    tess_nn_linear_backward_ref(r->dn1, RG("attn.w_qkv"), NULL, r->dqkv, r->n1,
+                                RP("attn.w_qkv"), N, C, 3 * C);
+    memcpy(dx, r->dmid, bytes);
+    ref_norm_backward(r, dx, r->dn1, x, r->mean1, r->rstd1, "norm1.w", "norm1.b");
+}
+#undef RP
+#undef RG
 
 static tess_status blocks_build(const gc_ctx *c) {
     const int64_t B = c->dims[0], NN = c->dims[1], T = c->dims[2], C = c->dims[3];
@@ -594,6 +709,14 @@ static tess_status blocks_build(const gc_ctx *c) {
         TESS_CHECK(tess_nn_block_scratch_carve(&gc_blk.scr, ap));
         if (pass == 0) TESS_CHECK(tess_arena_init(&gc_blk.arena, tess_arena_high_water(&a)));
     }
+    tess_nn_attention_dims ta, na;
+    TESS_CHECK(tess_nn_attention_dims_init(&ta, B * NN, T, C, tc.NH, true, true));
+    TESS_CHECK(tess_nn_attention_dims_init(&na, B * T, NN, C, nc.NH, false, false));
+    ref_block_init(&gc_blk.rt, "time", &ta, tc.norm, fk, 2 * C);
+    ref_block_init(&gc_blk.rn, "neuron", &na, nc.norm, fk, 2 * C);
+    const int64_t total = B * NN * T * C;
+    gc_blk.y1 = ref_alloc(total), gc_blk.p = ref_alloc(total), gc_blk.y2 = ref_alloc(total);
+    gc_blk.dy = ref_alloc(total);
     gc_blk.kmask = malloc((size_t)(B * T * NN));
     TESS_REQUIRE(gc_blk.kmask, TESS_ERR_MEM, "mask");
     for (int64_t r = 0; r < B * T; r++)
@@ -651,6 +774,43 @@ static void blocks_backward(gc_ctx *c) {
         for (int64_t j = 0; j < e->local_count; j++) dst[j] += g[j];
     }
 }
+static void blocks_forward_ref(gc_ctx *c) {
+    const int64_t B = c->dims[0], NN = c->dims[1], T = c->dims[2], C = c->dims[3];
+    for (int64_t i = 0; i < tess_registry_count(gc_blk.reg); i++) {
+        const tess_registry_entry *e = tess_registry_get(gc_blk.reg, i);
+        memcpy(tess_registry_param(gc_blk.reg, i), gc_x(c, e->name),
+               (size_t)e->local_count * sizeof(float));
+    }
+    ref_block_forward(&gc_blk.rt, gc_blk.y1, gc_x(c, "x"), NULL);
+    tess_tensor_permute_0213_ref(gc_blk.p, gc_blk.y1, B, NN, T, C);
+    ref_block_forward(&gc_blk.rn, gc_blk.y2, gc_blk.p, gc_blk.kmask);
+    tess_tensor_permute_0213_ref(gc_x(c, "out"), gc_blk.y2, B, T, NN, C);
+}
+static void blocks_backward_ref(gc_ctx *c) {
+    const int64_t B = c->dims[0], NN = c->dims[1], T = c->dims[2], C = c->dims[3];
+    const int64_t n = B * NN * T * C;
+    float *out = gc_x(c, "out"), *keep = malloc((size_t)n * sizeof(float));
+    if (!keep) gc_die("out of memory in", "blocks_backward_ref");
+    memcpy(keep, out, (size_t)n * sizeof(float)); /* the forward below must not change "out" */
+    blocks_forward_ref(c);
+    memcpy(out, keep, (size_t)n * sizeof(float));
+    free(keep);
+    tess_registry_zero_grads(gc_blk.reg);
+    memset(gc_blk.dy, 0, (size_t)n * sizeof(float));
+    tess_tensor_permute_0213_backward_ref(gc_blk.dy, gc_g(c, "out"), B, T, NN, C);
+    ref_block_backward(&gc_blk.rn, gc_blk.dy, gc_blk.dy, gc_blk.p);
+    memset(gc_blk.y2, 0, (size_t)n * sizeof(float)); /* reused as d y1 */
+    tess_tensor_permute_0213_backward_ref(gc_blk.y2, gc_blk.dy, B, NN, T, C);
+    ref_block_backward(&gc_blk.rt, gc_blk.y2, gc_blk.y2, gc_x(c, "x"));
+    float *dx = gc_g(c, "x");
+    for (int64_t i = 0; i < n; i++) dx[i] += gc_blk.y2[i];
+    for (int64_t i = 0; i < tess_registry_count(gc_blk.reg); i++) {
+        const tess_registry_entry *e = tess_registry_get(gc_blk.reg, i);
+        const float *g = tess_registry_grad(gc_blk.reg, i);
+        float *dst = gc_g(c, e->name);
+        for (int64_t j = 0; j < e->local_count; j++) dst[j] += g[j];
+    }
+}
 static void blocks_teardown(gc_ctx *c) {
     tess_nn_block_destroy(&gc_blk.time);
     tess_nn_block_destroy(&gc_blk.neuron);
@@ -659,6 +819,10 @@ static void blocks_teardown(gc_ctx *c) {
     free(gc_blk.kmask);
     gc_blk.kmask = NULL;
     gc_blk.scr = (tess_nn_block_scratch){0};
+    ref_block_free(&gc_blk.rt);
+    ref_block_free(&gc_blk.rn);
+    free(gc_blk.y1), free(gc_blk.p), free(gc_blk.y2), free(gc_blk.dy);
+    gc_blk.y1 = gc_blk.p = gc_blk.y2 = gc_blk.dy = NULL;
 }
 
 /* THE TABLE. Append rows at the end; keep shapes small (FD costs 2 forwards per input element). */
@@ -704,10 +868,10 @@ static const gc_row gc_rows[] = {
      permute_forward_ref, permute_backward_ref, 0, false, NULL, NULL},
     {"permute_0213_tiles", {1, 19, 17, 1}, permute_setup, permute_forward, permute_backward,
      permute_forward_ref, permute_backward_ref, 0, false, NULL, NULL},
-    {"blocks_two_axes", {2, 3, 4, 4, 2, 0}, blocks_setup, blocks_forward, blocks_backward, NULL,
-     NULL, 0, false, blocks_teardown, NULL},
+    {"blocks_two_axes", {2, 3, 4, 4, 2, 0}, blocks_setup, blocks_forward, blocks_backward,
+     blocks_forward_ref, blocks_backward_ref, 0, false, blocks_teardown, NULL},
     {"blocks_two_axes_ln_gelu", {1, 3, 3, 4, 2, 1}, blocks_setup, blocks_forward, blocks_backward,
-     NULL, NULL, 0, false, blocks_teardown, NULL},
+     blocks_forward_ref, blocks_backward_ref, 0, false, blocks_teardown, NULL},
     /* PyTorch references: dims as in the files (gen_refs.py, gen_attn_mlp_refs.py) */
     {.name = "linear_torch", .dims = {4, 8, 6, 1}, linear_setup, linear_forward, linear_backward,
      linear_forward_ref, linear_backward_ref, .torch = "linear"},
