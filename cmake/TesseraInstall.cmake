@@ -9,7 +9,6 @@
 # Both carry the usage requirements: MPI, parallel HDF5, ScaLAPACK, LAPACK/OpenBLAS, libinih,
 # pthreads, libm. Every path is relative to the prefix, so `cmake --install --prefix` and moved
 # installations work.
-include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 install(TARGETS tessera EXPORT TesseraTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})

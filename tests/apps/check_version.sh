@@ -12,7 +12,8 @@ for exe in "$@"; do
   [ "$got" = "$want" ] || fail "$exe --version printed '$got', expected '$want'"
   got=$("$mpiexec" -n 2 "$exe" --version) || fail "mpiexec -n 2 $exe --version exited $?"
   [ "$got" = "$want" ] || fail "on 2 ranks $exe --version printed '$got', expected '$want' once"
-  "$exe" --help | grep -q -- "--version" || fail "$exe --help does not mention --version"
+  help=$("$exe" --help) || fail "$exe --help exited $?"
+  grep -q -- "--version" <<<"$help" || fail "$exe --help does not mention --version"
   echo "$got"
 done
 echo "check_version: $# programs passed"

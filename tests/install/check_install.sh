@@ -7,7 +7,7 @@
 #   3. EXAMPLE_DIR built with find_package(Tessera 0.1) -> Tessera::tessera, run on 2 ranks;
 #      a request for a newer major version is refused;
 #   4. the same example.c compiled and linked with CC and `pkg-config --cflags --libs tessera`
-#      alone, run on 2 ranks.
+#      alone, run on 2 ranks; every installed header compiles on its own with those flags.
 set -euo pipefail
 cmake=$1 build=$2 cc=$3 mpiexec=$4 example=$5 version=$6 commit=$7
 shift 7
@@ -59,4 +59,13 @@ out=$(cd pc-build && "$mpiexec" -n 2 ./example --set example.tokens=5000) || fai
 echo "pkg-config: $out"
 grep -q "^example: Tessera $version, 2 ranks, 624 windows, token sum 268368 as expected$" <<<"$out" ||
   fail "pkg-config example printed '$out'"
+cflags=$(pkg-config --cflags tessera)
+n=0
+while IFS= read -r h; do
+  # shellcheck disable=SC2086 # the flags are words
+  printf '#include "%s"\n' "$h" | "$cc" -std=c11 -fsyntax-only -x c - $cflags ||
+    fail "installed header $h does not compile on its own"
+  n=$((n + 1))
+done < <(cd "$prefix/include/tessera" && find . -name '*.h' | sed 's|^\./||' | sort)
+echo "pkg-config: $n installed headers compile on their own"
 echo "check_install: passed"
