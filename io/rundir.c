@@ -8,8 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/mpicheck.h" /* TESS_MPI_CHECK */
 #include "core/version.h"  /* tess_version, tess_version_commit */
+#include "par/coll.h"      /* tess_par_agree */
 
 tess_status tess_rundir_mkdirs(const char *path) {
     char buf[4096];
@@ -63,16 +63,10 @@ static tess_status prepare_on_root(const char *dir, const char *config_text, int
     return TESS_OK;
 }
 
-tess_status tess_rundir_prepare(MPI_Comm comm, const char *dir, const char *config_text) {
-    int rank, size;
-    TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-    TESS_MPI_CHECK(MPI_Comm_size(comm, &size));
-    int failed = 0;
-    if (rank == 0) failed = prepare_on_root(dir, config_text, size) != TESS_OK;
-    TESS_MPI_CHECK(MPI_Bcast(&failed, 1, MPI_INT, 0, comm));
-    if (failed && rank != 0)
-        return tess_error_push(TESS_ERR_IO, __FILE__, __LINE__, __func__,
-                               "rank 0 could not prepare run directory '%s'", dir);
-    TESS_REQUIRE(!failed, TESS_ERR_IO, "preparing run directory '%s'", dir);
+tess_status tess_rundir_prepare(const tess_group *g, const char *dir, const char *config_text) {
+    tess_status s = g->rank == 0 ? prepare_on_root(dir, config_text, g->size) : TESS_OK;
+    if (s != TESS_OK)
+        s = tess_error_push(s, __FILE__, __LINE__, __func__, "preparing run directory '%s'", dir);
+    TESS_CHECK(tess_par_agree(g, s));
     return TESS_OK;
 }

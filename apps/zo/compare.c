@@ -49,12 +49,12 @@ tess_status zoapp_compare_setup(tess_run *run, zoapp *a) {
     const uint32_t seed = (uint32_t)tess_run_seed(run);
     const int64_t d = tess_config_int(c, "problem.dim"), shard = tess_config_int(c, "dist.shard");
     const tess_mesh_axis axes[2] = {{"eval", TESS_MESH_REST}, {"shard", (int)shard}};
-    TESS_CHECK(tess_mesh_create(all->comm, 2, axes, &a->mesh));
+    TESS_CHECK(tess_mesh_create(all, 2, axes, &a->mesh));
     const tess_group *eval = tess_mesh_axis_group(a->mesh, 0), *sh = tess_mesh_axis_group(a->mesh, 1);
     int64_t lo, hi;
     tess_par_block_range(d, sh->size, sh->rank, &lo, &hi);
     const zoapp_problem_config pc = zoapp_problem_options(c, d);
-    TESS_CHECK(zoapp_problem_create(&a->prob, &pc, lo, hi - lo, all->comm));
+    TESS_CHECK(zoapp_problem_create(&a->prob, &pc, lo, hi - lo, all));
     TESS_CHECK(zoapp_chain_init(&a->chain, (zoapp_chain_kind)tess_config_enum(c, "chain.kind"),
                                 pc.nstates, tess_config_real(c, "chain.tau"),
                                 (tess_rng_key){.seed = seed, .stream = 7}, zoapp_chain_cap(c)));

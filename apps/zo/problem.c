@@ -53,7 +53,7 @@ static void add_diag(tess_scal_matrix *M, double lambda) {
 }
 
 /* Solve (A^T diag(rs^2) A / n + lambda I) s = r on the grid g; A (nrows, d) replicated, r (d) and
- * the solution s (d) replicated on every rank of comm (collected on rank 0, broadcast). */
+ * the solution s (d) replicated on every rank of all (collected on rank 0, broadcast). */
 static tess_status dense_solve(tess_scal_grid *g, const tess_group *all, const double *A,
                                const double *rs, int64_t nrows, int64_t d, double lambda,
                                const double *r, double *s) {
@@ -296,7 +296,7 @@ static tess_status check_config(const zoapp_problem_config *c, int64_t first, in
     return TESS_OK;
 }
 
-static tess_status build(zoapp_problem *p, MPI_Comm comm) {
+static tess_status build(zoapp_problem *p, const tess_group *all) {
     const zoapp_problem_config *c = &p->cfg;
     const int64_t d = c->d, ns = c->nstates, n = p->n;
     p->xstar = calloc((size_t)(n > 0 ? n : 1), sizeof *p->xstar);
@@ -326,9 +326,7 @@ static tess_status build(zoapp_problem *p, MPI_Comm comm) {
         p->strong_mu = c->mu;
         return TESS_OK;
     }
-    tess_group *all = NULL;
     tess_scal_grid *g = NULL;
-    TESS_CHECK(tess_group_create(comm, "xstar", &all));
     tess_status st = tess_scal_grid_create(all, 0, 0, &g);
     if (st == TESS_OK) {
         if (c->kind == ZOAPP_PROB_L1) {
@@ -349,7 +347,6 @@ static tess_status build(zoapp_problem *p, MPI_Comm comm) {
         }
     }
     tess_scal_grid_destroy(&g);
-    tess_group_destroy(&all);
     TESS_REQUIRE(st == TESS_OK, st, "problem %d (d = %lld): computing x*", (int)c->kind,
                  (long long)d);
     p->xstar_norm2 = dot(p->xstar, p->xstar, d);
@@ -358,11 +355,11 @@ static tess_status build(zoapp_problem *p, MPI_Comm comm) {
 }
 
 tess_status zoapp_problem_create(zoapp_problem *p, const zoapp_problem_config *cfg, int64_t first,
-                                 int64_t n, MPI_Comm comm) {
+                                 int64_t n, const tess_group *g) {
     TESS_REQUIRE(p && cfg, TESS_ERR_ARG, "NULL argument");
     *p = (zoapp_problem){.cfg = *cfg, .first = first, .n = n};
     TESS_CHECK(check_config(cfg, first, n));
-    tess_status st = build(p, comm);
+    tess_status st = build(p, g);
     if (st != TESS_OK) {
         zoapp_problem_free(p);
         return tess_error_push(st, __FILE__, __LINE__, __func__, "building the problem");

@@ -22,11 +22,11 @@
 #ifndef ZOAPP_PROBLEM_H
 #define ZOAPP_PROBLEM_H
 
-#include <mpi.h>
 #include <stdint.h>
 
 #include "core/rng.h"    /* tess_rng_key */
 #include "core/status.h" /* tess_status */
+#include "par/mesh.h"    /* tess_group */
 
 typedef enum {
     ZOAPP_PROB_QUADRATIC = 0,
@@ -61,11 +61,11 @@ typedef struct {
 } zoapp_problem;
 
 /* Build the problem and its exact x*. first/n: this rank's coordinates (the whole range unless
- * QUADRATIC is sharded). Collective on comm (the ScaLAPACK grid of the dense solves uses all of
- * comm; QUADRATIC needs no communication but is still called everywhere). TESS_ERR_CONFIG for
+ * QUADRATIC is sharded). Collective on g (the ScaLAPACK grid of the dense solves uses all of
+ * g; QUADRATIC needs no communication but is still called everywhere). TESS_ERR_CONFIG for
  * bad constants (naming the option), TESS_ERR_DATA if a solve fails, TESS_ERR_MEM. */
 tess_status zoapp_problem_create(zoapp_problem *p, const zoapp_problem_config *cfg, int64_t first,
-                                 int64_t n, MPI_Comm comm);
+                                 int64_t n, const tess_group *g);
 void zoapp_problem_free(zoapp_problem *p);
 
 /* F(x, z): the partial sum over this rank's coordinates for QUADRATIC, the whole value

@@ -53,7 +53,7 @@ tess_status zoapp_sweep_setup(tess_run *run, zoapp *a) {
     s->mygroup = all->rank / (int)gsize;
     TESS_CHECK(tess_group_split(all, s->mygroup, all->rank, "sweep_run", &a->group));
     const tess_mesh_axis axes[2] = {{"eval", TESS_MESH_REST}, {"shard", (int)shard}};
-    TESS_CHECK(tess_mesh_create(a->group->comm, 2, axes, &a->mesh));
+    TESS_CHECK(tess_mesh_create(a->group, 2, axes, &a->mesh));
 
     int nm = 0;
     for (int m = 0; m < M_NLOPT; m++) nm += s->use[m];
@@ -102,7 +102,7 @@ static tess_status sweep_run(tess_run *run, zoapp *a, int64_t r, double *row) {
         tess_par_block_range(d, sh->size, sh->rank, &lo, &hi);
         zoapp_problem_free(&a->prob);
         s->prob_d = 0;
-        TESS_CHECK(zoapp_problem_create(&a->prob, &pc, lo, hi - lo, a->group->comm));
+        TESS_CHECK(zoapp_problem_create(&a->prob, &pc, lo, hi - lo, a->group));
         s->prob_d = d;
     }
     tess_zo_config zc = zoapp_method_options(c, &a->prob, (zoapp_method_id)m, seed + (uint32_t)k, 0);

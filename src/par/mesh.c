@@ -226,12 +226,12 @@ static tess_status mesh_split(tess_mesh *m, const int *sizes) {
     return TESS_OK;
 }
 
-tess_status tess_mesh_create(MPI_Comm comm, int naxes, const tess_mesh_axis *axes,
+tess_status tess_mesh_create(const tess_group *parent, int naxes, const tess_mesh_axis *axes,
                              tess_mesh **out) {
-    TESS_REQUIRE(out, TESS_ERR_ARG, "output pointer is NULL");
+    TESS_REQUIRE(out && parent, TESS_ERR_ARG, "NULL argument");
     *out = NULL;
-    int nranks;
-    TESS_MPI_CHECK(MPI_Comm_size(comm, &nranks));
+    const MPI_Comm comm = parent->comm;
+    const int nranks = parent->size;
     int sizes[TESS_MESH_MAX_AXES];
     TESS_CHECK(resolve_shape(naxes, axes, nranks, sizes));
 

@@ -65,20 +65,21 @@ void tess_group_destroy(tess_group **g);
  * rank of g before its next collective. */
 tess_status tess_group_set_max_count(tess_group *g, int64_t n);
 
-/* A mesh over the ranks of comm with `naxes` (1..TESS_MESH_MAX_AXES) named axes. The product of
- * the axis sizes must equal the size of comm; one axis may be TESS_MESH_REST and gets
- * size / (product of the others). Shape errors return TESS_ERR_CONFIG with the numbers, e.g.
- * "mesh dp=3 x ep=2 needs 6 ranks, the communicator has 4". Collective on comm; naxes and axes
- * the same on every rank, so a shape error is reported by all ranks together. On failure *mesh is
- * NULL and nothing is left allocated. */
-tess_status tess_mesh_create(MPI_Comm comm, int naxes, const tess_mesh_axis *axes,
+/* A mesh over the ranks of group parent (e.g. the run's group rt.world) with `naxes`
+ * (1..TESS_MESH_MAX_AXES) named axes. The product of the axis sizes must equal the size of
+ * parent; one axis may be TESS_MESH_REST and gets size / (product of the others). Shape errors
+ * return TESS_ERR_CONFIG with the numbers, e.g. "mesh dp=3 x ep=2 needs 6 ranks, the
+ * communicator has 4". Collective on parent; naxes and axes the same on every rank, so a shape
+ * error is reported by all ranks together. parent is only read: the mesh has communicators of
+ * its own. On failure *mesh is NULL and nothing is left allocated. */
+tess_status tess_mesh_create(const tess_group *parent, int naxes, const tess_mesh_axis *axes,
                              tess_mesh **mesh);
 
 /* Free the mesh and all its communicators; *mesh = NULL. Collective on the mesh's communicator.
  * *mesh may be NULL. */
 void tess_mesh_destroy(tess_mesh **mesh);
 
-/* All ranks of the mesh (a duplicate of the communicator passed to create, same ranks), named
+/* All ranks of the mesh (a duplicate of the parent's communicator, same ranks), named
  * "all". Not collective. Owned by the mesh. */
 const tess_group *tess_mesh_all(const tess_mesh *mesh);
 

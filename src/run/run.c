@@ -394,7 +394,7 @@ static tess_status run_all(tess_run *run, int argc, char **argv) {
         return TESS_OK;
     }
     run->collective = false;
-    TESS_CHECK(tess_rundir_prepare(run->rt->comm, tess_run_dir(run),
+    TESS_CHECK(tess_rundir_prepare(run->group, tess_run_dir(run),
                                    tess_config_resolved_text(run->cfg)));
     /* The resume verdict is agreed by every rank: a refused checkpoint ends the run collectively. */
     run->collective = true;

@@ -90,10 +90,10 @@ enum { DE = 9, DB = 5, EX = 5, EC = 3, EB = 7 };
 static float dense_grad(int e, int64_t j) { return 0.25f * (float)(e + 1) - 0.125f * (float)j; }
 static float expert_grad(int e, int64_t j) { return 0.5f * (float)(j % 7) - 0.75f * (float)e; }
 
-static void test_mesh(void) {
+static void test_mesh(const tess_group *world) {
     const tess_mesh_axis axes[2] = {{"dp", 2}, {"ep", 2}};
     tess_mesh *mesh = NULL;
-    TESS_TEST_CHECK(tess_mesh_create(MPI_COMM_WORLD, 2, axes, &mesh) == TESS_OK, "mesh: %s",
+    TESS_TEST_CHECK(tess_mesh_create(world, 2, axes, &mesh) == TESS_OK, "mesh: %s",
                     tess_error_text());
     const tess_group *all = tess_mesh_all(mesh), *dp = tess_mesh_axis_group(mesh, 0),
                      *ep = tess_mesh_axis_group(mesh, 1);
@@ -164,7 +164,7 @@ int main(int argc, char **argv) {
     tess_group *world = NULL;
     TESS_TEST_CHECK(tess_group_create(MPI_COMM_WORLD, "world", &world) == TESS_OK, "world");
     if (size == 2) test_two(world);
-    if (size == 4) test_mesh();
+    if (size == 4) test_mesh(world);
     tess_group_destroy(&world);
     int rc = tess_test_finish_mpi("clip_mpi", MPI_COMM_WORLD);
     MPI_Finalize();

@@ -90,11 +90,11 @@ static float mixed_value(int r, int s, int e, int64_t j) {
     return (float)(r * 8 + s) + (float)(j % 13) + 0.5f * (float)e;
 }
 
-static void test_mesh(int rank, int size) {
+static void test_mesh(const tess_group *world, int rank, int size) {
     if (size % 2 != 0) return;
     const tess_mesh_axis axes[2] = {{"dp", TESS_MESH_REST}, {"ep", 2}};
     tess_mesh *mesh = NULL;
-    DIST_TEST_OK(tess_mesh_create(MPI_COMM_WORLD, 2, axes, &mesh));
+    DIST_TEST_OK(tess_mesh_create(world, 2, axes, &mesh));
     const tess_group *all = tess_mesh_all(mesh), *dp = tess_mesh_axis_group(mesh, 0),
                      *ep = tess_mesh_axis_group(mesh, 1);
     tess_registry *reg = NULL;
@@ -181,7 +181,7 @@ int main(int argc, char **argv) {
     tess_group *g = NULL;
     TESS_TEST_CHECK(tess_group_create(MPI_COMM_WORLD, "dp", &g) == TESS_OK, "group");
     test_flat(g, rank, size);
-    test_mesh(rank, size);
+    test_mesh(g, rank, size);
     tess_group_destroy(&g);
     int rc = tess_test_finish_mpi("gradsync", MPI_COMM_WORLD);
     MPI_Finalize();

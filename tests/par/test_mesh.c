@@ -23,11 +23,13 @@ static void check_members(const tess_group *g, int world_rank, int first, int st
                         "expected %d", g->name, k, (long long)ranks[k], first + k * step);
 }
 
+static tess_group *world_g, *self_g; /* parents of the meshes: every rank, this rank alone */
+
 static void check_dp_ep(MPI_Comm world, int rank, int size) {
     int ep_size = size >= 2 ? 2 : 1;
     tess_mesh_axis axes[] = {{"dp", TESS_MESH_REST}, {"ep", ep_size}};
     tess_mesh *mesh = NULL;
-    DIST_TEST_OK(tess_mesh_create(world, 2, axes, &mesh));
+    DIST_TEST_OK(tess_mesh_create(world_g, 2, axes, &mesh));
     if (!mesh) return;
     TESS_TEST_CHECK(tess_mesh_naxes(mesh) == 2, "two axes");
     const tess_group *all = tess_mesh_all(mesh), *dp = tess_mesh_axis_group(mesh, 0),
@@ -62,7 +64,7 @@ static void check_dp_ep(MPI_Comm world, int rank, int size) {
 static void check_fixed_2x2(MPI_Comm world, int size) {
     tess_mesh_axis axes[] = {{"dp", 2}, {"ep", 2}};
     tess_mesh *mesh = NULL;
-    tess_status s = tess_mesh_create(world, 2, axes, &mesh);
+    tess_status s = tess_mesh_create(world_g, 2, axes, &mesh);
     if (size == 4) {
         DIST_TEST_OK(s);
         if (!mesh) return;
@@ -85,28 +87,28 @@ static void check_bad_shapes(MPI_Comm world, int size) {
     char want[128];
     tess_mesh_axis nine[] = {{"dp", 3}, {"ep", 3}};
     snprintf(want, sizeof want, "mesh dp=3 x ep=3 needs 9 ranks, the communicator has %d", size);
-    DIST_TEST_FAILS(tess_mesh_create(world, 2, nine, &mesh), TESS_ERR_CONFIG, want);
+    DIST_TEST_FAILS(tess_mesh_create(world_g, 2, nine, &mesh), TESS_ERR_CONFIG, want);
     tess_mesh_axis negative[] = {{"dp", -1}};
-    DIST_TEST_FAILS(tess_mesh_create(world, 1, negative, &mesh), TESS_ERR_CONFIG,
+    DIST_TEST_FAILS(tess_mesh_create(world_g, 1, negative, &mesh), TESS_ERR_CONFIG,
                     "axis 'dp' has size -1");
     tess_mesh_axis two_rests[] = {{"dp", TESS_MESH_REST}, {"ep", TESS_MESH_REST}};
-    DIST_TEST_FAILS(tess_mesh_create(world, 2, two_rests, &mesh), TESS_ERR_CONFIG,
+    DIST_TEST_FAILS(tess_mesh_create(world_g, 2, two_rests, &mesh), TESS_ERR_CONFIG,
                     "only one axis may take the rest");
     tess_mesh_axis indivisible[] = {{"dp", TESS_MESH_REST}, {"ep", 3}};
     snprintf(want, sizeof want, "mesh dp=rest x ep=3: the communicator's %d ranks are not a "
              "multiple of 3", size);
-    DIST_TEST_FAILS(tess_mesh_create(world, 2, indivisible, &mesh), TESS_ERR_CONFIG, want);
+    DIST_TEST_FAILS(tess_mesh_create(world_g, 2, indivisible, &mesh), TESS_ERR_CONFIG, want);
     tess_mesh_axis twice[] = {{"dp", 1}, {"dp", size}};
-    DIST_TEST_FAILS(tess_mesh_create(world, 2, twice, &mesh), TESS_ERR_CONFIG,
+    DIST_TEST_FAILS(tess_mesh_create(world_g, 2, twice, &mesh), TESS_ERR_CONFIG,
                     "name 'dp' is used twice");
     tess_mesh_axis unnamed[] = {{"", size}};
-    DIST_TEST_FAILS(tess_mesh_create(world, 1, unnamed, &mesh), TESS_ERR_ARG, "name is empty");
+    DIST_TEST_FAILS(tess_mesh_create(world_g, 1, unnamed, &mesh), TESS_ERR_ARG, "name is empty");
     tess_mesh_axis long_name[] = {{"a_name_that_is_much_longer_than_31_bytes", size}};
-    DIST_TEST_FAILS(tess_mesh_create(world, 1, long_name, &mesh), TESS_ERR_ARG,
+    DIST_TEST_FAILS(tess_mesh_create(world_g, 1, long_name, &mesh), TESS_ERR_ARG,
                     "is longer than 31 bytes");
     tess_mesh_axis five[] = {{"a", 1}, {"b", 1}, {"c", 1}, {"d", 1}, {"e", size}};
-    DIST_TEST_FAILS(tess_mesh_create(world, 5, five, &mesh), TESS_ERR_ARG, "1..4 axes, got 5");
-    DIST_TEST_FAILS(tess_mesh_create(world, 0, five, &mesh), TESS_ERR_ARG, "1..4 axes, got 0");
+    DIST_TEST_FAILS(tess_mesh_create(world_g, 5, five, &mesh), TESS_ERR_ARG, "1..4 axes, got 5");
+    DIST_TEST_FAILS(tess_mesh_create(world_g, 0, five, &mesh), TESS_ERR_ARG, "1..4 axes, got 0");
     TESS_TEST_CHECK(mesh == NULL, "no mesh after errors");
 }
 
@@ -114,7 +116,7 @@ static void check_other_meshes(MPI_Comm world, int size) {
     /* Three axes with the rest in the middle; and a serial mesh on MPI_COMM_SELF. */
     tess_mesh_axis three[] = {{"a", 1}, {"b", TESS_MESH_REST}, {"c", 1}};
     tess_mesh *mesh = NULL;
-    DIST_TEST_OK(tess_mesh_create(world, 3, three, &mesh));
+    DIST_TEST_OK(tess_mesh_create(world_g, 3, three, &mesh));
     if (mesh) {
         TESS_TEST_CHECK(tess_mesh_axis_group(mesh, 0)->size == 1 &&
                             tess_mesh_axis_group(mesh, 1)->size == size &&
@@ -122,7 +124,7 @@ static void check_other_meshes(MPI_Comm world, int size) {
         tess_mesh_destroy(&mesh);
     }
     tess_mesh_axis serial[] = {{"dp", TESS_MESH_REST}};
-    DIST_TEST_OK(tess_mesh_create(MPI_COMM_SELF, 1, serial, &mesh));
+    DIST_TEST_OK(tess_mesh_create(self_g, 1, serial, &mesh));
     if (mesh) {
         const tess_group *dp = tess_mesh_axis_group(mesh, 0);
         TESS_TEST_CHECK(dp->size == 1 && dp->rank == 0, "serial mesh is one rank");
@@ -161,11 +163,15 @@ int main(int argc, char **argv) {
     int rank, size;
     par_test_init(&argc, &argv, &rank, &size);
     MPI_Comm world = MPI_COMM_WORLD;
+    DIST_TEST_OK(tess_group_create(world, "world", &world_g));
+    DIST_TEST_OK(tess_group_create(MPI_COMM_SELF, "self", &self_g));
     check_dp_ep(world, rank, size);
     check_fixed_2x2(world, size);
     check_bad_shapes(world, size);
     check_other_meshes(world, size);
     check_groups(world, rank, size);
+    tess_group_destroy(&self_g);
+    tess_group_destroy(&world_g);
     int rc = tess_test_finish_mpi("par_mesh", world);
     MPI_Finalize();
     return rc;

@@ -7,18 +7,18 @@
 #include "par_test.h"
 
 /* Average `loss` over the data-parallel ranks, send token rows to the expert-parallel ranks and
- * collect an expert-sharded weight on rank 0 of "ep". Collective on comm (size divisible by ep).
+ * collect an expert-sharded weight on rank 0 of "ep". Collective on world (size divisible by ep).
  * tokens (sum send_rows, D): the rows for ep rank j come j-th, send_rows[j] of them;
  * recv (recv_cap, D) <- the rows sent to this rank, recv_rows[i] from ep rank i;
  * w_local: this rank's block of experts of w (E, D) sharded over "ep"; w_global (E, D) on ep
  * rank 0, may be NULL elsewhere. */
-static tess_status moe_exchange(MPI_Comm comm, int ep, double *loss, const float *tokens,
+static tess_status moe_exchange(const tess_group *world, int ep, double *loss, const float *tokens,
                                 const int64_t *send_rows, int64_t D, float *recv,
                                 int64_t recv_cap, int64_t *recv_rows, const float *w_local,
                                 int64_t E, float *w_global) {
     const tess_mesh_axis axes[] = {{"dp", TESS_MESH_REST}, {"ep", ep}};
     tess_mesh *mesh = NULL;
-    TESS_CHECK(tess_mesh_create(comm, 2, axes, &mesh));
+    TESS_CHECK(tess_mesh_create(world, 2, axes, &mesh));
     const tess_group *dp = tess_mesh_axis_group(mesh, 0), *eg = tess_mesh_axis_group(mesh, 1);
     const int64_t shape[2] = {E, D};
     tess_layout experts = tess_layout_sharded(0, eg->size, eg->rank);
@@ -51,8 +51,11 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < (hi - lo) * D; i++) w_local[i] = (float)(lo * D + i);
     double loss = my_dp + 1.0;
 
-    DIST_TEST_OK(moe_exchange(MPI_COMM_WORLD, ep, &loss, tokens, send_rows, D, recv, 16,
-                              recv_rows, w_local, E, w_global));
+    tess_group *world = NULL;
+    DIST_TEST_OK(tess_group_create(MPI_COMM_WORLD, "world", &world));
+    DIST_TEST_OK(moe_exchange(world, ep, &loss, tokens, send_rows, D, recv, 16, recv_rows,
+                              w_local, E, w_global));
+    tess_group_destroy(&world);
 
     TESS_TEST_CLOSE(loss, (dp + 1) / 2.0, 1e-12, 0, "loss averaged over dp");
     int bad = 0;

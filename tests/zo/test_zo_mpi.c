@@ -133,7 +133,7 @@ int main(int argc, char **argv) {
     TESS_TEST_CHECK(tess_group_split(world, rank, 0, "self", &self) == TESS_OK, "self group");
     if (size == 4) {
         const tess_mesh_axis axes[2] = {{"eval", 2}, {"shard", 2}};
-        TESS_TEST_CHECK(tess_mesh_create(MPI_COMM_WORLD, 2, axes, &mesh) == TESS_OK, "mesh");
+        TESS_TEST_CHECK(tess_mesh_create(world, 2, axes, &mesh) == TESS_OK, "mesh");
     }
     for (int w = 0; w < 5; w++) {
         const tess_zo_config c = config(w);

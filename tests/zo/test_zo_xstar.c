@@ -22,6 +22,8 @@
 void dposv_(const char *uplo, const int *n, const int *nrhs, double *a, const int *lda, double *b,
             const int *ldb, int *info, size_t uplo_len);
 
+static tess_group *world, *self; /* every rank; this rank alone */
+
 static zoapp_problem_config cfg(zoapp_problem_kind k, int64_t d, int64_t n) {
     return (zoapp_problem_config){.kind = k, .d = d, .nstates = n, .mu = 0.5, .L = 8.0,
                                   .sigma = 0.7, .lambda = 0.05,
@@ -31,7 +33,7 @@ static zoapp_problem_config cfg(zoapp_problem_kind k, int64_t d, int64_t n) {
 static void test_ridge(void) {
     const zoapp_problem_config c = cfg(ZOAPP_PROB_RIDGE, 45, 70);
     zoapp_problem p;
-    TESS_TEST_CHECK(zoapp_problem_create(&p, &c, 0, c.d, MPI_COMM_WORLD) == TESS_OK, "ridge");
+    TESS_TEST_CHECK(zoapp_problem_create(&p, &c, 0, c.d, world) == TESS_OK, "ridge");
     if (!p.xstar) return;
     const int d = (int)c.d, n = (int)c.nstates, one = 1;
     double *H = calloc((size_t)(d * d), sizeof *H), *r = calloc((size_t)d, sizeof *r);
@@ -60,8 +62,8 @@ static void test_ridge(void) {
 static void test_logistic(void) {
     const zoapp_problem_config c = cfg(ZOAPP_PROB_LOGISTIC, 30, 200);
     zoapp_problem p, q;
-    TESS_TEST_CHECK(zoapp_problem_create(&p, &c, 0, c.d, MPI_COMM_WORLD) == TESS_OK, "logistic");
-    TESS_TEST_CHECK(zoapp_problem_create(&q, &c, 0, c.d, MPI_COMM_SELF) == TESS_OK, "logistic 1");
+    TESS_TEST_CHECK(zoapp_problem_create(&p, &c, 0, c.d, world) == TESS_OK, "logistic");
+    TESS_TEST_CHECK(zoapp_problem_create(&q, &c, 0, c.d, self) == TESS_OK, "logistic 1");
     if (!p.xstar || !q.xstar) return;
     const int64_t d = c.d, n = c.nstates;
     double g2 = 0.0;
@@ -87,7 +89,7 @@ static void test_l1(void) {
     zoapp_problem_config c = cfg(ZOAPP_PROB_L1, 24, 31);
     c.mu = 0.2;
     zoapp_problem p;
-    TESS_TEST_CHECK(zoapp_problem_create(&p, &c, 0, c.d, MPI_COMM_WORLD) == TESS_OK, "l1");
+    TESS_TEST_CHECK(zoapp_problem_create(&p, &c, 0, c.d, world) == TESS_OK, "l1");
     if (!p.xstar) return;
     const int64_t d = c.d;
     double worst = 0.0;
@@ -123,8 +125,8 @@ static void test_quadratic(void) {
     const zoapp_problem_config c = cfg(ZOAPP_PROB_QUADRATIC, 50, 8);
     zoapp_problem full, part;
     const int64_t lo = 50 * rank / size, hi = 50 * (rank + 1) / size;
-    TESS_TEST_CHECK(zoapp_problem_create(&full, &c, 0, 50, MPI_COMM_WORLD) == TESS_OK, "quad");
-    TESS_TEST_CHECK(zoapp_problem_create(&part, &c, lo, hi - lo, MPI_COMM_WORLD) == TESS_OK,
+    TESS_TEST_CHECK(zoapp_problem_create(&full, &c, 0, 50, world) == TESS_OK, "quad");
+    TESS_TEST_CHECK(zoapp_problem_create(&part, &c, lo, hi - lo, world) == TESS_OK,
                     "quad slice");
     if (!full.xstar || !part.xstar) return;
     int ok = 1;
@@ -157,6 +159,8 @@ int main(int argc, char **argv) {
     test_logistic();
     test_l1();
     test_quadratic();
+    tess_group_destroy(&self);
+    tess_group_destroy(&world);
     int rc = tess_test_finish_mpi("zo_xstar", MPI_COMM_WORLD);
     MPI_Finalize();
     return rc;
