@@ -24,9 +24,10 @@
  *   tags       a set of tess_tag bits (default none): what the entry is for reduction and
  *              aggregation, e.g. SHARED entries take part in the federated average, LOCAL ones
  *              never leave their client, EXPERT/DENSE say which group reduces the gradient.
- *   group      the group its gradient is reduced over and its norm summed over (default NULL:
- *              the data-parallel group that the gradient sync or clipping call is given), e.g.
- *              the expert-data-parallel group for an expert's weights. Borrowed.
+ *   group      the group of the entry's replicas, over which gradient sync averages its
+ *              gradient (default NULL: the data-parallel group the sync is given), e.g. the
+ *              expert-data-parallel group for an expert's weights. Borrowed. (Clipping sums
+ *              norms by the layouts, not by this group: optim/clip.h.)
  *   init       how tess_registry_init_params fills it (default zeros).
  *
  * Not collective: a registry is local to its rank; layouts only say which part this rank holds.
@@ -95,7 +96,7 @@ typedef struct {
     bool trainable;
     bool decay;
     uint32_t tags;                         /* tess_tag bits */
-    const struct tess_group *group;        /* gradient/norm reduction group; NULL: the caller's */
+    const struct tess_group *group;        /* the replicas' group (gradient sync); NULL: the caller's */
     tess_init init;
 } tess_registry_entry;
 
