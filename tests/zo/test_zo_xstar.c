@@ -155,6 +155,9 @@ int main(int argc, char **argv) {
     int size;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     TESS_TEST_CHECK(argc > 1 && atoi(argv[1]) == size, "world size %d", size);
+    TESS_TEST_CHECK(tess_group_create(MPI_COMM_WORLD, "world", &world) == TESS_OK &&
+                        tess_group_create(MPI_COMM_SELF, "self", &self) == TESS_OK,
+                    "groups");
     test_ridge();
     test_logistic();
     test_l1();
