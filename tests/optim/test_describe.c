@@ -1,0 +1,127 @@
+/* test_describe - optimizers describe their state into a tess_state (nn/state.h): the entry names
+ * under the caller's prefix, shapes and layouts like the registry entries, data pointing at the
+ * optimizer's own memory (so a checkpoint load restores it in place: writing through the entries
+ * changes what the next step uses), nothing for plain SGD, and refused prefixes. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/registry.h" /* tess_registry_* */
+#include "nn/state.h"    /* tess_state_* */
+#include "optim/adamw.h" /* tess_adamw_* */
+#include "optim/sgd.h"   /* tess_sgd_* */
+#include "tess_test.h"
+
+static tess_registry *make_registry(void) {
+    tess_registry *reg = NULL;
+    const int64_t w[2] = {3, 4}, b[1] = {4};
+    const tess_layout rep = tess_layout_replicated(), sh = tess_layout_sharded(0, 2, 1);
+    TESS_TEST_CHECK(tess_registry_create(&reg) == TESS_OK &&
+                        tess_registry_add(reg, "fc.w", 2, w, &sh, NULL) == TESS_OK &&
+                        tess_registry_add(reg, "fc.b", 1, b, &rep, NULL) == TESS_OK &&
+                        tess_registry_finalize(reg) == TESS_OK,
+                    "registry: %s", tess_error_text());
+    float *g = tess_registry_grads(reg);
+    for (int64_t i = 0; i < tess_registry_local_total(reg); i++) g[i] = 0.25f * (float)(i + 1);
+    return reg;
+}
+
+/* Entry `name` of st is laid out like registry entry i, at base + its flat offset. */
+static void check_like(const tess_state *st, const char *name, const tess_registry *reg,
+                       int64_t i, const float *base) {
+    const int64_t k = tess_state_find(st, name);
+    TESS_TEST_CHECK(k >= 0, "no entry %s", name);
+    if (k < 0) return;
+    const tess_state_entry *e = tess_state_get(st, k);
+    const tess_registry_entry *r = tess_registry_get(reg, i);
+    TESS_TEST_CHECK(e->dtype == TESS_F32 && e->ndim == r->ndim && e->shape[0] == r->shape[0] &&
+                        e->local_count == r->local_count && e->layout.kind == r->layout.kind &&
+                        e->global_offset[0] == r->global_offset[0] && !e->private_to_rank &&
+                        e->data == base + r->flat_offset,
+                    "%s is not laid out like %s", name, r->name);
+}
+
+static void test_adamw(void) {
+    tess_registry *reg = make_registry();
+    const tess_adamw_config cfg = tess_adamw_config_default();
+    tess_adamw *opt = NULL;
+    tess_state *st = NULL;
+    TESS_TEST_CHECK(tess_adamw_create(&opt, reg, &cfg) == TESS_OK &&
+                        tess_state_create(&st) == TESS_OK &&
+                        tess_adamw_describe(opt, st, "opt/adam") == TESS_OK,
+                    "describe: %s", tess_error_text());
+    TESS_TEST_CHECK(tess_state_count(st) == 5, "%lld entries, expected m, v of 2 and step_count",
+                    (long long)tess_state_count(st));
+    tess_adamw_step(opt, 0.1f);
+    const int64_t ks = tess_state_find(st, "opt/adam/step_count");
+    TESS_TEST_CHECK(ks == 4, "step_count is entry %lld", (long long)ks);
+    if (ks != 4) return;
+    const tess_state_entry *sc = tess_state_get(st, ks);
+    TESS_TEST_CHECK(sc->dtype == TESS_I64 && sc->global_count == 1 &&
+                        *(const int64_t *)sc->data == 1,
+                    "the step count entry reads the optimizer's count");
+    /* m after one step is (1 - beta1) g: the entries point at the moments */
+    const tess_state_entry *m = tess_state_get(st, tess_state_find(st, "opt/adam/m/fc.b"));
+    const int64_t b_off = tess_registry_get(reg, 1)->flat_offset;
+    const float want = (1.0f - cfg.beta1) * tess_registry_grads(reg)[b_off];
+    TESS_TEST_CHECK(((const float *)m->data)[0] == want, "m[0] = %g, expected %g",
+                    (double)((const float *)m->data)[0], (double)want);
+    check_like(st, "opt/adam/m/fc.w", reg, 0, (const float *)tess_state_get(st, 0)->data);
+    check_like(st, "opt/adam/v/fc.b", reg, 1,
+               (const float *)tess_state_get(st, 2)->data - tess_registry_get(reg, 0)->flat_offset);
+    /* a load writes through the entries: the count restored in place */
+    *(int64_t *)sc->data = 41;
+    TESS_TEST_CHECK(tess_adamw_step_count(opt) == 41, "restored count %lld",
+                    (long long)tess_adamw_step_count(opt));
+    tess_adamw_step(opt, 0.1f);
+    TESS_TEST_CHECK(*(const int64_t *)sc->data == 42, "step after a restore");
+    /* the same prefix twice, a prefix too long */
+    TESS_TEST_CHECK(tess_adamw_describe(opt, st, "opt/adam") == TESS_ERR_ARG &&
+                        strstr(tess_error_text(), "'opt/adam/m/fc.w' added twice"),
+                    "describe twice: %s", tess_error_text());
+    tess_error_clear();
+    char prefix[TESS_STATE_NAME_MAX];
+    memset(prefix, 'p', sizeof prefix - 1);
+    prefix[sizeof prefix - 1] = '\0';
+    TESS_TEST_CHECK(tess_adamw_describe(opt, st, prefix) == TESS_ERR_ARG &&
+                        strstr(tess_error_text(), "name longer than 191 bytes"),
+                    "long prefix: %s", tess_error_text());
+    tess_error_clear();
+    tess_state_destroy(&st);
+    tess_adamw_destroy(&opt);
+    tess_registry_destroy(&reg);
+}
+
+static void test_sgd(void) {
+    tess_registry *reg = make_registry();
+    tess_sgd *plain = NULL, *mom = NULL;
+    const tess_sgd_config c0 = {.momentum = 0.0f}, c1 = {.momentum = 0.9f};
+    tess_state *st = NULL;
+    TESS_TEST_CHECK(tess_sgd_create(&plain, reg, &c0) == TESS_OK &&
+                        tess_sgd_create(&mom, reg, &c1) == TESS_OK &&
+                        tess_state_create(&st) == TESS_OK,
+                    "create: %s", tess_error_text());
+    TESS_TEST_CHECK(tess_sgd_describe(plain, st, "sgd") == TESS_OK && tess_state_count(st) == 0,
+                    "plain SGD has no state");
+    TESS_TEST_CHECK(tess_sgd_describe(mom, st, "opt/sgd") == TESS_OK && tess_state_count(st) == 2,
+                    "momentum SGD: %s", tess_error_text());
+    tess_sgd_step(mom, 0.1f);
+    const tess_state_entry *w = tess_state_get(st, 0);
+    TESS_TEST_CHECK(strcmp(w->name, "opt/sgd/momentum/fc.w") == 0 &&
+                        strcmp(tess_state_get(st, 1)->name, "opt/sgd/momentum/fc.b") == 0,
+                    "names %s, %s", w->name, tess_state_get(st, 1)->name);
+    /* after one step the buffer is the gradient (torch: buf = g at step 1) */
+    TESS_TEST_CHECK(((const float *)w->data)[0] == tess_registry_grads(reg)[0],
+                    "momentum[0] = %g", (double)((const float *)w->data)[0]);
+    check_like(st, "opt/sgd/momentum/fc.b", reg, 1,
+               (const float *)w->data - tess_registry_get(reg, 0)->flat_offset);
+    tess_state_destroy(&st);
+    tess_sgd_destroy(&plain);
+    tess_sgd_destroy(&mom);
+    tess_registry_destroy(&reg);
+}
+
+int main(void) {
+    test_adamw();
+    test_sgd();
+    return tess_test_finish("test_describe");
+}
