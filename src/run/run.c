@@ -248,6 +248,9 @@ static tess_status loop(tess_run *run) {
     const char *name = app->name, *unit = app->unit;
     const int64_t every = tess_config_int(run->cfg, "ckpt.every");
     run->step = run->start_step;
+    /* A run of known length is complete when its steps are done (a finished run resumed with more
+     * steps goes on); one of unknown length when its checkpoint says so. */
+    if (run->total_steps > 0) run->finished = run->start_step >= run->total_steps;
     if (run->finished) {
         tess_log_info("%s: the checkpoint is of a finished run (%s %lld): nothing to do", name, unit,
                       (long long)run->step);
