@@ -63,7 +63,7 @@ enum {
  * every entry's data and step, data_cursor and seed. Entry names may not start with the
  * components "config" or "manifest" (the file's own datasets). */
 typedef struct {
-    tess_state *state;       /* the entries (borrowed; at least one) */
+    tess_state *state;       /* the entries (borrowed; at least one over all ranks) */
     int64_t step;            /* optimizer steps completed */
     int64_t data_cursor;     /* position of the training data stream (e.g. samples consumed) */
     uint64_t seed;           /* seed of every Philox draw; counters derive from step (core/rng.h) */

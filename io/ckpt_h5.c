@@ -1,44 +1,11 @@
-/* ckpt_h5.c - every HDF5 helper of the checkpoint module (ckpt_impl.h): error printing and
- * messages, attributes, paths, type names, element types, parallel file access. */
+/* ckpt_h5.c - the HDF5 helpers of the checkpoint module (ckpt_impl.h): attributes, paths, type
+ * names, element types, parallel file access. Error printing and HDF5's messages come from the
+ * helpers io shares (io/dataset.h: tess_ds_quiet_*, tess_ds_h5_reason). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "io/ckpt_impl.h"
-
-/* --- HDF5 error printing -------------------------------------------------------------------- */
-
-void ckpt_quiet_begin(ckpt_quiet *q) {
-    if (H5Eget_auto2(H5E_DEFAULT, &q->fn, &q->data) < 0) {
-        q->fn = NULL;
-        q->data = NULL;
-    }
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-}
-
-void ckpt_quiet_end(const ckpt_quiet *q) { H5Eset_auto2(H5E_DEFAULT, q->fn, q->data); }
-
-typedef struct {
-    char *buf;
-    size_t n;
-    bool found;
-} walk_ctx;
-
-static herr_t first_error(unsigned n, const H5E_error2_t *err, void *data) {
-    walk_ctx *w = data;
-    (void)n;
-    if (!w->found && err->desc) {
-        snprintf(w->buf, w->n, "%s", err->desc);
-        w->found = true;
-    }
-    return 0;
-}
-
-void ckpt_h5_message(char *buf, size_t n) {
-    walk_ctx w = {buf, n, false};
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, first_error, &w);
-    if (!w.found) snprintf(buf, n, "no detail from HDF5");
-}
 
 /* --- attributes ------------------------------------------------------------------------------ */
 

@@ -12,24 +12,13 @@
 
 #include "core/status.h" /* tess_status */
 #include "io/ckpt.h"     /* tess_ckpt_state, tess_ckpt_hash_scheme */
+#include "io/dataset.h"  /* tess_ds_quiet_*, tess_ds_h5_reason (HDF5 error printing) */
 
 enum {
     CKPT_DSET_PATH_MAX = TESS_STATE_NAME_MAX + 1, /* "/<entry name>", including the NUL */
     CKPT_MSGS_BYTES = 6144,  /* problem list shared by all ranks */
     CKPT_MSGS_MAX_LINES = 20,
 };
-
-/* --- HDF5 helpers (ckpt_h5.c): error printing ---------------------------------------------- */
-typedef struct {
-    H5E_auto2_t fn;
-    void *data;
-} ckpt_quiet;
-/* Turn HDF5's automatic error printing off (begin) and restore it (end). */
-void ckpt_quiet_begin(ckpt_quiet *q);
-void ckpt_quiet_end(const ckpt_quiet *q);
-/* The innermost message of HDF5's current error stack, or "no detail from HDF5". Call it right
- * after the failing call: every other HDF5 call clears the stack. */
-void ckpt_h5_message(char *buf, size_t n);
 
 /* --- attributes (ckpt_h5.c; 0 on success, -1 on failure) ------------------------------------ */
 int ckpt_attr_write_str(hid_t loc, const char *name, const char *value);

@@ -245,10 +245,10 @@ tess_status ckpt_load_state(const tess_group *g, const char *path, tess_ckpt_sta
 
 tess_status tess_ckpt_load(const tess_group *g, const char *path, tess_ckpt_state *st) {
     TESS_REQUIRE(g && path && st, TESS_ERR_ARG, "g, path and st must not be NULL");
-    ckpt_quiet q;
-    ckpt_quiet_begin(&q);
+    tess_ds_quiet q;
+    tess_ds_quiet_begin(&q);
     tess_status s = ckpt_load_state(g, path, st);
-    ckpt_quiet_end(&q);
+    tess_ds_quiet_end(&q);
     TESS_REQUIRE(s == TESS_OK, s, "loading checkpoint '%s'", path);
     return TESS_OK;
 }

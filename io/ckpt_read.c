@@ -41,7 +41,7 @@ static tess_status open_checked(const char *path, hid_t *file, tess_ckpt_info *i
     if (fapl >= 0) H5Pset_file_locking(fapl, 0, 1);
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl >= 0 ? fapl : H5P_DEFAULT);
     char h5[256];
-    ckpt_h5_message(h5, sizeof h5); /* before the next call clears HDF5's error stack */
+    tess_ds_h5_reason(h5, sizeof h5); /* before the next call clears HDF5's error stack */
     if (fapl >= 0) H5Pclose(fapl);
     if (f < 0) {
         ckpt_msgs_add(m, "checkpoint '%s' is truncated or damaged (%lld bytes): %s", path,
@@ -107,12 +107,12 @@ static tess_status open_checked(const char *path, hid_t *file, tess_ckpt_info *i
 
 tess_status tess_ckpt_open(const char *path, hid_t *file, tess_ckpt_info *info) {
     TESS_REQUIRE(path && file, TESS_ERR_ARG, "path and file must not be NULL");
-    ckpt_quiet q;
-    ckpt_quiet_begin(&q);
+    tess_ds_quiet q;
+    tess_ds_quiet_begin(&q);
     ckpt_msgs m = {.lines = 0};
     m.text[0] = '\0';
     tess_status s = open_checked(path, file, info, &m);
-    ckpt_quiet_end(&q);
+    tess_ds_quiet_end(&q);
     if (s != TESS_OK) return CKPT_MSGS_PUSH(s, &m);
     return TESS_OK;
 }
@@ -268,7 +268,7 @@ tess_status ckpt_probe(MPI_Comm comm, const char *path, const ckpt_plan *p, tess
 void ckpt_rfail(ckpt_read_err *r, tess_status s, const char *fmt, const char *arg) {
     if (r->status != TESS_OK) return;
     char h5[256];
-    ckpt_h5_message(h5, sizeof h5);
+    tess_ds_h5_reason(h5, sizeof h5);
     r->status = s;
     snprintf(r->what, sizeof r->what, fmt, arg);
     size_t len = strlen(r->what);
@@ -568,10 +568,10 @@ static tess_status verify_impl(MPI_Comm comm, const char *path, tess_ckpt_info *
 
 tess_status tess_ckpt_verify(const tess_group *g, const char *path, tess_ckpt_info *info) {
     TESS_REQUIRE(g && path, TESS_ERR_ARG, "g and path must not be NULL");
-    ckpt_quiet q;
-    ckpt_quiet_begin(&q);
+    tess_ds_quiet q;
+    tess_ds_quiet_begin(&q);
     tess_status s = verify_impl(g->comm, path, info);
-    ckpt_quiet_end(&q);
+    tess_ds_quiet_end(&q);
     TESS_REQUIRE(s == TESS_OK, s, "verifying checkpoint '%s'", path);
     return TESS_OK;
 }

@@ -89,7 +89,7 @@ typedef struct {
 static void fail(write_err *w, tess_status s, const char *fmt, const char *arg) {
     if (w->status != TESS_OK) return;
     char h5[256];
-    ckpt_h5_message(h5, sizeof h5);
+    tess_ds_h5_reason(h5, sizeof h5);
     w->status = s;
     snprintf(w->what, sizeof w->what, fmt, arg);
     size_t len = strlen(w->what);
@@ -399,10 +399,10 @@ static tess_status write_impl(const tess_group *g, const char *path, const tess_
 
 tess_status tess_ckpt_write(const tess_group *g, const char *path, const tess_ckpt_state *st) {
     TESS_REQUIRE(g && st, TESS_ERR_ARG, "g and st must not be NULL");
-    ckpt_quiet q;
-    ckpt_quiet_begin(&q);
+    tess_ds_quiet q;
+    tess_ds_quiet_begin(&q);
     tess_status s = write_impl(g, path, st);
-    ckpt_quiet_end(&q);
+    tess_ds_quiet_end(&q);
     TESS_REQUIRE(s == TESS_OK, s, "writing checkpoint '%s'", path ? path : "(null)");
     return TESS_OK;
 }
