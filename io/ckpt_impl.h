@@ -1,6 +1,7 @@
 /* ckpt_impl.h - internals shared by io/ckpt_*.c: HDF5 helpers, problem lists, the write/read plan.
- * Not a public interface (see ckpt.h). Functions taking an MPI_Comm are collective on it; the
- * public functions pass their group's communicator. */
+ * Not a public interface (see ckpt.h). Functions taking a tess_group are collective on it and
+ * agree on their verdicts with tess_par_agree (par/coll.h); those taking an MPI_Comm (HDF5 file
+ * access) are collective on it; the public functions pass their group or its communicator. */
 #ifndef TESS_IO_CKPT_IMPL_H
 #define TESS_IO_CKPT_IMPL_H
 
@@ -13,10 +14,11 @@
 #include "core/status.h" /* tess_status */
 #include "io/ckpt.h"     /* tess_ckpt_state, tess_ckpt_hash_scheme */
 #include "io/dataset.h"  /* tess_ds_quiet_*, tess_ds_h5_reason (HDF5 error printing) */
+#include "par/coll.h"    /* tess_group, tess_par_agree */
 
 enum {
     CKPT_DSET_PATH_MAX = TESS_STATE_NAME_MAX + 1, /* "/<entry name>", including the NUL */
-    CKPT_MSGS_BYTES = 6144,  /* problem list shared by all ranks */
+    CKPT_MSGS_BYTES = 6144,  /* problem list; fits TESS_PAR_AGREE_TEXT with its record prefixes */
     CKPT_MSGS_MAX_LINES = 20,
 };
 
@@ -42,32 +44,27 @@ const char *ckpt_dtype_name(tess_dtype t); /* "float32", "float64", "int64" */
 /* The scheme of hashes in a file of format_version v. */
 tess_ckpt_hash_scheme ckpt_scheme(int64_t v);
 
-/* --- problem lists: built on one rank, broadcast, pushed to the error record everywhere ------- */
+/* --- problem lists: built on one rank, pushed to its record, shared by tess_par_agree ------- */
 typedef struct {
     char text[CKPT_MSGS_BYTES]; /* lines separated by '\n' */
     int lines, dropped;
 } ckpt_msgs;
 void ckpt_msgs_add(ckpt_msgs *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Broadcast status, m and (if info != NULL) *info from root. Collective on comm. */
-tess_status ckpt_bcast_verdict(MPI_Comm comm, int root, tess_status *s, ckpt_msgs *m,
-                               tess_ckpt_info *info);
 /* Push every line of m (and "... N more problems") to the record with status s; returns s. */
 tess_status ckpt_msgs_push(tess_status s, const ckpt_msgs *m, const char *file, int line,
                            const char *func);
 #define CKPT_MSGS_PUSH(s, m) ckpt_msgs_push((s), (m), __FILE__, __LINE__, __func__)
 
-/* Every rank returns the same status: if any rank's local status is not TESS_OK, all return the
- * largest status code seen; ranks that were fine add a line saying another rank failed.
- * Collective on comm. */
-tess_status ckpt_agree(MPI_Comm comm, tess_status local, const char *what);
-
-/* Share rank 0's verdict: every rank returns s_root (given on rank 0; others pass anything);
- * ranks other than 0 get rank 0's first record line. Collective on comm. */
-tess_status ckpt_root_verdict(MPI_Comm comm, tess_status s_root);
+/* A local failure named before it is agreed on: if s is not TESS_OK, push the line `what` to the
+ * record; returns s. Not collective: the caller passes the result to tess_par_agree. */
+tess_status ckpt_failed(tess_status s, const char *what, const char *file, int line,
+                        const char *func);
+#define CKPT_FAILED(s, what) ckpt_failed((s), (what), __FILE__, __LINE__, __func__)
 
 /* Committed checkpoints of dir ("ckpt_<step>.h5"), newest first, as "name\n" lines on every rank
- * (malloc'ed, caller frees; *count may be 0; a missing dir is empty). Collective on comm. */
-tess_status ckpt_list_shared(MPI_Comm comm, const char *dir, char **names, int64_t *count);
+ * (malloc'ed, caller frees; *count may be 0; a missing dir is empty). Rank 0 lists. Collective
+ * on g. */
+tess_status ckpt_list_shared(const tess_group *g, const char *dir, char **names, int64_t *count);
 
 /* --- the plan (ckpt_plan.c): every dataset of the file, the part this rank writes and reads -- */
 typedef struct {
@@ -117,13 +114,14 @@ uint64_t ckpt_plan_digest(const ckpt_plan *p);
 bool ckpt_is_counter(const ckpt_item *it);
 
 /* --- reading (ckpt_read.c) ------------------------------------------------------------------- */
-/* Rank 0 opens path alone and checks it (against the plan's datasets unless p is NULL); the
- * verdict, its problem list and the info reach every rank. Collective on comm. */
-tess_status ckpt_probe(MPI_Comm comm, const char *path, const ckpt_plan *p, tess_ckpt_info *info,
-                       ckpt_msgs *m);
+/* Rank 0 opens path alone and checks it (against the plan's datasets unless p is NULL) and
+ * pushes its problem list to its record; the verdict is agreed (every other rank gets rank 0's
+ * record), then on success rank 0's info is broadcast. Collective on g. */
+tess_status ckpt_probe(const tess_group *g, const char *path, const ckpt_plan *p,
+                       tess_ckpt_info *info);
 /* The first local failure of a read sequence: a rank records it and goes on with the sequence,
  * so that no rank waits in a collective for one that gave up; the sequence ends with
- * ckpt_agree(comm, r.status, r.what). */
+ * tess_par_agree(g, CKPT_FAILED(r.status, r.what)). */
 typedef struct {
     tess_status status;
     char what[TESS_CKPT_PATH_MAX + 768];

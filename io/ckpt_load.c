@@ -93,8 +93,8 @@ static void read_block_cyclic(hid_t d, const ckpt_item *it, const tess_group *g,
                               ckpt_read_err *r, tess_status *fatal) {
     const tess_state_entry *e = it->e;
     float *global = g->rank == 0 ? malloc((size_t)e->global_count * sizeof *global) : NULL;
-    *fatal = ckpt_agree(g->comm, g->rank != 0 || global ? TESS_OK : TESS_ERR_MEM,
-                        "allocating a block-cyclic tensor on rank 0");
+    *fatal = tess_par_agree(g, CKPT_FAILED(g->rank != 0 || global ? TESS_OK : TESS_ERR_MEM,
+                                           "allocating a block-cyclic tensor on rank 0"));
     if (*fatal != TESS_OK) return;
     if (g->rank == 0) {
         if (d < 0 || H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, dxpl, global) < 0)
@@ -186,32 +186,27 @@ static tess_status judge_hashes(const char *path, const ckpt_plan *p, const tess
 }
 
 tess_status ckpt_load_state(const tess_group *g, const char *path, tess_ckpt_state *st) {
-    MPI_Comm comm = g->comm;
     ckpt_plan p;
     TESS_CHECK(ckpt_plan_make(g, st->state, &p));
     const int64_t nk = p.n;
     uint64_t *acc = calloc((size_t)nk + 1, sizeof *acc), *sum = calloc((size_t)nk + 1, sizeof *sum);
     uint64_t *stored = calloc((size_t)nk + 1, sizeof *stored);
-    tess_status s = ckpt_agree(comm, acc && sum && stored ? TESS_OK : TESS_ERR_MEM,
-                               "allocating the load plan");
+    tess_status s = tess_par_agree(
+        g, CKPT_FAILED(acc && sum && stored ? TESS_OK : TESS_ERR_MEM, "allocating the load plan"));
     if (s == TESS_OK && nk >= INT32_MAX)
         s = tess_error_push(TESS_ERR_ARG, __FILE__, __LINE__, __func__, "too many datasets (%lld)",
                             (long long)nk);
     tess_ckpt_info info;
-    ckpt_msgs m;
-    if (s == TESS_OK) {
-        s = ckpt_probe(comm, path, &p, &info, &m);
-        if (s != TESS_OK) CKPT_MSGS_PUSH(s, &m);
-    }
+    if (s == TESS_OK) s = ckpt_probe(g, path, &p, &info);
     hid_t f = -1;
     ckpt_read_err r = {TESS_OK, ""};
     if (s == TESS_OK) {
         if (info.world_size != g->size)
             tess_log_info("checkpoint '%s' was written by %lld ranks, now %d: resharding", path,
                           (long long)info.world_size, g->size);
-        f = ckpt_open_collective(comm, path);
+        f = ckpt_open_collective(g->comm, path);
         if (f < 0) ckpt_rfail(&r, TESS_ERR_DATA, "cannot open '%s' collectively", path);
-        s = ckpt_agree(comm, r.status, r.what);
+        s = tess_par_agree(g, CKPT_FAILED(r.status, r.what));
     }
     if (s == TESS_OK) {
         /* formats 1 and 2 kept counters as attributes: the probe accepted those */
@@ -223,9 +218,9 @@ tess_status ckpt_load_state(const tess_group *g, const char *path, tess_ckpt_sta
         ckpt_hasher_finish(hq); /* acc[] complete from here */
     }
     if (f >= 0 && H5Fclose(f) < 0) ckpt_rfail(&r, TESS_ERR_DATA, "cannot close '%s'", path);
-    if (s == TESS_OK) s = ckpt_agree(comm, r.status, r.what);
+    if (s == TESS_OK) s = tess_par_agree(g, CKPT_FAILED(r.status, r.what));
     if (s == TESS_OK) {
-        int e = MPI_Allreduce(acc, sum, (int)nk, MPI_UINT64_T, MPI_SUM, comm);
+        int e = MPI_Allreduce(acc, sum, (int)nk, MPI_UINT64_T, MPI_SUM, g->comm);
         if (e != MPI_SUCCESS)
             s = tess_error_push(TESS_ERR_MPI, __FILE__, __LINE__, __func__,
                                 "MPI_Allreduce of the hashes failed");

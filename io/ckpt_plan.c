@@ -119,14 +119,18 @@ static void compare_shared(const tess_state *st, int rank, const wire_entry *ref
                  rank);
 }
 
-/* The non-private entries agree on every rank (rank 0's list is the reference). Collective. */
-static tess_status agree_shared(MPI_Comm comm, int rank, const tess_state *st) {
+/* The non-private entries agree on every rank (rank 0's list is the reference); the lowest rank
+ * that differs names the first difference. Collective on g. */
+static tess_status agree_shared(const tess_group *g, const tess_state *st) {
+    MPI_Comm comm = g->comm;
+    const int rank = g->rank;
     int64_t nref = count_entries(st, false);
     TESS_MPI_CHECK(MPI_Bcast(&nref, 1, MPI_INT64_T, 0, comm));
     TESS_REQUIRE(nref < INT_MAX / (int64_t)sizeof(wire_entry), TESS_ERR_ARG,
                  "%lld state entries are too many", (long long)nref);
     wire_entry *ref = malloc((size_t)(nref + 1) * sizeof *ref);
-    TESS_CHECK(ckpt_agree(comm, ref ? TESS_OK : TESS_ERR_MEM, "allocating the entry list"));
+    TESS_CHECK(tess_par_agree(
+        g, CKPT_FAILED(ref ? TESS_OK : TESS_ERR_MEM, "allocating the entry list")));
     if (rank == 0) {
         int64_t k = 0;
         for (int64_t i = 0; i < tess_state_count(st); i++)
@@ -137,24 +141,23 @@ static tess_status agree_shared(MPI_Comm comm, int rank, const tess_state *st) {
     if (e == MPI_SUCCESS) compare_shared(st, rank, ref, nref, msg, sizeof msg);
     free(ref);
     TESS_MPI_CHECK(e);
-    int bad = msg[0] ? rank : INT_MAX, first;
-    TESS_MPI_CHECK(MPI_Allreduce(&bad, &first, 1, MPI_INT, MPI_MIN, comm));
-    if (first == INT_MAX) return TESS_OK;
-    TESS_MPI_CHECK(MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, first, comm));
-    return tess_error_push(TESS_ERR_ARG, __FILE__, __LINE__, __func__, "%s", msg);
+    TESS_CHECK(tess_par_agree(g, CKPT_FAILED(msg[0] ? TESS_ERR_ARG : TESS_OK, msg)));
+    return TESS_OK;
 }
 
-/* Every rank's private entries: all[0..*total) with their owners. Collective. */
-static tess_status gather_private(MPI_Comm comm, int size, const tess_state *st, wire_entry **all,
+/* Every rank's private entries: all[0..*total) with their owners. Collective on g. */
+static tess_status gather_private(const tess_group *g, const tess_state *st, wire_entry **all,
                                   int **owner, int64_t *total) {
+    MPI_Comm comm = g->comm;
+    const int size = g->size;
     *all = NULL;
     *owner = NULL;
     int mine = (int)count_entries(st, true);
     int *counts = malloc((size_t)size * sizeof *counts);
     int *displs = malloc((size_t)size * sizeof *displs);
     wire_entry *local = malloc((size_t)(mine + 1) * sizeof *local);
-    tess_status s = ckpt_agree(comm, counts && displs && local ? TESS_OK : TESS_ERR_MEM,
-                               "allocating the private entry list");
+    const tess_status ls = counts && displs && local ? TESS_OK : TESS_ERR_MEM;
+    tess_status s = tess_par_agree(g, CKPT_FAILED(ls, "allocating the private entry list"));
     if (s != TESS_OK) {
         free(counts);
         free(displs);
@@ -175,8 +178,8 @@ static tess_status gather_private(MPI_Comm comm, int size, const tess_state *st,
     if (s == TESS_OK) {
         *all = malloc((size_t)(n + 1) * sizeof **all);
         *owner = malloc((size_t)(n + 1) * sizeof **owner);
-        s = ckpt_agree(comm, *all && *owner ? TESS_OK : TESS_ERR_MEM,
-                       "allocating the private entry list");
+        s = tess_par_agree(g, CKPT_FAILED(*all && *owner ? TESS_OK : TESS_ERR_MEM,
+                                          "allocating the private entry list"));
     }
     if (s == TESS_OK) {
         int at = 0;
@@ -295,15 +298,17 @@ static void region_from_holders(const tess_state_entry *e, const held_block *hb,
         for (int d = 0; d < e->ndim; d++) r->count *= r->cnt[d];
 }
 
-/* Regions of the non-private items items[0..ns): the blocks of all ranks, gathered. */
-static tess_status plan_blocks(MPI_Comm comm, int rank, int size, ckpt_plan *p, int64_t ns) {
+/* Regions of the non-private items items[0..ns): the blocks of all ranks, gathered. Collective
+ * on g. */
+static tess_status plan_blocks(const tess_group *g, ckpt_plan *p, int64_t ns) {
+    const int rank = g->rank, size = g->size;
     TESS_REQUIRE(ns * BLK <= INT_MAX / 2, TESS_ERR_ARG, "%lld state entries are too many",
                  (long long)ns);
     int64_t *mine = calloc((size_t)(ns * BLK) + 1, sizeof *mine);
     int64_t *all = malloc(((size_t)(ns * BLK) * (size_t)size + 1) * sizeof *all);
     held_block *hb = malloc((size_t)size * sizeof *hb);
-    tess_status s = ckpt_agree(comm, mine && all && hb ? TESS_OK : TESS_ERR_MEM,
-                               "allocating the checkpoint plan");
+    tess_status s = tess_par_agree(g, CKPT_FAILED(mine && all && hb ? TESS_OK : TESS_ERR_MEM,
+                                                  "allocating the checkpoint plan"));
     for (int64_t i = 0; i < ns && s == TESS_OK; i++) {
         const tess_state_entry *e = p->items[i].e;
         if (e->layout.kind == TESS_LAYOUT_BLOCK_CYCLIC || e->local_count == 0) continue;
@@ -314,7 +319,7 @@ static tess_status plan_blocks(MPI_Comm comm, int rank, int size, ckpt_plan *p, 
     }
     if (s == TESS_OK &&
         MPI_Allgather(mine, (int)(ns * BLK), MPI_INT64_T, all, (int)(ns * BLK), MPI_INT64_T,
-                      comm) != MPI_SUCCESS)
+                      g->comm) != MPI_SUCCESS)
         s = tess_error_push(TESS_ERR_MPI, __FILE__, __LINE__, __func__,
                             "MPI_Allgather of the checkpoint plan failed");
     for (int64_t i = 0; i < ns && s == TESS_OK; i++) {
@@ -382,19 +387,20 @@ static int cmp_wire_names(const void *a, const void *b) {
 
 tess_status ckpt_plan_make(const tess_group *g, const tess_state *st, ckpt_plan *p) {
     memset(p, 0, sizeof *p);
-    MPI_Comm comm = g->comm;
-    const int rank = g->rank, size = g->size;
-    TESS_CHECK(ckpt_agree(comm, st ? check_local(st, size) : TESS_ERR_ARG,
-                          st ? "checking the state's entries" : "the state must not be NULL"));
-    TESS_CHECK(agree_shared(comm, rank, st));
+    const int rank = g->rank;
+    TESS_CHECK(tess_par_agree(
+        g, CKPT_FAILED(st ? check_local(st, g->size) : TESS_ERR_ARG,
+                       st ? "checking the state's entries" : "the state must not be NULL")));
+    TESS_CHECK(agree_shared(g, st));
     wire_entry *priv;
     int *owner;
     int64_t np;
-    TESS_CHECK(gather_private(comm, size, st, &priv, &owner, &np));
+    TESS_CHECK(gather_private(g, st, &priv, &owner, &np));
     const int64_t ns = count_entries(st, false);
     p->n = ns + np;
     p->items = calloc((size_t)p->n + 1, sizeof *p->items);
-    tess_status s = ckpt_agree(comm, p->items ? TESS_OK : TESS_ERR_MEM, "allocating the plan");
+    tess_status s = tess_par_agree(
+        g, CKPT_FAILED(p->items ? TESS_OK : TESS_ERR_MEM, "allocating the plan"));
     if (s == TESS_OK && p->n == 0)
         s = tess_error_push(TESS_ERR_ARG, __FILE__, __LINE__, __func__,
                             "the state has no entries on any rank");
@@ -418,9 +424,10 @@ tess_status ckpt_plan_make(const tess_group *g, const tess_state *st, ckpt_plan 
             it->r.count = it->count;
             for (int d = 0; d < it->ndim; d++) it->r.cnt[d] = it->shape[d];
         }
-        s = ckpt_agree(comm, check_names(p), "checking the names of every rank's entries");
+        s = tess_par_agree(
+            g, CKPT_FAILED(check_names(p), "checking the names of every rank's entries"));
     }
-    if (s == TESS_OK) s = plan_blocks(comm, rank, size, p, ns);
+    if (s == TESS_OK) s = plan_blocks(g, p, ns);
     free(priv);
     free(owner);
     if (s != TESS_OK) ckpt_plan_free(p);

@@ -2,8 +2,9 @@
  * ckpt_load.c, the resume policy in ckpt_resume.c).
  *
  * Every collective function follows the same order (OPERATIONS.md 4 and 5): rank 0 opens the
- * file alone and checks its structure, the verdict and its problem list are broadcast, and only
- * a file that passed is opened collectively. Reads then run on every rank in the same sequence;
+ * file alone and checks its structure, pushes its problem list to its record and the verdict is
+ * agreed (tess_par_agree forwards that record to every rank), and only a file that passed is
+ * opened collectively. Reads then run on every rank in the same sequence;
  * a local failure is recorded and the sequence continues, so no rank waits in a collective for
  * one that gave up. Hash sums are all-reduced and judged identically everywhere. */
 #include <errno.h>
@@ -247,22 +248,22 @@ static tess_status check_compat(hid_t f, const char *path, const tess_ckpt_info 
 
 /* --- collective helpers (ckpt_impl.h) ------------------------------------------------------- */
 
-tess_status ckpt_probe(MPI_Comm comm, const char *path, const ckpt_plan *p, tess_ckpt_info *info,
-                       ckpt_msgs *m) {
-    int rank;
-    TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+tess_status ckpt_probe(const tess_group *g, const char *path, const ckpt_plan *p,
+                       tess_ckpt_info *info) {
     tess_status s = TESS_OK;
     memset(info, 0, sizeof *info);
-    m->lines = m->dropped = 0;
-    m->text[0] = '\0';
-    if (rank == 0) {
+    if (g->rank == 0) {
+        ckpt_msgs m = {.lines = 0};
+        m.text[0] = '\0';
         hid_t f;
-        s = open_checked(path, &f, info, m);
-        if (s == TESS_OK && p) s = check_compat(f, path, info, p, m);
+        s = open_checked(path, &f, info, &m);
+        if (s == TESS_OK && p) s = check_compat(f, path, info, p, &m);
         if (f >= 0) H5Fclose(f);
+        if (s != TESS_OK) CKPT_MSGS_PUSH(s, &m);
     }
-    TESS_CHECK(ckpt_bcast_verdict(comm, 0, &s, m, info));
-    return s;
+    TESS_CHECK(tess_par_agree(g, s));
+    TESS_CHECK(tess_par_bcast_bytes(g, info, sizeof *info, 0));
+    return TESS_OK;
 }
 
 void ckpt_rfail(ckpt_read_err *r, tess_status s, const char *fmt, const char *arg) {
@@ -471,39 +472,41 @@ static void hash_rows(hid_t f, const char *path, tess_ckpt_hash_scheme h, int ra
     if (d >= 0) H5Dclose(d);
 }
 
-static tess_status verify_impl(MPI_Comm comm, const char *path, tess_ckpt_info *info) {
-    int rank, size;
-    TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-    TESS_MPI_CHECK(MPI_Comm_size(comm, &size));
-    ckpt_msgs m;
+/* Collective on g. */
+static tess_status verify_impl(const tess_group *g, const char *path, tess_ckpt_info *info) {
+    MPI_Comm comm = g->comm;
+    const int rank = g->rank, size = g->size;
     tess_ckpt_info in;
     tess_status s = TESS_OK;
     char *manifest = NULL;
     memset(&in, 0, sizeof in);
-    m.lines = m.dropped = 0;
-    m.text[0] = '\0';
     if (rank == 0) {
+        ckpt_msgs m = {.lines = 0};
+        m.text[0] = '\0';
         hid_t f;
         s = open_checked(path, &f, &in, &m);
         if (s == TESS_OK) s = verify_structure(f, path, &manifest, &m);
         if (f >= 0) H5Fclose(f);
+        if (s != TESS_OK) CKPT_MSGS_PUSH(s, &m);
     }
-    TESS_CHECK(ckpt_bcast_verdict(comm, 0, &s, &m, &in));
+    s = tess_par_agree(g, s);
+    if (s == TESS_OK) s = tess_par_bcast_bytes(g, &in, sizeof in, 0);
     if (s != TESS_OK) {
         free(manifest);
-        return CKPT_MSGS_PUSH(s, &m);
+        return s;
     }
     int64_t len = rank == 0 ? (int64_t)strlen(manifest) : 0;
     TESS_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT64_T, 0, comm));
     if (rank != 0) manifest = malloc((size_t)len + 1);
-    TESS_CHECK(ckpt_agree(comm, manifest ? TESS_OK : TESS_ERR_MEM, "allocating the manifest"));
+    TESS_CHECK(tess_par_agree(
+        g, CKPT_FAILED(manifest ? TESS_OK : TESS_ERR_MEM, "allocating the manifest")));
     TESS_MPI_CHECK(MPI_Bcast(manifest, (int)len, MPI_CHAR, 0, comm));
     manifest[len] = '\0';
 
     ckpt_read_err r = {TESS_OK, ""};
     hid_t f = ckpt_open_collective(comm, path);
     if (f < 0) ckpt_rfail(&r, TESS_ERR_DATA, "cannot open '%s' collectively", path);
-    s = ckpt_agree(comm, r.status, r.what);
+    s = tess_par_agree(g, CKPT_FAILED(r.status, r.what));
     if (s != TESS_OK) {
         if (f >= 0) H5Fclose(f);
         free(manifest);
@@ -519,7 +522,8 @@ static tess_status verify_impl(MPI_Comm comm, const char *path, tess_ckpt_info *
     int64_t ndatasets = 2;
     for (const char *p = manifest; *p; p++) ndatasets += *p == '\n';
     const char **paths = malloc((size_t)ndatasets * sizeof *paths);
-    s = ckpt_agree(comm, paths ? TESS_OK : TESS_ERR_MEM, "allocating the dataset list");
+    s = tess_par_agree(
+        g, CKPT_FAILED(paths ? TESS_OK : TESS_ERR_MEM, "allocating the dataset list"));
     if (s != TESS_OK) {
         H5Pclose(dxpl);
         H5Fclose(f);
@@ -553,7 +557,7 @@ static tess_status verify_impl(MPI_Comm comm, const char *path, tess_ckpt_info *
     H5Pclose(dxpl);
     H5Fclose(f);
     free(manifest);
-    TESS_CHECK(ckpt_agree(comm, r.status, r.what));
+    TESS_CHECK(tess_par_agree(g, CKPT_FAILED(r.status, r.what)));
     if (bad.lines) {
         ckpt_msgs head = {.lines = 0};
         head.text[0] = '\0';
@@ -570,7 +574,7 @@ tess_status tess_ckpt_verify(const tess_group *g, const char *path, tess_ckpt_in
     TESS_REQUIRE(g && path, TESS_ERR_ARG, "g and path must not be NULL");
     tess_ds_quiet q;
     tess_ds_quiet_begin(&q);
-    tess_status s = verify_impl(g->comm, path, info);
+    tess_status s = verify_impl(g, path, info);
     tess_ds_quiet_end(&q);
     TESS_REQUIRE(s == TESS_OK, s, "verifying checkpoint '%s'", path);
     return TESS_OK;

@@ -46,7 +46,7 @@ tess_status tess_ckpt_resume(const tess_group *g, const char *dir, const char *s
     }
     char *names;
     int64_t count;
-    TESS_CHECK(ckpt_list_shared(g->comm, dir, &names, &count));
+    TESS_CHECK(ckpt_list_shared(g, dir, &names, &count));
     char first_reason[1024] = "";
     tess_status s = TESS_OK;
     int64_t tried = 0;

@@ -1,5 +1,5 @@
-/* ckpt_util.c - hash schemes, problem lists, agreement and files (ckpt_impl.h); the HDF5 helpers
- * are in ckpt_h5.c. */
+/* ckpt_util.c - hash schemes, problem lists, naming local failures, files (ckpt_impl.h); the
+ * HDF5 helpers are in ckpt_h5.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -9,7 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/mpicheck.h" /* TESS_MPI_CHECK */
 #include "io/ckpt_impl.h"
 
 /* --- hash schemes ---------------------------------------------------------------------------- */
@@ -39,18 +38,6 @@ void ckpt_msgs_add(ckpt_msgs *m, const char *fmt, ...) {
     m->lines++;
 }
 
-tess_status ckpt_bcast_verdict(MPI_Comm comm, int root, tess_status *s, ckpt_msgs *m,
-                               tess_ckpt_info *info) {
-    int v[3] = {(int)*s, m->lines, m->dropped};
-    TESS_MPI_CHECK(MPI_Bcast(v, 3, MPI_INT, root, comm));
-    *s = (tess_status)v[0];
-    m->lines = v[1];
-    m->dropped = v[2];
-    TESS_MPI_CHECK(MPI_Bcast(m->text, (int)sizeof m->text, MPI_CHAR, root, comm));
-    if (info) TESS_MPI_CHECK(MPI_Bcast(info, (int)sizeof *info, MPI_BYTE, root, comm));
-    return TESS_OK;
-}
-
 tess_status ckpt_msgs_push(tess_status s, const ckpt_msgs *m, const char *file, int line,
                            const char *func) {
     const char *p = m->text;
@@ -64,14 +51,10 @@ tess_status ckpt_msgs_push(tess_status s, const ckpt_msgs *m, const char *file, 
     return s;
 }
 
-tess_status ckpt_agree(MPI_Comm comm, tess_status local, const char *what) {
-    int v[2] = {local != TESS_OK, (int)local}, r[2];
-    TESS_MPI_CHECK(MPI_Allreduce(v, r, 2, MPI_INT, MPI_MAX, comm));
-    if (!r[0]) return TESS_OK;
-    if (local != TESS_OK)
-        return tess_error_push((tess_status)r[1], __FILE__, __LINE__, __func__, "%s", what);
-    return tess_error_push((tess_status)r[1], __FILE__, __LINE__, __func__,
-                           "%s: failed on another rank", what);
+tess_status ckpt_failed(tess_status s, const char *what, const char *file, int line,
+                        const char *func) {
+    if (s != TESS_OK) tess_error_push(s, file, line, func, "%s", what);
+    return s;
 }
 
 /* --- files ----------------------------------------------------------------------------------- */

@@ -23,10 +23,12 @@ typedef struct {
     int64_t version; /* format_version to write: the hash scheme and the counters' form */
 } shared_meta;
 
-static tess_status share_meta(MPI_Comm comm, int rank, const tess_ckpt_state *st, shared_meta *m) {
+/* Collective on g. */
+static tess_status share_meta(const tess_group *g, const tess_ckpt_state *st, shared_meta *m) {
+    MPI_Comm comm = g->comm;
     memset(m, 0, sizeof *m);
     const char *text = st->config_text ? st->config_text : "";
-    if (rank == 0) {
+    if (g->rank == 0) {
         time_t now = time(NULL);
         struct tm tm;
         gmtime_r(&now, &tm);
@@ -42,8 +44,9 @@ static tess_status share_meta(MPI_Comm comm, int rank, const tess_ckpt_state *st
     TESS_REQUIRE(m->config_len < INT32_MAX, TESS_ERR_ARG, "config text of %lld bytes is too long",
                  (long long)m->config_len);
     m->config = malloc((size_t)m->config_len + 1);
-    TESS_CHECK(ckpt_agree(comm, m->config ? TESS_OK : TESS_ERR_MEM, "allocating the config text"));
-    if (rank == 0) memcpy(m->config, text, (size_t)m->config_len);
+    TESS_CHECK(tess_par_agree(
+        g, CKPT_FAILED(m->config ? TESS_OK : TESS_ERR_MEM, "allocating the config text")));
+    if (g->rank == 0) memcpy(m->config, text, (size_t)m->config_len);
     m->config[m->config_len] = '\0';
     TESS_MPI_CHECK(MPI_Bcast(m->config, (int)m->config_len, MPI_CHAR, 0, comm));
     return TESS_OK;
@@ -259,8 +262,9 @@ static tess_status write_items(const tess_group *g, hid_t file, const ckpt_plan 
         float *global = NULL;
         if (it->r.block_cyclic) {
             if (g->rank == 0) global = malloc((size_t)it->count * sizeof *global);
-            TESS_CHECK(ckpt_agree(comm, g->rank != 0 || global ? TESS_OK : TESS_ERR_MEM,
-                                  "allocating a block-cyclic tensor on rank 0"));
+            const tess_status ls = g->rank != 0 || global ? TESS_OK : TESS_ERR_MEM;
+            TESS_CHECK(tess_par_agree(
+                g, CKPT_FAILED(ls, "allocating a block-cyclic tensor on rank 0")));
             tess_status gs = tess_par_gather_global(g, &it->e->layout, it->ndim, it->shape,
                                                     (const float *)local, global);
             if (gs != TESS_OK) {
@@ -297,18 +301,18 @@ static tess_status write_items(const tess_group *g, hid_t file, const ckpt_plan 
 /* Everything but the commit. On return the file is closed (or was never created). */
 static tess_status write_tmp(const tess_group *g, const char *tmp, const tess_ckpt_state *st,
                              const ckpt_plan *p, const shared_meta *meta) {
-    MPI_Comm comm = g->comm;
     int64_t nrows;
     size_t width;
     char *manifest = make_manifest(p, &nrows, &width);
-    TESS_CHECK(ckpt_agree(comm, manifest ? TESS_OK : TESS_ERR_MEM, "allocating the manifest"));
+    TESS_CHECK(tess_par_agree(
+        g, CKPT_FAILED(manifest ? TESS_OK : TESS_ERR_MEM, "allocating the manifest")));
 
     write_err w = {TESS_OK, ""};
-    hid_t fapl = ckpt_fapl_mpio(comm);
+    hid_t fapl = ckpt_fapl_mpio(g->comm);
     hid_t file = fapl >= 0 ? H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl) : -1;
     if (file < 0) fail(&w, TESS_ERR_IO, "cannot create '%s'", tmp);
     if (fapl >= 0) H5Pclose(fapl);
-    tess_status s = ckpt_agree(comm, w.status, w.what);
+    tess_status s = tess_par_agree(g, CKPT_FAILED(w.status, w.what));
     if (s != TESS_OK) {
         if (file >= 0) H5Fclose(file);
         free(manifest);
@@ -330,7 +334,7 @@ static tess_status write_tmp(const tess_group *g, const char *tmp, const tess_ck
     if (dxpl >= 0) H5Pclose(dxpl);
     if (H5Fclose(file) < 0) fail(&w, TESS_ERR_IO, "cannot close '%s'", tmp);
     TESS_CHECK(s);
-    TESS_CHECK(ckpt_agree(comm, w.status, w.what));
+    TESS_CHECK(tess_par_agree(g, CKPT_FAILED(w.status, w.what)));
     return TESS_OK;
 }
 
@@ -349,37 +353,14 @@ static tess_status commit_file(const char *src, const char *dst, bool test_hooks
     return TESS_OK;
 }
 
-tess_status ckpt_root_verdict(MPI_Comm comm, tess_status s_root) {
-    int rank;
-    TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-    ckpt_msgs m = {.lines = 0};
-    m.text[0] = '\0';
-    tess_status s = s_root;
-    if (rank == 0 && s != TESS_OK) {
-        /* rank 0's record holds the traceback; the others get its first line's message */
-        const char *t = tess_error_text(), *nl = strchr(t, '\n'), *end = nl ? nl : t + strlen(t);
-        const char *body = t;
-        for (const char *p = t; p + 4 <= end; p++)
-            if (memcmp(p, "(): ", 4) == 0) {
-                body = p + 4;
-                break;
-            }
-        ckpt_msgs_add(&m, "rank 0: %.*s", (int)(end - body), body);
-    }
-    TESS_CHECK(ckpt_bcast_verdict(comm, 0, &s, &m, NULL));
-    if (s == TESS_OK || rank == 0) return s;
-    return CKPT_MSGS_PUSH(s, &m);
-}
-
 static tess_status write_impl(const tess_group *g, const char *path, const tess_ckpt_state *st) {
-    MPI_Comm comm = g->comm;
     TESS_REQUIRE(path && strlen(path) + 5 < TESS_CKPT_PATH_MAX, TESS_ERR_ARG,
                  "checkpoint path must have 1..%d characters", TESS_CKPT_PATH_MAX - 6);
-    TESS_CHECK(agree_scalars(comm, st));
+    TESS_CHECK(agree_scalars(g->comm, st));
     ckpt_plan p;
     TESS_CHECK(ckpt_plan_make(g, st->state, &p));
     shared_meta meta = {.config = NULL};
-    tess_status s = share_meta(comm, g->rank, st, &meta);
+    tess_status s = share_meta(g, st, &meta);
     for (int64_t i = 0; i < p.n; i++)
         p.items[i].legacy_attr = meta.version < 3 && ckpt_is_counter(&p.items[i]);
     char tmp[TESS_CKPT_PATH_MAX];
@@ -393,7 +374,7 @@ static tess_status write_impl(const tess_group *g, const char *path, const tess_
     }
     tess_status c = g->rank == 0 ? commit_file(tmp, path, true) : TESS_OK;
     if (c != TESS_OK) remove(tmp);
-    TESS_CHECK(ckpt_root_verdict(comm, c));
+    TESS_CHECK(tess_par_agree(g, c));
     return TESS_OK;
 }
 
@@ -522,7 +503,6 @@ static tess_status save_on_root(const char *dir, const char *name, int64_t step,
 tess_status tess_ckpt_save(const tess_group *g, const char *dir, const tess_ckpt_state *st,
                            int64_t keep_last, char *path_out, size_t n) {
     TESS_REQUIRE(g, TESS_ERR_ARG, "g must not be NULL");
-    MPI_Comm comm = g->comm;
     const int rank = g->rank;
     TESS_REQUIRE(dir && strlen(dir) > 0 && strlen(dir) + 32 < TESS_CKPT_PATH_MAX, TESS_ERR_ARG,
                  "checkpoint directory must have 1..%d characters", TESS_CKPT_PATH_MAX - 33);
@@ -530,13 +510,13 @@ tess_status tess_ckpt_save(const tess_group *g, const char *dir, const tess_ckpt
                  (long long)keep_last);
     TESS_REQUIRE(st && st->step >= 0, TESS_ERR_ARG, "checkpoint step must be >= 0");
     const double t0 = tess_timer_now();
-    TESS_CHECK(ckpt_root_verdict(comm, rank == 0 ? tess_rundir_mkdirs(dir) : TESS_OK));
+    TESS_CHECK(tess_par_agree(g, rank == 0 ? tess_rundir_mkdirs(dir) : TESS_OK));
     char name[64], path[TESS_CKPT_PATH_MAX];
     snprintf(name, sizeof name, "ckpt_%08lld.h5", (long long)st->step);
     snprintf(path, sizeof path, "%s/%s", dir, name);
     TESS_CHECK(tess_ckpt_write(g, path, st));
-    TESS_CHECK(ckpt_root_verdict(comm, rank == 0 ? save_on_root(dir, name, st->step, keep_last)
-                                             : TESS_OK));
+    TESS_CHECK(tess_par_agree(g, rank == 0 ? save_on_root(dir, name, st->step, keep_last)
+                                           : TESS_OK));
     if (rank == 0) {
         struct stat sb;
         long long bytes = stat(path, &sb) == 0 ? (long long)sb.st_size : -1;
@@ -577,13 +557,13 @@ static tess_status clean_on_root(const char *dir) {
 tess_status tess_ckpt_clean(const tess_group *g, const char *dir) {
     TESS_REQUIRE(g && dir && strlen(dir) > 0, TESS_ERR_ARG,
                  "g must not be NULL and the checkpoint directory not empty");
-    TESS_CHECK(ckpt_root_verdict(g->comm, g->rank == 0 ? clean_on_root(dir) : TESS_OK));
+    TESS_CHECK(tess_par_agree(g, g->rank == 0 ? clean_on_root(dir) : TESS_OK));
     return TESS_OK;
 }
 
-tess_status ckpt_list_shared(MPI_Comm comm, const char *dir, char **names, int64_t *count) {
-    int rank;
-    TESS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+tess_status ckpt_list_shared(const tess_group *g, const char *dir, char **names, int64_t *count) {
+    MPI_Comm comm = g->comm;
+    const int rank = g->rank;
     *names = NULL;
     *count = 0;
     int64_t len = 0;
@@ -606,7 +586,7 @@ tess_status ckpt_list_shared(MPI_Comm comm, const char *dir, char **names, int64
         }
         free(l);
     }
-    s = ckpt_root_verdict(comm, s);
+    s = tess_par_agree(g, s);
     if (s != TESS_OK) {
         free(text);
         return s;
@@ -616,7 +596,8 @@ tess_status ckpt_list_shared(MPI_Comm comm, const char *dir, char **names, int64
     *count = v[0];
     len = v[1];
     if (rank != 0) text = malloc((size_t)len + 1);
-    TESS_CHECK(ckpt_agree(comm, text ? TESS_OK : TESS_ERR_MEM, "allocating the checkpoint list"));
+    TESS_CHECK(tess_par_agree(
+        g, CKPT_FAILED(text ? TESS_OK : TESS_ERR_MEM, "allocating the checkpoint list")));
     TESS_MPI_CHECK(MPI_Bcast(text, (int)len, MPI_CHAR, 0, comm));
     text[len] = '\0';
     *names = text;

@@ -45,7 +45,7 @@ void tess_error_set_rank(int rank) { error_rank = rank; }
 
 tess_status tess_error_push(tess_status s, const char *file, int line, const char *func,
                             const char *fmt, ...) {
-    char buf[1024];
+    char buf[TESS_ERROR_RECORD_BYTES]; /* a line may carry another rank's record (tess_par_agree) */
     int n = snprintf(buf, sizeof buf, "[rank %d] %s:%d %s(): ", error_rank, file, line, func);
     if (n < 0) return s;
     va_list ap;

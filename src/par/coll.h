@@ -31,7 +31,9 @@
 enum {
     TESS_PAR_TAG = 30011,         /* tag of the library's point-to-point messages on g->comm */
     TESS_PAR_REQUEST_CHUNKS = 16, /* non-blocking all-reduce: at most 16 * max_count elements */
-    TESS_PAR_AGREE_TEXT = 2048,   /* bytes of the failing rank's record that tess_par_agree sends */
+    /* bytes of the failing rank's record that tess_par_agree sends: room for a problem list of
+     * some 20 lines (a checkpoint's, io/ckpt_impl.h) within the 8 KiB record (core/status.c) */
+    TESS_PAR_AGREE_TEXT = 7168,
 };
 
 typedef enum {
