@@ -2,7 +2,8 @@
  * function of r), once with the default per-call limit and again with limits of 7 and 3
  * elements, so the chunked large-count paths run on small buffers. Also: capacity and count
  * errors are reported by every rank, and MPI's own errors come back as TESS_ERR_MPI. The verdict
- * (tess_par_agree): the lowest failing rank's status and message reach every rank. */
+ * (tess_par_agree): the lowest failing rank's status and message, also a long multi-line one,
+ * reach every rank. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -272,6 +273,18 @@ static void check_agree(const tess_group *g) {
         TESS_TEST_CHECK(strstr(tess_error_text(), want) != NULL, "agree: '%s' in\n%s", want,
                         tess_error_text());
     }
+    tess_error_clear();
+
+    /* A problem list of 20 long lines (about 3.5 KB, as a checkpoint's) on the failing rank:
+     * its last line still reaches every rank. */
+    for (int i = 0; i < 20 && g->rank == lowest; i++)
+        mine = tess_error_push(TESS_ERR_DATA, __FILE__, __LINE__, __func__,
+                               "  problem %02d: dataset /params/layer.%02d.w has shape [1024,4096], "
+                               "expected [1024,2048]", i, i);
+    s = tess_par_agree(g, g->rank == lowest ? mine : TESS_OK);
+    TESS_TEST_CHECK(s == TESS_ERR_DATA, "agree (long): got %s", tess_status_name(s));
+    TESS_TEST_CHECK(strstr(tess_error_text(), "problem 19: dataset /params/layer.19.w") != NULL,
+                    "agree (long): the last problem is missing from\n%s", tess_error_text());
     tess_error_clear();
 }
 
