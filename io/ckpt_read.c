@@ -261,7 +261,8 @@ tess_status ckpt_probe(const tess_group *g, const char *path, const ckpt_plan *p
         if (f >= 0) H5Fclose(f);
         if (s != TESS_OK) CKPT_MSGS_PUSH(s, &m);
     }
-    TESS_CHECK(tess_par_agree(g, s));
+    s = tess_par_agree(g, s); /* no line of its own: the record names just the problems */
+    if (s != TESS_OK) return s;
     TESS_CHECK(tess_par_bcast_bytes(g, info, sizeof *info, 0));
     return TESS_OK;
 }
