@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/mpicheck.h" /* TESS_MPI_CHECK */
+#include "par/coll.h"      /* tess_par_agree */
 
 struct tess_mesh {
     tess_group all;
@@ -59,6 +60,8 @@ static tess_status group_attach(tess_group *g, MPI_Comm comm) {
 }
 
 /* Collective on comm: TESS_ERR_MEM on every rank if the allocation failed on any. */
+/* Allocation verdict of a group being made from a raw communicator, before any group exists to
+ * agree on (tess_par_agree needs one): the bootstrap of the verdict machinery. */
 static tess_status agree_alloc(MPI_Comm comm, int ok, const char *what) {
     int all_ok = ok;
     TESS_MPI_CHECK(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm));
@@ -242,7 +245,9 @@ tess_status tess_mesh_create(const tess_group *parent, int naxes, const tess_mes
         ok = group_alloc(&m->all, nranks, "all");
         for (int i = 0; i < naxes; i++) ok = group_alloc(&m->axes[i], sizes[i], axes[i].name) && ok;
     }
-    tess_status s = agree_alloc(comm, ok, "the mesh");
+    tess_status s = tess_par_agree(parent, ok ? TESS_OK
+                                              : tess_error_push(TESS_ERR_MEM, __FILE__, __LINE__,
+                                                                __func__, "allocating the mesh"));
     MPI_Comm dup;
     if (s == TESS_OK) s = dup_comm(comm, &dup);
     if (s == TESS_OK) s = group_attach(&m->all, dup);
