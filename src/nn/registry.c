@@ -1,10 +1,11 @@
 /* registry.c - named views into flat, aligned param/grad buffers (see registry.h). */
 #include "nn/registry.h"
 
-#include "core/rng.h" /* tess_rng_fill_* */
-
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/rng.h" /* tess_rng_fill_* */
 
 struct tess_registry {
     tess_registry_entry *entries;
@@ -60,30 +61,6 @@ static bool name_is_valid(const char *name) {
     return !component_empty;
 }
 
-static tess_status check_layout(const char *name, int ndim, const tess_layout *l) {
-    switch (l->kind) {
-    case TESS_LAYOUT_REPLICATED: return TESS_OK;
-    case TESS_LAYOUT_SHARDED:
-        TESS_REQUIRE(l->dim >= 0 && l->dim < ndim && l->nparts >= 1 && l->part >= 0 &&
-                         l->part < l->nparts,
-                     TESS_ERR_ARG, "'%s': bad sharded layout (dim %d of %d dims, part %d of %d)",
-                     name, l->dim, ndim, l->part, l->nparts);
-        return TESS_OK;
-    case TESS_LAYOUT_BLOCK_CYCLIC:
-        TESS_REQUIRE(ndim == 2, TESS_ERR_ARG, "'%s': block-cyclic layout needs 2 dims, got %d",
-                     name, ndim);
-        TESS_REQUIRE(l->nprow >= 1 && l->npcol >= 1 && l->prow >= 0 && l->prow < l->nprow &&
-                         l->pcol >= 0 && l->pcol < l->npcol && l->mb >= 1 && l->nb >= 1,
-                     TESS_ERR_ARG,
-                     "'%s': bad block-cyclic layout (grid %dx%d, coords (%d,%d), blocks %lldx%lld)",
-                     name, l->nprow, l->npcol, l->prow, l->pcol, (long long)l->mb,
-                     (long long)l->nb);
-        return TESS_OK;
-    }
-    return tess_error_push(TESS_ERR_ARG, __FILE__, __LINE__, __func__,
-                           "'%s': unknown layout kind %d", name, (int)l->kind);
-}
-
 tess_status tess_registry_add(tess_registry *reg, const char *name, int ndim, const int64_t *shape,
                               const tess_layout *l, int64_t *index) {
     TESS_REQUIRE(reg && name && shape && l, TESS_ERR_ARG, "NULL argument");
@@ -94,12 +71,9 @@ tess_status tess_registry_add(tess_registry *reg, const char *name, int ndim, co
     TESS_REQUIRE(name_is_valid(name), TESS_ERR_ARG,
                  "'%s': bad name (want [A-Za-z0-9_] components joined by single dots)", name);
     TESS_REQUIRE(tess_registry_find(reg, name) < 0, TESS_ERR_ARG, "'%s': duplicate name", name);
-    TESS_REQUIRE(ndim >= 1 && ndim <= TESS_MAX_DIMS, TESS_ERR_ARG, "'%s': ndim %d not in 1..%d",
-                 name, ndim, TESS_MAX_DIMS);
-    for (int d = 0; d < ndim; d++)
-        TESS_REQUIRE(shape[d] > 0, TESS_ERR_ARG, "'%s': dimension %d is %lld, must be > 0", name,
-                     d, (long long)shape[d]);
-    TESS_CHECK(check_layout(name, ndim, l));
+    char what[TESS_REGISTRY_NAME_MAX + 2];
+    snprintf(what, sizeof what, "'%s'", name);
+    TESS_CHECK(tess_layout_check(what, ndim, shape, l));
 
     if (reg->count == reg->capacity) {
         int64_t cap = reg->capacity ? 2 * reg->capacity : 16;

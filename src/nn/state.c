@@ -60,18 +60,9 @@ static tess_status add_entry(tess_state *st, const char *name, tess_dtype dtype,
                  name);
     TESS_REQUIRE(dtype == TESS_F32 || dtype == TESS_F64 || dtype == TESS_I64, TESS_ERR_ARG,
                  "state entry '%s': unknown dtype %d", name, (int)dtype);
-    TESS_REQUIRE(ndim >= 1 && ndim <= TESS_MAX_DIMS, TESS_ERR_ARG,
-                 "state entry '%s': ndim %d not in 1..%d", name, ndim, TESS_MAX_DIMS);
-    for (int d = 0; d < ndim; d++)
-        TESS_REQUIRE(shape[d] > 0, TESS_ERR_ARG, "state entry '%s': dimension %d is %lld, must be > 0",
-                     name, d, (long long)shape[d]);
-    TESS_REQUIRE(l->kind != TESS_LAYOUT_SHARDED ||
-                     (l->dim >= 0 && l->dim < ndim && l->nparts >= 1 && l->part >= 0 &&
-                      l->part < l->nparts),
-                 TESS_ERR_ARG, "state entry '%s': bad sharded layout (dim %d of %d, part %d of %d)",
-                 name, l->dim, ndim, l->part, l->nparts);
-    TESS_REQUIRE(l->kind != TESS_LAYOUT_BLOCK_CYCLIC || ndim == 2, TESS_ERR_ARG,
-                 "state entry '%s': a block-cyclic layout needs 2 dims, got %d", name, ndim);
+    char what[TESS_STATE_NAME_MAX + 16];
+    snprintf(what, sizeof what, "state entry '%s'", name);
+    TESS_CHECK(tess_layout_check(what, ndim, shape, l));
     for (int64_t i = 0; i < st->count; i++) {
         const char *other = st->entries[i].name;
         TESS_REQUIRE(strcmp(other, name) != 0, TESS_ERR_ARG, "state entry '%s' added twice", name);

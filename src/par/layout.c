@@ -68,3 +68,33 @@ const char *tess_layout_kind_name(tess_layout_kind k) {
     }
     return "unknown";
 }
+
+tess_status tess_layout_check(const char *what, int ndim, const int64_t *shape,
+                              const tess_layout *l) {
+    TESS_REQUIRE(ndim >= 1 && ndim <= TESS_MAX_DIMS, TESS_ERR_ARG, "%s: ndim %d not in 1..%d",
+                 what, ndim, TESS_MAX_DIMS);
+    for (int d = 0; d < ndim; d++)
+        TESS_REQUIRE(shape[d] > 0, TESS_ERR_ARG, "%s: dimension %d is %lld, must be > 0", what, d,
+                     (long long)shape[d]);
+    switch (l->kind) {
+    case TESS_LAYOUT_REPLICATED: return TESS_OK;
+    case TESS_LAYOUT_SHARDED:
+        TESS_REQUIRE(l->dim >= 0 && l->dim < ndim && l->nparts >= 1 && l->part >= 0 &&
+                         l->part < l->nparts,
+                     TESS_ERR_ARG, "%s: bad sharded layout (dim %d of %d, part %d of %d)", what,
+                     l->dim, ndim, l->part, l->nparts);
+        return TESS_OK;
+    case TESS_LAYOUT_BLOCK_CYCLIC:
+        TESS_REQUIRE(ndim == 2, TESS_ERR_ARG, "%s: block-cyclic layout needs 2 dims, got %d", what,
+                     ndim);
+        TESS_REQUIRE(l->nprow >= 1 && l->npcol >= 1 && l->prow >= 0 && l->prow < l->nprow &&
+                         l->pcol >= 0 && l->pcol < l->npcol && l->mb >= 1 && l->nb >= 1,
+                     TESS_ERR_ARG,
+                     "%s: bad block-cyclic layout (grid %dx%d, coords (%d,%d), blocks %lldx%lld)",
+                     what, l->nprow, l->npcol, l->prow, l->pcol, (long long)l->mb,
+                     (long long)l->nb);
+        return TESS_OK;
+    }
+    return tess_error_push(TESS_ERR_ARG, __FILE__, __LINE__, __func__,
+                           "%s: unknown layout kind %d", what, (int)l->kind);
+}

@@ -14,6 +14,8 @@
 
 #include <stdint.h>
 
+#include "core/status.h" /* tess_status */
+
 enum { TESS_MAX_DIMS = 4 };
 
 typedef enum {
@@ -52,6 +54,12 @@ void tess_layout_local_shape(const tess_layout *l, int ndim, const int64_t *glob
 
 /* Elements held locally: product of the local shape. */
 int64_t tess_layout_local_count(const tess_layout *l, int ndim, const int64_t *global);
+
+/* TESS_ERR_ARG, each message starting with `what` (e.g. "'layers.0.w'"), unless ndim is in
+ * 1..TESS_MAX_DIMS, every dimension of shape is > 0 and l is a valid layout for that shape
+ * (the split dimension and part in range; block-cyclic: 2 dims, a grid and blocks >= 1). */
+tess_status tess_layout_check(const char *what, int ndim, const int64_t *shape,
+                              const tess_layout *l);
 
 /* Name of a layout kind: "replicated", "sharded" or "block_cyclic" ("unknown" otherwise). */
 const char *tess_layout_kind_name(tess_layout_kind k);

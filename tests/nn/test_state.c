@@ -107,7 +107,7 @@ static void test_entries(void) {
     expect_refused(tess_state_add(st, "t/part9", TESS_F64, 1, xs, &part9, x),
                    "bad sharded layout (dim 0 of 1, part 9 of 2)", "shard part");
     expect_refused(tess_state_add(st, "t/bc3", TESS_F32, 3, three, &bc, w),
-                   "state entry 't/bc3': a block-cyclic layout needs 2 dims, got 3",
+                   "state entry 't/bc3': block-cyclic layout needs 2 dims, got 3",
                    "block-cyclic");
     expect_refused(tess_state_add(st, "t/null", TESS_F64, 1, xs, &rep, NULL),
                    "state entry 't/null': NULL data for 7 local elements", "NULL data");
