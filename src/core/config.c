@@ -1004,12 +1004,6 @@ const char *tess_config_string(const tess_config *cfg, const char *full_key) {
                         TESS_OPT_TYPE_ENUM, __func__)->sval;
 }
 
-int tess_config_choice(const tess_config *cfg, const char *full_key) {
-    const cfg_value *v =
-        get_checked(cfg, full_key, TESS_OPT_TYPE_CHOICE, TESS_OPT_TYPE_CHOICE, __func__);
-    return choice_index(v->opt->choices, v->sval);
-}
-
 int tess_config_enum(const tess_config *cfg, const char *full_key) {
     const cfg_value *v = get_checked(cfg, full_key, TESS_OPT_TYPE_ENUM, TESS_OPT_TYPE_ENUM, __func__);
     return v->opt->enums[enum_index(v->opt, v->sval)].value; /* sval is always a table name */

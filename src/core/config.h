@@ -44,7 +44,7 @@ typedef enum {
     TESS_OPT_TYPE_REAL,    /* finite double, inclusive range [min, max] */
     TESS_OPT_TYPE_BOOL,    /* true/false, 1/0, yes/no, on/off (any case) */
     TESS_OPT_TYPE_STRING,  /* one line of text, no " ;" (INI would read it as a comment) */
-    TESS_OPT_TYPE_CHOICE,  /* one of a '|'-separated list (read as text or list position) */
+    TESS_OPT_TYPE_CHOICE,  /* one of a '|'-separated list, read as text (an enum: TESS_OPT_ENUM) */
     TESS_OPT_TYPE_ENUM,    /* one name of a {name, value} table (read as the value) */
 } tess_opt_type;
 
@@ -161,10 +161,6 @@ double tess_config_real(const tess_config *cfg, const char *full_key);
 bool tess_config_bool(const tess_config *cfg, const char *full_key);
 /* STRING, CHOICE or ENUM value as text. Owned by cfg; valid until that option is set again or cfg destroyed. */
 const char *tess_config_string(const tess_config *cfg, const char *full_key);
-/* CHOICE: 0-based position of the value in the option's choice list. Prefer ENUM options for
- * anything that selects an enum value: a list position silently changes meaning when the list
- * and the enum are ordered differently. */
-int tess_config_choice(const tess_config *cfg, const char *full_key);
 /* ENUM: the value its table gives the option's name. */
 int tess_config_enum(const tess_config *cfg, const char *full_key);
 

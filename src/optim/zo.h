@@ -55,7 +55,6 @@ typedef enum {
     TESS_ZO_EST_ONE_POINT,     /* c = (s/gamma)[F(x+gamma e, Z_t) - b], 1 step; b: baseline */
     TESS_ZO_EST_FIRST_ORDER,   /* g_i = grad F(x, Z_t) (baseline method), 1 step */
 } tess_zo_estimator;
-#define TESS_ZO_EST_CHOICES "two_point|one_point_sym|one_point|first_order"
 
 /* Directions; s above is d for the sphere and 1 for the others (E[e e^T] = I/d resp. I). */
 typedef enum {
@@ -63,18 +62,15 @@ typedef enum {
     TESS_ZO_DIR_GAUSS,       /* e = u ~ N(0, I_d) (MeZO / SPSA style) */
     TESS_ZO_DIR_RADEMACHER,  /* e_j = +-1 */
 } tess_zo_dir;
-#define TESS_ZO_DIR_CHOICES "sphere|gauss|rademacher"
 
 typedef enum {
     TESS_ZO_BATCH_MLMC = 0, /* randomised multilevel batching (file header) */
     TESS_ZO_BATCH_FIXED,    /* K = B consecutive samples, w_i = 1/B ("without MLMC") */
 } tess_zo_batching;
-#define TESS_ZO_BATCH_CHOICES "mlmc|fixed"
 
 /* One-point baseline b: NONE b = 0; RESIDUAL b = the previous evaluated value (residual feedback,
  * unbiased because e_i is independent of it; the first sample of a run uses b = 0). */
 typedef enum { TESS_ZO_BASELINE_NONE = 0, TESS_ZO_BASELINE_RESIDUAL } tess_zo_baseline;
-#define TESS_ZO_BASELINE_CHOICES "none|residual"
 
 /* Step sizes eta_k (k = 0-based iteration), all capped at eta:
  *   CONSTANT  eta
@@ -82,7 +78,6 @@ typedef enum { TESS_ZO_BASELINE_NONE = 0, TESS_ZO_BASELINE_RESIDUAL } tess_zo_ba
  *             (Stich: linear phase to the noise floor, then the O(1/k) phase; continuous)
  *   DECAY     min(eta, 2 / (mu (k + 1)))  (non-smooth, Lacoste-Julien et al. 2012) */
 typedef enum { TESS_ZO_RULE_CONSTANT = 0, TESS_ZO_RULE_SWITCH, TESS_ZO_RULE_DECAY } tess_zo_rule;
-#define TESS_ZO_RULE_CHOICES "constant|switch|decay"
 
 typedef struct {
     tess_zo_estimator estimator;
