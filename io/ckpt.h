@@ -170,6 +170,10 @@ tess_status tess_ckpt_verify(const tess_group *g, const char *path, tess_ckpt_in
  * return the same status and record. */
 tess_status tess_ckpt_load(const tess_group *g, const char *path, tess_ckpt_state *st);
 
+/* Number of committed checkpoints ("ckpt_<step>.h5") in dir; 0 for a missing dir. Rank 0 lists
+ * the directory; collective on g, every rank gets the same count or status. */
+tess_status tess_ckpt_count(const tess_group *g, const char *dir, int64_t *count);
+
 /* Start-up: delete stale tmp files in dir (tess_ckpt_clean), then by spec
  *   ""     do not resume;
  *   "auto" load the newest committed checkpoint in dir that loads cleanly (by step in the file

@@ -85,3 +85,10 @@ tess_status tess_ckpt_resume(const tess_group *g, const char *dir, const char *s
     tess_log_info("no checkpoint in '%s': starting from step 0", dir);
     return TESS_OK;
 }
+
+tess_status tess_ckpt_count(const tess_group *g, const char *dir, int64_t *count) {
+    char *names;
+    TESS_CHECK(ckpt_list_shared(g, dir, &names, count));
+    free(names);
+    return TESS_OK;
+}

@@ -25,6 +25,7 @@ out=$root/runs/quickstart
 mkdir -p "$out"
 run_app() {   # run_app NAME EXE ARGS... : runs on $np ranks, logs to runs/quickstart/NAME/log
   local name=$1 exe=$2; shift 2
+  rm -rf "${out:?}/$name" # a fresh demo run: apps refuse to start over an earlier run's checkpoints
   mkdir -p "$out/$name"
   echo "== $name: mpiexec -n $np $exe $* =="
   mpiexec -n "$np" "$exe" --set run.dir="$out/$name" "$@" 2>&1 | tee "$out/$name/log"

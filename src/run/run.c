@@ -1,6 +1,7 @@
 /* run.c - the run driver (see run.h). */
 #include "run/run.h"
 
+#include <errno.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -64,6 +65,8 @@ static const tess_opt ckpt_opts[] = {
     TESS_OPT_INT("every", 0, 0, INT64_MAX / 4, "steps between checkpoints (0: only at_end)"),
     TESS_OPT_INT("keep", 3, 0, 1000000, "newest checkpoints kept (0: all)"),
     TESS_OPT_BOOL("at_end", true, "checkpoint after the last step"),
+    TESS_OPT_BOOL("overwrite", false,
+                  "start fresh (no ckpt.resume) even if ckpt.dir holds an earlier run's checkpoints"),
     TESS_OPT_STRING("resume", "", "'' (start fresh), auto (newest valid in ckpt.dir) or a file; "
                     "also --resume"),
 };
@@ -232,6 +235,47 @@ static tess_status resume(tess_run *run) {
     return TESS_OK;
 }
 
+/* A fresh start (no ckpt.resume) in a directory that holds checkpoints would prune them as it
+ * saves its own: refused unless ckpt.overwrite says so. Collective; the same verdict everywhere. */
+static tess_status check_fresh_start(tess_run *run) {
+    if (tess_config_string(run->cfg, "ckpt.resume")[0]) return TESS_OK;
+    int64_t n;
+    TESS_CHECK(tess_ckpt_count(run->group, run->ckpt_dir, &n));
+    if (n == 0) return TESS_OK;
+    if (tess_config_bool(run->cfg, "ckpt.overwrite")) {
+        tess_log_warn("%s: starting fresh over %lld checkpoints in '%s' (ckpt.overwrite)",
+                      run->app->name, (long long)n, run->ckpt_dir);
+        return TESS_OK;
+    }
+    return tess_error_push(TESS_ERR_CONFIG, __FILE__, __LINE__, __func__,
+                           "'%s' holds %lld checkpoint%s of an earlier run: continue it with "
+                           "--resume auto, or start over with --set ckpt.overwrite=true",
+                           run->ckpt_dir, (long long)n, n == 1 ? "" : "s");
+}
+
+/* The checkpoint directory exists and takes a file, checked before any work is done, so a run
+ * never computes for hours to fail at its first checkpoint. Rank 0 probes; collective. */
+static tess_status check_ckpt_dir(tess_run *run) {
+    tess_status s = TESS_OK;
+    if (run->group->rank == 0) {
+        char probe[RUN_PATH_MAX + 32];
+        snprintf(probe, sizeof probe, "%s/.tess_write_probe", run->ckpt_dir);
+        s = tess_rundir_mkdirs(run->ckpt_dir);
+        if (s != TESS_OK)
+            s = tess_error_push(s, __FILE__, __LINE__, __func__,
+                                "cannot create the checkpoint directory '%s' (ckpt.dir)",
+                                run->ckpt_dir);
+        FILE *f = s == TESS_OK ? fopen(probe, "w") : NULL;
+        if (s == TESS_OK && (!f || fclose(f) != 0))
+            s = tess_error_push(TESS_ERR_IO, __FILE__, __LINE__, __func__,
+                                "cannot write checkpoints to '%s': %s", run->ckpt_dir,
+                                strerror(errno));
+        remove(probe);
+    }
+    TESS_CHECK(tess_par_agree(run->group, s));
+    return TESS_OK;
+}
+
 /* ---- the loop ------------------------------------------------------------------------------- */
 
 /* MAX over ranks of the local stop request (signal, or run.stop_at reached). Collective. */
@@ -294,11 +338,12 @@ static tess_status loop(tess_run *run) {
             return TESS_OK;
         }
     }
-    if (tess_config_bool(run->cfg, "ckpt.at_end")) TESS_CHECK(save(run));
-    for (int i = 0; i < run->nmetrics; i++) tess_metrics_close(&run->metrics[i].file);
+    /* A failed final checkpoint must not cost the results: finish and plot, then report it. */
+    const tess_status saved = tess_config_bool(run->cfg, "ckpt.at_end") ? save(run) : TESS_OK;
     if (app->finish) TESS_CHECK(app->finish(run, run->ctx));
     for (int i = 0; i < run->nmetrics; i++) tess_metrics_close(&run->metrics[i].file);
     draw_plots(run);
+    TESS_CHECK(saved);
     TESS_CHECK(tess_timer_report(&run->timers, run->group));
     return TESS_OK;
 }
@@ -399,8 +444,11 @@ static tess_status run_all(tess_run *run, int argc, char **argv) {
     run->collective = false;
     TESS_CHECK(tess_rundir_prepare(run->group, tess_run_dir(run),
                                    tess_config_resolved_text(run->cfg)));
-    /* The resume verdict is agreed by every rank: a refused checkpoint ends the run collectively. */
+    /* The checkpoint directory and resume verdicts are agreed by every rank: a refusal ends the
+     * run collectively. */
     run->collective = true;
+    TESS_CHECK(check_ckpt_dir(run));
+    TESS_CHECK(check_fresh_start(run));
     TESS_CHECK(resume(run));
     if (run->resumed && app->restored) TESS_CHECK(app->restored(run, run->ctx));
     run->collective = false;

@@ -5,7 +5,9 @@
 #   and resumed with --resume auto ends with the same metrics (step, loss) and a bitwise equal
 #   final checkpoint as the uninterrupted run while its `seconds` column keeps growing across the
 #   restart, resuming the finished run does nothing, --print-params lists the described state,
-#   and a resume under another run.seed is refused (exit 78) on every rank.
+#   a resume under another run.seed is refused (exit 78) on every rank, so is a fresh start over
+#   an earlier run's checkpoints unless ckpt.overwrite says so, and an unwritable checkpoint
+#   directory is an I/O error (exit 74) before the first step.
 set -euo pipefail
 mpiexec=$1 exe=$2 tool=$3
 fail() { echo "check_first_app: FAIL: $*" >&2; exit 1; }
@@ -47,4 +49,17 @@ rc=0
   >seed.log 2>&1 || rc=$?
 [ "$rc" -eq 78 ] || { cat seed.log; fail "resume under another seed: exit $rc, expected 78"; }
 grep -q "written with run.seed = 1234, this run has 7" seed.log || { cat seed.log; fail "no seed message"; }
+rc=0
+"$mpiexec" -n 2 "$exe" "${common[@]}" --set run.dir=np2 >fresh.log 2>&1 || rc=$?
+[ "$rc" -eq 78 ] || { cat fresh.log; fail "fresh start over checkpoints: exit $rc, expected 78"; }
+grep -q "holds 1 checkpoint of an earlier run: continue it with --resume auto" fresh.log ||
+  { cat fresh.log; fail "no message for a fresh start over checkpoints"; }
+"$mpiexec" -n 2 "$exe" "${common[@]}" --set run.dir=np2 --set ckpt.overwrite=true >over.log 2>&1 ||
+  { cat over.log; fail "ckpt.overwrite=true did not start over"; }
+: >afile
+rc=0
+"$mpiexec" -n 2 "$exe" "${common[@]}" --set run.dir=nockpt --set ckpt.dir=afile/sub >ro.log 2>&1 || rc=$?
+[ "$rc" -eq 74 ] || { cat ro.log; fail "unwritable ckpt.dir: exit $rc, expected 74"; }
+grep -q "afile/sub" ro.log && ! grep -q "step 1/" ro.log ||
+  { cat ro.log; fail "the unwritable ckpt.dir was not refused before the first step"; }
 echo "check_first_app: passed"

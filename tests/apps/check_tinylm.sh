@@ -10,6 +10,7 @@
 set -euo pipefail
 mpiexec=$1 exe=$2 mode=$3; shift 3
 fail() { echo "check_tinylm: FAIL: $*" >&2; exit 1; }
+rm -rf converge np[0-9]* # earlier runs' checkpoints: the apps refuse to start fresh over them
 
 case "$mode" in
 converge)

@@ -16,6 +16,7 @@
 set -euo pipefail
 mpiexec=$1 exe=$2 mode=$3; shift 3
 fail() { echo "check_zo: FAIL: $*" >&2; exit 1; }
+rm -rf converge np[0-9]* rep sh2 ridge logistic l1 sweep # earlier runs: no fresh start over them
 # col FILE NAME: the values of column NAME (by header) of a CSV, one per line
 col() { awk -F, -v n="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == n) c = i; next } { print $c }' "$1"; }
 last() { col "$1" "$2" | tail -n 1; }
