@@ -1,7 +1,8 @@
-/* ckpt_impl.h - internals shared by io/ckpt_*.c: HDF5 helpers, problem lists, the write/read plan.
+/* ckpt_impl.h - internals shared by io/ckpt_*.c: problem lists, the write/read plan (the HDF5
+ * helpers are io/h5.h).
  * Not a public interface (see ckpt.h). Functions taking a tess_group are collective on it and
- * agree on their verdicts with tess_par_agree (par/coll.h); those taking an MPI_Comm (HDF5 file
- * access) are collective on it; the public functions pass their group or its communicator. */
+ * agree on their verdicts with tess_par_agree (par/coll.h); the public functions pass their
+ * group. */
 #ifndef TESS_IO_CKPT_IMPL_H
 #define TESS_IO_CKPT_IMPL_H
 
@@ -13,7 +14,7 @@
 
 #include "core/status.h" /* tess_status */
 #include "io/ckpt.h"     /* tess_ckpt_state, tess_ckpt_hash_scheme */
-#include "io/dataset.h"  /* tess_ds_quiet_*, tess_ds_h5_reason (HDF5 error printing) */
+#include "io/h5.h"       /* tess_h5_* (HDF5 helpers: error printing, attributes, file access) */
 #include "par/coll.h"    /* tess_group, tess_par_agree */
 
 enum {
@@ -22,26 +23,7 @@ enum {
     CKPT_MSGS_MAX_LINES = 20,
 };
 
-/* --- attributes (ckpt_h5.c; 0 on success, -1 on failure) ------------------------------------ */
-int ckpt_attr_write_str(hid_t loc, const char *name, const char *value);
-int ckpt_attr_write_i64(hid_t loc, const char *name, int64_t v);
-int ckpt_attr_write_u64(hid_t loc, const char *name, uint64_t v);
-/* Strings of any HDF5 string type, cut to n-1 bytes. Integers of any integer type. */
-int ckpt_attr_read_str(hid_t loc, const char *name, char *buf, size_t n);
-int ckpt_attr_read_i64(hid_t loc, const char *name, int64_t *v);
-int ckpt_attr_read_u64(hid_t loc, const char *name, uint64_t *v);
-/* True if loc has attribute name (errors count as absent). */
-bool ckpt_attr_exists(hid_t loc, const char *name);
-/* True if path names an object under loc, checking every component (errors count as absent). */
-bool ckpt_path_exists(hid_t loc, const char *path);
-/* "float32", "int64", "uint8", "string", "compound", ... for messages. */
-void ckpt_type_name(hid_t type, char *buf, size_t n);
-
-/* --- element types (ckpt_h5.c; ckpt_scheme: ckpt_util.c) ------------------------------------- */
-hid_t ckpt_dtype_file(tess_dtype t); /* little-endian HDF5 type */
-hid_t ckpt_dtype_mem(tess_dtype t);  /* native HDF5 type */
-const char *ckpt_dtype_name(tess_dtype t); /* "float32", "float64", "int64" */
-/* The scheme of hashes in a file of format_version v. */
+/* The scheme of hashes in a file of format_version v (ckpt_util.c). */
 tess_ckpt_hash_scheme ckpt_scheme(int64_t v);
 
 /* --- problem lists: built on one rank, pushed to its record, shared by tess_par_agree ------- */
@@ -129,16 +111,15 @@ typedef struct {
 /* Record status s and the message fmt (one %s: arg) plus HDF5's innermost message in r, unless r
  * already holds a failure. */
 void ckpt_rfail(ckpt_read_err *r, tess_status s, const char *fmt, const char *arg);
-/* path opened read-only with ckpt_fapl_mpio, or a negative id (ckpt_h5.c). Collective on comm. */
-hid_t ckpt_open_collective(MPI_Comm comm, const char *path);
 /* tess_ckpt_load without the silencing of HDF5's error printing and without the final record
- * line (ckpt_load.c). Collective on comm. */
+ * line (ckpt_load.c). Collective on g. */
 tess_status ckpt_load_state(const tess_group *g, const char *path, tess_ckpt_state *st);
 
 /* --- files ----------------------------------------------------------------------------------- */
-/* A file-access list for parallel HDF5 on comm (MPI-IO, collective metadata, format bounds
- * v18..v18, no file locking), or a negative id (ckpt_h5.c). */
-hid_t ckpt_fapl_mpio(MPI_Comm comm);
+/* The options of every parallel checkpoint file access (tess_h5_fapl_mpio, io/h5.h): collective
+ * metadata, format bounds v18..v18, no file locking (our own tmp + rename protocol protects the
+ * file; locks fail on NFS and some Lustre). */
+enum { CKPT_FAPL = TESS_H5_COLL_METADATA | TESS_H5_FORMAT_V18 | TESS_H5_NO_LOCKING };
 /* fsync a file or a directory by path; 0 or -1 with errno. */
 int ckpt_fsync_path(const char *path, bool directory);
 /* The directory part of path ("." if none). */

@@ -75,7 +75,7 @@ static void read_block(hid_t d, const ckpt_item *it, ckpt_hasher *hq, tess_ckpt_
         if (fsel < 0 || msel < 0 ||
             H5Sselect_hyperslab(fsel, H5S_SELECT_SET, start, NULL, cnt, NULL) < 0 ||
             H5Sselect_hyperslab(msel, H5S_SELECT_SET, mstart, NULL, cnt, NULL) < 0 ||
-            H5Dread(d, ckpt_dtype_mem(e->dtype), msel, fsel, dxpl, e->data) < 0) {
+            H5Dread(d, tess_h5_dtype_mem(e->dtype), msel, fsel, dxpl, e->data) < 0) {
             ckpt_rfail(r, TESS_ERR_DATA, "cannot read dataset %s", it->path);
             break;
         }
@@ -115,7 +115,7 @@ static void read_counter_attr(hid_t f, const ckpt_item *it, ckpt_read_err *r) {
     const char *slash = strrchr(it->path, '/');
     snprintf(group, sizeof group, "%.*s", (int)(slash - it->path), it->path);
     hid_t gr = H5Gopen2(f, group, H5P_DEFAULT);
-    if (gr < 0 || ckpt_attr_read_i64(gr, slash + 1, (int64_t *)it->e->data) != 0)
+    if (gr < 0 || tess_h5_attr_read_i64(gr, slash + 1, (int64_t *)it->e->data) != 0)
         ckpt_rfail(r, TESS_ERR_DATA, "cannot read counter %s", it->path);
     if (gr >= 0) H5Gclose(gr);
 }
@@ -141,7 +141,7 @@ static void read_items(hid_t f, const char *path, const ckpt_plan *p, const tess
             }
             d[t - b0] = H5Dopen2(f, it->path, H5P_DEFAULT);
             if (d[t - b0] < 0) ckpt_rfail(r, TESS_ERR_DATA, "cannot open dataset %s", it->path);
-            if (d[t - b0] >= 0 && ckpt_attr_read_u64(d[t - b0], "hash", &stored[t]) != 0)
+            if (d[t - b0] >= 0 && tess_h5_attr_read_u64(d[t - b0], "hash", &stored[t]) != 0)
                 ckpt_rfail(r, TESS_ERR_DATA, "cannot read the hash of %s", it->path);
         }
         for (int64_t t = b0; t < b1 && *fatal == TESS_OK; t++) /* collective: in order */
@@ -204,7 +204,7 @@ tess_status ckpt_load_state(const tess_group *g, const char *path, tess_ckpt_sta
         if (info.world_size != g->size)
             tess_log_info("checkpoint '%s' was written by %lld ranks, now %d: resharding", path,
                           (long long)info.world_size, g->size);
-        f = ckpt_open_collective(g->comm, path);
+        f = tess_h5_open_collective(g, path, CKPT_FAPL);
         if (f < 0) ckpt_rfail(&r, TESS_ERR_DATA, "cannot open '%s' collectively", path);
         s = tess_par_agree(g, CKPT_FAILED(r.status, r.what));
     }
@@ -240,10 +240,10 @@ tess_status ckpt_load_state(const tess_group *g, const char *path, tess_ckpt_sta
 
 tess_status tess_ckpt_load(const tess_group *g, const char *path, tess_ckpt_state *st) {
     TESS_REQUIRE(g && path && st, TESS_ERR_ARG, "g, path and st must not be NULL");
-    tess_ds_quiet q;
-    tess_ds_quiet_begin(&q);
+    tess_h5_quiet q;
+    tess_h5_quiet_begin(&q);
     tess_status s = ckpt_load_state(g, path, st);
-    tess_ds_quiet_end(&q);
+    tess_h5_quiet_end(&q);
     TESS_REQUIRE(s == TESS_OK, s, "loading checkpoint '%s'", path);
     return TESS_OK;
 }

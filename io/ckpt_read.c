@@ -42,7 +42,7 @@ static tess_status open_checked(const char *path, hid_t *file, tess_ckpt_info *i
     if (fapl >= 0) H5Pset_file_locking(fapl, 0, 1);
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl >= 0 ? fapl : H5P_DEFAULT);
     char h5[256];
-    tess_ds_h5_reason(h5, sizeof h5); /* before the next call clears HDF5's error stack */
+    tess_h5_reason(h5, sizeof h5); /* before the next call clears HDF5's error stack */
     if (fapl >= 0) H5Pclose(fapl);
     if (f < 0) {
         ckpt_msgs_add(m, "checkpoint '%s' is truncated or damaged (%lld bytes): %s", path,
@@ -52,7 +52,7 @@ static tess_status open_checked(const char *path, hid_t *file, tess_ckpt_info *i
     tess_ckpt_info in;
     memset(&in, 0, sizeof in);
     char format[64];
-    if (ckpt_attr_read_str(f, "format", format, sizeof format) != 0) {
+    if (tess_h5_attr_read_str(f, "format", format, sizeof format) != 0) {
         ckpt_msgs_add(m, "'%s' is not a Tessera checkpoint (no 'format' attribute)", path);
         H5Fclose(f);
         return TESS_ERR_DATA;
@@ -63,7 +63,7 @@ static tess_status open_checked(const char *path, hid_t *file, tess_ckpt_info *i
         H5Fclose(f);
         return TESS_ERR_DATA;
     }
-    if (ckpt_attr_read_i64(f, "format_version", &in.format_version) != 0 ||
+    if (tess_h5_attr_read_i64(f, "format_version", &in.format_version) != 0 ||
         in.format_version < 1 || in.format_version > TESS_CKPT_FORMAT_VERSION) {
         if (in.format_version > TESS_CKPT_FORMAT_VERSION)
             ckpt_msgs_add(m, "checkpoint '%s' has format_version %lld, newer than this build "
@@ -90,11 +90,11 @@ static tess_status open_checked(const char *path, hid_t *file, tess_ckpt_info *i
                 {"model_digest", in.model_digest, sizeof in.model_digest}};
     const char *missing = NULL;
     for (size_t i = 0; i < sizeof ints / sizeof ints[0] && !missing; i++)
-        if (ckpt_attr_read_i64(f, ints[i].name, ints[i].v) != 0) missing = ints[i].name;
+        if (tess_h5_attr_read_i64(f, ints[i].name, ints[i].v) != 0) missing = ints[i].name;
     for (size_t i = 0; i < sizeof strs / sizeof strs[0] && !missing; i++)
-        if (ckpt_attr_read_str(f, strs[i].name, strs[i].buf, strs[i].n) != 0)
+        if (tess_h5_attr_read_str(f, strs[i].name, strs[i].buf, strs[i].n) != 0)
             missing = strs[i].name;
-    if (!missing && ckpt_attr_read_u64(f, "seed", &in.seed) != 0) missing = "seed";
+    if (!missing && tess_h5_attr_read_u64(f, "seed", &in.seed) != 0) missing = "seed";
     if (missing) {
         ckpt_msgs_add(m, "corrupt checkpoint '%s': root attribute '%s' is missing or unreadable",
                       path, missing);
@@ -108,24 +108,17 @@ static tess_status open_checked(const char *path, hid_t *file, tess_ckpt_info *i
 
 tess_status tess_ckpt_open(const char *path, hid_t *file, tess_ckpt_info *info) {
     TESS_REQUIRE(path && file, TESS_ERR_ARG, "path and file must not be NULL");
-    tess_ds_quiet q;
-    tess_ds_quiet_begin(&q);
+    tess_h5_quiet q;
+    tess_h5_quiet_begin(&q);
     ckpt_msgs m = {.lines = 0};
     m.text[0] = '\0';
     tess_status s = open_checked(path, file, info, &m);
-    tess_ds_quiet_end(&q);
+    tess_h5_quiet_end(&q);
     if (s != TESS_OK) return CKPT_MSGS_PUSH(s, &m);
     return TESS_OK;
 }
 
 /* --- checking against the model (rank 0, file open) ------------------------------------------ */
-
-static void shape_text(char *buf, size_t n, int ndim, const int64_t *dims) {
-    size_t len = (size_t)snprintf(buf, n, "[");
-    for (int d = 0; d < ndim && len < n; d++)
-        len += (size_t)snprintf(buf + len, n - len, "%s%lld", d ? "," : "", (long long)dims[d]);
-    if (len < n) snprintf(buf + len, n - len, "]");
-}
 
 /* Item paths sorted by strcmp, for looking up the datasets found in a file. */
 static int cmp_paths(const void *a, const void *b) {
@@ -159,9 +152,9 @@ static bool counter_attr_exists(hid_t f, const ckpt_item *it) {
     char group[CKPT_DSET_PATH_MAX];
     const char *slash = strrchr(it->path, '/');
     snprintf(group, sizeof group, "%.*s", (int)(slash - it->path), it->path);
-    hid_t g = ckpt_path_exists(f, group) ? H5Gopen2(f, group, H5P_DEFAULT) : -1;
+    hid_t g = tess_h5_path_exists(f, group) ? H5Gopen2(f, group, H5P_DEFAULT) : -1;
     int64_t v;
-    bool ok = g >= 0 && ckpt_attr_read_i64(g, slash + 1, &v) == 0;
+    bool ok = g >= 0 && tess_h5_attr_read_i64(g, slash + 1, &v) == 0;
     if (g >= 0) H5Gclose(g);
     return ok;
 }
@@ -169,11 +162,11 @@ static bool counter_attr_exists(hid_t f, const ckpt_item *it) {
 static void check_item(hid_t f, const ckpt_item *it, int64_t version, ckpt_msgs *m) {
     const char *path = it->path;
     char want[160];
-    shape_text(want, sizeof want, it->ndim, it->shape);
-    if (!ckpt_path_exists(f, path)) {
+    tess_h5_shape_text(want, sizeof want, it->ndim, it->shape, ",");
+    if (!tess_h5_path_exists(f, path)) {
         if (version < 3 && ckpt_is_counter(it) && counter_attr_exists(f, it)) return;
-        ckpt_msgs_add(m, "dataset %s is missing (expected %s %s)", path, ckpt_dtype_name(it->dtype),
-                      want);
+        ckpt_msgs_add(m, "dataset %s is missing (expected %s %s)", path,
+                      tess_h5_dtype_name(it->dtype), want);
         return;
     }
     hid_t d = H5Dopen2(f, path, H5P_DEFAULT);
@@ -186,9 +179,9 @@ static void check_item(hid_t f, const ckpt_item *it, int64_t version, ckpt_msgs 
     if (t < 0 || H5Tget_class(t) != cls || H5Tget_size(t) != tess_dtype_size(it->dtype) ||
         (cls == H5T_INTEGER && H5Tget_sign(t) != H5T_SGN_2)) {
         char tn[64] = "unknown";
-        if (t >= 0) ckpt_type_name(t, tn, sizeof tn);
+        if (t >= 0) tess_h5_type_name(t, tn, sizeof tn);
         ckpt_msgs_add(m, "dataset %s has type %s, expected %s", path, tn,
-                      ckpt_dtype_name(it->dtype));
+                      tess_h5_dtype_name(it->dtype));
     }
     hsize_t dims[H5S_MAX_RANK];
     int nd = space >= 0 ? H5Sget_simple_extent_dims(space, dims, NULL) : -1;
@@ -201,10 +194,10 @@ static void check_item(hid_t f, const ckpt_item *it, int64_t version, ckpt_msgs 
     if (!same) {
         char a[160];
         if (nd == 0) snprintf(a, sizeof a, "a scalar");
-        else shape_text(a, sizeof a, nd < 0 ? 0 : nd, found);
+        else tess_h5_shape_text(a, sizeof a, nd < 0 ? 0 : nd, found, ",");
         ckpt_msgs_add(m, "dataset %s has shape %s, expected %s", path, a, want);
     }
-    if (!ckpt_attr_exists(d, "hash")) ckpt_msgs_add(m, "dataset %s has no hash attribute", path);
+    if (!tess_h5_attr_exists(d, "hash")) ckpt_msgs_add(m, "dataset %s has no hash attribute", path);
     if (space >= 0) H5Sclose(space);
     if (t >= 0) H5Tclose(t);
     H5Dclose(d);
@@ -270,7 +263,7 @@ tess_status ckpt_probe(const tess_group *g, const char *path, const ckpt_plan *p
 void ckpt_rfail(ckpt_read_err *r, tess_status s, const char *fmt, const char *arg) {
     if (r->status != TESS_OK) return;
     char h5[256];
-    tess_ds_h5_reason(h5, sizeof h5);
+    tess_h5_reason(h5, sizeof h5);
     r->status = s;
     snprintf(r->what, sizeof r->what, fmt, arg);
     size_t len = strlen(r->what);
@@ -313,7 +306,7 @@ static herr_t find_unlisted(hid_t root, const char *name, const H5L_info_t *li, 
 /* Rank 0: the manifest as "path\n" lines (malloc'ed) and its structural problems. */
 static tess_status read_manifest(hid_t f, const char *path, char **out, ckpt_msgs *m) {
     *out = NULL;
-    hid_t d = ckpt_path_exists(f, "/manifest") ? H5Dopen2(f, "/manifest", H5P_DEFAULT) : -1;
+    hid_t d = tess_h5_path_exists(f, "/manifest") ? H5Dopen2(f, "/manifest", H5P_DEFAULT) : -1;
     if (d < 0) {
         ckpt_msgs_add(m, "corrupt checkpoint '%s': dataset /manifest is missing", path);
         return TESS_ERR_DATA;
@@ -364,19 +357,19 @@ static tess_status verify_structure(hid_t f, const char *path, char **manifest, 
     while (*p) {
         char *nl = strchr(p, '\n');
         *nl = '\0';
-        hid_t d = ckpt_path_exists(f, p) ? H5Dopen2(f, p, H5P_DEFAULT) : -1;
+        hid_t d = tess_h5_path_exists(f, p) ? H5Dopen2(f, p, H5P_DEFAULT) : -1;
         if (d < 0) {
             ckpt_msgs_add(m, "dataset %s is missing", p);
         } else {
-            if (!ckpt_attr_exists(d, "hash"))
+            if (!tess_h5_attr_exists(d, "hash"))
                 ckpt_msgs_add(m, "dataset %s has no hash attribute", p);
             H5Dclose(d);
         }
         *nl = '\n';
         p = nl + 1;
     }
-    hid_t d = ckpt_path_exists(f, "/config") ? H5Dopen2(f, "/config", H5P_DEFAULT) : -1;
-    if (d < 0 || !ckpt_attr_exists(d, "hash"))
+    hid_t d = tess_h5_path_exists(f, "/config") ? H5Dopen2(f, "/config", H5P_DEFAULT) : -1;
+    if (d < 0 || !tess_h5_attr_exists(d, "hash"))
         ckpt_msgs_add(m, "dataset /config is missing or has no hash attribute");
     if (d >= 0) H5Dclose(d);
     visit_ctx c = {*manifest, m};
@@ -408,7 +401,7 @@ static void hash_rows(hid_t f, const char *path, tess_ckpt_hash_scheme h, int ra
     *stored = 0;
     hid_t d = H5Dopen2(f, path, H5P_DEFAULT);
     if (d < 0) ckpt_rfail(r, TESS_ERR_DATA, "cannot open dataset %s", path);
-    if (d >= 0 && ckpt_attr_read_u64(d, "hash", stored) != 0)
+    if (d >= 0 && tess_h5_attr_read_u64(d, "hash", stored) != 0)
         ckpt_rfail(r, TESS_ERR_DATA, "cannot read the hash of %s", path);
     hid_t ft = d >= 0 ? H5Dget_type(d) : -1, space = d >= 0 ? H5Dget_space(d) : -1;
     bool text = ft >= 0 && H5Tget_class(ft) == H5T_STRING;
@@ -505,7 +498,7 @@ static tess_status verify_impl(const tess_group *g, const char *path, tess_ckpt_
     manifest[len] = '\0';
 
     ckpt_read_err r = {TESS_OK, ""};
-    hid_t f = ckpt_open_collective(comm, path);
+    hid_t f = tess_h5_open_collective(g, path, CKPT_FAPL);
     if (f < 0) ckpt_rfail(&r, TESS_ERR_DATA, "cannot open '%s' collectively", path);
     s = tess_par_agree(g, CKPT_FAILED(r.status, r.what));
     if (s != TESS_OK) {
@@ -573,10 +566,10 @@ static tess_status verify_impl(const tess_group *g, const char *path, tess_ckpt_
 
 tess_status tess_ckpt_verify(const tess_group *g, const char *path, tess_ckpt_info *info) {
     TESS_REQUIRE(g && path, TESS_ERR_ARG, "g and path must not be NULL");
-    tess_ds_quiet q;
-    tess_ds_quiet_begin(&q);
+    tess_h5_quiet q;
+    tess_h5_quiet_begin(&q);
     tess_status s = verify_impl(g, path, info);
-    tess_ds_quiet_end(&q);
+    tess_h5_quiet_end(&q);
     TESS_REQUIRE(s == TESS_OK, s, "verifying checkpoint '%s'", path);
     return TESS_OK;
 }

@@ -56,10 +56,10 @@ tess_status tess_ckpt_resume(const tess_group *g, const char *dir, const char *s
         char path[TESS_CKPT_PATH_MAX];
         snprintf(path, sizeof path, "%s/%s", dir, p);
         tried++;
-        tess_ds_quiet q;
-        tess_ds_quiet_begin(&q);
+        tess_h5_quiet q;
+        tess_h5_quiet_begin(&q);
         s = ckpt_load_state(g, path, st); /* the record then holds just the reasons */
-        tess_ds_quiet_end(&q);
+        tess_h5_quiet_end(&q);
         if (s == TESS_OK) {
             *resumed = true;
             tess_log_info("resumed from step %lld (%s)", (long long)st->step, path);

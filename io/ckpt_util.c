@@ -1,5 +1,5 @@
 /* ckpt_util.c - hash schemes, problem lists, naming local failures, files (ckpt_impl.h); the
- * HDF5 helpers are in ckpt_h5.c. */
+ * HDF5 helpers are io/h5.h. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>

@@ -92,7 +92,7 @@ typedef struct {
 static void fail(write_err *w, tess_status s, const char *fmt, const char *arg) {
     if (w->status != TESS_OK) return;
     char h5[256];
-    tess_ds_h5_reason(h5, sizeof h5);
+    tess_h5_reason(h5, sizeof h5);
     w->status = s;
     snprintf(w->what, sizeof w->what, fmt, arg);
     size_t len = strlen(w->what);
@@ -125,9 +125,9 @@ static void write_dataset(hid_t file, const char *path, hid_t ftype, hid_t mtype
                                       H5P_DEFAULT)
                          : -1;
     if (d < 0) fail(w, TESS_ERR_IO, "cannot create dataset %s", path);
-    if (d >= 0 && ckpt_attr_write_u64(d, "hash", hash) < 0)
+    if (d >= 0 && tess_h5_attr_write_u64(d, "hash", hash) < 0)
         fail(w, TESS_ERR_IO, "cannot write the hash of %s", path);
-    if (d >= 0 && layout && ckpt_attr_write_str(d, "layout", layout) < 0)
+    if (d >= 0 && layout && tess_h5_attr_write_str(d, "layout", layout) < 0)
         fail(w, TESS_ERR_IO, "cannot write the layout of %s", path);
     if (d >= 0 && H5Dwrite(d, mtype, memsel, filesel, dxpl, buf) < 0)
         fail(w, TESS_ERR_IO, "cannot write dataset %s", path);
@@ -205,12 +205,12 @@ static void write_root_attrs(hid_t file, const tess_ckpt_state *st, const ckpt_p
                 {"data_cursor", st->data_cursor},
                 {"world_size", size}};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
-        if (ckpt_attr_write_str(file, strs[i].name, strs[i].value) < 0)
+        if (tess_h5_attr_write_str(file, strs[i].name, strs[i].value) < 0)
             fail(w, TESS_ERR_IO, "cannot write root attribute %s", strs[i].name);
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if (ckpt_attr_write_i64(file, ints[i].name, ints[i].value) < 0)
+        if (tess_h5_attr_write_i64(file, ints[i].name, ints[i].value) < 0)
             fail(w, TESS_ERR_IO, "cannot write root attribute %s", ints[i].name);
-    if (ckpt_attr_write_u64(file, "seed", st->seed) < 0)
+    if (tess_h5_attr_write_u64(file, "seed", st->seed) < 0)
         fail(w, TESS_ERR_IO, "cannot write root attribute %s", "seed");
 }
 
@@ -225,7 +225,7 @@ static tess_status write_counter_attr(MPI_Comm comm, hid_t file, const ckpt_item
     snprintf(group, sizeof group, "%.*s", (int)(slash - it->path), it->path);
     ensure_parents(file, it->path, w);
     hid_t g = H5Gopen2(file, group, H5P_DEFAULT);
-    if (g < 0 || ckpt_attr_write_i64(g, slash + 1, v) < 0)
+    if (g < 0 || tess_h5_attr_write_i64(g, slash + 1, v) < 0)
         fail(w, TESS_ERR_IO, "cannot write counter %s", it->path);
     if (g >= 0) H5Gclose(g);
     return TESS_OK;
@@ -288,7 +288,7 @@ static tess_status write_items(const tess_group *g, hid_t file, const ckpt_plan 
         region_spaces(it, &fsel, &msel);
         static const int64_t dummy = 0;
         ensure_parents(file, it->path, w);
-        write_dataset(file, it->path, ckpt_dtype_file(it->dtype), ckpt_dtype_mem(it->dtype),
+        write_dataset(file, it->path, tess_h5_dtype_file(it->dtype), tess_h5_dtype_mem(it->dtype),
                       it->ndim, dims, fsel, msel, it->r.count ? local : (const void *)&dummy,
                       tess_ckpt_hash_final(sum, it->count), layout, dxpl, w);
         H5Sclose(fsel);
@@ -308,7 +308,7 @@ static tess_status write_tmp(const tess_group *g, const char *tmp, const tess_ck
         g, CKPT_FAILED(manifest ? TESS_OK : TESS_ERR_MEM, "allocating the manifest")));
 
     write_err w = {TESS_OK, ""};
-    hid_t fapl = ckpt_fapl_mpio(g->comm);
+    hid_t fapl = tess_h5_fapl_mpio(g, CKPT_FAPL);
     hid_t file = fapl >= 0 ? H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl) : -1;
     if (file < 0) fail(&w, TESS_ERR_IO, "cannot create '%s'", tmp);
     if (fapl >= 0) H5Pclose(fapl);
@@ -380,10 +380,10 @@ static tess_status write_impl(const tess_group *g, const char *path, const tess_
 
 tess_status tess_ckpt_write(const tess_group *g, const char *path, const tess_ckpt_state *st) {
     TESS_REQUIRE(g && st, TESS_ERR_ARG, "g and st must not be NULL");
-    tess_ds_quiet q;
-    tess_ds_quiet_begin(&q);
+    tess_h5_quiet q;
+    tess_h5_quiet_begin(&q);
     tess_status s = write_impl(g, path, st);
-    tess_ds_quiet_end(&q);
+    tess_h5_quiet_end(&q);
     TESS_REQUIRE(s == TESS_OK, s, "writing checkpoint '%s'", path ? path : "(null)");
     return TESS_OK;
 }

@@ -10,39 +10,6 @@
 
 #include "par/coll.h" /* tess_par_agree, tess_par_bcast_bytes */
 
-void tess_ds_quiet_begin(tess_ds_quiet *q) {
-    if (H5Eget_auto2(H5E_DEFAULT, &q->func, &q->data) < 0) {
-        q->func = NULL;
-        q->data = NULL;
-    }
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-}
-
-void tess_ds_quiet_end(const tess_ds_quiet *q) { H5Eset_auto2(H5E_DEFAULT, q->func, q->data); }
-
-typedef struct {
-    char *buf;
-    size_t n;
-    bool found;
-} reason_ctx;
-
-/* Walking upward, the first record is the innermost: where HDF5 first saw the problem. */
-static herr_t reason_walk(unsigned depth, const H5E_error2_t *e, void *data) {
-    (void)depth;
-    reason_ctx *c = data;
-    if (c->found || e->desc == NULL || e->desc[0] == '\0') return 0;
-    snprintf(c->buf, c->n, "%s", e->desc);
-    c->found = true;
-    return 0;
-}
-
-void tess_ds_h5_reason(char *buf, size_t n) {
-    reason_ctx c = {buf, n, false};
-    if (n == 0) return;
-    if (H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, reason_walk, &c) < 0 || !c.found)
-        snprintf(buf, n, "no HDF5 detail");
-}
-
 static tess_status close_ids(tess_ds_file *f) {
     bool ok = true;
     if (f->dxpl != H5I_INVALID_HID) ok = H5Pclose(f->dxpl) >= 0 && ok;
@@ -54,14 +21,12 @@ static tess_status close_ids(tess_ds_file *f) {
 }
 
 static tess_status open_local(tess_ds_file *f, bool coll_metadata) {
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    TESS_REQUIRE(fapl >= 0, TESS_ERR_INTERNAL, "H5Pcreate(FILE_ACCESS) failed");
-    bool ok = H5Pset_fapl_mpio(fapl, f->g->comm, MPI_INFO_NULL) >= 0 &&
-              H5Pset_all_coll_metadata_ops(fapl, coll_metadata) >= 0;
+    hid_t fapl = tess_h5_fapl_mpio(f->g, coll_metadata ? TESS_H5_COLL_METADATA : 0);
+    bool ok = fapl >= 0;
     if (ok) f->file = H5Fopen(f->path, H5F_ACC_RDONLY, fapl);
     char why[256];
-    tess_ds_h5_reason(why, sizeof why);
-    H5Pclose(fapl);
+    tess_h5_reason(why, sizeof why);
+    if (ok) H5Pclose(fapl);
     TESS_REQUIRE(ok, TESS_ERR_INTERNAL, "cannot set up the MPI-IO driver for '%s'", f->path);
     TESS_REQUIRE(f->file >= 0, TESS_ERR_DATA,
                  "'%s' is not a readable HDF5 file (truncated or another format?): %s", f->path,
@@ -113,65 +78,27 @@ tess_status tess_ds_open(tess_ds_file *f, const tess_group *g, const char *path,
     TESS_REQUIRE(err == 0, TESS_ERR_NOINPUT, "cannot open dataset file '%s': %s", path,
                  strerror(err));
 
-    tess_ds_quiet q;
-    tess_ds_quiet_begin(&q);
+    tess_h5_quiet q;
+    tess_h5_quiet_begin(&q);
     tess_status s = open_local(f, coll_metadata);
     s = tess_par_agree(g, s);
     if (s == TESS_OK) s = tess_par_agree(g, check_format(f, format, max_version));
     if (s != TESS_OK) close_ids(f);
-    tess_ds_quiet_end(&q);
+    tess_h5_quiet_end(&q);
     TESS_REQUIRE(s == TESS_OK, s, "opening '%s' as %s", path, format);
     return TESS_OK;
 }
 
 tess_status tess_ds_close(tess_ds_file *f) {
-    tess_ds_quiet q;
-    tess_ds_quiet_begin(&q);
+    tess_h5_quiet q;
+    tess_h5_quiet_begin(&q);
     tess_status s = close_ids(f);
-    tess_ds_quiet_end(&q);
+    tess_h5_quiet_end(&q);
     return s;
 }
 
 bool tess_ds_exists(const tess_ds_file *f, const char *name) {
-    char prefix[TESS_DS_PATH_MAX];
-    size_t n = strlen(name);
-    if (n == 0 || n >= sizeof prefix) return false;
-    /* H5Lexists fails on a missing intermediate group: test each prefix in turn. */
-    for (size_t i = 1; i <= n; i++) {
-        if (i < n && name[i] != '/') continue;
-        memcpy(prefix, name, i);
-        prefix[i] = '\0';
-        if (H5Lexists(f->file, prefix, H5P_DEFAULT) <= 0) return false;
-    }
-    return true;
-}
-
-/* "float32", "int64", "uint16", "string", ... */
-static void type_name(hid_t t, char *buf, size_t n) {
-    H5T_class_t c = H5Tget_class(t);
-    size_t bits = H5Tget_size(t) * 8;
-    if (c == H5T_INTEGER)
-        snprintf(buf, n, "%sint%zu", H5Tget_sign(t) == H5T_SGN_NONE ? "u" : "", bits);
-    else if (c == H5T_FLOAT)
-        snprintf(buf, n, "float%zu", bits);
-    else if (c == H5T_STRING)
-        snprintf(buf, n, "string");
-    else if (c == H5T_COMPOUND)
-        snprintf(buf, n, "compound");
-    else
-        snprintf(buf, n, "type class %d", (int)c);
-}
-
-static void shape_text(char *buf, size_t n, int ndim, const int64_t *dims) {
-    size_t off = (size_t)snprintf(buf, n, "[");
-    for (int d = 0; d < ndim && off < n; d++) {
-        if (dims[d] < 0)
-            off += (size_t)snprintf(buf + off, n - off, "%s*", d ? ", " : "");
-        else
-            off +=
-                (size_t)snprintf(buf + off, n - off, "%s%lld", d ? ", " : "", (long long)dims[d]);
-    }
-    if (off < n) snprintf(buf + off, n - off, "]");
+    return tess_h5_path_exists(f->file, name);
 }
 
 static tess_status check_dataset(const tess_ds_file *f, hid_t d, const char *name,
@@ -180,7 +107,7 @@ static tess_status check_dataset(const tess_ds_file *f, hid_t d, const char *nam
     TESS_REQUIRE(t >= 0, TESS_ERR_DATA, "'%s': cannot read the type of %s", f->path, name);
     H5T_class_t c = H5Tget_class(t);
     char tname[32];
-    type_name(t, tname, sizeof tname);
+    tess_h5_type_name(t, tname, sizeof tname);
     H5Tclose(t);
     H5T_class_t want_c = cls == TESS_DS_INT ? H5T_INTEGER : H5T_FLOAT;
     TESS_REQUIRE(c == want_c, TESS_ERR_DATA, "'%s': dataset %s has type %s, expected %s", f->path,
@@ -196,8 +123,8 @@ static tess_status check_dataset(const tess_ds_file *f, hid_t d, const char *nam
     for (int i = 0; i < nd; i++) found[i] = (int64_t)h[i];
     char want_txt[96], found_txt[96];
     int64_t any[TESS_DS_MAX_DIMS] = {-1, -1};
-    shape_text(want_txt, sizeof want_txt, ndim, want ? want : any);
-    shape_text(found_txt, sizeof found_txt, nd > 0 ? nd : 0, found);
+    tess_h5_shape_text(want_txt, sizeof want_txt, ndim, want ? want : any, ", ");
+    tess_h5_shape_text(found_txt, sizeof found_txt, nd > 0 ? nd : 0, found, ", ");
     TESS_REQUIRE(nd == ndim, TESS_ERR_DATA,
                  "'%s': dataset %s has %d dimension(s) %s, expected %d %s", f->path, name, nd,
                  found_txt, ndim, want_txt);
@@ -227,27 +154,27 @@ tess_status tess_ds_dataset_open(const tess_ds_file *f, const char *name, tess_d
     return TESS_OK;
 }
 
-/* Open attribute attr of obj and return it with its type class. */
-static tess_status attr_open(const tess_ds_file *f, const char *obj, const char *attr,
-                             H5T_class_t want, const char *want_txt, hid_t *a) {
+/* Open object obj of f holding the attribute attr, after checking that the object and the
+ * attribute exist and that the attribute is one value of class want (want_txt names it). On
+ * success *o is open (close it with H5Oclose). */
+static tess_status attr_object(const tess_ds_file *f, const char *obj, const char *attr,
+                               H5T_class_t want, const char *want_txt, hid_t *o) {
     TESS_REQUIRE(strcmp(obj, "/") == 0 || tess_ds_exists(f, obj), TESS_ERR_DATA,
                  "'%s': object %s is missing", f->path, obj);
     TESS_REQUIRE(H5Aexists_by_name(f->file, obj, attr, H5P_DEFAULT) > 0, TESS_ERR_DATA,
                  "'%s': attribute '%s' of %s is missing (expected %s)", f->path, attr, obj,
                  want_txt);
-    *a = H5Aopen_by_name(f->file, obj, attr, H5P_DEFAULT, H5P_DEFAULT);
-    TESS_REQUIRE(*a >= 0, TESS_ERR_DATA, "'%s': cannot open attribute '%s' of %s", f->path, attr,
-                 obj);
-    hid_t t = H5Aget_type(*a);
-    hid_t sp = H5Aget_space(*a);
-    H5T_class_t c = H5Tget_class(t);
+    *o = H5Oopen(f->file, obj, H5P_DEFAULT);
+    H5T_class_t c = H5T_NO_CLASS;
     char tname[32];
-    type_name(t, tname, sizeof tname);
-    hssize_t npts = H5Sget_simple_extent_npoints(sp);
-    H5Tclose(t);
-    H5Sclose(sp);
+    int64_t npts = 0;
+    if (*o < 0 || tess_h5_attr_info(*o, attr, &c, tname, sizeof tname, &npts) != 0) {
+        if (*o >= 0) H5Oclose(*o);
+        TESS_REQUIRE(false, TESS_ERR_DATA, "'%s': cannot open attribute '%s' of %s", f->path,
+                     attr, obj);
+    }
     if (c != want || npts != 1) {
-        H5Aclose(*a);
+        H5Oclose(*o);
         TESS_REQUIRE(false, TESS_ERR_DATA,
                      "'%s': attribute '%s' of %s is %s with %lld value(s), expected one %s",
                      f->path, attr, obj, tname, (long long)npts, want_txt);
@@ -256,54 +183,33 @@ static tess_status attr_open(const tess_ds_file *f, const char *obj, const char 
 }
 
 tess_status tess_ds_attr_int(const tess_ds_file *f, const char *obj, const char *attr, int64_t *v) {
-    hid_t a;
-    TESS_CHECK(attr_open(f, obj, attr, H5T_INTEGER, "integer", &a));
-    long long x = 0;
-    herr_t e = H5Aread(a, H5T_NATIVE_LLONG, &x);
-    H5Aclose(a);
-    TESS_REQUIRE(e >= 0, TESS_ERR_DATA, "'%s': cannot read attribute '%s' of %s", f->path, attr,
+    hid_t o;
+    TESS_CHECK(attr_object(f, obj, attr, H5T_INTEGER, "integer", &o));
+    int rc = tess_h5_attr_read_i64(o, attr, v);
+    H5Oclose(o);
+    TESS_REQUIRE(rc == 0, TESS_ERR_DATA, "'%s': cannot read attribute '%s' of %s", f->path, attr,
                  obj);
-    *v = (int64_t)x;
     return TESS_OK;
 }
 
 tess_status tess_ds_attr_double(const tess_ds_file *f, const char *obj, const char *attr,
                                 double *v) {
-    hid_t a;
-    TESS_CHECK(attr_open(f, obj, attr, H5T_FLOAT, "float", &a));
-    herr_t e = H5Aread(a, H5T_NATIVE_DOUBLE, v);
-    H5Aclose(a);
-    TESS_REQUIRE(e >= 0, TESS_ERR_DATA, "'%s': cannot read attribute '%s' of %s", f->path, attr,
+    hid_t o;
+    TESS_CHECK(attr_object(f, obj, attr, H5T_FLOAT, "float", &o));
+    int rc = tess_h5_attr_read_double(o, attr, v);
+    H5Oclose(o);
+    TESS_REQUIRE(rc == 0, TESS_ERR_DATA, "'%s': cannot read attribute '%s' of %s", f->path, attr,
                  obj);
     return TESS_OK;
 }
 
 tess_status tess_ds_attr_string(const tess_ds_file *f, const char *obj, const char *attr, char *buf,
                                 size_t n) {
-    hid_t a;
-    TESS_CHECK(attr_open(f, obj, attr, H5T_STRING, "string", &a));
-    hid_t ft = H5Aget_type(a);
-    hid_t mt = H5Tcopy(H5T_C_S1);
-    H5Tset_cset(mt, H5Tget_cset(ft)); /* HDF5 converts no string between ASCII and UTF-8 */
-    herr_t e = -1;
-    if (H5Tis_variable_str(ft) > 0) {
-        char *s = NULL;
-        H5Tset_size(mt, H5T_VARIABLE);
-        e = H5Aread(a, mt, &s);
-        if (e >= 0) snprintf(buf, n, "%s", s ? s : "");
-        if (s) H5free_memory(s);
-    } else {
-        size_t len = H5Tget_size(ft);
-        char *tmp = malloc(len + 1);
-        H5Tset_size(mt, len + 1);
-        if (tmp) e = H5Aread(a, mt, tmp);
-        if (e >= 0) snprintf(buf, n, "%s", tmp);
-        free(tmp);
-    }
-    H5Tclose(mt);
-    H5Tclose(ft);
-    H5Aclose(a);
-    TESS_REQUIRE(e >= 0, TESS_ERR_DATA, "'%s': cannot read string attribute '%s' of %s", f->path,
+    hid_t o;
+    TESS_CHECK(attr_object(f, obj, attr, H5T_STRING, "string", &o));
+    int rc = tess_h5_attr_read_str(o, attr, buf, n);
+    H5Oclose(o);
+    TESS_REQUIRE(rc == 0, TESS_ERR_DATA, "'%s': cannot read string attribute '%s' of %s", f->path,
                  attr, obj);
     return TESS_OK;
 }
@@ -329,7 +235,7 @@ tess_status tess_ds_read_runs(const tess_ds_file *f, hid_t dset, const char *nam
     if (e >= 0 && ms >= 0 && nd >= 1)
         e = H5Dread(dset, memtype, ms, fs, f->dxpl, total > 0 ? buf : (void *)dummy);
     char why[256];
-    tess_ds_h5_reason(why, sizeof why);
+    tess_h5_reason(why, sizeof why);
     if (ms >= 0) H5Sclose(ms);
     H5Sclose(fs);
     TESS_REQUIRE(e >= 0 && ms >= 0, TESS_ERR_DATA, "'%s': reading %s failed: %s", f->path, name,
@@ -346,13 +252,13 @@ tess_status tess_ds_writer_create(tess_ds_writer *w, const char *path, const cha
                  "output path missing or longer than %d bytes", TESS_DS_PATH_MAX - 1);
     snprintf(w->path, sizeof w->path, "%s", path);
     snprintf(w->tmp, sizeof w->tmp, "%s.tmp", path);
-    tess_ds_quiet_begin(&w->quiet);
+    tess_h5_quiet_begin(&w->quiet);
     w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (w->file < 0) {
         char why[256];
-        tess_ds_h5_reason(why, sizeof why);
+        tess_h5_reason(why, sizeof why);
         int err = errno;
-        tess_ds_quiet_end(&w->quiet);
+        tess_h5_quiet_end(&w->quiet);
         TESS_REQUIRE(false, TESS_ERR_IO, "cannot create '%s': %s (%s)", w->tmp, why, strerror(err));
     }
     tess_status s = tess_ds_write_attr_string(w, "/", "format", format);
@@ -391,7 +297,7 @@ tess_status tess_ds_write_array(tess_ds_writer *w, const char *name, hid_t ftype
     herr_t e = d >= 0 ? 0 : -1;
     if (d >= 0 && n > 0) e = H5Dwrite(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf);
     char why[256];
-    tess_ds_h5_reason(why, sizeof why);
+    tess_h5_reason(why, sizeof why);
     if (d >= 0) H5Dclose(d);
     if (lcpl >= 0) H5Pclose(lcpl);
     if (sp >= 0) H5Sclose(sp);
@@ -399,47 +305,48 @@ tess_status tess_ds_write_array(tess_ds_writer *w, const char *name, hid_t ftype
     return TESS_OK;
 }
 
-static tess_status write_attr(tess_ds_writer *w, const char *obj, const char *attr, hid_t ftype,
-                              hid_t mtype, const void *v) {
-    hid_t o = H5Oopen(w->file, obj, H5P_DEFAULT);
-    TESS_REQUIRE(o >= 0, TESS_ERR_IO, "'%s': cannot open %s to add attribute '%s'", w->tmp, obj,
+/* Object obj of w, opened to add attribute attr (close it with attr_written). */
+static tess_status attr_target(tess_ds_writer *w, const char *obj, const char *attr, hid_t *o) {
+    *o = H5Oopen(w->file, obj, H5P_DEFAULT);
+    TESS_REQUIRE(*o >= 0, TESS_ERR_IO, "'%s': cannot open %s to add attribute '%s'", w->tmp, obj,
                  attr);
-    hid_t sp = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(o, attr, ftype, sp, H5P_DEFAULT, H5P_DEFAULT);
-    herr_t e = a >= 0 ? H5Awrite(a, mtype, v) : -1;
-    if (a >= 0) H5Aclose(a);
-    H5Sclose(sp);
+    return TESS_OK;
+}
+
+/* Close o and turn rc, the result of an io/h5.h attribute writer, into a status. */
+static tess_status attr_written(tess_ds_writer *w, const char *obj, const char *attr, hid_t o,
+                                int rc) {
     H5Oclose(o);
-    TESS_REQUIRE(e >= 0, TESS_ERR_IO, "'%s': cannot write attribute '%s' of %s", w->tmp, attr, obj);
+    TESS_REQUIRE(rc == 0, TESS_ERR_IO, "'%s': cannot write attribute '%s' of %s", w->tmp, attr,
+                 obj);
     return TESS_OK;
 }
 
 tess_status tess_ds_write_attr_int(tess_ds_writer *w, const char *obj, const char *attr,
                                    int64_t v) {
-    long long x = v;
-    return write_attr(w, obj, attr, H5T_STD_I64LE, H5T_NATIVE_LLONG, &x);
+    hid_t o;
+    TESS_CHECK(attr_target(w, obj, attr, &o));
+    return attr_written(w, obj, attr, o, tess_h5_attr_write_i64(o, attr, v));
 }
 
 tess_status tess_ds_write_attr_double(tess_ds_writer *w, const char *obj, const char *attr,
                                       double v) {
-    return write_attr(w, obj, attr, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v);
+    hid_t o;
+    TESS_CHECK(attr_target(w, obj, attr, &o));
+    return attr_written(w, obj, attr, o, tess_h5_attr_write_double(o, attr, v));
 }
 
 tess_status tess_ds_write_attr_string(tess_ds_writer *w, const char *obj, const char *attr,
                                       const char *v) {
-    hid_t t = H5Tcopy(H5T_C_S1);
-    TESS_REQUIRE(t >= 0, TESS_ERR_INTERNAL, "H5Tcopy failed");
-    H5Tset_size(t, H5T_VARIABLE);
-    H5Tset_cset(t, H5T_CSET_UTF8);
-    tess_status s = write_attr(w, obj, attr, t, t, &v);
-    H5Tclose(t);
-    return s;
+    hid_t o;
+    TESS_CHECK(attr_target(w, obj, attr, &o));
+    return attr_written(w, obj, attr, o, tess_h5_attr_write_str(o, attr, v));
 }
 
 tess_status tess_ds_writer_commit(tess_ds_writer *w) {
     herr_t e = H5Fclose(w->file);
     w->file = H5I_INVALID_HID;
-    tess_ds_quiet_end(&w->quiet);
+    tess_h5_quiet_end(&w->quiet);
     if (e < 0) {
         remove(w->tmp);
         TESS_REQUIRE(false, TESS_ERR_IO, "closing '%s' failed", w->tmp);
@@ -457,7 +364,7 @@ void tess_ds_writer_abandon(tess_ds_writer *w) {
     if (w->file != H5I_INVALID_HID) {
         H5Fclose(w->file);
         w->file = H5I_INVALID_HID;
-        tess_ds_quiet_end(&w->quiet);
+        tess_h5_quiet_end(&w->quiet);
     }
     remove(w->tmp);
 }

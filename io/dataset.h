@@ -7,8 +7,8 @@
  * collective H5Dread per dataset (tess_ds_read_runs).
  * Writing: one process writes <path>.tmp with the default (POSIX) driver and renames it to
  * <path> on commit, so a converted file appears only when complete.
- * HDF5's own error printing is switched off inside these calls (tess_ds_quiet_*); its innermost
- * message is quoted in ours instead (tess_ds_h5_reason).
+ * HDF5's own error printing is switched off inside these calls (tess_h5_quiet_*, io/h5.h); its
+ * innermost message is quoted in ours instead (tess_h5_reason).
  * Collectiveness: with a file opened with coll_metadata, every function below that takes the
  * tess_ds_file reads metadata collectively, so all ranks must call the same ones in the same order
  * (they do, as the metadata are the same everywhere); tess_ds_read_runs is always collective.
@@ -24,21 +24,10 @@
 #include <stdint.h>
 
 #include "core/status.h" /* tess_status */
+#include "io/h5.h"       /* tess_h5_quiet (HDF5 error printing), the HDF5 helpers */
 #include "par/mesh.h"    /* tess_group */
 
 enum { TESS_DS_PATH_MAX = 1024, TESS_DS_MAX_DIMS = 2 };
-
-/* HDF5 error printing, saved and switched off by begin, restored by end. Not collective. */
-typedef struct {
-    H5E_auto2_t func;
-    void *data;
-} tess_ds_quiet;
-void tess_ds_quiet_begin(tess_ds_quiet *q);
-void tess_ds_quiet_end(const tess_ds_quiet *q);
-
-/* The innermost message on HDF5's default error stack ("file signature not found"), or
- * "no HDF5 detail" when the stack is empty. buf: n bytes. Not collective. */
-void tess_ds_h5_reason(char *buf, size_t n);
 
 /* A file opened for reading on a group. */
 typedef struct {
@@ -92,7 +81,7 @@ typedef struct {
     hid_t file;
     char path[TESS_DS_PATH_MAX];
     char tmp[TESS_DS_PATH_MAX + 8];
-    tess_ds_quiet quiet;
+    tess_h5_quiet quiet;
 } tess_ds_writer;
 
 /* Create <path>.tmp (truncating) and write the root attributes format and format_version.

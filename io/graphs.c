@@ -17,6 +17,7 @@
 
 #include "par/layout.h" /* tess_par_block_range */
 #include "io/dataset.h"  /* tess_ds_* */
+#include "io/h5.h"       /* tess_h5_quiet_* */
 #include "par/coll.h"    /* tess_par_agree */
 
 static const char *const GRAPHS_FORMAT = "tessera.graphs";
@@ -342,8 +343,8 @@ static tess_status graphs_read(tess_graphs *gs, const tess_group *g, const char 
     *gs = (tess_graphs){0};
     tess_ds_file f;
     TESS_CHECK(tess_ds_open(&f, g, path, GRAPHS_FORMAT, GRAPHS_VERSION, true));
-    tess_ds_quiet q;
-    tess_ds_quiet_begin(&q);
+    tess_h5_quiet q;
+    tess_h5_quiet_begin(&q);
     graph_dsets d = {H5I_INVALID_HID, H5I_INVALID_HID, H5I_INVALID_HID, H5I_INVALID_HID,
                      H5I_INVALID_HID, H5I_INVALID_HID, H5I_INVALID_HID};
     read_work w = {0};
@@ -364,7 +365,7 @@ static tess_status graphs_read(tess_graphs *gs, const tess_group *g, const char 
     work_free(&w);
     dsets_close(&d);
     tess_status sc = tess_ds_close(&f);
-    tess_ds_quiet_end(&q);
+    tess_h5_quiet_end(&q);
     if (s == TESS_OK) s = sc;
     if (s != TESS_OK) tess_graphs_free(gs);
     TESS_REQUIRE(s == TESS_OK, s, "reading graphs from '%s'", path);

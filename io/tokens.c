@@ -7,6 +7,7 @@
 
 #include "par/layout.h" /* tess_par_block_range */
 #include "io/dataset.h"  /* tess_ds_* */
+#include "io/h5.h"       /* tess_h5_quiet_*, tess_h5_reason */
 #include "par/coll.h"    /* tess_par_agree */
 
 static const char *const TOKENS_FORMAT = "tessera.tokens";
@@ -47,8 +48,8 @@ int64_t tess_tokens_window_start(tess_tokens *r, int64_t g) {
 tess_status tess_tokens_read(tess_tokens *r, int64_t first, int64_t n, int32_t *out) {
     TESS_REQUIRE(first >= 0 && n >= 0, TESS_ERR_ARG, "samples [%lld, +%lld)", (long long)first,
                  (long long)n);
-    tess_ds_quiet q;
-    tess_ds_quiet_begin(&q);
+    tess_h5_quiet q;
+    tess_h5_quiet_begin(&q);
     herr_t e = 0;
     int64_t i = 0;
     for (; i < n && e >= 0; i++) {
@@ -59,8 +60,8 @@ tess_status tess_tokens_read(tess_tokens *r, int64_t first, int64_t n, int32_t *
                         out + i * (r->T + 1));
     }
     char why[256];
-    if (e < 0) tess_ds_h5_reason(why, sizeof why);
-    tess_ds_quiet_end(&q);
+    if (e < 0) tess_h5_reason(why, sizeof why);
+    tess_h5_quiet_end(&q);
     TESS_REQUIRE(e >= 0, TESS_ERR_IO, "'%s': reading sample %lld of /tokens failed: %s", r->f.path,
                  (long long)(first + i - 1), why);
     return TESS_OK;
@@ -126,7 +127,7 @@ static tess_status scan_block(tess_tokens *r) {
         H5Sclose(ms);
         if (e < 0) {
             char why[256];
-            tess_ds_h5_reason(why, sizeof why);
+            tess_h5_reason(why, sizeof why);
             s = tess_error_push(TESS_ERR_DATA, __FILE__, __LINE__, __func__,
                                 "'%s': reading /tokens[%lld..%lld) failed: %s", r->f.path,
                                 (long long)a, (long long)(a + (int64_t)count), why);
@@ -170,8 +171,8 @@ tess_status tess_tokens_create(tess_tokens **rp, const tess_group *g, const char
         free(r);
         return tess_error_push(s, __FILE__, __LINE__, __func__, "opening tokens '%s'", path);
     }
-    tess_ds_quiet q;
-    tess_ds_quiet_begin(&q);
+    tess_h5_quiet q;
+    tess_h5_quiet_begin(&q);
     s = tess_par_agree(g, open_meta(r, o));
     if (s == TESS_OK) s = tess_par_agree(g, scan_block(r));
     if (s == TESS_OK) {
@@ -185,7 +186,7 @@ tess_status tess_tokens_create(tess_tokens **rp, const tess_group *g, const char
                                  "cannot allocate the order of %lld windows", (long long)r->W);
         s = tess_par_agree(g, ls);
     }
-    tess_ds_quiet_end(&q);
+    tess_h5_quiet_end(&q);
     if (s != TESS_OK) {
         tess_ds_file f = r->f;
         tokens_free(r);

@@ -16,6 +16,7 @@
 
 #include "par/layout.h" /* tess_par_block_range */
 #include "io/dataset.h"  /* tess_ds_* */
+#include "io/h5.h"       /* tess_h5_quiet_*, tess_h5_reason */
 #include "par/coll.h"    /* tess_par_agree */
 
 static const char *const TRACES_FORMAT = "tessera.traces";
@@ -190,8 +191,8 @@ tess_status tess_traces_read(tess_traces *tr, const tess_group *g, const char *p
     TESS_REQUIRE(overlap >= 0, TESS_ERR_ARG, "overlap %lld", (long long)overlap);
     tess_ds_file f;
     TESS_CHECK(tess_ds_open(&f, g, path, TRACES_FORMAT, TRACES_VERSION, true));
-    tess_ds_quiet q;
-    tess_ds_quiet_begin(&q);
+    tess_h5_quiet q;
+    tess_h5_quiet_begin(&q);
     name_list l = {0};
     tess_status s = tess_ds_attr_string(&f, "/sessions", "behavior_names", tr->behavior_names,
                                         sizeof tr->behavior_names);
@@ -207,7 +208,7 @@ tess_status tess_traces_read(tess_traces *tr, const tess_group *g, const char *p
     }
     free(l.names);
     tess_status sc = tess_ds_close(&f);
-    tess_ds_quiet_end(&q);
+    tess_h5_quiet_end(&q);
     if (s == TESS_OK) s = sc;
     if (s != TESS_OK) tess_traces_free(tr);
     TESS_REQUIRE(s == TESS_OK, s, "reading traces from '%s'", path);
@@ -407,17 +408,17 @@ tess_status tess_traces_import_flavell(tess_traces_session *s, const char *path,
 
     tess_ds_file f = {.file = H5I_INVALID_HID, .dxpl = H5I_INVALID_HID};
     snprintf(f.path, sizeof f.path, "%s", path);
-    tess_ds_quiet q;
-    tess_ds_quiet_begin(&q);
+    tess_h5_quiet q;
+    tess_h5_quiet_begin(&q);
     f.file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     char why[256];
-    tess_ds_h5_reason(why, sizeof why);
+    tess_h5_reason(why, sizeof why);
     tess_status st = f.file >= 0
                          ? flavell_read(&f, s, trace_name, behavior_names)
                          : tess_error_push(TESS_ERR_DATA, __FILE__, __LINE__, __func__,
                                            "'%s' is not a readable HDF5 file: %s", path, why);
     if (f.file >= 0) H5Fclose(f.file);
-    tess_ds_quiet_end(&q);
+    tess_h5_quiet_end(&q);
     if (st != TESS_OK) {
         free(s->traces);
         free(s->behavior);
