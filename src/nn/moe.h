@@ -184,6 +184,12 @@ int64_t tess_nn_moe_stack_layers(const tess_nn_moe_stack *s);
 const int64_t *tess_nn_moe_stack_counts(const tess_nn_moe_stack *s, int64_t i);
 const float *tess_nn_moe_stack_probs(const tess_nn_moe_stack *s, int64_t i, int64_t *N);
 const int32_t *tess_nn_moe_stack_topk(const tess_nn_moe_stack *s, int64_t i);
+/* Top-k mass (N) of MoE layer i's last forward. */
+const float *tess_nn_moe_stack_mass(const tess_nn_moe_stack *s, int64_t i);
+/* R_sp's statistic of MoE layer i's last forward with the given phi, whatever lambda_sp is:
+ * PHI_SQ the mean squared cosine of co-activated experts' z, PHI_SIGNED the mean cosine.
+ * NAN when k = 1. */
+double tess_nn_moe_stack_cosine(const tess_nn_moe_stack *s, int64_t i, tess_nn_moe_phi phi);
 /* The selection bias (E) of MoE layer i, or NULL without bias_balance. */
 float *tess_nn_moe_stack_bias(tess_nn_moe_stack *s, int64_t i);
 

@@ -363,3 +363,13 @@ float *tess_nn_moe_stack_bias(tess_nn_moe_stack *s, int64_t i) {
     const moe_layer *m = s->layer[i];
     return m->i_bias >= 0 ? P(m, m->i_bias) : NULL;
 }
+
+const float *tess_nn_moe_stack_mass(const tess_nn_moe_stack *s, int64_t i) {
+    return s->layer[i]->mass;
+}
+
+double tess_nn_moe_stack_cosine(const tess_nn_moe_stack *s, int64_t i, tess_nn_moe_phi phi) {
+    const moe_layer *m = s->layer[i];
+    if (m->k < 2) return NAN;
+    return tess_nn_moe_rsp_forward(m->z, m->row_of, m->N, m->k, m->F, phi);
+}
