@@ -146,10 +146,16 @@ typedef struct {
     tess_nn_moe_phi phi;
     bool bias_balance; /* aux-loss-free selection bias (registered, updated by the caller) */
     double std;        /* init std of the router and of w_gate, w_up (w_down: the model's) */
+    /* Expert parallelism: ep is the group the experts are sharded over (rank r of P holds
+     * experts [r E/P, (r+1) E/P)), edp the expert-data-parallel group their gradients are
+     * reduced over (the ranks holding the same experts). Both borrowed, NULL: every expert on
+     * this rank. With ep, forward and backward are collective on ep. */
+    const struct tess_group *ep, *edp;
 } tess_nn_moe_config;
 
 /* TESS_ERR_CONFIG naming the field: E < 1, k outside [1, E], F < 1, every < 1, a negative lambda,
- * k = 1 with lambda_sp > 0 (R_sp needs two co-activated experts), an unknown phi, std < 0. */
+ * k = 1 with lambda_sp > 0 (R_sp needs two co-activated experts), an unknown phi, std < 0, E not
+ * divisible by the size of ep. */
 tess_status tess_nn_moe_check_config(const tess_nn_moe_config *cfg);
 
 /* The auxiliary terms of the last forward, summed over the MoE layers (unweighted), and the
@@ -163,7 +169,12 @@ typedef struct {
 typedef struct tess_nn_moe_stack tess_nn_moe_stack;
 
 /* A stack shares the config and the aux-loss plumbing of a model's MoE layers (R_cp couples
- * adjacent ones). It owns none of the layers (the model does); use it only while they live. */
+ * adjacent ones). It owns none of the layers (the model does); use it only while they live.
+ * With expert parallelism each layer exchanges token rows over ep (par/dispatch.h): one count
+ * exchange and two row exchanges in forward (rows out; outputs back, with z when lambda_sp > 0,
+ * so R_sp is exact: computed where the token lives), two and one in backward. The feed-forward
+ * interface cannot return a status, so an MPI failure is kept: check tess_nn_moe_stack_status
+ * after each forward and backward. */
 tess_status tess_nn_moe_stack_create(tess_nn_moe_stack **s, const tess_nn_moe_config *cfg);
 void tess_nn_moe_stack_destroy(tess_nn_moe_stack **s);
 /* A tess_tfm_make_ffn (ctx = the stack): an MoE layer where the config puts one, else the model's
@@ -173,6 +184,9 @@ void tess_nn_moe_stack_destroy(tess_nn_moe_stack **s);
  * bias_balance "<prefix>.bias" (E) = 0, not trainable. */
 tess_status tess_nn_moe_stack_make_ffn(void *ctx, int64_t layer, const tess_tfm_config *cfg,
                                        tess_nn_ffn **ffn);
+/* TESS_OK, or the first failure of an exchange in a layer's forward or backward (its record is
+ * the error text); the layers' outputs are then undefined. */
+tess_status tess_nn_moe_stack_status(const tess_nn_moe_stack *s);
 /* The aux gradients added by each layer's backward are scaled like the main loss: set the
  * model's loss_scale here before tess_tfm_backward (default 1). */
 void tess_nn_moe_stack_set_loss_scale(tess_nn_moe_stack *s, float scale);
@@ -188,7 +202,7 @@ const int32_t *tess_nn_moe_stack_topk(const tess_nn_moe_stack *s, int64_t i);
 const float *tess_nn_moe_stack_mass(const tess_nn_moe_stack *s, int64_t i);
 /* R_sp's statistic of MoE layer i's last forward with the given phi, whatever lambda_sp is:
  * PHI_SQ the mean squared cosine of co-activated experts' z, PHI_SIGNED the mean cosine.
- * NAN when k = 1. */
+ * NAN when k = 1, or with ep and lambda_sp = 0 (z then stays on the experts' ranks). */
 double tess_nn_moe_stack_cosine(const tess_nn_moe_stack *s, int64_t i, tess_nn_moe_phi phi);
 /* The selection bias (E) of MoE layer i, or NULL without bias_balance. */
 float *tess_nn_moe_stack_bias(tess_nn_moe_stack *s, int64_t i);

@@ -6,14 +6,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/linear.h" /* tess_nn_linear_* */
+#include "nn/linear.h"    /* tess_nn_linear_* */
 #include "nn/moe.h"
+#include "par/dispatch.h"  /* tess_dispatch_* */
+#include "par/mesh.h"      /* tess_group */
 
 typedef struct moe_layer moe_layer;
 
 struct tess_nn_moe_stack {
     tess_nn_moe_config cfg;
     float scale;       /* loss scale of the aux gradients */
+    tess_status status; /* first exchange failure of a layer (TESS_OK if none) */
     moe_layer **layer; /* MoE layers in model order, borrowed */
     int64_t n, cap;
 };
@@ -23,6 +26,8 @@ struct moe_layer {
     tess_nn_moe_stack *stack;
     int64_t idx;                 /* among the stack's MoE layers */
     int64_t E, k, F;
+    int64_t P, rank, nle;        /* ep size and rank (1, 0 without ep); local experts E/P */
+    tess_dispatch *plan;         /* the step's exchange plan over ep; NULL without ep */
     double std, out_std;
     int64_t i_router, i_gate, i_up, i_down, i_bias; /* registry indices; i_bias -1 without */
     int64_t *counts, *offs, *pos; /* (E), (E+1), (E): rows per expert, their offsets, a cursor */
@@ -32,8 +37,14 @@ struct moe_layer {
     float *gates;                /* (N,k) */
     int32_t *topk, *row_of;      /* (N,k): expert of slot s; row of (t,s) in expert order */
     int32_t *row_tok;            /* (R): token of each row */
-    float *xp, *y;               /* (R,C): gathered inputs, expert outputs */
-    float *a, *b, *z;            /* (R,F): expert caches */
+    float *xp, *y;               /* (R,C) home side: gathered inputs (expert order), outputs */
+    float *z;                    /* (R,F) home side: the experts' z of this rank's tokens */
+    /* expert side, for up to Rx = P*R received rows in [local expert][source] order; without ep
+     * these alias the home side (Rx = R) */
+    float *xg, *yg;              /* (Rx,C) */
+    float *a, *b, *zg;           /* (Rx,F) */
+    float *xt;                   /* (Rx, max(C,F)) exchange buffer with ep */
+    int64_t *rows;               /* (nle) rows of each local expert in the last forward */
     const float *in;             /* (N,C) of the last forward, borrowed */
     int64_t N;                   /* rows of the last forward */
     float lb, zl, sp;            /* aux values of the last forward */
@@ -64,20 +75,35 @@ tess_status tess_nn_moe_check_config(const tess_nn_moe_config *c) {
     TESS_REQUIRE(c->phi >= 0 && c->phi < TESS_NN_MOE_PHI_COUNT, TESS_ERR_CONFIG,
                  "moe.phi: unknown value %d", (int)c->phi);
     TESS_REQUIRE(c->std >= 0, TESS_ERR_CONFIG, "moe.init_std must be >= 0, got %g", c->std);
+    TESS_REQUIRE(!c->ep || c->E % c->ep->size == 0, TESS_ERR_CONFIG,
+                 "moe.experts = %lld must be divisible by the expert-parallel size %d",
+                 (long long)c->E, c->ep ? c->ep->size : 1);
     return TESS_OK;
 }
 
 /* ---------- the layer's ffn operations ---------- */
 
+/* Register "<prefix>.<leaf>" under layout l with init; index to *idx. */
 static tess_status add(tess_registry *reg, const char *prefix, const char *leaf, int ndim,
-                       const int64_t *shape, tess_init init, int64_t *idx) {
+                       const int64_t *shape, const tess_layout *l, tess_init init, int64_t *idx) {
     char name[TESS_REGISTRY_NAME_MAX];
-    const tess_layout rep = tess_layout_replicated();
     int w = snprintf(name, sizeof name, "%s.%s", prefix, leaf);
     TESS_REQUIRE(w > 0 && (size_t)w < sizeof name, TESS_ERR_ARG, "name '%s.%s' is too long",
                  prefix, leaf);
-    TESS_CHECK(tess_registry_add(reg, name, ndim, shape, &rep, idx));
+    TESS_CHECK(tess_registry_add(reg, name, ndim, shape, l, idx));
     TESS_CHECK(tess_registry_set_init(reg, *idx, init));
+    return TESS_OK;
+}
+
+/* An expert tensor (E, a, b) sharded over ep along experts, reduced over edp. */
+static tess_status add_expert(moe_layer *m, tess_registry *reg, const char *prefix,
+                              const char *leaf, int64_t a, int64_t b, tess_init init,
+                              int64_t *idx) {
+    const tess_layout l = m->P > 1 ? tess_layout_sharded(0, (int)m->P, (int)m->rank)
+                                   : tess_layout_replicated();
+    TESS_CHECK(add(reg, prefix, leaf, 3, (int64_t[]){m->E, a, b}, &l, init, idx));
+    TESS_CHECK(tess_registry_set_tags(reg, *idx, TESS_TAG_EXPERT));
+    if (m->stack->cfg.edp) TESS_CHECK(tess_registry_set_group(reg, *idx, m->stack->cfg.edp));
     return TESS_OK;
 }
 
@@ -85,13 +111,16 @@ static tess_status moe_add_params(tess_nn_ffn *f, tess_registry *reg, const char
     moe_layer *m = (moe_layer *)f;
     const int64_t C = f->C, E = m->E, F = m->F;
     const tess_init w = tess_init_normal(0.0, m->std), wo = tess_init_normal(0.0, m->out_std);
-    TESS_CHECK(add(reg, prefix, "router", 2, (int64_t[]){E, C}, w, &m->i_router));
-    TESS_CHECK(add(reg, prefix, "w_gate", 3, (int64_t[]){E, F, C}, w, &m->i_gate));
-    TESS_CHECK(add(reg, prefix, "w_up", 3, (int64_t[]){E, F, C}, w, &m->i_up));
-    TESS_CHECK(add(reg, prefix, "w_down", 3, (int64_t[]){E, C, F}, wo, &m->i_down));
+    const tess_layout rep = tess_layout_replicated();
+    TESS_CHECK(add(reg, prefix, "router", 2, (int64_t[]){E, C}, &rep, w, &m->i_router));
+    TESS_CHECK(tess_registry_set_tags(reg, m->i_router, TESS_TAG_DENSE));
+    TESS_CHECK(add_expert(m, reg, prefix, "w_gate", F, C, w, &m->i_gate));
+    TESS_CHECK(add_expert(m, reg, prefix, "w_up", F, C, w, &m->i_up));
+    TESS_CHECK(add_expert(m, reg, prefix, "w_down", C, F, wo, &m->i_down));
     m->i_bias = -1;
     if (m->stack->cfg.bias_balance) {
-        TESS_CHECK(add(reg, prefix, "bias", 1, (int64_t[]){E}, tess_init_zeros(), &m->i_bias));
+        TESS_CHECK(add(reg, prefix, "bias", 1, (int64_t[]){E}, &rep, tess_init_zeros(),
+                       &m->i_bias));
         TESS_CHECK(tess_registry_set_trainable(reg, m->i_bias, false));
         TESS_CHECK(tess_registry_set_decay(reg, m->i_bias, false));
     }
@@ -118,17 +147,46 @@ static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
     TESS_CHECK(ints(ar, R, &m->row_tok));
     TESS_CHECK(tess_arena_floats(ar, R * C, &m->xp));
     TESS_CHECK(tess_arena_floats(ar, R * C, &m->y));
-    TESS_CHECK(tess_arena_floats(ar, R * F, &m->a));
-    TESS_CHECK(tess_arena_floats(ar, R * F, &m->b));
     TESS_CHECK(tess_arena_floats(ar, R * F, &m->z));
+    const int64_t Rx = m->P * R; /* dropless worst case: every rank's rows to this one */
+    if (m->plan) {
+        TESS_CHECK(tess_arena_floats(ar, Rx * C, &m->xg));
+        TESS_CHECK(tess_arena_floats(ar, Rx * C, &m->yg));
+        TESS_CHECK(tess_arena_floats(ar, Rx * F, &m->zg));
+        TESS_CHECK(tess_arena_floats(ar, Rx * (C > F ? C : F), &m->xt));
+    } else {
+        m->xg = m->xp, m->yg = m->y, m->zg = m->z;
+    }
+    TESS_CHECK(tess_arena_floats(ar, Rx * F, &m->a));
+    TESS_CHECK(tess_arena_floats(ar, Rx * F, &m->b));
     return TESS_OK;
 }
 
-/* Backward scratch: dgates (N,k), dprobs, dlogits (N,E), dmass (N), dy, dxp (R,C), dz, db (R,F). */
+/* Rows of the expert side: up to P*R. */
+static int64_t rx_max(const moe_layer *m, int64_t N) { return m->P * N * m->k; }
+
+/* Backward scratch: dgates (N,k), dprobs, dlogits (N,E), dmass (N); home side dy, dxp (R,C),
+ * dz (R,F); expert side (Rx rows) dyg, dxg (Rx,C), dzg, db (Rx,F). */
 static int64_t moe_scratch_floats(const tess_nn_ffn *f, int64_t max_N) {
     const moe_layer *m = (const moe_layer *)f;
-    const int64_t R = max_N * m->k;
-    return max_N * (m->k + 2 * m->E + 1) + R * (2 * f->C + 2 * m->F);
+    const int64_t R = max_N * m->k, Rx = rx_max(m, max_N), C = f->C, F = m->F;
+    return max_N * (m->k + 2 * m->E + 1) + R * (2 * C + F) + Rx * (2 * C + 2 * F);
+}
+
+/* Keep the first failure of an exchange. */
+static void keep(moe_layer *m, tess_status st) {
+    if (st != TESS_OK && m->stack->status == TESS_OK) m->stack->status = st;
+}
+
+/* Home rows (expert order) -> expert side [local expert][source]: exchange into tmp, regroup. */
+static void to_experts(moe_layer *m, const float *home, float *tmp, float *grp, int64_t w) {
+    keep(m, tess_dispatch_forward(m->plan, home, tmp, w));
+    tess_dispatch_regroup(m->plan, tmp, grp, w);
+}
+/* Expert side -> home rows: ungroup into tmp, reverse exchange. */
+static void to_home(moe_layer *m, const float *grp, float *tmp, float *home, int64_t w) {
+    tess_dispatch_ungroup(m->plan, grp, tmp, w);
+    keep(m, tess_dispatch_reverse(m->plan, tmp, home, w));
 }
 
 static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) {
@@ -153,13 +211,24 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
     }
     for (int64_t r = 0; r < R; r++)
         memcpy(m->xp + r * C, in + (int64_t)m->row_tok[r] * C, (size_t)C * sizeof(float));
-    /* experts */
+    /* to the experts' ranks: rows in expert order are already grouped by rank */
+    if (m->plan) {
+        keep(m, tess_dispatch_plan(m->plan, m->counts));
+        to_experts(m, m->xp, m->xt, m->xg, C);
+        for (int64_t j = 0; j < m->nle; j++) m->rows[j] = tess_dispatch_slot_rows(m->plan, j);
+    } else {
+        for (int64_t j = 0; j < m->nle; j++) m->rows[j] = m->counts[j];
+    }
+    /* local experts on their contiguous rows */
     const float *wg = P(m, m->i_gate), *wu = P(m, m->i_up), *wd = P(m, m->i_down);
-    for (int64_t e = 0; e < E; e++) {
-        const int64_t o = m->offs[e];
-        tess_nn_moe_expert_forward(m->y + o * C, m->a + o * F, m->b + o * F, m->z + o * F,
-                                   m->xp + o * C, wg + e * F * C, wu + e * F * C, wd + e * C * F,
-                                   m->counts[e], C, F);
+    for (int64_t j = 0, o = 0; j < m->nle; o += m->rows[j], j++)
+        tess_nn_moe_expert_forward(m->yg + o * C, m->a + o * F, m->b + o * F, m->zg + o * F,
+                                   m->xg + o * C, wg + j * F * C, wu + j * F * C, wd + j * C * F,
+                                   m->rows[j], C, F);
+    /* back home; z too when R_sp needs it (exact R_sp: every pair meets on the token's rank) */
+    if (m->plan) {
+        to_home(m, m->yg, m->xt, m->y, C);
+        if (cfg->lambda_sp > 0) to_home(m, m->zg, m->xt, m->z, F);
     }
     /* combine in slot order */
     for (int64_t t = 0; t < N; t++) {
@@ -185,8 +254,10 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
     const tess_nn_moe_config *cfg = &m->stack->cfg;
     const float sc = m->stack->scale;
     float *dgates = scratch, *dprobs = dgates + N * k, *dlogits = dprobs + N * E;
+    const int64_t Rx = rx_max(m, N);
     float *dmass = dlogits + N * E, *dy = dmass + N, *dxp = dy + R * C, *dz = dxp + R * C;
-    float *db = dz + R * F;
+    float *dyg = dz + R * F, *dxg = dyg + Rx * C, *dzg = dxg + Rx * C, *db = dzg + Rx * F;
+    if (!m->plan) dyg = dy, dxg = dxp, dzg = dz; /* the expert side is the home side */
     /* combine: dg_{t,s} = <dout_t, y_row>, dy_row = g_{t,s} dout_t */
     for (int64_t t = 0; t < N; t++) {
         const float *d = dout + t * C;
@@ -202,22 +273,29 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
             dgates[t * k + s] = (float)acc;
         }
     }
-    /* experts, with R_sp's gradient of z */
+    /* R_sp's gradient of z, at home; then both to the experts' ranks */
     memset(dz, 0, (size_t)(R * F) * sizeof(float));
-    memset(dxp, 0, (size_t)(R * C) * sizeof(float));
     if (cfg->lambda_sp > 0)
         tess_nn_moe_rsp_backward(dz, sc * (float)cfg->lambda_sp, m->z, m->row_of, N, k, F,
                                  cfg->phi);
+    int64_t rx = R;
+    if (m->plan) {
+        to_experts(m, dy, m->xt, dyg, C);
+        if (cfg->lambda_sp > 0)
+            to_experts(m, dz, m->xt, dzg, F);
+        rx = tess_dispatch_recv_rows(m->plan);
+        if (cfg->lambda_sp <= 0) memset(dzg, 0, (size_t)(rx * F) * sizeof(float));
+    }
+    memset(dxg, 0, (size_t)(rx * C) * sizeof(float));
     const float *wg = P(m, m->i_gate), *wu = P(m, m->i_up), *wd = P(m, m->i_down);
     float *dwg = G(m, m->i_gate), *dwu = G(m, m->i_up), *dwd = G(m, m->i_down);
-    for (int64_t e = 0; e < E; e++) {
-        const int64_t o = m->offs[e];
-        tess_nn_moe_expert_backward(dxp + o * C, dwg + e * F * C, dwu + e * F * C,
-                                    dwd + e * C * F, dz + o * F, db + o * F, dy + o * C,
-                                    m->xp + o * C, wg + e * F * C, wu + e * F * C,
-                                    wd + e * C * F, m->a + o * F, m->b + o * F, m->z + o * F,
-                                    m->counts[e], C, F);
-    }
+    for (int64_t j = 0, o = 0; j < m->nle; o += m->rows[j], j++)
+        tess_nn_moe_expert_backward(dxg + o * C, dwg + j * F * C, dwu + j * F * C,
+                                    dwd + j * C * F, dzg + o * F, db + o * F, dyg + o * C,
+                                    m->xg + o * C, wg + j * F * C, wu + j * F * C,
+                                    wd + j * C * F, m->a + o * F, m->b + o * F, m->zg + o * F,
+                                    m->rows[j], C, F);
+    if (m->plan) to_home(m, dxg, m->xt, dxp, C);
     /* un-permute: din_t += sum over slots in order */
     for (int64_t t = 0; t < N; t++)
         for (int64_t s = 0; s < k; s++) {
@@ -256,6 +334,8 @@ static void moe_destroy(tess_nn_ffn *f) {
     free(m->counts);
     free(m->offs);
     free(m->pos);
+    free(m->rows);
+    tess_dispatch_destroy(&m->plan);
     free(m);
 }
 
@@ -315,13 +395,24 @@ tess_status tess_nn_moe_stack_make_ffn(void *ctx, int64_t layer, const tess_tfm_
     *m = (moe_layer){.base = {.ops = &moe_ops, .C = tcfg->C}, .stack = st, .idx = st->n,
                      .E = cfg->E, .k = cfg->k, .F = cfg->F, .std = cfg->std,
                      .out_std = model_out_std(tcfg), .i_bias = -1};
+    m->P = cfg->ep ? cfg->ep->size : 1;
+    m->rank = cfg->ep ? cfg->ep->rank : 0;
+    m->nle = cfg->E / m->P;
     m->counts = calloc((size_t)cfg->E, sizeof *m->counts);
     m->offs = calloc((size_t)cfg->E + 1, sizeof *m->offs);
     m->pos = calloc((size_t)cfg->E, sizeof *m->pos);
-    if (!m->counts || !m->offs || !m->pos) {
+    m->rows = calloc((size_t)m->nle, sizeof *m->rows);
+    if (!m->counts || !m->offs || !m->pos || !m->rows) {
         moe_destroy(&m->base);
         TESS_REQUIRE(false, TESS_ERR_MEM, "cannot allocate an MoE layer's counts (E=%lld)",
                      (long long)cfg->E);
+    }
+    if (cfg->ep) {
+        const tess_status ps = tess_dispatch_create(&m->plan, cfg->ep, m->nle);
+        if (ps != TESS_OK) {
+            moe_destroy(&m->base);
+            return ps;
+        }
     }
     st->layer[st->n++] = m;
     *ffn = &m->base;
@@ -329,6 +420,8 @@ tess_status tess_nn_moe_stack_make_ffn(void *ctx, int64_t layer, const tess_tfm_
 }
 
 void tess_nn_moe_stack_set_loss_scale(tess_nn_moe_stack *s, float scale) { s->scale = scale; }
+
+tess_status tess_nn_moe_stack_status(const tess_nn_moe_stack *s) { return s->status; }
 
 void tess_nn_moe_stack_aux(const tess_nn_moe_stack *s, tess_nn_moe_aux *aux) {
     *aux = (tess_nn_moe_aux){.layers = s->n};
@@ -370,6 +463,6 @@ const float *tess_nn_moe_stack_mass(const tess_nn_moe_stack *s, int64_t i) {
 
 double tess_nn_moe_stack_cosine(const tess_nn_moe_stack *s, int64_t i, tess_nn_moe_phi phi) {
     const moe_layer *m = s->layer[i];
-    if (m->k < 2) return NAN;
+    if (m->k < 2 || (m->plan && s->cfg.lambda_sp <= 0)) return NAN; /* z is not at home */
     return tess_nn_moe_rsp_forward(m->z, m->row_of, m->N, m->k, m->F, phi);
 }
