@@ -6,10 +6,12 @@
  * A composition on the run driver (run/run.h): options, resume, checkpoints (parameters, the
  * balancing biases, AdamW), stops, metrics and plots are the driver's.
  *
- * Data parallelism: train.batch is the GLOBAL batch; each of P ranks runs b = batch/P sequences
- * and holds every expert (no expert parallelism yet). The aux losses are computed on each rank's
- * tokens and averaged with the gradients (par/gradsync.h); the balancing biases are updated from
- * counts summed over the ranks, so every rank updates alike.
+ * Parallelism: the ranks form a dp x ep mesh (dist.ep). train.batch is the GLOBAL batch; each
+ * of P ranks runs b = batch/P sequences. Each rank of an ep group holds E/ep experts of every
+ * MoE layer and exchanges token rows with the others (nn/moe.h, par/dispatch.h); expert
+ * gradients are averaged over the dp axis, dense ones over every rank (par/gradsync.h). The aux
+ * losses are computed on each rank's tokens and averaged with the gradients; the balancing
+ * biases are updated from counts summed over the ranks, so every rank updates alike.
  * Outputs under run.dir: config.ini, metrics.csv (training), eval.csv (held-out loss, perplexity,
  * the unigram baseline, mean routing statistics), routing.csv (per MoE layer), plots/, checkpoints/.
  */
@@ -29,6 +31,7 @@
 #include "optim/sched.h"    /* tess_sched_* */
 #include "par/coll.h"       /* tess_par_allreduce_* */
 #include "par/gradsync.h"   /* tess_gradsync_* */
+#include "par/mesh.h"       /* tess_mesh_* */
 #include "run/run.h"        /* tess_run_* */
 #include "tensor/tensor.h"  /* tess_tensor_sqnorm */
 
@@ -92,6 +95,7 @@ static const tess_opt optim_opts[] = {
 };
 static const tess_opt dist_opts[] = {
     TESS_OPT_INT("bucket_kib", 1024, 1, 1 << 22, "gradient all-reduce bucket size (KiB)"),
+    TESS_OPT_INT("ep", 1, 1, 1 << 16, "expert-parallel size: divides the ranks and moe.experts"),
 };
 static const tess_config_section sections[] = {
     TESS_CONFIG_SECTION("model", model_opts), TESS_CONFIG_SECTION("moe", moe_opts),
@@ -105,7 +109,8 @@ typedef struct {
     tess_nn_moe_config moe;
     double bias_rate;
     tess_sched sched;
-    int64_t global_B, b, log_every, eval_every, eval_batch, uni_samples, nmoe;
+    int64_t global_B, b, log_every, eval_every, eval_batch, uni_samples, nmoe, ep;
+    tess_mesh *mesh;                 /* dp x ep over the run's group */
     double clip;
     tess_registry *reg;
     tess_nn_moe_stack *stack;
@@ -137,6 +142,7 @@ static void moe_destroy(void *ctx) {
     tess_tfm_destroy(&a->model);
     tess_nn_moe_stack_destroy(&a->stack);
     tess_registry_destroy(&a->reg);
+    tess_mesh_destroy(&a->mesh);
 }
 
 /* The options into a, checked identically on every rank. */
@@ -165,6 +171,12 @@ static tess_status read_options(moe_app *a, const tess_config *c, int nranks, ui
                                   .std = tess_config_real(c, "moe.init_std")};
     a->bias_rate = tess_config_real(c, "moe.bias_rate");
     TESS_CHECK(tess_nn_moe_check_config(&a->moe));
+    a->ep = tess_config_int(c, "dist.ep");
+    TESS_REQUIRE(nranks % a->ep == 0, TESS_ERR_CONFIG,
+                 "dist.ep = %lld must divide the number of ranks (%d)", (long long)a->ep, nranks);
+    TESS_REQUIRE(a->moe.E % a->ep == 0, TESS_ERR_CONFIG,
+                 "moe.experts = %lld must be divisible by dist.ep = %lld", (long long)a->moe.E,
+                 (long long)a->ep);
     a->mc = (tess_tfm_config){.V = a->data.V, .T = a->data.T,
                               .C = tess_config_int(c, "model.channels"),
                               .NH = tess_config_int(c, "model.heads"),
@@ -285,6 +297,14 @@ static tess_status moe_setup(tess_run *run, void *ctx) {
 
     /* Everything above failed, if at all, identically on every rank. */
     tess_run_local_from_here(run);
+    /* experts sharded over "ep", their gradients reduced over "dp" (the ranks holding the same
+     * experts); dense weights over every rank */
+    const tess_mesh_axis axes[] = {{"dp", TESS_MESH_REST}, {"ep", (int)a->ep}};
+    TESS_CHECK(tess_mesh_create(dp, 2, axes, &a->mesh));
+    if (a->ep > 1) {
+        a->moe.edp = tess_mesh_axis_group(a->mesh, 0);
+        a->moe.ep = tess_mesh_axis_group(a->mesh, 1);
+    }
     TESS_CHECK(tess_registry_create(&a->reg));
     TESS_CHECK(tess_nn_moe_stack_create(&a->stack, &a->moe));
     a->mc.ffn_ctx = a->stack;
@@ -375,6 +395,7 @@ static tess_status evaluate(tess_run *run, moe_app *a, const tess_group *g) {
         const int64_t B = hi - first < a->b ? hi - first : a->b, N = B * T;
         moe_data_batch(&a->data, MOE_SPLIT_EVAL, first, B, a->ids, a->targets, a->domain);
         const float l = tess_tfm_forward(a->model, a->ids, a->targets, B);
+        TESS_CHECK(tess_nn_moe_stack_status(a->stack));
         a->stats[L * per] += (double)l * (double)N;
         a->stats[L * per + 1] += (double)N;
         for (int64_t i = 0; i < L; i++) {
@@ -451,6 +472,7 @@ static tess_status moe_step(tess_run *run, void *ctx, int64_t step, tess_run_ste
     tess_nn_moe_stack_aux(a->stack, &aux);
     tess_nn_moe_stack_set_loss_scale(a->stack, 1.0f);
     tess_tfm_backward(a->model, 1.0f);
+    TESS_CHECK(tess_nn_moe_stack_status(a->stack));
     TESS_CHECK(tess_gradsync_finish(a->sync, NULL));
     double v[6] = {ce, aux.total, aux.lb, aux.z, aux.sp, aux.cp};
     TESS_CHECK(tess_par_allreduce_f64(dp, v, 6, TESS_PAR_MEAN));
@@ -460,7 +482,7 @@ static tess_status moe_step(tess_run *run, void *ctx, int64_t step, tess_run_ste
     double norm;
     const double lr = tess_sched_lr(&a->sched, step);
     bool skip;
-    TESS_CHECK(tess_clip_grad_norm(a->reg, a->clip, NULL, &norm));
+    TESS_CHECK(tess_clip_grad_norm(a->reg, a->clip, dp, &norm));
     TESS_CHECK(tess_guard_check(&a->guard, step, v[0] + v[1], norm, &skip));
     if (!skip) tess_adamw_step(a->opt, (float)lr);
     a->steps_run++;

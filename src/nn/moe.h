@@ -174,7 +174,10 @@ typedef struct tess_nn_moe_stack tess_nn_moe_stack;
  * exchange and two row exchanges in forward (rows out; outputs back, with z when lambda_sp > 0,
  * so R_sp is exact: computed where the token lives), two and one in backward. The feed-forward
  * interface cannot return a status, so an MPI failure is kept: check tess_nn_moe_stack_status
- * after each forward and backward. */
+ * after each forward and backward. Gradient convention with ep of size P: every rank's loss is
+ * its own tokens' (dense gradients are each rank's, averaged over the data-parallel ranks by
+ * the gradient sync); an expert's gradient is the sum over the rows it received from all P ranks
+ * divided by P, so that its mean over edp is the same mean over every rank (not P times it). */
 tess_status tess_nn_moe_stack_create(tess_nn_moe_stack **s, const tess_nn_moe_config *cfg);
 void tess_nn_moe_stack_destroy(tess_nn_moe_stack **s);
 /* A tess_tfm_make_ffn (ctx = the stack): an MoE layer where the config puts one, else the model's

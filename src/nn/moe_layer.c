@@ -285,6 +285,14 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
             to_experts(m, dz, m->xt, dzg, F);
         rx = tess_dispatch_recv_rows(m->plan);
         if (cfg->lambda_sp <= 0) memset(dzg, 0, (size_t)(rx * F) * sizeof(float));
+        /* This rank's experts see the rows of all P ranks of ep, so their weight gradients
+         * would be the SUM of P ranks' losses, while dense gradients are each rank's own, made
+         * a mean over the ranks by the gradient sync (expert ones over edp, P times fewer
+         * ranks). Scaling the rows by 1/P makes the expert gradients that same mean; the input
+         * gradients are scaled back by P below, as they belong to each row's own rank. */
+        const float inv = 1.0f / (float)m->P;
+        for (int64_t i = 0; i < rx * C; i++) dyg[i] *= inv;
+        for (int64_t i = 0; i < rx * F; i++) dzg[i] *= inv;
     }
     memset(dxg, 0, (size_t)(rx * C) * sizeof(float));
     const float *wg = P(m, m->i_gate), *wu = P(m, m->i_up), *wd = P(m, m->i_down);
@@ -295,7 +303,11 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
                                     m->xg + o * C, wg + j * F * C, wu + j * F * C,
                                     wd + j * C * F, m->a + o * F, m->b + o * F, m->zg + o * F,
                                     m->rows[j], C, F);
-    if (m->plan) to_home(m, dxg, m->xt, dxp, C);
+    if (m->plan) {
+        const float p = (float)m->P;
+        for (int64_t i = 0; i < rx * C; i++) dxg[i] *= p;
+        to_home(m, dxg, m->xt, dxp, C);
+    }
     /* un-permute: din_t += sum over slots in order */
     for (int64_t t = 0; t < N; t++)
         for (int64_t s = 0; s < k; s++) {

@@ -4,8 +4,8 @@
  * [r N, (r+1) N) of a global batch; the reference is the single-rank layer pair (every expert
  * local) run on each rank's rows in turn, accumulating gradients. Checked within 1e-6 (max
  * difference over max magnitude): outputs, aux terms, input gradients, each rank's expert
- * gradients against the reference's rows of its experts, and the router gradients summed over
- * the ranks. Also: the registry entries (sharded layout, EXPERT tag, the edp group) and the
+ * gradients times the ep size against the reference's rows of its experts (moe.h: expert
+ * gradients are divided by the ep size), and the router gradients summed over the ranks. Also: the registry entries (sharded layout, EXPERT tag, the edp group) and the
  * config error for E not divisible by the ep size. */
 #include <math.h>
 #include <stdlib.h>
@@ -147,7 +147,11 @@ int main(int argc, char **argv) {
             double err;
             if (e->tags & TESS_TAG_EXPERT) {
                 const int64_t per = e->local_count / e->local_shape[0];
-                err = rel(g, rg + e->global_offset[0] * per, e->local_count);
+                /* the layer divides expert gradients by the ep size (moe.h) */
+                float *gs = malloc((size_t)e->local_count * sizeof(float));
+                for (int64_t j = 0; j < e->local_count; j++) gs[j] = g[j] * (float)size;
+                err = rel(gs, rg + e->global_offset[0] * per, e->local_count);
+                free(gs);
             } else {
                 double *sum = malloc((size_t)e->local_count * sizeof(double));
                 float *sf = malloc((size_t)e->local_count * sizeof(float));
