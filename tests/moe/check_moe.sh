@@ -22,6 +22,9 @@ small=(--set model.layers=2 --set model.channels=32 --set model.heads=2 --set mo
        --set moe.experts=4 --set moe.expert_hidden=16 --set data.vocab=64 --set data.seq_len=16
        --set train.batch=8 --set train.eval_batch=16 --set run.plots=false)
 
+# run directories of an earlier run of this test would be resumed: start clean
+rm -rf converge full stopped to1 to4 ep1 np2ep2 np4ep2 np4ep4 np1 np2
+
 case "$mode" in
 converge)
   "$mpiexec" -n 1 "$exe" --set run.dir=converge --set run.plots=false --set train.steps=60 \
