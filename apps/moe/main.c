@@ -10,8 +10,10 @@
  * of P ranks runs b = batch/P sequences. Each rank of an ep group holds E/ep experts of every
  * MoE layer and exchanges token rows with the others (nn/moe.h, par/dispatch.h); expert
  * gradients are averaged over the dp axis, dense ones over every rank (par/gradsync.h). The aux
- * losses are computed on each rank's tokens and averaged with the gradients; the balancing
- * biases are updated from counts summed over the ranks, so every rank updates alike.
+ * losses are computed on each rank's tokens and averaged with the gradients, L_lb from counts
+ * summed over every rank (moe.lb_global), so the objective does not depend on the number of
+ * ranks; the balancing biases are updated from counts summed over the ranks, so every rank
+ * updates alike.
  * Outputs under run.dir: config.ini, metrics.csv (training), eval.csv (held-out loss, perplexity,
  * the unigram baseline, mean routing statistics), routing.csv (per MoE layer), plots/, checkpoints/.
  */
@@ -60,6 +62,7 @@ static const tess_opt moe_opts[] = {
     TESS_OPT_INT("expert_hidden", 64, 1, 1 << 20, "hidden width of each SwiGLU expert"),
     TESS_OPT_INT("every", 1, 1, 1024, "MoE in layers l with (l+1) % every == 0 (2: every other)"),
     TESS_OPT_REAL("lambda_lb", 1e-2, 0.0, 1e3, "load-balancing loss weight"),
+    TESS_OPT_BOOL("lb_global", true, "L_lb from counts summed over every rank (the global batch)"),
     TESS_OPT_REAL("lambda_z", 0.0, 0.0, 1e3, "router z-loss weight (1e-3 when used)"),
     TESS_OPT_REAL("lambda_sp", 2e-3, 0.0, 1e3, "specialization loss R_sp weight (needs top_k >= 2)"),
     TESS_OPT_REAL("lambda_cp", 1e-3, 0.0, 1e3, "cross-layer coupling loss R_cp weight"),
@@ -108,6 +111,7 @@ typedef struct {
     tess_tfm_config mc;
     tess_nn_moe_config moe;
     double bias_rate;
+    bool lb_global;
     tess_sched sched;
     int64_t global_B, b, log_every, eval_every, eval_batch, uni_samples, nmoe, ep;
     tess_mesh *mesh;                 /* dp x ep over the run's group */
@@ -170,6 +174,7 @@ static tess_status read_options(moe_app *a, const tess_config *c, int nranks, ui
                                   .bias_balance = tess_config_bool(c, "moe.bias_balance"),
                                   .std = tess_config_real(c, "moe.init_std")};
     a->bias_rate = tess_config_real(c, "moe.bias_rate");
+    a->lb_global = tess_config_bool(c, "moe.lb_global");
     TESS_CHECK(tess_nn_moe_check_config(&a->moe));
     a->ep = tess_config_int(c, "dist.ep");
     TESS_REQUIRE(nranks % a->ep == 0, TESS_ERR_CONFIG,
@@ -305,6 +310,7 @@ static tess_status moe_setup(tess_run *run, void *ctx) {
         a->moe.edp = tess_mesh_axis_group(a->mesh, 0);
         a->moe.ep = tess_mesh_axis_group(a->mesh, 1);
     }
+    if (a->lb_global) a->moe.lb_group = dp;
     TESS_CHECK(tess_registry_create(&a->reg));
     TESS_CHECK(tess_nn_moe_stack_create(&a->stack, &a->moe));
     a->mc.ffn_ctx = a->stack;

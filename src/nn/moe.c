@@ -131,20 +131,20 @@ void tess_nn_moe_counts(int64_t *counts, const int32_t *topk, int64_t N, int64_t
     for (int64_t i = 0; i < N * k; i++) counts[topk[i]]++;
 }
 
-float tess_nn_moe_lb_forward(const float *probs, const int64_t *counts, int64_t N, int64_t E,
-                             int64_t k) {
+float tess_nn_moe_lb_forward(const float *probs, const int64_t *counts, int64_t N, int64_t Ntot,
+                             int64_t E, int64_t k) {
     double l = 0.0;
     for (int64_t e = 0; e < E; e++) {
         double P = 0.0;
         for (int64_t t = 0; t < N; t++) P += probs[t * E + e];
         l += (double)counts[e] * P;
     }
-    return (float)(l * (double)E / ((double)k * (double)N * (double)N));
+    return (float)(l * (double)E / ((double)k * (double)Ntot * (double)N));
 }
 
 void tess_nn_moe_lb_backward(float *dprobs, float dloss, const int64_t *counts, int64_t N,
-                             int64_t E, int64_t k) {
-    const double s = (double)dloss * (double)E / ((double)k * (double)N * (double)N);
+                             int64_t Ntot, int64_t E, int64_t k) {
+    const double s = (double)dloss * (double)E / ((double)k * (double)Ntot * (double)N);
     for (int64_t t = 0; t < N; t++)
         for (int64_t e = 0; e < E; e++) dprobs[t * E + e] += (float)(s * (double)counts[e]);
 }

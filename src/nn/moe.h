@@ -77,13 +77,15 @@ void tess_nn_moe_softmax_backward(float *dlogits, const float *dprobs, const flo
 
 /* counts (E) = number of (token, slot) pairs routed to each expert. topk (N,k). */
 void tess_nn_moe_counts(int64_t *counts, const int32_t *topk, int64_t N, int64_t E, int64_t k);
-/* L_lb = E/(k N^2) sum_e counts_e sum_t probs_{t,e} (1 at uniform probs); counts are constants
- * (this rank's, or all-reduced over a sequence-partition group with N its total). */
-float tess_nn_moe_lb_forward(const float *probs, const int64_t *counts, int64_t N, int64_t E,
-                             int64_t k);
-/* dprobs (N,E) += dloss * E counts_e / (k N^2). */
-void tess_nn_moe_lb_backward(float *dprobs, float dloss, const int64_t *counts, int64_t N,
+/* L_lb = E/(k Ntot N) sum_e counts_e sum_t probs_{t,e} over this rank's N tokens, counts (E)
+ * constants counted over Ntot tokens: Ntot = N and this rank's counts give the local loss (1 at
+ * uniform probs); counts summed over P ranks of N tokens each, Ntot = P N, give a per-rank value
+ * whose mean over the ranks is the L_lb of the whole batch. */
+float tess_nn_moe_lb_forward(const float *probs, const int64_t *counts, int64_t N, int64_t Ntot,
                              int64_t E, int64_t k);
+/* dprobs (N,E) += dloss * E counts_e / (k Ntot N). */
+void tess_nn_moe_lb_backward(float *dprobs, float dloss, const int64_t *counts, int64_t N,
+                             int64_t Ntot, int64_t E, int64_t k);
 /* L_z = mean_t lse_t^2; backward: dlogits (N,E) += dloss * 2 lse_t probs_{t,j} / N. */
 float tess_nn_moe_zloss_forward(const float *lse, int64_t N);
 void tess_nn_moe_zloss_backward(float *dlogits, float dloss, const float *probs, const float *lse,
@@ -151,6 +153,11 @@ typedef struct {
      * reduced over (the ranks holding the same experts). Both borrowed, NULL: every expert on
      * this rank. With ep, forward and backward are collective on ep. */
     const struct tess_group *ep, *edp;
+    /* L_lb's counts and token total summed over this group (borrowed; collective on it in
+     * forward), e.g. every data-parallel rank: the global-batch L_lb, so the objective does not
+     * depend on how the batch is split over ranks. NULL: each rank's own (the per-micro-batch
+     * variant). */
+    const struct tess_group *lb_group;
 } tess_nn_moe_config;
 
 /* TESS_ERR_CONFIG naming the field: E < 1, k outside [1, E], F < 1, every < 1, a negative lambda,

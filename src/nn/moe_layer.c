@@ -8,6 +8,7 @@
 
 #include "nn/linear.h"    /* tess_nn_linear_* */
 #include "nn/moe.h"
+#include "par/coll.h"      /* tess_par_allreduce_i64 */
 #include "par/dispatch.h"  /* tess_dispatch_* */
 #include "par/mesh.h"      /* tess_group */
 
@@ -31,6 +32,7 @@ struct moe_layer {
     double std, out_std;
     int64_t i_router, i_gate, i_up, i_down, i_bias; /* registry indices; i_bias -1 without */
     int64_t *counts, *offs, *pos; /* (E), (E+1), (E): rows per expert, their offsets, a cursor */
+    int64_t *lbc;                /* (E+1): L_lb's counts and token total (over lb_group) */
     /* caches for max_N rows (carve) */
     float *logits, *probs;       /* (N,E) */
     float *lse, *mass;           /* (N) */
@@ -242,7 +244,10 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
         }
     }
     /* aux values */
-    m->lb = tess_nn_moe_lb_forward(m->probs, m->counts, N, E, k);
+    memcpy(m->lbc, m->counts, (size_t)E * sizeof *m->lbc);
+    m->lbc[E] = N;
+    if (cfg->lb_group) keep(m, tess_par_allreduce_i64(cfg->lb_group, m->lbc, E + 1, TESS_PAR_SUM));
+    m->lb = tess_nn_moe_lb_forward(m->probs, m->lbc, N, m->lbc[E], E, k);
     m->zl = tess_nn_moe_zloss_forward(m->lse, N);
     m->sp = cfg->lambda_sp > 0 ? tess_nn_moe_rsp_forward(m->z, m->row_of, N, k, F, cfg->phi) : 0;
 }
@@ -318,7 +323,7 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
     memset(dprobs, 0, (size_t)(N * E) * sizeof(float));
     tess_nn_moe_gates_backward(dprobs, dgates, m->gates, m->mass, m->topk, N, E, k);
     if (cfg->lambda_lb > 0)
-        tess_nn_moe_lb_backward(dprobs, sc * (float)cfg->lambda_lb, m->counts, N, E, k);
+        tess_nn_moe_lb_backward(dprobs, sc * (float)cfg->lambda_lb, m->lbc, N, m->lbc[E], E, k);
     if (cfg->lambda_cp > 0 && m->stack->n > 1) {
         memset(dmass, 0, (size_t)N * sizeof(float));
         const float dl = sc * (float)cfg->lambda_cp;
@@ -347,6 +352,7 @@ static void moe_destroy(tess_nn_ffn *f) {
     free(m->offs);
     free(m->pos);
     free(m->rows);
+    free(m->lbc);
     tess_dispatch_destroy(&m->plan);
     free(m);
 }
@@ -414,7 +420,8 @@ tess_status tess_nn_moe_stack_make_ffn(void *ctx, int64_t layer, const tess_tfm_
     m->offs = calloc((size_t)cfg->E + 1, sizeof *m->offs);
     m->pos = calloc((size_t)cfg->E, sizeof *m->pos);
     m->rows = calloc((size_t)m->nle, sizeof *m->rows);
-    if (!m->counts || !m->offs || !m->pos || !m->rows) {
+    m->lbc = calloc((size_t)cfg->E + 1, sizeof *m->lbc);
+    if (!m->counts || !m->offs || !m->pos || !m->rows || !m->lbc) {
         moe_destroy(&m->base);
         TESS_REQUIRE(false, TESS_ERR_MEM, "cannot allocate an MoE layer's counts (E=%lld)",
                      (long long)cfg->E);

@@ -858,7 +858,7 @@ static void moe_gates_backward(gc_ctx *c) {
 }
 
 /* moe_lb: dims {N, E, k}: L_lb of softmax(logits) with the counts of fixed routings "route"
- * (constants, as in the layer) */
+ * (constants, as in the layer), as if counted over Ntot = 3N tokens (the global-batch form) */
 static void moe_lb_setup(gc_ctx *c) {
     const int64_t N = c->dims[0], E = c->dims[1], k = c->dims[2];
     gc_input(c, "logits", N * E, -2, 2);
@@ -882,13 +882,14 @@ static void moe_lb_forward(gc_ctx *c) {
     int64_t counts[64];
     moe_softmax_only(c, gc_x(c, "probs"), gc_x(c, "lse"), gc_x(c, "logits"));
     tess_nn_moe_counts(counts, gc_i(c, "route"), N, E, k);
-    gc_x(c, "loss")[0] = tess_nn_moe_lb_forward(gc_x(c, "probs"), counts, N, E, k);
+    gc_x(c, "loss")[0] = tess_nn_moe_lb_forward(gc_x(c, "probs"), counts, N, 3 * N, E, k);
 }
 static void moe_lb_backward(gc_ctx *c) {
     const int64_t N = c->dims[0], E = c->dims[1], k = c->dims[2];
     int64_t counts[64];
     tess_nn_moe_counts(counts, gc_i(c, "route"), N, E, k);
-    tess_nn_moe_lb_backward(gc_x(c, "dprobs"), gc_g(c, "loss")[0], counts, N, E, k);
+    tess_nn_moe_lb_backward(gc_x(c, "dprobs"), gc_g(c, "loss")[0], counts, N, 3 * N, E,
+                            k);
     tess_nn_moe_softmax_backward(gc_g(c, "logits"), gc_x(c, "dprobs"), gc_x(c, "probs"), N, E);
 }
 
@@ -1109,7 +1110,7 @@ static double moe_layer_ref(float *y, float *mass, const float *x, const char *p
         }
     }
     tess_nn_moe_counts(counts, topk, N, E, k);
-    double aux = gc_moe_cfg.lambda_lb * tess_nn_moe_lb_forward(p, counts, N, E, k) +
+    double aux = gc_moe_cfg.lambda_lb * tess_nn_moe_lb_forward(p, counts, N, N, E, k) +
                  gc_moe_cfg.lambda_z * tess_nn_moe_zloss_forward(lse, N) +
                  gc_moe_cfg.lambda_sp * tess_nn_moe_rsp_forward_ref(z, row, N, k, F, gc_moe_cfg.phi);
     free(h), free(p), free(lse), free(g), free(z), free(ab), free(yr), free(topk), free(row);

@@ -23,7 +23,7 @@ small=(--set model.layers=2 --set model.channels=32 --set model.heads=2 --set mo
        --set train.batch=8 --set train.eval_batch=16 --set run.plots=false)
 
 # run directories of an earlier run of this test would be resumed: start clean
-rm -rf converge full stopped to1 to4 ep1 np2ep2 np4ep2 np4ep4 np1 np2
+rm -rf converge full stopped to1 to4 ep1 np2ep2 np4ep2 np4ep4 np1 np2 np2local
 
 case "$mode" in
 converge)
@@ -58,7 +58,9 @@ resume)
   ;;
 dp)
   common=("${small[@]}" --set train.steps=20 --set train.eval_every=20 --set run.log_every=5
-          --set optim.warmup_steps=5 --set moe.lambda_lb=0 --set moe.lambda_z=1e-3)
+          --set optim.warmup_steps=5 --set moe.lambda_lb=0.1 --set moe.lambda_z=1e-3)
+  "$mpiexec" -n 2 "$exe" "${common[@]}" --set moe.lb_global=false --set run.dir=np2local >np2local.log 2>&1 ||
+    { cat np2local.log; fail "2 ranks, local L_lb"; }
   for np in 1 2; do
     "$mpiexec" -n "$np" "$exe" "${common[@]}" --set run.dir="np$np" >"np$np.log" 2>&1 ||
       { cat "np$np.log"; fail "$np ranks"; }
@@ -66,10 +68,12 @@ dp)
   paste -d, <(cut -d, -f1,2 np1/metrics.csv) <(cut -d, -f2 np2/metrics.csv) | tail -n +2 |
     awk -F, '{ d = $2 - $3; if (d < 0) d = -d; r = d / $2; printf "step %s: 1 rank %s, 2 ranks %s, rel %.2e\n", $1, $2, $3, r;
                if (r > 1e-4) bad = 1 } END { exit bad }' || fail "2 ranks differ from 1 rank"
+  cmp -s <(cut -d, -f1-4 np2/metrics.csv) <(cut -d, -f1-4 np2local/metrics.csv) &&
+    fail "per-rank L_lb counts gave the same losses as global ones: the test cannot tell them apart"
   ;;
 ep)
   common=("${small[@]}" --set train.steps=20 --set train.eval_every=20 --set run.log_every=5
-          --set optim.warmup_steps=5 --set moe.lambda_lb=0 --set moe.lambda_z=1e-3)
+          --set optim.warmup_steps=5 --set moe.lambda_lb=0.1 --set moe.lambda_z=1e-3)
   "$mpiexec" -n 1 "$exe" "${common[@]}" --set run.dir=ep1 >ep1.log 2>&1 || { cat ep1.log; fail "1 rank"; }
   for cfg in 2:2 4:2 4:4; do
     np=${cfg%%:*} ep=${cfg#*:}
@@ -85,7 +89,7 @@ reshard)
   # saved at ep 2 (2 ranks), resumed at ep 1 (1 rank) and ep 4 (4 ranks): the continued losses
   # must follow the uninterrupted ep-2 run (not bitwise: sums over ranks are reordered)
   common=("${small[@]}" --set train.steps=40 --set train.eval_every=20 --set run.log_every=5
-          --set moe.lambda_lb=0 --set moe.lambda_z=1e-3 --set moe.bias_balance=true --set moe.bias_rate=1e-2)
+          --set moe.lambda_lb=0.1 --set moe.lambda_z=1e-3 --set moe.bias_balance=true --set moe.bias_rate=1e-2)
   "$mpiexec" -n 2 "$exe" "${common[@]}" --set dist.ep=2 --set run.dir=full >full.log 2>&1 || { cat full.log; fail "full run"; }
   rc=0
   "$mpiexec" -n 2 "$exe" "${common[@]}" --set dist.ep=2 --set run.dir=to1 --set run.stop_at=20 >stop.log 2>&1 || rc=$?

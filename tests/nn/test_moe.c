@@ -50,7 +50,7 @@ static void check_lb_uniform(void) {
     for (int i = 0; i < N * E; i++) probs[i] = 1.0f / E;
     for (int t = 0; t < N; t++) topk[t * K] = (int32_t)(t % E), topk[t * K + 1] = (int32_t)((t + 1) % E);
     tess_nn_moe_counts(counts, topk, N, E, K);
-    TESS_TEST_CLOSE(tess_nn_moe_lb_forward(probs, counts, N, E, K), 1.0, 1e-6, 0,
+    TESS_TEST_CLOSE(tess_nn_moe_lb_forward(probs, counts, N, N, E, K), 1.0, 1e-6, 0,
                     "L_lb at uniform probs");
     /* balanced counts and any probs: 1 as well */
     tess_ref_fill_uniform(probs, N * E, 3, 1.0f);
@@ -59,7 +59,7 @@ static void check_lb_uniform(void) {
         for (int e = 0; e < E; e++) s += (probs[t * E + e] = fabsf(probs[t * E + e]) + 0.1f);
         for (int e = 0; e < E; e++) probs[t * E + e] /= (float)s;
     }
-    TESS_TEST_CLOSE(tess_nn_moe_lb_forward(probs, counts, N, E, K), 1.0, 1e-6, 0,
+    TESS_TEST_CLOSE(tess_nn_moe_lb_forward(probs, counts, N, N, E, K), 1.0, 1e-6, 0,
                     "L_lb at balanced counts");
     /* all on expert 0 with probs peaked there: E * 1 * P_0 > 1 */
     for (int i = 0; i < N * K; i++) topk[i] = 0;
