@@ -15,6 +15,7 @@
  *   g_{t,s} = p_{t,K_t[s]} / M_t              gates (N,k), slots in descending score order
  *   expert e on its rows X_e: z = silu(X_e w_gate_e^T) * (X_e w_up_e^T), y = z w_down_e^T
  *   out_t = sum_s g_{t,s} y[row_of(t,s)]      combine in slot order (deterministic)
+ *           (+ shared(x_t), a dense SwiGLU expert on every token, when configured)
  * Aux losses (per layer): L_lb = E sum_e f_e P_e, f_e = c_e/(kN), P_e = mean_t p_{t,e};
  *   L_z = mean_t lse_t^2;
  *   R_sp = (1/N) sum_t (1/(k(k-1))) sum_{e != v in K_t} phi(cos(z_t^(e), z_t^(v)));
@@ -144,6 +145,7 @@ void tess_nn_moe_expert_backward_ref(float *dx, float *dw_gate, float *dw_up, fl
 typedef struct {
     int64_t E, k, F;   /* routed experts, experts per token, expert hidden width */
     int64_t every;     /* MoE in layers l with (l + 1) % every == 0: 1 every layer, 2 every other */
+    int64_t shared_F;  /* hidden width of a shared SwiGLU expert on every token (DeepSeekMoE), 0: none */
     double lambda_lb, lambda_z, lambda_sp, lambda_cp; /* weights of sum_l L_lb, L_z, R_sp, R_cp */
     tess_nn_moe_phi phi;
     bool bias_balance; /* aux-loss-free selection bias (registered, updated by the caller) */
@@ -191,7 +193,9 @@ void tess_nn_moe_stack_destroy(tess_nn_moe_stack **s);
  * dense feed-forward. Layers must be made in model order (tess_tfm_create does). The MoE layer
  * registers "<prefix>.router" (E,C) ~ N(0,std), "<prefix>.w_gate", "<prefix>.w_up" (E,F,C)
  * ~ N(0,std), "<prefix>.w_down" (E,C,F) ~ N(0, cfg->C-derived out_std of the model), and with
- * bias_balance "<prefix>.bias" (E) = 0, not trainable. */
+ * bias_balance "<prefix>.bias" (E) = 0, not trainable; with shared_F > 0 the shared expert
+ * "<prefix>.shared.w_gate", ".w_up" (shared_F, C) ~ N(0,std), ".w_down" (C, shared_F) ~ N(0,
+ * out_std), replicated, added to every token's output (not part of R_sp). */
 tess_status tess_nn_moe_stack_make_ffn(void *ctx, int64_t layer, const tess_tfm_config *cfg,
                                        tess_nn_ffn **ffn);
 /* TESS_OK, or the first failure of an exchange in a layer's forward or backward (its record is

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "nn/linear.h"    /* tess_nn_linear_* */
+#include "nn/mlp.h"       /* tess_nn_mlp_swiglu_* */
 #include "nn/moe.h"
 #include "par/coll.h"      /* tess_par_allreduce_i64 */
 #include "par/dispatch.h"  /* tess_dispatch_* */
@@ -33,6 +34,8 @@ struct moe_layer {
     int64_t i_router, i_gate, i_up, i_down, i_bias; /* registry indices; i_bias -1 without */
     int64_t *counts, *offs, *pos; /* (E), (E+1), (E): rows per expert, their offsets, a cursor */
     int64_t *lbc;                /* (E+1): L_lb's counts and token total (over lb_group) */
+    int64_t Fs, i_sg, i_su, i_sd; /* shared expert width (0: none) and its registry indices */
+    float *s_gate, *s_up, *s_h, *s_out; /* (N,Fs) x3 caches, (N,C) its output */
     /* caches for max_N rows (carve) */
     float *logits, *probs;       /* (N,E) */
     float *lse, *mass;           /* (N) */
@@ -77,6 +80,8 @@ tess_status tess_nn_moe_check_config(const tess_nn_moe_config *c) {
     TESS_REQUIRE(c->phi >= 0 && c->phi < TESS_NN_MOE_PHI_COUNT, TESS_ERR_CONFIG,
                  "moe.phi: unknown value %d", (int)c->phi);
     TESS_REQUIRE(c->std >= 0, TESS_ERR_CONFIG, "moe.init_std must be >= 0, got %g", c->std);
+    TESS_REQUIRE(c->shared_F >= 0, TESS_ERR_CONFIG, "moe.shared_hidden must be >= 0, got %lld",
+                 (long long)c->shared_F);
     TESS_REQUIRE(!c->ep || c->E % c->ep->size == 0, TESS_ERR_CONFIG,
                  "moe.experts = %lld must be divisible by the expert-parallel size %d",
                  (long long)c->E, c->ep ? c->ep->size : 1);
@@ -119,6 +124,18 @@ static tess_status moe_add_params(tess_nn_ffn *f, tess_registry *reg, const char
     TESS_CHECK(add_expert(m, reg, prefix, "w_gate", F, C, w, &m->i_gate));
     TESS_CHECK(add_expert(m, reg, prefix, "w_up", F, C, w, &m->i_up));
     TESS_CHECK(add_expert(m, reg, prefix, "w_down", C, F, wo, &m->i_down));
+    if (m->Fs > 0) {
+        char sp[TESS_REGISTRY_NAME_MAX];
+        int w2 = snprintf(sp, sizeof sp, "%s.shared", prefix);
+        TESS_REQUIRE(w2 > 0 && (size_t)w2 < sizeof sp, TESS_ERR_ARG, "name '%s.shared' is too long",
+                     prefix);
+        TESS_CHECK(add(reg, sp, "w_gate", 2, (int64_t[]){m->Fs, C}, &rep, w, &m->i_sg));
+        TESS_CHECK(add(reg, sp, "w_up", 2, (int64_t[]){m->Fs, C}, &rep, w, &m->i_su));
+        TESS_CHECK(add(reg, sp, "w_down", 2, (int64_t[]){C, m->Fs}, &rep, wo, &m->i_sd));
+        TESS_CHECK(tess_registry_set_tags(reg, m->i_sg, TESS_TAG_DENSE));
+        TESS_CHECK(tess_registry_set_tags(reg, m->i_su, TESS_TAG_DENSE));
+        TESS_CHECK(tess_registry_set_tags(reg, m->i_sd, TESS_TAG_DENSE));
+    }
     m->i_bias = -1;
     if (m->stack->cfg.bias_balance) {
         TESS_CHECK(add(reg, prefix, "bias", 1, (int64_t[]){E}, &rep, tess_init_zeros(),
@@ -161,6 +178,12 @@ static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
     }
     TESS_CHECK(tess_arena_floats(ar, Rx * F, &m->a));
     TESS_CHECK(tess_arena_floats(ar, Rx * F, &m->b));
+    if (m->Fs > 0) {
+        TESS_CHECK(tess_arena_floats(ar, N * m->Fs, &m->s_gate));
+        TESS_CHECK(tess_arena_floats(ar, N * m->Fs, &m->s_up));
+        TESS_CHECK(tess_arena_floats(ar, N * m->Fs, &m->s_h));
+        TESS_CHECK(tess_arena_floats(ar, N * C, &m->s_out));
+    }
     return TESS_OK;
 }
 
@@ -168,11 +191,13 @@ static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
 static int64_t rx_max(const moe_layer *m, int64_t N) { return m->P * N * m->k; }
 
 /* Backward scratch: dgates (N,k), dprobs, dlogits (N,E), dmass (N); home side dy, dxp (R,C),
- * dz (R,F); expert side (Rx rows) dyg, dxg (Rx,C), dzg, db (Rx,F). */
+ * dz (R,F); expert side (Rx rows) dyg, dxg (Rx,C), dzg, db (Rx,F); the shared expert's MLP
+ * scratch (2 N Fs). */
 static int64_t moe_scratch_floats(const tess_nn_ffn *f, int64_t max_N) {
     const moe_layer *m = (const moe_layer *)f;
     const int64_t R = max_N * m->k, Rx = rx_max(m, max_N), C = f->C, F = m->F;
-    return max_N * (m->k + 2 * m->E + 1) + R * (2 * C + F) + Rx * (2 * C + 2 * F);
+    return max_N * (m->k + 2 * m->E + 1) + R * (2 * C + F) + Rx * (2 * C + 2 * F) +
+           (m->Fs > 0 ? tess_nn_mlp_scratch_size(max_N, m->Fs) : 0);
 }
 
 /* Keep the first failure of an exchange. */
@@ -242,6 +267,11 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
             else
                 for (int64_t c = 0; c < C; c++) o[c] += g * yr[c];
         }
+    }
+    if (m->Fs > 0) {
+        tess_nn_mlp_swiglu_forward(m->s_out, m->s_gate, m->s_up, m->s_h, in, P(m, m->i_sg),
+                                   P(m, m->i_su), P(m, m->i_sd), N, C, m->Fs);
+        for (int64_t i = 0; i < N * C; i++) out[i] += m->s_out[i];
     }
     /* aux values */
     memcpy(m->lbc, m->counts, (size_t)E * sizeof *m->lbc);
@@ -319,6 +349,12 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
             const float *dr = dxp + (int64_t)m->row_of[t * k + s] * C;
             for (int64_t c = 0; c < C; c++) din[t * C + c] += dr[c];
         }
+    if (m->Fs > 0) {
+        float *ms = dgates + N * (k + 2 * E + 1) + R * (2 * C + F) + rx_max(m, N) * (2 * C + 2 * F);
+        tess_nn_mlp_swiglu_backward(din, G(m, m->i_sg), G(m, m->i_su), G(m, m->i_sd), ms, dout,
+                                    m->in, P(m, m->i_sg), P(m, m->i_su), P(m, m->i_sd),
+                                    m->s_gate, m->s_up, m->s_h, N, C, m->Fs);
+    }
     /* router: gates, LB, R_cp through the top-k mass, softmax, z-loss */
     memset(dprobs, 0, (size_t)(N * E) * sizeof(float));
     tess_nn_moe_gates_backward(dprobs, dgates, m->gates, m->mass, m->topk, N, E, k);
@@ -343,7 +379,8 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
 
 static double moe_matmul_params(const tess_nn_ffn *f) {
     const moe_layer *m = (const moe_layer *)f;
-    return (double)m->E * (double)f->C + 3.0 * (double)m->k * (double)m->F * (double)f->C;
+    return (double)m->E * (double)f->C +
+           3.0 * ((double)m->k * (double)m->F + (double)m->Fs) * (double)f->C;
 }
 
 static void moe_destroy(tess_nn_ffn *f) {
@@ -412,7 +449,8 @@ tess_status tess_nn_moe_stack_make_ffn(void *ctx, int64_t layer, const tess_tfm_
     TESS_REQUIRE(m, TESS_ERR_MEM, "cannot allocate an MoE layer");
     *m = (moe_layer){.base = {.ops = &moe_ops, .C = tcfg->C}, .stack = st, .idx = st->n,
                      .E = cfg->E, .k = cfg->k, .F = cfg->F, .std = cfg->std,
-                     .out_std = model_out_std(tcfg), .i_bias = -1};
+                     .out_std = model_out_std(tcfg), .i_bias = -1, .Fs = cfg->shared_F,
+                     .i_sg = -1, .i_su = -1, .i_sd = -1};
     m->P = cfg->ep ? cfg->ep->size : 1;
     m->rank = cfg->ep ? cfg->ep->rank : 0;
     m->nle = cfg->E / m->P;

@@ -994,7 +994,8 @@ static void moe_rsp_forward_ref(gc_ctx *c) { moe_rsp_run_forward(c, true); }
 static void moe_rsp_backward(gc_ctx *c) { moe_rsp_run_backward(c, false); }
 static void moe_rsp_backward_ref(gc_ctx *c) { moe_rsp_run_backward(c, true); }
 
-/* moe_layers: dims {N, C, F, E, k}: two MoE layers of one stack, y2 = moe2(moe1(x)), with every
+/* moe_layers: dims {N, C, F, E, k, shared_F}: two MoE layers of one stack (with a shared SwiGLU
+ * expert of width shared_F when > 0), y2 = moe2(moe1(x)), with every
  * aux loss on (lambda_lb 0.5, lambda_z 0.3, lambda_sp 0.7, lambda_cp 0.9); outputs y2 (N,C) and
  * the weighted aux total, whose dout is the stack's loss scale. forward_ref is the same
  * composition token by token from the _ref kernels. */
@@ -1011,7 +1012,7 @@ static const tess_nn_moe_config gc_moe_cfg = {.every = 1, .lambda_lb = 0.5, .lam
 static tess_status moe_layers_build(const gc_ctx *c) {
     const int64_t N = c->dims[0], C = c->dims[1];
     tess_nn_moe_config mc = gc_moe_cfg;
-    mc.F = c->dims[2], mc.E = c->dims[3], mc.k = c->dims[4];
+    mc.F = c->dims[2], mc.E = c->dims[3], mc.k = c->dims[4], mc.shared_F = c->dims[5];
     const tess_tfm_config tc = {.V = 8, .T = N, .C = C, .NH = 1, .F = 4, .L = 2};
     TESS_CHECK(tess_registry_create(&gc_moe.reg));
     TESS_CHECK(tess_nn_moe_stack_create(&gc_moe.stack, &mc));
@@ -1109,6 +1110,20 @@ static double moe_layer_ref(float *y, float *mass, const float *x, const char *p
             for (int64_t cc = 0; cc < C; cc++) y[t * C + cc] += g[t * k + s] * yr[cc];
         }
     }
+    const int64_t Fs = c->dims[5];
+    if (Fs > 0) {
+        float *ys = calloc((size_t)(N * C), sizeof(float)), *gt = calloc((size_t)(N * Fs), sizeof(float));
+        float *up = calloc((size_t)(N * Fs), sizeof(float)), *hh = calloc((size_t)(N * Fs), sizeof(float));
+        if (!ys || !gt || !up || !hh) gc_die("out of memory in", "moe_layer_ref");
+        char ng[64], nu[64], nd[64];
+        snprintf(ng, sizeof ng, "%s.shared.w_gate", pre);
+        snprintf(nu, sizeof nu, "%s.shared.w_up", pre);
+        snprintf(nd, sizeof nd, "%s.shared.w_down", pre);
+        tess_nn_mlp_swiglu_forward_ref(ys, gt, up, hh, x, gc_x(c, ng), gc_x(c, nu), gc_x(c, nd), N,
+                                       C, Fs);
+        for (int64_t i = 0; i < N * C; i++) y[i] += ys[i];
+        free(ys), free(gt), free(up), free(hh);
+    }
     tess_nn_moe_counts(counts, topk, N, E, k);
     double aux = gc_moe_cfg.lambda_lb * tess_nn_moe_lb_forward(p, counts, N, N, E, k) +
                  gc_moe_cfg.lambda_z * tess_nn_moe_zloss_forward(lse, N) +
@@ -1183,7 +1198,7 @@ static const gc_row gc_rows[] = {
     {"blocks_two_axes_ln_gelu", {1, 3, 3, 4, 2, 1}, blocks_setup, blocks_forward, blocks_backward,
      blocks_forward_ref, blocks_backward_ref, 0, false, blocks_teardown, NULL},
     /* MoE (nn/moe.h): gates and mass {N,E,k}; LB {N,E,k}; z-loss {N,E}; R_cp {N,E,k};
-     * R_sp through SwiGLU {N,k,C,F,phi}; two coupled layers {N,C,F,E,k} */
+     * R_sp through SwiGLU {N,k,C,F,phi}; two coupled layers {N,C,F,E,k,shared_F} */
     {"moe_gates", {7, 6, 2}, moe_gates_setup, moe_gates_forward, moe_gates_backward,
      moe_gates_forward_ref, NULL, 0, true, NULL, NULL},
     {"moe_gates_k3", {5, 8, 3}, moe_gates_setup, moe_gates_forward, moe_gates_backward,
@@ -1199,8 +1214,10 @@ static const gc_row gc_rows[] = {
     {"moe_rsp_swiglu_k3_signed", {3, 3, 4, 5, TESS_NN_MOE_PHI_SIGNED}, moe_rsp_setup,
      moe_rsp_forward, moe_rsp_backward, moe_rsp_forward_ref, moe_rsp_backward_ref, 0, false,
      NULL, NULL},
-    {"moe_layers", {6, 8, 6, 4, 2}, moe_layers_setup, moe_layers_forward, moe_layers_backward,
+    {"moe_layers", {6, 8, 6, 4, 2, 0}, moe_layers_setup, moe_layers_forward, moe_layers_backward,
      moe_layers_forward_ref, NULL, 0, true, moe_layers_teardown, NULL},
+    {"moe_layers_shared", {6, 8, 6, 4, 2, 5}, moe_layers_setup, moe_layers_forward,
+     moe_layers_backward, moe_layers_forward_ref, NULL, 0, true, moe_layers_teardown, NULL},
     /* PyTorch references: dims as in the files (gen_refs.py, gen_attn_mlp_refs.py) */
     {.name = "linear_torch", .dims = {4, 8, 6, 1}, linear_setup, linear_forward, linear_backward,
      linear_forward_ref, linear_backward_ref, .torch = "linear"},

@@ -1,5 +1,5 @@
 /* test_moe_ep.c - expert parallelism of the MoE layer (nn/moe.h over par/dispatch.h) at 1, 2 and
- * 4 ranks: two coupled MoE layers with every aux loss on (R_sp exact across ranks: z travels
+ * 4 ranks: two coupled MoE layers with a shared expert and every aux loss on (R_sp exact across ranks: z travels
  * with the rows), experts sharded over the ep group (= all ranks). Rank r runs rows
  * [r N, (r+1) N) of a global batch; the reference is the single-rank layer pair (every expert
  * local) run on each rank's rows in turn, accumulating gradients. Checked within 1e-6 (max
@@ -99,7 +99,7 @@ int main(int argc, char **argv) {
     tess_group *world = NULL, *self = NULL;
     DIST_TEST_OK(tess_group_create(MPI_COMM_WORLD, "ep", &world));
     DIST_TEST_OK(tess_group_split(world, rank, 0, "edp", &self));
-    const tess_nn_moe_config base = {.E = E, .k = K, .F = F, .every = 1, .lambda_lb = 0.5,
+    const tess_nn_moe_config base = {.E = E, .k = K, .F = F, .every = 1, .shared_F = 3, .lambda_lb = 0.5,
                                      .lambda_z = 0.3, .lambda_sp = 0.7, .lambda_cp = 0.9,
                                      .phi = TESS_NN_MOE_PHI_SQ, .std = 0.02};
     tess_nn_moe_config epc = base;
