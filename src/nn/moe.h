@@ -192,7 +192,8 @@ void tess_nn_moe_stack_destroy(tess_nn_moe_stack **s);
 /* A tess_tfm_make_ffn (ctx = the stack): an MoE layer where the config puts one, else the model's
  * dense feed-forward. Layers must be made in model order (tess_tfm_create does). The MoE layer
  * registers "<prefix>.router" (E,C) ~ N(0,std), "<prefix>.w_gate", "<prefix>.w_up" (E,F,C)
- * ~ N(0,std), "<prefix>.w_down" (E,C,F) ~ N(0, cfg->C-derived out_std of the model), and with
+ * ~ N(0,std), "<prefix>.w_down" (E,C,F) ~ N(0, 0.02/sqrt(2L)) (the model's residual output
+ * init; dense layers get the model's dense feed-forward with the same init), and with
  * bias_balance "<prefix>.bias" (E) = 0, not trainable; with shared_F > 0 the shared expert
  * "<prefix>.shared.w_gate", ".w_up" (shared_F, C) ~ N(0,std), ".w_down" (C, shared_F) ~ N(0,
  * out_std), replicated, added to every token's output (not part of R_sp). */
