@@ -68,6 +68,7 @@
 #include "nn/linear.h"     /* tess_nn_linear_* */
 #include "nn/loss.h"       /* tess_nn_crossentropy_*, tess_nn_mse_* */
 #include "nn/mlp.h"        /* tess_nn_mlp_* */
+#include "nn/moe.h"        /* tess_nn_moe_* */
 #include "nn/norm.h"       /* tess_nn_rmsnorm_*, tess_nn_layernorm_* */
 #include "tensor/tensor.h" /* tess_tensor_residual_add* */
 #include "tess_ref.h" /* tess_ref_* */
@@ -825,6 +826,330 @@ static void blocks_teardown(gc_ctx *c) {
     gc_blk.y1 = gc_blk.p = gc_blk.y2 = gc_blk.dy = NULL;
 }
 
+/* ---- MoE (nn/moe.h) ---- */
+
+/* Logits of order 1 with top-k gaps mostly larger than the FD step (kink rows skip the rest). */
+
+/* moe_gates: dims {N, E, k}: outputs gates (N,k) and top-k mass (N) of softmax(logits) */
+static void moe_gates_setup(gc_ctx *c) {
+    const int64_t N = c->dims[0], E = c->dims[1], k = c->dims[2];
+    gc_input(c, "logits", N * E, -2, 2);
+    gc_cache(c, "probs", N * E);
+    gc_cache(c, "lse", N);
+    gc_ids(c, "topk", N * k, 0, 0);
+    gc_work(c, "dprobs", N * E);
+    gc_output(c, "gates", N * k);
+    gc_output(c, "mass", N);
+}
+static void moe_gates_run_forward(gc_ctx *c, bool ref) {
+    (ref ? tess_nn_moe_router_forward_ref : tess_nn_moe_router_forward)(
+        gc_x(c, "probs"), gc_x(c, "lse"), gc_i(c, "topk"), gc_x(c, "gates"), gc_x(c, "mass"),
+        gc_x(c, "logits"), NULL, c->dims[0], c->dims[1], c->dims[2]);
+}
+static void moe_gates_forward(gc_ctx *c) { moe_gates_run_forward(c, false); }
+static void moe_gates_forward_ref(gc_ctx *c) { moe_gates_run_forward(c, true); }
+static void moe_gates_backward(gc_ctx *c) {
+    const int64_t N = c->dims[0], E = c->dims[1], k = c->dims[2];
+    float *dp = gc_x(c, "dprobs");
+    tess_nn_moe_gates_backward(dp, gc_g(c, "gates"), gc_x(c, "gates"), gc_x(c, "mass"),
+                               gc_i(c, "topk"), N, E, k);
+    tess_nn_moe_mass_backward(dp, gc_g(c, "mass"), gc_i(c, "topk"), N, E, k);
+    tess_nn_moe_softmax_backward(gc_g(c, "logits"), dp, gc_x(c, "probs"), N, E);
+}
+
+/* moe_lb: dims {N, E, k}: L_lb of softmax(logits) with the counts of fixed routings "route"
+ * (constants, as in the layer), as if counted over Ntot = 3N tokens (the global-batch form) */
+static void moe_lb_setup(gc_ctx *c) {
+    const int64_t N = c->dims[0], E = c->dims[1], k = c->dims[2];
+    gc_input(c, "logits", N * E, -2, 2);
+    gc_ids(c, "route", N * k, 0, (int32_t)E - 1);
+    gc_cache(c, "probs", N * E);
+    gc_cache(c, "lse", N);
+    gc_work(c, "dprobs", N * E);
+    gc_output(c, "loss", 1);
+}
+static void moe_softmax_only(gc_ctx *c, float *probs, float *lse, const float *logits) {
+    /* The router's softmax; its top-k outputs are not used by these rows. */
+    const int64_t N = c->dims[0], E = c->dims[1];
+    int32_t topk[64];
+    float gates[64], mass[64];
+    for (int64_t t = 0; t < N; t++)
+        tess_nn_moe_router_forward(probs + t * E, lse + t, topk, gates, mass, logits + t * E,
+                                   NULL, 1, E, 1);
+}
+static void moe_lb_forward(gc_ctx *c) {
+    const int64_t N = c->dims[0], E = c->dims[1], k = c->dims[2];
+    int64_t counts[64];
+    moe_softmax_only(c, gc_x(c, "probs"), gc_x(c, "lse"), gc_x(c, "logits"));
+    tess_nn_moe_counts(counts, gc_i(c, "route"), N, E, k);
+    gc_x(c, "loss")[0] = tess_nn_moe_lb_forward(gc_x(c, "probs"), counts, N, 3 * N, E, k);
+}
+static void moe_lb_backward(gc_ctx *c) {
+    const int64_t N = c->dims[0], E = c->dims[1], k = c->dims[2];
+    int64_t counts[64];
+    tess_nn_moe_counts(counts, gc_i(c, "route"), N, E, k);
+    tess_nn_moe_lb_backward(gc_x(c, "dprobs"), gc_g(c, "loss")[0], counts, N, 3 * N, E,
+                            k);
+    tess_nn_moe_softmax_backward(gc_g(c, "logits"), gc_x(c, "dprobs"), gc_x(c, "probs"), N, E);
+}
+
+/* moe_zloss: dims {N, E}: mean of logsumexp(logits)^2 */
+static void moe_zloss_setup(gc_ctx *c) {
+    const int64_t N = c->dims[0], E = c->dims[1];
+    gc_input(c, "logits", N * E, -2, 2);
+    gc_cache(c, "probs", N * E);
+    gc_cache(c, "lse", N);
+    gc_output(c, "loss", 1);
+}
+static void moe_zloss_forward(gc_ctx *c) {
+    moe_softmax_only(c, gc_x(c, "probs"), gc_x(c, "lse"), gc_x(c, "logits"));
+    gc_x(c, "loss")[0] = tess_nn_moe_zloss_forward(gc_x(c, "lse"), c->dims[0]);
+}
+static void moe_zloss_backward(gc_ctx *c) {
+    tess_nn_moe_zloss_backward(gc_g(c, "logits"), gc_g(c, "loss")[0], gc_x(c, "probs"),
+                               gc_x(c, "lse"), c->dims[0], c->dims[1]);
+}
+
+/* moe_rcp: dims {N, E, k}: R_cp = -mean_t M_a M_b of two layers' logits a, b */
+static void moe_rcp_setup(gc_ctx *c) {
+    const int64_t N = c->dims[0], E = c->dims[1], k = c->dims[2];
+    gc_input(c, "logits_a", N * E, -2, 2);
+    gc_input(c, "logits_b", N * E, -2, 2);
+    gc_cache(c, "probs_a", N * E);
+    gc_cache(c, "probs_b", N * E);
+    gc_cache(c, "lse", N);
+    gc_cache(c, "gates", N * k);
+    gc_cache(c, "mass_a", N);
+    gc_cache(c, "mass_b", N);
+    gc_ids(c, "topk_a", N * k, 0, 0);
+    gc_ids(c, "topk_b", N * k, 0, 0);
+    gc_work(c, "dmass_a", N);
+    gc_work(c, "dmass_b", N);
+    gc_work(c, "dprobs_a", N * E);
+    gc_work(c, "dprobs_b", N * E);
+    gc_output(c, "loss", 1);
+}
+static void moe_rcp_forward(gc_ctx *c) {
+    const int64_t N = c->dims[0], E = c->dims[1], k = c->dims[2];
+    tess_nn_moe_router_forward(gc_x(c, "probs_a"), gc_x(c, "lse"), gc_i(c, "topk_a"),
+                               gc_x(c, "gates"), gc_x(c, "mass_a"), gc_x(c, "logits_a"), NULL, N,
+                               E, k);
+    tess_nn_moe_router_forward(gc_x(c, "probs_b"), gc_x(c, "lse"), gc_i(c, "topk_b"),
+                               gc_x(c, "gates"), gc_x(c, "mass_b"), gc_x(c, "logits_b"), NULL, N,
+                               E, k);
+    gc_x(c, "loss")[0] = tess_nn_moe_rcp_forward(gc_x(c, "mass_a"), gc_x(c, "mass_b"), N);
+}
+static void moe_rcp_backward(gc_ctx *c) {
+    const int64_t N = c->dims[0], E = c->dims[1], k = c->dims[2];
+    tess_nn_moe_rcp_backward(gc_x(c, "dmass_a"), gc_x(c, "dmass_b"), gc_g(c, "loss")[0],
+                             gc_x(c, "mass_a"), gc_x(c, "mass_b"), N);
+    tess_nn_moe_mass_backward(gc_x(c, "dprobs_a"), gc_x(c, "dmass_a"), gc_i(c, "topk_a"), N, E, k);
+    tess_nn_moe_mass_backward(gc_x(c, "dprobs_b"), gc_x(c, "dmass_b"), gc_i(c, "topk_b"), N, E, k);
+    tess_nn_moe_softmax_backward(gc_g(c, "logits_a"), gc_x(c, "dprobs_a"), gc_x(c, "probs_a"), N,
+                                 E);
+    tess_nn_moe_softmax_backward(gc_g(c, "logits_b"), gc_x(c, "dprobs_b"), gc_x(c, "probs_b"), N,
+                                 E);
+}
+
+/* moe_rsp_swiglu: dims {N, k, C, F, phi}: one SwiGLU expert on R = N*k rows x; outputs y (R,C)
+ * and R_sp of its intermediates z, rows paired by token through a scrambled row_of
+ * (row_of[t*k+s] = (7 (t*k+s) + 3) mod R, a permutation when gcd(7, R) = 1). */
+static void moe_rsp_setup(gc_ctx *c) {
+    const int64_t N = c->dims[0], k = c->dims[1], C = c->dims[2], F = c->dims[3], R = N * k;
+    gc_input(c, "x", R * C, -1, 1);
+    gc_input(c, "w_gate", F * C, -1, 1);
+    gc_input(c, "w_up", F * C, -1, 1);
+    gc_input(c, "w_down", C * F, -1, 1);
+    int32_t *row_of = gc_ids(c, "row_of", R, 0, 0);
+    for (int64_t i = 0; i < R; i++) row_of[i] = (int32_t)((7 * i + 3) % R);
+    gc_cache(c, "a", R * F);
+    gc_cache(c, "b", R * F);
+    gc_cache(c, "z", R * F);
+    gc_work(c, "dz", R * F);
+    gc_work(c, "db", R * F);
+    gc_output(c, "y", R * C);
+    gc_output(c, "rsp", 1);
+}
+static void moe_rsp_run_forward(gc_ctx *c, bool ref) {
+    const int64_t N = c->dims[0], k = c->dims[1], C = c->dims[2], F = c->dims[3], R = N * k;
+    const tess_nn_moe_phi phi = (tess_nn_moe_phi)c->dims[4];
+    (ref ? tess_nn_moe_expert_forward_ref : tess_nn_moe_expert_forward)(
+        gc_x(c, "y"), gc_x(c, "a"), gc_x(c, "b"), gc_x(c, "z"), gc_x(c, "x"), gc_x(c, "w_gate"),
+        gc_x(c, "w_up"), gc_x(c, "w_down"), R, C, F);
+    gc_x(c, "rsp")[0] = (ref ? tess_nn_moe_rsp_forward_ref : tess_nn_moe_rsp_forward)(
+        gc_x(c, "z"), gc_i(c, "row_of"), N, k, F, phi);
+}
+static void moe_rsp_run_backward(gc_ctx *c, bool ref) {
+    const int64_t N = c->dims[0], k = c->dims[1], C = c->dims[2], F = c->dims[3], R = N * k;
+    const tess_nn_moe_phi phi = (tess_nn_moe_phi)c->dims[4];
+    (ref ? tess_nn_moe_rsp_backward_ref : tess_nn_moe_rsp_backward)(
+        gc_x(c, "dz"), gc_g(c, "rsp")[0], gc_x(c, "z"), gc_i(c, "row_of"), N, k, F, phi);
+    (ref ? tess_nn_moe_expert_backward_ref : tess_nn_moe_expert_backward)(
+        gc_g(c, "x"), gc_g(c, "w_gate"), gc_g(c, "w_up"), gc_g(c, "w_down"), gc_x(c, "dz"),
+        gc_x(c, "db"), gc_g(c, "y"), gc_x(c, "x"), gc_x(c, "w_gate"), gc_x(c, "w_up"),
+        gc_x(c, "w_down"), gc_x(c, "a"), gc_x(c, "b"), gc_x(c, "z"), R, C, F);
+}
+static void moe_rsp_forward(gc_ctx *c) { moe_rsp_run_forward(c, false); }
+static void moe_rsp_forward_ref(gc_ctx *c) { moe_rsp_run_forward(c, true); }
+static void moe_rsp_backward(gc_ctx *c) { moe_rsp_run_backward(c, false); }
+static void moe_rsp_backward_ref(gc_ctx *c) { moe_rsp_run_backward(c, true); }
+
+/* moe_layers: dims {N, C, F, E, k, shared_F}: two MoE layers of one stack (with a shared SwiGLU
+ * expert of width shared_F when > 0), y2 = moe2(moe1(x)), with every
+ * aux loss on (lambda_lb 0.5, lambda_z 0.3, lambda_sp 0.7, lambda_cp 0.9); outputs y2 (N,C) and
+ * the weighted aux total, whose dout is the stack's loss scale. forward_ref is the same
+ * composition token by token from the _ref kernels. */
+static struct {
+    tess_registry *reg;
+    tess_nn_moe_stack *stack;
+    tess_nn_ffn *f[2];
+    tess_arena arena;
+    float *y1, *dy1, *scratch;
+} gc_moe;
+static const tess_nn_moe_config gc_moe_cfg = {.every = 1, .lambda_lb = 0.5, .lambda_z = 0.3,
+                                              .lambda_sp = 0.7, .lambda_cp = 0.9,
+                                              .phi = TESS_NN_MOE_PHI_SQ, .std = 0.02};
+static tess_status moe_layers_build(const gc_ctx *c) {
+    const int64_t N = c->dims[0], C = c->dims[1];
+    tess_nn_moe_config mc = gc_moe_cfg;
+    mc.F = c->dims[2], mc.E = c->dims[3], mc.k = c->dims[4], mc.shared_F = c->dims[5];
+    const tess_tfm_config tc = {.V = 8, .T = N, .C = C, .NH = 1, .F = 4, .L = 2};
+    TESS_CHECK(tess_registry_create(&gc_moe.reg));
+    TESS_CHECK(tess_nn_moe_stack_create(&gc_moe.stack, &mc));
+    for (int l = 0; l < 2; l++) {
+        TESS_CHECK(tess_nn_moe_stack_make_ffn(gc_moe.stack, l, &tc, &gc_moe.f[l]));
+        TESS_CHECK(tess_nn_ffn_add_params(gc_moe.f[l], gc_moe.reg, l ? "m2" : "m1"));
+    }
+    TESS_CHECK(tess_registry_finalize(gc_moe.reg));
+    tess_arena m;
+    tess_arena_init_measure(&m);
+    for (int l = 0; l < 2; l++) TESS_CHECK(tess_nn_ffn_carve(gc_moe.f[l], &m, N));
+    TESS_CHECK(tess_arena_init(&gc_moe.arena, tess_arena_high_water(&m)));
+    for (int l = 0; l < 2; l++) TESS_CHECK(tess_nn_ffn_carve(gc_moe.f[l], &gc_moe.arena, N));
+    gc_moe.y1 = calloc((size_t)(N * C), sizeof(float));
+    gc_moe.dy1 = calloc((size_t)(N * C), sizeof(float));
+    gc_moe.scratch = calloc((size_t)tess_nn_ffn_scratch_floats(gc_moe.f[0], N), sizeof(float));
+    TESS_REQUIRE(gc_moe.y1 && gc_moe.dy1 && gc_moe.scratch, TESS_ERR_MEM, "moe_layers buffers");
+    return TESS_OK;
+}
+static void moe_layers_setup(gc_ctx *c) {
+    const int64_t N = c->dims[0], C = c->dims[1];
+    if (moe_layers_build(c) != TESS_OK) gc_die(tess_error_text(), "moe_layers");
+    gc_input(c, "x", N * C, -1, 1);
+    for (int64_t i = 0; i < tess_registry_count(gc_moe.reg); i++) {
+        /* Router weights in [-2, 2) keep the top-k gaps wide. With C = 5, F = 4 one token had
+         * a small z and R_sp's cosine curved L so much that the h = 1e-2 difference was off by
+         * 22% (h = 1e-4 agreed with the analytic gradient to 1e-4): C = 8, F = 6 avoid that. */
+        const tess_registry_entry *e = tess_registry_get(gc_moe.reg, i);
+        const bool router = strstr(e->name, ".router") != NULL;
+        gc_input(c, e->name, e->local_count, router ? -2.0 : -1.0, router ? 2.0 : 1.0);
+    }
+    gc_output(c, "y2", N * C);
+    gc_output(c, "aux", 1);
+}
+static void moe_layers_load(gc_ctx *c) {
+    for (int64_t i = 0; i < tess_registry_count(gc_moe.reg); i++) {
+        const tess_registry_entry *e = tess_registry_get(gc_moe.reg, i);
+        memcpy(tess_registry_param(gc_moe.reg, i), gc_x(c, e->name),
+               (size_t)e->local_count * sizeof(float));
+    }
+}
+static void moe_layers_forward(gc_ctx *c) {
+    const int64_t N = c->dims[0];
+    moe_layers_load(c);
+    tess_nn_ffn_forward(gc_moe.f[0], gc_moe.y1, gc_x(c, "x"), N);
+    tess_nn_ffn_forward(gc_moe.f[1], gc_x(c, "y2"), gc_moe.y1, N);
+    tess_nn_moe_aux aux;
+    tess_nn_moe_stack_aux(gc_moe.stack, &aux);
+    gc_x(c, "aux")[0] = (float)aux.total;
+}
+static void moe_layers_backward(gc_ctx *c) {
+    const int64_t N = c->dims[0], C = c->dims[1];
+    tess_registry_zero_grads(gc_moe.reg);
+    memset(gc_moe.dy1, 0, (size_t)(N * C) * sizeof(float));
+    tess_nn_moe_stack_set_loss_scale(gc_moe.stack, gc_g(c, "aux")[0]);
+    tess_nn_ffn_backward(gc_moe.f[1], gc_moe.dy1, gc_moe.scratch, gc_g(c, "y2"), N);
+    tess_nn_ffn_backward(gc_moe.f[0], gc_g(c, "x"), gc_moe.scratch, gc_moe.dy1, N);
+    for (int64_t i = 0; i < tess_registry_count(gc_moe.reg); i++) {
+        const tess_registry_entry *e = tess_registry_get(gc_moe.reg, i);
+        const float *g = tess_registry_grad(gc_moe.reg, i);
+        float *dst = gc_g(c, e->name);
+        for (int64_t j = 0; j < e->local_count; j++) dst[j] += g[j];
+    }
+}
+/* One MoE layer token by token from the _ref kernels: y (N,C), its top-k mass (N) and its
+ * lambda-weighted L_lb + L_z + R_sp. */
+static double moe_layer_ref(float *y, float *mass, const float *x, const char *pre, gc_ctx *c) {
+    const int64_t N = c->dims[0], C = c->dims[1], F = c->dims[2], E = c->dims[3], k = c->dims[4];
+    char nm[64];
+    snprintf(nm, sizeof nm, "%s.router", pre);
+    const float *wr = gc_x(c, nm);
+    snprintf(nm, sizeof nm, "%s.w_gate", pre);
+    const float *wg = gc_x(c, nm);
+    snprintf(nm, sizeof nm, "%s.w_up", pre);
+    const float *wu = gc_x(c, nm);
+    snprintf(nm, sizeof nm, "%s.w_down", pre);
+    const float *wd = gc_x(c, nm);
+    float *h = calloc((size_t)(N * E), sizeof(float)), *p = calloc((size_t)(N * E), sizeof(float));
+    float *lse = calloc((size_t)N, sizeof(float)), *g = calloc((size_t)(N * k), sizeof(float));
+    float *z = calloc((size_t)(N * k * F), sizeof(float)), *ab = calloc((size_t)(2 * F), sizeof(float));
+    float *yr = calloc((size_t)C, sizeof(float));
+    int32_t *topk = calloc((size_t)(N * k), sizeof(int32_t)), *row = calloc((size_t)(N * k), sizeof(int32_t));
+    int64_t counts[64];
+    if (!h || !p || !lse || !g || !z || !ab || !yr || !topk || !row) gc_die("out of memory in", "moe_layer_ref");
+    tess_nn_linear_forward_ref(h, x, wr, NULL, N, C, E);
+    tess_nn_moe_router_forward_ref(p, lse, topk, g, mass, h, NULL, N, E, k);
+    for (int64_t t = 0; t < N; t++) {
+        for (int64_t cc = 0; cc < C; cc++) y[t * C + cc] = 0;
+        for (int64_t s = 0; s < k; s++) {
+            const int64_t e = topk[t * k + s];
+            row[t * k + s] = (int32_t)(t * k + s);
+            tess_nn_moe_expert_forward_ref(yr, ab, ab + F, z + (t * k + s) * F, x + t * C,
+                                           wg + e * F * C, wu + e * F * C, wd + e * C * F, 1, C,
+                                           F);
+            for (int64_t cc = 0; cc < C; cc++) y[t * C + cc] += g[t * k + s] * yr[cc];
+        }
+    }
+    const int64_t Fs = c->dims[5];
+    if (Fs > 0) {
+        float *ys = calloc((size_t)(N * C), sizeof(float)), *gt = calloc((size_t)(N * Fs), sizeof(float));
+        float *up = calloc((size_t)(N * Fs), sizeof(float)), *hh = calloc((size_t)(N * Fs), sizeof(float));
+        if (!ys || !gt || !up || !hh) gc_die("out of memory in", "moe_layer_ref");
+        char ng[64], nu[64], nd[64];
+        snprintf(ng, sizeof ng, "%s.shared.w_gate", pre);
+        snprintf(nu, sizeof nu, "%s.shared.w_up", pre);
+        snprintf(nd, sizeof nd, "%s.shared.w_down", pre);
+        tess_nn_mlp_swiglu_forward_ref(ys, gt, up, hh, x, gc_x(c, ng), gc_x(c, nu), gc_x(c, nd), N,
+                                       C, Fs);
+        for (int64_t i = 0; i < N * C; i++) y[i] += ys[i];
+        free(ys), free(gt), free(up), free(hh);
+    }
+    tess_nn_moe_counts(counts, topk, N, E, k);
+    double aux = gc_moe_cfg.lambda_lb * tess_nn_moe_lb_forward(p, counts, N, N, E, k) +
+                 gc_moe_cfg.lambda_z * tess_nn_moe_zloss_forward(lse, N) +
+                 gc_moe_cfg.lambda_sp * tess_nn_moe_rsp_forward_ref(z, row, N, k, F, gc_moe_cfg.phi);
+    free(h), free(p), free(lse), free(g), free(z), free(ab), free(yr), free(topk), free(row);
+    return aux;
+}
+static void moe_layers_forward_ref(gc_ctx *c) {
+    const int64_t N = c->dims[0];
+    float m1[64], m2[64];
+    double aux = moe_layer_ref(gc_moe.y1, m1, gc_x(c, "x"), "m1", c);
+    aux += moe_layer_ref(gc_x(c, "y2"), m2, gc_moe.y1, "m2", c);
+    double j = 0;
+    for (int64_t t = 0; t < N; t++) j += (double)m1[t] * m2[t];
+    gc_x(c, "aux")[0] = (float)(aux - gc_moe_cfg.lambda_cp * j / (double)N);
+}
+static void moe_layers_teardown(gc_ctx *c) {
+    (void)c;
+    for (int l = 0; l < 2; l++) tess_nn_ffn_destroy(&gc_moe.f[l]);
+    tess_nn_moe_stack_destroy(&gc_moe.stack);
+    tess_registry_destroy(&gc_moe.reg);
+    tess_arena_free(&gc_moe.arena);
+    free(gc_moe.y1), free(gc_moe.dy1), free(gc_moe.scratch);
+    gc_moe.y1 = gc_moe.dy1 = gc_moe.scratch = NULL;
+}
+
 /* THE TABLE. Append rows at the end; keep shapes small (FD costs 2 forwards per input element). */
 static const gc_row gc_rows[] = {
     {"linear", {5, 7, 4, 1}, linear_setup, linear_forward, linear_backward, linear_forward_ref,
@@ -872,6 +1197,27 @@ static const gc_row gc_rows[] = {
      blocks_forward_ref, blocks_backward_ref, 0, false, blocks_teardown, NULL},
     {"blocks_two_axes_ln_gelu", {1, 3, 3, 4, 2, 1}, blocks_setup, blocks_forward, blocks_backward,
      blocks_forward_ref, blocks_backward_ref, 0, false, blocks_teardown, NULL},
+    /* MoE (nn/moe.h): gates and mass {N,E,k}; LB {N,E,k}; z-loss {N,E}; R_cp {N,E,k};
+     * R_sp through SwiGLU {N,k,C,F,phi}; two coupled layers {N,C,F,E,k,shared_F} */
+    {"moe_gates", {7, 6, 2}, moe_gates_setup, moe_gates_forward, moe_gates_backward,
+     moe_gates_forward_ref, NULL, 0, true, NULL, NULL},
+    {"moe_gates_k3", {5, 8, 3}, moe_gates_setup, moe_gates_forward, moe_gates_backward,
+     moe_gates_forward_ref, NULL, 0, true, NULL, NULL},
+    {"moe_lb", {9, 5, 2}, moe_lb_setup, moe_lb_forward, moe_lb_backward, NULL, NULL, 0, false,
+     NULL, NULL},
+    {"moe_zloss", {6, 7}, moe_zloss_setup, moe_zloss_forward, moe_zloss_backward, NULL, NULL, 0,
+     false, NULL, NULL},
+    {"moe_rcp", {8, 6, 2}, moe_rcp_setup, moe_rcp_forward, moe_rcp_backward, NULL, NULL, 0, true,
+     NULL, NULL},
+    {"moe_rsp_swiglu_sq", {5, 2, 4, 6, TESS_NN_MOE_PHI_SQ}, moe_rsp_setup, moe_rsp_forward,
+     moe_rsp_backward, moe_rsp_forward_ref, moe_rsp_backward_ref, 0, false, NULL, NULL},
+    {"moe_rsp_swiglu_k3_signed", {3, 3, 4, 5, TESS_NN_MOE_PHI_SIGNED}, moe_rsp_setup,
+     moe_rsp_forward, moe_rsp_backward, moe_rsp_forward_ref, moe_rsp_backward_ref, 0, false,
+     NULL, NULL},
+    {"moe_layers", {6, 8, 6, 4, 2, 0}, moe_layers_setup, moe_layers_forward, moe_layers_backward,
+     moe_layers_forward_ref, NULL, 0, true, moe_layers_teardown, NULL},
+    {"moe_layers_shared", {6, 8, 6, 4, 2, 5}, moe_layers_setup, moe_layers_forward,
+     moe_layers_backward, moe_layers_forward_ref, NULL, 0, true, moe_layers_teardown, NULL},
     /* PyTorch references: dims as in the files (gen_refs.py, gen_attn_mlp_refs.py) */
     {.name = "linear_torch", .dims = {4, 8, 6, 1}, linear_setup, linear_forward, linear_backward,
      linear_forward_ref, linear_backward_ref, .torch = "linear"},

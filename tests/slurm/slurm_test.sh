@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# slurm_test.sh SRC TINYLM TESS_CKPT CASE [ZO] - the jobs/ scripts on the real local cluster of
+# slurm_test.sh SRC TINYLM TESS_CKPT CASE [ZO [MOE]] - the jobs/ scripts on the real local cluster of
 # cluster/slurm1.sh (started by the slurm_up fixture). Run in the test's own directory; job
 # output goes to job.out there, the app's run directory to run/. Assertions read sbatch --wait's
 # exit status, `scontrol show job` (JobState, Restarts, ExitCode) and job.out.
@@ -22,11 +22,13 @@
 #   zo_preempt     a longer zo run stopped by `scancel --signal=USR1 --batch` after its first
 #                  checkpoint: 75, requeue, resume; metrics.csv byte-identical to an
 #                  uninterrupted run's and the final checkpoints equal (tess-ckpt diff)
+#   moe_srun       a short moe run with expert parallelism (dist.ep=2) through jobs/moe.sbatch:
+#                  exit 0, COMPLETED, 2 ranks, eval.csv and routing.csv written
 #   launcher       no Slurm: jobs/launch-mpirun.sh stopped by SIGINT (Ctrl-C) after a checkpoint
 #                  exits 75; the same command again resumes and finishes
 # Exit 77 (skipped) when Slurm is not installed or the cluster does not answer.
 set -euo pipefail
-src=$1 tinylm=$2 tess_ckpt=$3 case=$4 zo=${5:-}
+src=$1 tinylm=$2 tess_ckpt=$3 case=$4 zo=${5:-} moe=${6:-}
 fail() { echo "slurm_test: FAIL ($case): $*" >&2; [ -f job.out ] && sed 's/^/  job.out| /' job.out >&2; exit 1; }
 say() { echo "slurm_test: $*"; }
 
@@ -167,6 +169,14 @@ zo_srun)
   expect_job "$id" COMPLETED 0 0:0
   grep -q "2 ranks = 2 eval x 1 shard" job.out || fail "zo did not run on 2 ranks"
   [ -s run/metrics.csv ] && [ -s run/results.md ] || fail "zo wrote no metrics.csv or results.md"
+  ;;
+moe_srun)
+  TESS_BIN=$moe sbatch_wait "$src/jobs/moe.sbatch" --set run.plots=false --set train.steps=40 \
+    --set train.eval_every=20 --set dist.ep=2
+  [ "$rc" -eq 0 ] || fail "sbatch --wait exited $rc, expected 0"
+  expect_job "$id" COMPLETED 0 0:0
+  grep -q "global batch 16 = 2 ranks x 8" job.out || fail "moe did not run on 2 ranks"
+  [ -s run/eval.csv ] && [ -s run/routing.csv ] || fail "moe wrote no eval.csv or routing.csv"
   ;;
 zo_preempt)
   zlong=(--set budget.samples=3000000 --set baselines.nlopt_max_evals=500 --set run.plots=false

@@ -1,0 +1,535 @@
+/* moe - train a decoder-only Mixture-of-Experts transformer (nn/transformer.h with the MoE
+ * feed-forward of nn/moe.h in every layer or every other layer) on a synthetic multi-domain
+ * token source (data.h), with load balancing, z-loss, aux-loss-free balancing and the paper's
+ * specialization (R_sp) and cross-layer coupling (R_cp) losses; measures routing entropy,
+ * expert load, specialization and the mutual information between expert choice and domain.
+ * A composition on the run driver (run/run.h): options, resume, checkpoints (parameters, the
+ * balancing biases, AdamW), stops, metrics and plots are the driver's.
+ *
+ * Parallelism: the ranks form a dp x ep mesh (dist.ep). train.batch is the GLOBAL batch; each
+ * of P ranks runs b = batch/P sequences. Each rank of an ep group holds E/ep experts of every
+ * MoE layer and exchanges token rows with the others (nn/moe.h, par/dispatch.h); expert
+ * gradients are averaged over the dp axis, dense ones over every rank (par/gradsync.h). The aux
+ * losses are computed on each rank's tokens and averaged with the gradients, L_lb from counts
+ * summed over every rank (moe.lb_global), so the objective does not depend on the number of
+ * ranks; the balancing biases are updated from counts summed over the ranks, so every rank
+ * updates alike.
+ * Outputs under run.dir: config.ini, metrics.csv (training), eval.csv (held-out loss, perplexity,
+ * the unigram baseline, mean routing statistics), routing.csv (per MoE layer), plots/, checkpoints/.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"       /* tess_log_* */
+#include "core/timer.h"     /* tess_timer_now */
+#include "data.h"           /* moe_data_* */
+#include "nn/moe.h"         /* tess_nn_moe_* */
+#include "nn/transformer.h" /* tess_tfm_* */
+#include "optim/adamw.h"    /* tess_adamw_* */
+#include "optim/clip.h"     /* tess_clip_grad_norm */
+#include "optim/guard.h"    /* tess_guard_* */
+#include "optim/sched.h"    /* tess_sched_* */
+#include "par/coll.h"       /* tess_par_allreduce_* */
+#include "par/gradsync.h"   /* tess_gradsync_* */
+#include "par/mesh.h"       /* tess_mesh_* */
+#include "run/run.h"        /* tess_run_* */
+#include "tensor/tensor.h"  /* tess_tensor_sqnorm */
+
+/* Per-layer routing columns: routing.csv holds ROUTE_COLS per MoE layer and the MI of each
+ * adjacent pair, within the 32 columns of a metrics file. */
+enum { ROUTE_COLS = 5, MAX_MOE_LAYERS = 5, NAME_LEN = 24 };
+
+static const tess_opt_enum sched_kind_names[] = {
+    {"cosine", TESS_SCHED_COSINE}, {"linear", TESS_SCHED_LINEAR}, {"constant", TESS_SCHED_CONSTANT}};
+TESS_OPT_ENUM_TABLE_CHECK(sched_kind_names, TESS_SCHED_COSINE + 1);
+
+static const tess_opt run_opts[] = {
+    TESS_OPT_INT("log_every", 10, 1, INT32_MAX, "steps between metrics.csv rows"),
+};
+static const tess_opt model_opts[] = {
+    TESS_OPT_INT("layers", 4, 1, 1024, "transformer blocks"),
+    TESS_OPT_INT("channels", 64, 2, 65536, "model width C"),
+    TESS_OPT_INT("heads", 4, 1, 1024, "attention heads (channels/heads must be even)"),
+    TESS_OPT_INT("mlp_hidden", 128, 1, 1 << 20, "hidden width of the dense SwiGLU layers"),
+    TESS_OPT_REAL("norm_eps", 1e-5, 1e-12, 1.0, "epsilon of the RMSNorms"),
+    TESS_OPT_REAL("rope_base", 10000.0, 1.0, 1e9, "RoPE base"),
+};
+static const tess_opt moe_opts[] = {
+    TESS_OPT_INT("experts", 8, 1, 4096, "routed experts E per MoE layer"),
+    TESS_OPT_INT("top_k", 2, 1, 16, "experts per token k (<= experts)"),
+    TESS_OPT_INT("expert_hidden", 64, 1, 1 << 20, "hidden width of each SwiGLU expert"),
+    TESS_OPT_INT("every", 1, 1, 1024, "MoE in layers l with (l+1) % every == 0 (2: every other)"),
+    TESS_OPT_INT("shared_hidden", 0, 0, 1 << 20, "width of a shared SwiGLU expert (DeepSeekMoE), 0: none"),
+    TESS_OPT_REAL("lambda_lb", 1e-2, 0.0, 1e3, "load-balancing loss weight"),
+    TESS_OPT_BOOL("lb_global", true, "L_lb from counts summed over every rank (the global batch)"),
+    TESS_OPT_REAL("lambda_z", 0.0, 0.0, 1e3, "router z-loss weight (1e-3 when used)"),
+    TESS_OPT_REAL("lambda_sp", 2e-3, 0.0, 1e3, "specialization loss R_sp weight (needs top_k >= 2)"),
+    TESS_OPT_REAL("lambda_cp", 1e-3, 0.0, 1e3, "cross-layer coupling loss R_cp weight"),
+    TESS_OPT_ENUM("phi", "sq", tess_nn_moe_phi_names, "phi of R_sp: sq (c^2), abs (|c|), signed (c)"),
+    TESS_OPT_BOOL("bias_balance", false, "aux-loss-free balancing: a selection bias per expert"),
+    TESS_OPT_REAL("bias_rate", 1e-3, 0.0, 1.0, "step of the balancing bias per training step"),
+    TESS_OPT_REAL("init_std", 0.02, 0.0, 10.0, "init std of the router and expert input weights"),
+};
+static const tess_opt data_opts[] = {
+    TESS_OPT_INT("vocab", 256, 2, 1 << 24, "vocabulary V shared by the domains"),
+    TESS_OPT_INT("domains", 4, 1, 1024, "domains D (Markov chains)"),
+    TESS_OPT_INT("branch", 4, 1, 1024, "successors per token and domain"),
+    TESS_OPT_INT("seq_len", 64, 1, 1 << 16, "tokens per sequence T"),
+    TESS_OPT_INT("unigram_samples", 2048, 1, 1 << 24, "training sequences of the unigram baseline"),
+};
+static const tess_opt train_opts[] = {
+    TESS_OPT_INT("steps", 300, 1, INT64_MAX / 2, "optimizer steps"),
+    TESS_OPT_INT("batch", 16, 1, 1 << 24, "GLOBAL batch in sequences; a multiple of the ranks"),
+    TESS_OPT_INT("eval_every", 50, 1, INT64_MAX / 2, "steps between held-out evaluations"),
+    TESS_OPT_INT("eval_batch", 64, 1, 1 << 24, "held-out sequences per evaluation"),
+    TESS_OPT_REAL("grad_clip", 1.0, 0.0, 1e9, "global-norm clipping threshold (0: off)"),
+    TESS_OPT_INT("max_bad_steps", 5, 1, 1000000, "non-finite steps in a row before aborting"),
+};
+static const tess_opt optim_opts[] = {
+    TESS_OPT_REAL("lr", 3e-3, 0.0, 10.0, "peak AdamW learning rate"),
+    TESS_OPT_REAL("min_lr", 1e-4, 0.0, 10.0, "final learning rate of the decay"),
+    TESS_OPT_INT("warmup_steps", 30, 0, INT64_MAX / 2, "linear warm-up steps"),
+    TESS_OPT_ENUM("schedule", "cosine", sched_kind_names, "decay after warm-up"),
+    TESS_OPT_REAL("beta1", 0.9, 0.0, 0.999999, "AdamW beta1"),
+    TESS_OPT_REAL("beta2", 0.98, 0.0, 0.999999, "AdamW beta2"),
+    TESS_OPT_REAL("eps", 1e-8, 1e-30, 1.0, "AdamW epsilon"),
+    TESS_OPT_REAL("weight_decay", 0.01, 0.0, 10.0, "decoupled weight decay (matrices only)"),
+};
+static const tess_opt dist_opts[] = {
+    TESS_OPT_INT("bucket_kib", 1024, 1, 1 << 22, "gradient all-reduce bucket size (KiB)"),
+    TESS_OPT_INT("ep", 1, 1, 1 << 16, "expert-parallel size: divides the ranks and moe.experts"),
+};
+static const tess_config_section sections[] = {
+    TESS_CONFIG_SECTION("model", model_opts), TESS_CONFIG_SECTION("moe", moe_opts),
+    TESS_CONFIG_SECTION("data", data_opts),   TESS_CONFIG_SECTION("train", train_opts),
+    TESS_CONFIG_SECTION("optim", optim_opts), TESS_CONFIG_SECTION("dist", dist_opts),
+};
+
+typedef struct {
+    moe_data data;
+    tess_tfm_config mc;
+    tess_nn_moe_config moe;
+    double bias_rate;
+    bool lb_global;
+    tess_sched sched;
+    int64_t global_B, b, log_every, eval_every, eval_batch, uni_samples, nmoe, ep;
+    tess_mesh *mesh;                 /* dp x ep over the run's group */
+    double clip;
+    tess_registry *reg;
+    tess_nn_moe_stack *stack;
+    tess_tfm *model;
+    tess_adamw *opt;
+    tess_gradsync *sync;
+    tess_guard guard;
+    int32_t *ids, *targets, *domain; /* (b, T) */
+    int64_t *counts;                 /* (E) summed over ranks, for the balancing bias */
+    double *stats;                   /* evaluation sums, reduced over ranks */
+    int train_csv, eval_csv, route_csv;
+    char route_names[ROUTE_COLS * MAX_MOE_LAYERS + MAX_MOE_LAYERS][NAME_LEN];
+    const char *route_cols[ROUTE_COLS * MAX_MOE_LAYERS + MAX_MOE_LAYERS];
+    const char *entropy_cols[MAX_MOE_LAYERS], *mi_cols[MAX_MOE_LAYERS];
+    int nroute;
+    double unigram_loss, first_loss, loss, eval_loss, t_log;
+    int64_t steps_run;
+} moe_app;
+
+static void moe_destroy(void *ctx) {
+    moe_app *a = ctx;
+    free(a->ids);
+    free(a->targets);
+    free(a->domain);
+    free(a->counts);
+    free(a->stats);
+    tess_adamw_destroy(&a->opt);
+    tess_gradsync_destroy(&a->sync);
+    tess_tfm_destroy(&a->model);
+    tess_nn_moe_stack_destroy(&a->stack);
+    tess_registry_destroy(&a->reg);
+    tess_mesh_destroy(&a->mesh);
+}
+
+/* The options into a, checked identically on every rank. */
+static tess_status read_options(moe_app *a, const tess_config *c, int nranks, uint64_t seed) {
+    a->global_B = tess_config_int(c, "train.batch");
+    TESS_REQUIRE(a->global_B % nranks == 0, TESS_ERR_CONFIG,
+                 "train.batch = %lld must be a multiple of the number of ranks (%d)",
+                 (long long)a->global_B, nranks);
+    a->b = a->global_B / nranks;
+    const int64_t steps = tess_config_int(c, "train.steps");
+    a->data = (moe_data){.V = tess_config_int(c, "data.vocab"),
+                         .D = tess_config_int(c, "data.domains"),
+                         .T = tess_config_int(c, "data.seq_len"),
+                         .branch = tess_config_int(c, "data.branch"),
+                         .key = {.seed = (uint32_t)seed, .stream = 1}};
+    a->moe = (tess_nn_moe_config){.E = tess_config_int(c, "moe.experts"),
+                                  .k = tess_config_int(c, "moe.top_k"),
+                                  .F = tess_config_int(c, "moe.expert_hidden"),
+                                  .every = tess_config_int(c, "moe.every"),
+                                  .shared_F = tess_config_int(c, "moe.shared_hidden"),
+                                  .lambda_lb = tess_config_real(c, "moe.lambda_lb"),
+                                  .lambda_z = tess_config_real(c, "moe.lambda_z"),
+                                  .lambda_sp = tess_config_real(c, "moe.lambda_sp"),
+                                  .lambda_cp = tess_config_real(c, "moe.lambda_cp"),
+                                  .phi = (tess_nn_moe_phi)tess_config_enum(c, "moe.phi"),
+                                  .bias_balance = tess_config_bool(c, "moe.bias_balance"),
+                                  .std = tess_config_real(c, "moe.init_std")};
+    a->bias_rate = tess_config_real(c, "moe.bias_rate");
+    a->lb_global = tess_config_bool(c, "moe.lb_global");
+    TESS_CHECK(tess_nn_moe_check_config(&a->moe));
+    a->ep = tess_config_int(c, "dist.ep");
+    TESS_REQUIRE(nranks % a->ep == 0, TESS_ERR_CONFIG,
+                 "dist.ep = %lld must divide the number of ranks (%d)", (long long)a->ep, nranks);
+    TESS_REQUIRE(a->moe.E % a->ep == 0, TESS_ERR_CONFIG,
+                 "moe.experts = %lld must be divisible by dist.ep = %lld", (long long)a->moe.E,
+                 (long long)a->ep);
+    a->mc = (tess_tfm_config){.V = a->data.V, .T = a->data.T,
+                              .C = tess_config_int(c, "model.channels"),
+                              .NH = tess_config_int(c, "model.heads"),
+                              .F = tess_config_int(c, "model.mlp_hidden"),
+                              .L = tess_config_int(c, "model.layers"),
+                              .norm = TESS_NN_NORM_RMS, .mlp = TESS_NN_FFN_SWIGLU,
+                              .causal = true,
+                              .norm_eps = (float)tess_config_real(c, "model.norm_eps"),
+                              .rope_base = (float)tess_config_real(c, "model.rope_base"),
+                              .make_ffn = tess_nn_moe_stack_make_ffn};
+    a->nmoe = a->mc.L / a->moe.every;
+    TESS_REQUIRE(a->nmoe >= 1, TESS_ERR_CONFIG,
+                 "model.layers = %lld with moe.every = %lld gives no MoE layer",
+                 (long long)a->mc.L, (long long)a->moe.every);
+    TESS_REQUIRE(a->nmoe <= MAX_MOE_LAYERS, TESS_ERR_CONFIG,
+                 "%lld MoE layers (model.layers = %lld, moe.every = %lld): routing.csv records at "
+                 "most %d (32 columns per metrics file)",
+                 (long long)a->nmoe, (long long)a->mc.L, (long long)a->moe.every, MAX_MOE_LAYERS);
+    a->sched = (tess_sched){.lr = tess_config_real(c, "optim.lr"),
+                            .min_lr = tess_config_real(c, "optim.min_lr"),
+                            .warmup_steps = tess_config_int(c, "optim.warmup_steps"),
+                            .total_steps = steps};
+    a->sched.kind = (tess_sched_kind)tess_config_enum(c, "optim.schedule");
+    TESS_REQUIRE(a->sched.kind == TESS_SCHED_CONSTANT || a->sched.warmup_steps < steps,
+                 TESS_ERR_CONFIG,
+                 "optim.warmup_steps = %lld must be below train.steps = %lld for a decaying schedule",
+                 (long long)a->sched.warmup_steps, (long long)steps);
+    TESS_CHECK(tess_sched_check(&a->sched));
+    TESS_CHECK(tess_tfm_check_config(&a->mc, a->b));
+    a->log_every = tess_config_int(c, "run.log_every");
+    a->eval_every = tess_config_int(c, "train.eval_every");
+    a->eval_batch = tess_config_int(c, "train.eval_batch");
+    a->uni_samples = tess_config_int(c, "data.unigram_samples");
+    a->clip = tess_config_real(c, "train.grad_clip");
+    return TESS_OK;
+}
+
+/* Held-out cross-entropy (nats) of the add-one-smoothed unigram distribution of uni_samples
+ * training sequences, on the eval_batch held-out sequences: the baseline a model must beat.
+ * Every rank computes the same value (no communication). */
+static tess_status unigram_baseline(moe_app *a) {
+    const int64_t V = a->data.V, T = a->data.T;
+    double *cnt = calloc((size_t)V, sizeof *cnt);
+    int32_t *ids = malloc((size_t)T * sizeof *ids), *tg = malloc((size_t)T * sizeof *tg);
+    if (!cnt || !ids || !tg) {
+        free(cnt), free(ids), free(tg);
+        TESS_REQUIRE(false, TESS_ERR_MEM, "cannot allocate the unigram counts (V = %lld)",
+                     (long long)V);
+    }
+    double total = (double)V;
+    for (int64_t v = 0; v < V; v++) cnt[v] = 1.0;
+    for (int64_t s = 0; s < a->uni_samples; s++) {
+        moe_data_batch(&a->data, MOE_SPLIT_TRAIN, s, 1, ids, tg, NULL);
+        for (int64_t t = 0; t < T; t++) cnt[tg[t]] += 1.0;
+        total += (double)T;
+    }
+    double nll = 0.0;
+    for (int64_t s = 0; s < a->eval_batch; s++) {
+        moe_data_batch(&a->data, MOE_SPLIT_EVAL, s, 1, ids, tg, NULL);
+        for (int64_t t = 0; t < T; t++) nll -= log(cnt[tg[t]] / total);
+    }
+    a->unigram_loss = nll / (double)(a->eval_batch * T);
+    free(cnt), free(ids), free(tg);
+    return TESS_OK;
+}
+
+static tess_status declare_metrics(tess_run *run, moe_app *a) {
+    static const char *const train_cols[] = {"loss", "aux", "lb", "z", "sp", "cp",
+                                             "lr", "grad_norm", "tok_per_s"};
+    static const char *const eval_cols[] = {"val_loss", "val_ppl", "unigram_loss", "entropy",
+                                            "maxvio", "dead", "mi_domain", "cos2"};
+    static const char *const loss_plot[] = {"loss"};
+    static const char *const aux_plot[] = {"lb", "sp", "cp"};
+    static const char *const eval_plot[] = {"val_loss", "unigram_loss"};
+    static const char *const per_layer[ROUTE_COLS] = {"entropy", "mass", "maxvio", "mi_domain",
+                                                      "cos2"};
+    int n = 0;
+    for (int64_t l = 0; l < a->nmoe; l++)
+        for (int j = 0; j < ROUTE_COLS; j++) {
+            snprintf(a->route_names[n], NAME_LEN, "%s_%lld", per_layer[j], (long long)l);
+            a->route_cols[n] = a->route_names[n];
+            if (j == 0) a->entropy_cols[l] = a->route_names[n];
+            if (j == 3) a->mi_cols[l] = a->route_names[n];
+            n++;
+        }
+    for (int64_t l = 0; l + 1 < a->nmoe; l++) {
+        snprintf(a->route_names[n], NAME_LEN, "mi_next_%lld", (long long)l);
+        a->route_cols[n] = a->route_names[n];
+        n++;
+    }
+    a->nroute = n;
+    TESS_CHECK(tess_run_metrics(run, "metrics", train_cols, 9, true, &a->train_csv));
+    TESS_CHECK(tess_run_metrics(run, "eval", eval_cols, 8, true, &a->eval_csv));
+    TESS_CHECK(tess_run_metrics(run, "routing", a->route_cols, n, true, &a->route_csv));
+    TESS_CHECK(tess_run_plot(run, a->train_csv, "loss.png", "moe training loss (cross-entropy)",
+                             loss_plot, 1, true));
+    TESS_CHECK(tess_run_plot(run, a->train_csv, "aux.png", "moe L_lb, R_sp, R_cp (sums over layers)",
+                             aux_plot, 3, false));
+    TESS_CHECK(tess_run_plot(run, a->eval_csv, "eval.png",
+                             "moe held-out loss and the unigram baseline", eval_plot, 2, false));
+    TESS_CHECK(tess_run_plot(run, a->route_csv, "entropy.png",
+                             "moe normalised routing entropy per MoE layer", a->entropy_cols,
+                             (int)a->nmoe, false));
+    TESS_CHECK(tess_run_plot(run, a->route_csv, "mi_domain.png",
+                             "moe mutual information of top-1 expert and domain (nats)",
+                             a->mi_cols, (int)a->nmoe, false));
+    return TESS_OK;
+}
+
+static tess_status moe_setup(tess_run *run, void *ctx) {
+    moe_app *a = ctx;
+    const tess_config *c = tess_run_config(run);
+    const tess_group *dp = tess_run_group(run);
+    const uint64_t seed = tess_run_seed(run);
+    TESS_CHECK(read_options(a, c, dp->size, seed));
+    const int64_t steps = tess_config_int(c, "train.steps");
+    tess_run_set_total(run, (double)steps, steps);
+
+    /* Everything above failed, if at all, identically on every rank. */
+    tess_run_local_from_here(run);
+    /* experts sharded over "ep", their gradients reduced over "dp" (the ranks holding the same
+     * experts); dense weights over every rank */
+    const tess_mesh_axis axes[] = {{"dp", TESS_MESH_REST}, {"ep", (int)a->ep}};
+    TESS_CHECK(tess_mesh_create(dp, 2, axes, &a->mesh));
+    if (a->ep > 1) {
+        a->moe.edp = tess_mesh_axis_group(a->mesh, 0);
+        a->moe.ep = tess_mesh_axis_group(a->mesh, 1);
+    }
+    if (a->lb_global) a->moe.lb_group = dp;
+    TESS_CHECK(tess_registry_create(&a->reg));
+    TESS_CHECK(tess_nn_moe_stack_create(&a->stack, &a->moe));
+    a->mc.ffn_ctx = a->stack;
+    TESS_CHECK(tess_tfm_create(&a->model, &a->mc, a->b, a->reg));
+    TESS_REQUIRE(tess_nn_moe_stack_layers(a->stack) == a->nmoe, TESS_ERR_INTERNAL,
+                 "expected %lld MoE layers, the model has %lld", (long long)a->nmoe,
+                 (long long)tess_nn_moe_stack_layers(a->stack));
+    TESS_CHECK(tess_registry_finalize(a->reg));
+    TESS_CHECK(tess_registry_init_params(a->reg, seed));
+    const tess_adamw_config ac = {.beta1 = (float)tess_config_real(c, "optim.beta1"),
+                                  .beta2 = (float)tess_config_real(c, "optim.beta2"),
+                                  .eps = (float)tess_config_real(c, "optim.eps"),
+                                  .weight_decay = (float)tess_config_real(c, "optim.weight_decay")};
+    TESS_CHECK(tess_adamw_create(&a->opt, a->reg, &ac));
+    TESS_CHECK(tess_gradsync_create(&a->sync, a->reg, dp,
+                                    tess_config_int(c, "dist.bucket_kib") * 1024 /
+                                        (int64_t)sizeof(float)));
+    tess_tfm_set_grad_hook(a->model, tess_gradsync_hook, a->sync);
+    const int64_t n = a->b * a->mc.T, E = a->moe.E;
+    a->ids = malloc((size_t)n * sizeof *a->ids);
+    a->targets = malloc((size_t)n * sizeof *a->targets);
+    a->domain = malloc((size_t)n * sizeof *a->domain);
+    a->counts = malloc((size_t)E * sizeof *a->counts);
+    /* per layer: entropy, mass, cos2, E counts, D x E domain-by-top-1, E x E top-1 pairs with
+     * the next layer; then loss * tokens and tokens */
+    const int64_t per = 3 + E + a->data.D * E + E * E;
+    a->stats = malloc((size_t)(a->nmoe * per + 2) * sizeof *a->stats);
+    TESS_REQUIRE(a->ids && a->targets && a->domain && a->counts && a->stats, TESS_ERR_MEM,
+                 "cannot allocate a batch of %lld tokens", (long long)n);
+    TESS_CHECK(tess_guard_init(&a->guard, (int)tess_config_int(c, "train.max_bad_steps"),
+                               dp->rank == 0 ? stderr : NULL));
+    TESS_CHECK(unigram_baseline(a));
+
+    /* What a checkpoint holds: the parameters (with the balancing biases) and AdamW's state. */
+    tess_state *st = tess_run_state(run);
+    TESS_CHECK(tess_state_add_registry(st, "params", a->reg, false));
+    TESS_CHECK(tess_adamw_describe(a->opt, st, "optim"));
+    TESS_CHECK(declare_metrics(run, a));
+
+    tess_log_info("moe: data V=%lld D=%lld branch=%lld T=%lld (step entropy %.3f nats, unigram "
+                  "baseline %.3f nats); model L=%lld C=%lld heads=%lld, %lld MoE layers E=%lld "
+                  "k=%lld F=%lld; %lld parameters",
+                  (long long)a->data.V, (long long)a->data.D, (long long)a->data.branch,
+                  (long long)a->data.T, moe_data_step_entropy(&a->data), a->unigram_loss,
+                  (long long)a->mc.L, (long long)a->mc.C, (long long)a->mc.NH,
+                  (long long)a->nmoe, (long long)E, (long long)a->moe.k, (long long)a->moe.F,
+                  (long long)tess_registry_global_total(a->reg));
+    tess_log_info("moe: lambda lb %g z %g sp %g cp %g, bias balance %s; %lld steps, global batch "
+                  "%lld = %d ranks x %lld",
+                  a->moe.lambda_lb, a->moe.lambda_z, a->moe.lambda_sp, a->moe.lambda_cp,
+                  a->moe.bias_balance ? "on" : "off", (long long)steps, (long long)a->global_B,
+                  dp->size, (long long)a->b);
+    a->first_loss = a->loss = a->eval_loss = NAN;
+    a->t_log = tess_timer_now();
+    return TESS_OK;
+}
+
+/* Mutual information (nats) of a joint count table (R,C). */
+static double mutual_info(const double *joint, int64_t R, int64_t C) {
+    double tot = 0.0;
+    for (int64_t i = 0; i < R * C; i++) tot += joint[i];
+    if (tot <= 0) return 0.0;
+    double mi = 0.0;
+    for (int64_t r = 0; r < R; r++) {
+        double pr = 0.0;
+        for (int64_t c = 0; c < C; c++) pr += joint[r * C + c];
+        for (int64_t c = 0; c < C; c++) {
+            if (joint[r * C + c] <= 0) continue;
+            double pc = 0.0;
+            for (int64_t q = 0; q < R; q++) pc += joint[q * C + c];
+            const double p = joint[r * C + c] / tot;
+            mi += p * log(p * tot * tot / (pr * pc));
+        }
+    }
+    return mi;
+}
+
+/* Held-out loss and the routing statistics over eval_batch sequences split across the ranks
+ * (block ranges, uneven allowed), in chunks of at most b. Collective on the run's group. */
+static tess_status evaluate(tess_run *run, moe_app *a, const tess_group *g) {
+    const int64_t T = a->mc.T, E = a->moe.E, k = a->moe.k, D = a->data.D, L = a->nmoe;
+    const int64_t per = 3 + E + D * E + E * E, nst = L * per + 2;
+    const int64_t share = (a->eval_batch + g->size - 1) / g->size;
+    const int64_t lo = share * g->rank < a->eval_batch ? share * g->rank : a->eval_batch;
+    const int64_t hi = lo + share < a->eval_batch ? lo + share : a->eval_batch;
+    memset(a->stats, 0, (size_t)nst * sizeof *a->stats);
+    for (int64_t first = lo; first < hi; first += a->b) {
+        const int64_t B = hi - first < a->b ? hi - first : a->b, N = B * T;
+        moe_data_batch(&a->data, MOE_SPLIT_EVAL, first, B, a->ids, a->targets, a->domain);
+        const float l = tess_tfm_forward(a->model, a->ids, a->targets, B);
+        TESS_CHECK(tess_nn_moe_stack_status(a->stack));
+        a->stats[L * per] += (double)l * (double)N;
+        a->stats[L * per + 1] += (double)N;
+        for (int64_t i = 0; i < L; i++) {
+            double *s = a->stats + i * per;
+            const float *p = tess_nn_moe_stack_probs(a->stack, i, NULL);
+            const float *m = tess_nn_moe_stack_mass(a->stack, i);
+            const int32_t *tk = tess_nn_moe_stack_topk(a->stack, i);
+            const int64_t *cnt = tess_nn_moe_stack_counts(a->stack, i);
+            for (int64_t t = 0; t < N; t++) {
+                double h = 0.0;
+                for (int64_t e = 0; e < E; e++)
+                    if (p[t * E + e] > 0) h -= p[t * E + e] * log(p[t * E + e]);
+                s[0] += E > 1 ? h / log((double)E) : 0.0;
+                s[1] += m[t];
+                s[3 + E + a->domain[t] * E + tk[t * k]] += 1.0;
+                if (i + 1 < L)
+                    s[3 + E + D * E + tk[t * k] * E +
+                      tess_nn_moe_stack_topk(a->stack, i + 1)[t * k]] += 1.0;
+            }
+            if (k >= 2) s[2] += tess_nn_moe_stack_cosine(a->stack, i, TESS_NN_MOE_PHI_SQ) * N;
+            for (int64_t e = 0; e < E; e++) s[3 + e] += (double)cnt[e];
+        }
+    }
+    TESS_CHECK(tess_par_allreduce_f64(g, a->stats, nst, TESS_PAR_SUM));
+    const double tokens = a->stats[L * per + 1];
+    a->eval_loss = a->stats[L * per] / tokens;
+    double route[ROUTE_COLS * MAX_MOE_LAYERS + MAX_MOE_LAYERS];
+    double mean[5] = {0, 0, 0, 0, 0}; /* entropy, maxvio, dead, mi_domain, cos2 over layers */
+    for (int64_t i = 0; i < L; i++) {
+        const double *s = a->stats + i * per;
+        const double ideal = (double)k * tokens / (double)E;
+        double vio = 0.0, dead = 0.0;
+        for (int64_t e = 0; e < E; e++) {
+            vio = fmax(vio, fabs(s[3 + e] - ideal) / ideal);
+            dead += s[3 + e] == 0.0;
+        }
+        const double H = s[0] / tokens, M = s[1] / tokens, cos2 = k >= 2 ? s[2] / tokens : NAN;
+        const double mi = mutual_info(s + 3 + E, D, E);
+        double *r = route + i * ROUTE_COLS;
+        r[0] = H, r[1] = M, r[2] = vio, r[3] = mi, r[4] = cos2;
+        if (i + 1 < L) route[L * ROUTE_COLS + i] = mutual_info(s + 3 + E + D * E, E, E);
+        mean[0] += H / L, mean[1] += vio / L, mean[2] += dead / L, mean[3] += mi / L;
+        mean[4] += cos2 / L;
+    }
+    const double row[8] = {a->eval_loss, exp(a->eval_loss), a->unigram_loss, mean[0], mean[1],
+                           mean[2], mean[3], mean[4]};
+    TESS_CHECK(tess_run_metrics_row(run, a->eval_csv, row));
+    TESS_CHECK(tess_run_metrics_row(run, a->route_csv, route));
+    return TESS_OK;
+}
+
+/* Aux-loss-free balancing: each MoE layer's bias from its counts summed over the ranks. */
+static tess_status update_biases(moe_app *a, const tess_group *g) {
+    for (int64_t i = 0; i < a->nmoe; i++) {
+        memcpy(a->counts, tess_nn_moe_stack_counts(a->stack, i),
+               (size_t)a->moe.E * sizeof *a->counts);
+        TESS_CHECK(tess_par_allreduce_i64(g, a->counts, a->moe.E, TESS_PAR_SUM));
+        tess_nn_moe_bias_update(tess_nn_moe_stack_bias(a->stack, i), a->counts, a->moe.E,
+                                (float)a->bias_rate);
+    }
+    return TESS_OK;
+}
+
+/* One optimizer step on sequences [cursor, cursor + global_B) of the training stream. */
+static tess_status moe_step(tess_run *run, void *ctx, int64_t step, tess_run_step_out *out) {
+    moe_app *a = ctx;
+    const tess_group *dp = tess_run_group(run);
+    const int64_t cursor = out->data_cursor, done = step + 1, steps = a->sched.total_steps;
+    moe_data_batch(&a->data, MOE_SPLIT_TRAIN, cursor + dp->rank * a->b, a->b, a->ids, a->targets,
+                   NULL);
+    tess_registry_zero_grads(a->reg);
+    const double ce = tess_tfm_forward(a->model, a->ids, a->targets, a->b);
+    tess_nn_moe_aux aux;
+    tess_nn_moe_stack_aux(a->stack, &aux);
+    tess_nn_moe_stack_set_loss_scale(a->stack, 1.0f);
+    tess_tfm_backward(a->model, 1.0f);
+    TESS_CHECK(tess_nn_moe_stack_status(a->stack));
+    TESS_CHECK(tess_gradsync_finish(a->sync, NULL));
+    double v[6] = {ce, aux.total, aux.lb, aux.z, aux.sp, aux.cp};
+    TESS_CHECK(tess_par_allreduce_f64(dp, v, 6, TESS_PAR_MEAN));
+    if (a->moe.bias_balance) TESS_CHECK(update_biases(a, dp));
+    if (isnan(a->first_loss)) a->first_loss = v[0];
+    a->loss = v[0];
+    double norm;
+    const double lr = tess_sched_lr(&a->sched, step);
+    bool skip;
+    TESS_CHECK(tess_clip_grad_norm(a->reg, a->clip, dp, &norm));
+    TESS_CHECK(tess_guard_check(&a->guard, step, v[0] + v[1], norm, &skip));
+    if (!skip) tess_adamw_step(a->opt, (float)lr);
+    a->steps_run++;
+
+    const double tokens = (double)(a->global_B * a->mc.T);
+    if (done % a->log_every == 0 || done == steps) {
+        const double now = tess_timer_now();
+        const int64_t since = done % a->log_every ? done % a->log_every : a->log_every;
+        const double row[9] = {v[0], v[1], v[2], v[3], v[4], v[5], lr, norm,
+                               tokens * (double)since / (now - a->t_log)};
+        a->t_log = now;
+        TESS_CHECK(tess_run_metrics_row(run, a->train_csv, row));
+    }
+    if (done % a->eval_every == 0 || done == steps) TESS_CHECK(evaluate(run, a, dp));
+    *out = (tess_run_step_out){.done = done == steps, .loss = v[0], .items = tokens,
+                               .position = NAN, .data_cursor = cursor + a->global_B};
+    return TESS_OK;
+}
+
+static tess_status moe_finish(tess_run *run, void *ctx) {
+    moe_app *a = ctx;
+    const double seconds = tess_timer_elapsed(tess_run_timers(run),
+                                              tess_timer_get(tess_run_timers(run), "step"));
+    tess_log_info("moe: loss %.4g -> %.4g; held-out loss %.4g (perplexity %.2f) vs unigram "
+                  "baseline %.4g; %lld steps in %.1f s (%.0f tok/s on %d ranks, %lld skipped)",
+                  a->first_loss, a->loss, a->eval_loss, exp(a->eval_loss), a->unigram_loss,
+                  (long long)a->steps_run, seconds,
+                  (double)(a->steps_run * a->global_B * a->mc.T) / seconds,
+                  tess_run_group(run)->size, (long long)a->guard.skipped);
+    return TESS_OK;
+}
+
+static const tess_run_app moe_run_app = {
+    .name = "moe", .unit = "step", .rate_unit = "tok", .default_dir = "runs/moe",
+    .sections = sections, .nsections = sizeof sections / sizeof sections[0],
+    .run_opts = run_opts, .nrun_opts = sizeof run_opts / sizeof run_opts[0],
+    .setup = moe_setup, .step = moe_step, .finish = moe_finish, .destroy = moe_destroy};
+
+int main(int argc, char **argv) {
+    moe_app app = {0};
+    return tess_run_main(&moe_run_app, &app, argc, argv);
+}

@@ -1,0 +1,416 @@
+/* moe.c - the Mixture-of-Experts kernels, their references and the MoE feed-forward (moe.h).
+ * Letters as in moe.h: N tokens, C channels, F expert hidden, E experts, k per token, R = N*k. */
+#include "nn/moe.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/linear.h"     /* tess_nn_linear_* */
+#include "tensor/matmul.h" /* tess_matmul */
+#include "tensor/tensor.h" /* tess_tensor_expf */
+
+/* ---------- router ---------- */
+
+/* Top-k of score (E) + bias into ids (k), descending, ties to the lower id: insertion into a
+ * sorted list of k, a candidate displacing an entry only when strictly larger. */
+static void topk_select(int32_t *ids, const float *score, const float *bias, int64_t E,
+                        int64_t k) {
+    int64_t n = 0;
+    for (int64_t e = 0; e < E; e++) {
+        float v = score[e] + (bias ? bias[e] : 0.0f);
+        if (n == k) {
+            int32_t last = ids[k - 1];
+            if (!(v > score[last] + (bias ? bias[last] : 0.0f))) continue;
+            n--;
+        }
+        int64_t j = n;
+        while (j > 0) {
+            int32_t prev = ids[j - 1];
+            if (!(v > score[prev] + (bias ? bias[prev] : 0.0f))) break;
+            ids[j] = prev;
+            j--;
+        }
+        ids[j] = (int32_t)e;
+        n++;
+    }
+}
+
+void tess_nn_moe_router_forward(float *probs, float *lse, int32_t *topk, float *gates, float *mass,
+                                const float *logits, const float *bias, int64_t N, int64_t E,
+                                int64_t k) {
+    /* probs (N,E), lse (N), topk (N,k), gates (N,k), mass (N); logits (N,E); bias (E) or NULL */
+    TESS_ASSERT(k >= 1 && k <= E);
+    for (int64_t t = 0; t < N; t++) {
+        const float *h = logits + t * E;
+        float *p = probs + t * E;
+        float mx = h[0];
+        for (int64_t e = 1; e < E; e++) mx = h[e] > mx ? h[e] : mx;
+        double sum = 0.0;
+        for (int64_t e = 0; e < E; e++) {
+            p[e] = tess_tensor_expf(h[e] - mx);
+            sum += p[e];
+        }
+        const float inv = (float)(1.0 / sum);
+        for (int64_t e = 0; e < E; e++) p[e] *= inv;
+        lse[t] = mx + (float)log(sum);
+        int32_t *ids = topk + t * k;
+        topk_select(ids, p, bias, E, k);
+        double m = 0.0;
+        for (int64_t s = 0; s < k; s++) m += p[ids[s]];
+        mass[t] = (float)m;
+        for (int64_t s = 0; s < k; s++) gates[t * k + s] = (float)(p[ids[s]] / m);
+    }
+}
+
+void tess_nn_moe_router_forward_ref(float *probs, float *lse, int32_t *topk, float *gates,
+                                    float *mass, const float *logits, const float *bias,
+                                    int64_t N, int64_t E, int64_t k) {
+    /* Softmax in double; top-k by k passes of "largest, lowest id among equals, not yet taken". */
+    for (int64_t t = 0; t < N; t++) {
+        const float *h = logits + t * E;
+        double mx = h[0], sum = 0.0;
+        for (int64_t e = 1; e < E; e++) mx = fmax(mx, h[e]);
+        for (int64_t e = 0; e < E; e++) sum += exp((double)h[e] - mx);
+        for (int64_t e = 0; e < E; e++) probs[t * E + e] = (float)(exp((double)h[e] - mx) / sum);
+        lse[t] = (float)(mx + log(sum));
+        for (int64_t s = 0; s < k; s++) {
+            int64_t best = -1;
+            for (int64_t e = 0; e < E; e++) {
+                bool taken = false;
+                for (int64_t q = 0; q < s; q++) taken |= topk[t * k + q] == e;
+                if (taken) continue;
+                float v = probs[t * E + e] + (bias ? bias[e] : 0.0f);
+                if (best < 0 || v > probs[t * E + best] + (bias ? bias[best] : 0.0f)) best = e;
+            }
+            topk[t * k + s] = (int32_t)best;
+        }
+        double m = 0.0;
+        for (int64_t s = 0; s < k; s++) m += probs[t * E + topk[t * k + s]];
+        mass[t] = (float)m;
+        for (int64_t s = 0; s < k; s++)
+            gates[t * k + s] = (float)(probs[t * E + topk[t * k + s]] / m);
+    }
+}
+
+void tess_nn_moe_gates_backward(float *dprobs, const float *dgates, const float *gates,
+                                const float *mass, const int32_t *topk, int64_t N, int64_t E,
+                                int64_t k) {
+    /* g_s = p_s / M: dg_s/dp_m = (delta_sm - g_s) / M for m in K. */
+    for (int64_t t = 0; t < N; t++) {
+        const float *dg = dgates + t * k, *g = gates + t * k;
+        double gdg = 0.0;
+        for (int64_t s = 0; s < k; s++) gdg += (double)g[s] * dg[s];
+        const double invm = 1.0 / mass[t];
+        for (int64_t s = 0; s < k; s++)
+            dprobs[t * E + topk[t * k + s]] += (float)((dg[s] - gdg) * invm);
+    }
+}
+
+void tess_nn_moe_mass_backward(float *dprobs, const float *dmass, const int32_t *topk, int64_t N,
+                               int64_t E, int64_t k) {
+    for (int64_t t = 0; t < N; t++)
+        for (int64_t s = 0; s < k; s++) dprobs[t * E + topk[t * k + s]] += dmass[t];
+}
+
+void tess_nn_moe_softmax_backward(float *dlogits, const float *dprobs, const float *probs,
+                                  int64_t N, int64_t E) {
+    for (int64_t t = 0; t < N; t++) {
+        const float *p = probs + t * E, *dp = dprobs + t * E;
+        double pdp = 0.0;
+        for (int64_t e = 0; e < E; e++) pdp += (double)p[e] * dp[e];
+        for (int64_t e = 0; e < E; e++) dlogits[t * E + e] += p[e] * (float)(dp[e] - pdp);
+    }
+}
+
+/* ---------- balancing ---------- */
+
+void tess_nn_moe_counts(int64_t *counts, const int32_t *topk, int64_t N, int64_t E, int64_t k) {
+    memset(counts, 0, (size_t)E * sizeof *counts);
+    for (int64_t i = 0; i < N * k; i++) counts[topk[i]]++;
+}
+
+float tess_nn_moe_lb_forward(const float *probs, const int64_t *counts, int64_t N, int64_t Ntot,
+                             int64_t E, int64_t k) {
+    double l = 0.0;
+    for (int64_t e = 0; e < E; e++) {
+        double P = 0.0;
+        for (int64_t t = 0; t < N; t++) P += probs[t * E + e];
+        l += (double)counts[e] * P;
+    }
+    return (float)(l * (double)E / ((double)k * (double)Ntot * (double)N));
+}
+
+void tess_nn_moe_lb_backward(float *dprobs, float dloss, const int64_t *counts, int64_t N,
+                             int64_t Ntot, int64_t E, int64_t k) {
+    const double s = (double)dloss * (double)E / ((double)k * (double)Ntot * (double)N);
+    for (int64_t t = 0; t < N; t++)
+        for (int64_t e = 0; e < E; e++) dprobs[t * E + e] += (float)(s * (double)counts[e]);
+}
+
+float tess_nn_moe_zloss_forward(const float *lse, int64_t N) {
+    double l = 0.0;
+    for (int64_t t = 0; t < N; t++) l += (double)lse[t] * lse[t];
+    return (float)(l / (double)N);
+}
+
+void tess_nn_moe_zloss_backward(float *dlogits, float dloss, const float *probs, const float *lse,
+                                int64_t N, int64_t E) {
+    for (int64_t t = 0; t < N; t++) {
+        const float s = (float)(2.0 * dloss * lse[t] / (double)N);
+        for (int64_t e = 0; e < E; e++) dlogits[t * E + e] += s * probs[t * E + e];
+    }
+}
+
+void tess_nn_moe_bias_update(float *bias, const int64_t *counts, int64_t E, float rate) {
+    double mean = 0.0;
+    for (int64_t e = 0; e < E; e++) mean += (double)counts[e];
+    mean /= (double)E;
+    for (int64_t e = 0; e < E; e++) {
+        double d = mean - (double)counts[e];
+        bias[e] += d > 0 ? rate : (d < 0 ? -rate : 0.0f);
+    }
+}
+
+/* ---------- R_cp ---------- */
+
+float tess_nn_moe_rcp_forward(const float *mass_a, const float *mass_b, int64_t N) {
+    double j = 0.0;
+    for (int64_t t = 0; t < N; t++) j += (double)mass_a[t] * mass_b[t];
+    return (float)(-j / (double)N);
+}
+
+void tess_nn_moe_rcp_backward(float *dmass_a, float *dmass_b, float dloss, const float *mass_a,
+                              const float *mass_b, int64_t N) {
+    const float s = (float)(-(double)dloss / (double)N);
+    for (int64_t t = 0; t < N; t++) {
+        if (dmass_a) dmass_a[t] += s * mass_b[t];
+        if (dmass_b) dmass_b[t] += s * mass_a[t];
+    }
+}
+
+/* ---------- R_sp ---------- */
+
+static float phi_value(tess_nn_moe_phi phi, float c) {
+    return phi == TESS_NN_MOE_PHI_SQ ? c * c : (phi == TESS_NN_MOE_PHI_ABS ? fabsf(c) : c);
+}
+static float phi_slope(tess_nn_moe_phi phi, float c) {
+    return phi == TESS_NN_MOE_PHI_SQ ? 2.0f * c
+                                     : (phi == TESS_NN_MOE_PHI_ABS ? (c > 0 ? 1.0f : (c < 0 ? -1.0f : 0.0f))
+                                                                   : 1.0f);
+}
+
+/* One token's slots: norms nrm (k) and the cosine matrix cs (k,k) of its z rows; den (k,k) the
+ * clamped denominators. */
+static void token_cos(float *nrm, float *cs, float *den, const float *z, const int32_t *rows,
+                      int64_t k, int64_t F) {
+    for (int64_t s = 0; s < k; s++) {
+        const float *u = z + (int64_t)rows[s] * F;
+        double q = 0.0;
+        for (int64_t f = 0; f < F; f++) q += (double)u[f] * u[f];
+        nrm[s] = (float)sqrt(q);
+    }
+    for (int64_t s = 0; s < k; s++)
+        for (int64_t r = s + 1; r < k; r++) {
+            const float *u = z + (int64_t)rows[s] * F, *v = z + (int64_t)rows[r] * F;
+            double d = 0.0;
+            for (int64_t f = 0; f < F; f++) d += (double)u[f] * v[f];
+            float dn = fmaxf(nrm[s] * nrm[r], TESS_NN_MOE_COS_EPS);
+            den[s * k + r] = den[r * k + s] = dn;
+            cs[s * k + r] = cs[r * k + s] = (float)(d / dn);
+        }
+}
+
+/* Slots per token handled by the fast R_sp without allocation. */
+#define MOE_KMAX 16
+
+float tess_nn_moe_rsp_forward(const float *z, const int32_t *row_of, int64_t N, int64_t k,
+                              int64_t F, tess_nn_moe_phi phi) {
+    TESS_ASSERT(k >= 2 && k <= MOE_KMAX);
+    float nrm[MOE_KMAX], cs[MOE_KMAX * MOE_KMAX], den[MOE_KMAX * MOE_KMAX];
+    double acc = 0.0;
+    for (int64_t t = 0; t < N; t++) {
+        token_cos(nrm, cs, den, z, row_of + t * k, k, F);
+        for (int64_t s = 0; s < k; s++)
+            for (int64_t r = s + 1; r < k; r++) acc += 2.0 * phi_value(phi, cs[s * k + r]);
+    }
+    return (float)(acc / ((double)N * (double)(k * (k - 1))));
+}
+
+void tess_nn_moe_rsp_backward(float *dz, float dloss, const float *z, const int32_t *row_of,
+                              int64_t N, int64_t k, int64_t F, tess_nn_moe_phi phi) {
+    /* Unordered pair {s,r} counted twice: dR/du = 2 phi'(c) dc/du / (N k (k-1)), with
+     * dc/du = v/den - c u/|u|^2 when the denominator is |u||v| (unclamped), v/den otherwise. */
+    TESS_ASSERT(k >= 2 && k <= MOE_KMAX);
+    float nrm[MOE_KMAX], cs[MOE_KMAX * MOE_KMAX], den[MOE_KMAX * MOE_KMAX];
+    const double w = 2.0 * (double)dloss / ((double)N * (double)(k * (k - 1)));
+    for (int64_t t = 0; t < N; t++) {
+        const int32_t *rows = row_of + t * k;
+        token_cos(nrm, cs, den, z, rows, k, F);
+        for (int64_t s = 0; s < k; s++) {
+            const float *u = z + (int64_t)rows[s] * F;
+            float *du = dz + (int64_t)rows[s] * F;
+            for (int64_t r = 0; r < k; r++) {
+                if (r == s) continue;
+                const float *v = z + (int64_t)rows[r] * F;
+                const float c = cs[s * k + r], dn = den[s * k + r];
+                const float a = (float)(w * phi_slope(phi, c));
+                const bool clamped = nrm[s] * nrm[r] < TESS_NN_MOE_COS_EPS;
+                const float bu = clamped ? 0.0f : a * c / (nrm[s] * nrm[s]);
+                const float av = a / dn;
+                for (int64_t f = 0; f < F; f++) du[f] += av * v[f] - bu * u[f];
+            }
+        }
+    }
+}
+
+float tess_nn_moe_rsp_forward_ref(const float *z, const int32_t *row_of, int64_t N, int64_t k,
+                                  int64_t F, tess_nn_moe_phi phi) {
+    /* Every ordered pair, in double. */
+    double acc = 0.0;
+    for (int64_t t = 0; t < N; t++)
+        for (int64_t s = 0; s < k; s++)
+            for (int64_t r = 0; r < k; r++) {
+                if (r == s) continue;
+                const float *u = z + (int64_t)row_of[t * k + s] * F;
+                const float *v = z + (int64_t)row_of[t * k + r] * F;
+                double uv = 0, uu = 0, vv = 0;
+                for (int64_t f = 0; f < F; f++) {
+                    uv += (double)u[f] * v[f];
+                    uu += (double)u[f] * u[f];
+                    vv += (double)v[f] * v[f];
+                }
+                double c = uv / fmax(sqrt(uu) * sqrt(vv), TESS_NN_MOE_COS_EPS);
+                acc += phi == TESS_NN_MOE_PHI_SQ ? c * c : (phi == TESS_NN_MOE_PHI_ABS ? fabs(c) : c);
+            }
+    return (float)(acc / ((double)N * (double)(k * (k - 1))));
+}
+
+void tess_nn_moe_rsp_backward_ref(float *dz, float dloss, const float *z, const int32_t *row_of,
+                                  int64_t N, int64_t k, int64_t F, tess_nn_moe_phi phi) {
+    /* Every ordered pair (s, r) contributes phi'(c) dc/du to u and phi'(c) dc/dv to v, in double. */
+    const double w = (double)dloss / ((double)N * (double)(k * (k - 1)));
+    for (int64_t t = 0; t < N; t++)
+        for (int64_t s = 0; s < k; s++)
+            for (int64_t r = 0; r < k; r++) {
+                if (r == s) continue;
+                const int64_t ru = row_of[t * k + s], rv = row_of[t * k + r];
+                const float *u = z + ru * F, *v = z + rv * F;
+                double uv = 0, uu = 0, vv = 0;
+                for (int64_t f = 0; f < F; f++) {
+                    uv += (double)u[f] * v[f];
+                    uu += (double)u[f] * u[f];
+                    vv += (double)v[f] * v[f];
+                }
+                const double prod = sqrt(uu) * sqrt(vv);
+                const bool clamped = prod < TESS_NN_MOE_COS_EPS;
+                const double dn = clamped ? TESS_NN_MOE_COS_EPS : prod, c = uv / dn;
+                const double sl = phi == TESS_NN_MOE_PHI_SQ ? 2 * c
+                                  : phi == TESS_NN_MOE_PHI_ABS ? (c > 0 ? 1 : (c < 0 ? -1 : 0))
+                                                               : 1;
+                for (int64_t f = 0; f < F; f++) {
+                    double gu = v[f] / dn - (clamped ? 0 : c * u[f] / uu);
+                    double gv = u[f] / dn - (clamped ? 0 : c * v[f] / vv);
+                    dz[ru * F + f] += (float)(w * sl * gu);
+                    dz[rv * F + f] += (float)(w * sl * gv);
+                }
+            }
+}
+
+/* ---------- one expert ---------- */
+
+void tess_nn_moe_expert_forward(float *y, float *a, float *b, float *z, const float *x,
+                                const float *w_gate, const float *w_up, const float *w_down,
+                                int64_t n, int64_t C, int64_t F) {
+    if (n == 0) return;
+    tess_nn_linear_forward(a, x, w_gate, NULL, n, C, F);
+    tess_nn_linear_forward(b, x, w_up, NULL, n, C, F);
+    for (int64_t i = 0; i < n * F; i++) {
+        float g = a[i];
+        z[i] = g / (1.0f + tess_tensor_expf(-g)) * b[i];
+    }
+    tess_nn_linear_forward(y, z, w_down, NULL, n, F, C);
+}
+
+void tess_nn_moe_expert_backward(float *dx, float *dw_gate, float *dw_up, float *dw_down,
+                                 float *dz, float *db, const float *dy, const float *x,
+                                 const float *w_gate, const float *w_up, const float *w_down,
+                                 const float *a, const float *b, const float *z, int64_t n,
+                                 int64_t C, int64_t F) {
+    if (n == 0) return;
+    /* dz += dy @ w_down; dw_down += dy^T z */
+    tess_nn_linear_backward(dz, dw_down, NULL, dy, z, w_down, n, F, C);
+    /* da (into dz) = dz * b * s (1 + a (1 - s)); db = dz * silu(a) */
+    for (int64_t i = 0; i < n * F; i++) {
+        float g = a[i], d = dz[i];
+        float q = tess_tensor_expf(-g);
+        float s = 1.0f / (1.0f + q);
+        db[i] = d * g * s;
+        dz[i] = d * b[i] * s * (1.0f + g * (q * s));
+    }
+    tess_nn_linear_backward(dx, dw_gate, NULL, dz, x, w_gate, n, C, F);
+    tess_nn_linear_backward(dx, dw_up, NULL, db, x, w_up, n, C, F);
+}
+
+void tess_nn_moe_expert_forward_ref(float *y, float *a, float *b, float *z, const float *x,
+                                    const float *w_gate, const float *w_up, const float *w_down,
+                                    int64_t n, int64_t C, int64_t F) {
+    for (int64_t i = 0; i < n; i++) {
+        for (int64_t f = 0; f < F; f++) {
+            double ga = 0, gb = 0;
+            for (int64_t c = 0; c < C; c++) {
+                ga += (double)x[i * C + c] * w_gate[f * C + c];
+                gb += (double)x[i * C + c] * w_up[f * C + c];
+            }
+            a[i * F + f] = (float)ga;
+            b[i * F + f] = (float)gb;
+            z[i * F + f] = (float)(ga / (1.0 + exp(-ga)) * gb);
+        }
+        for (int64_t c = 0; c < C; c++) {
+            double acc = 0;
+            for (int64_t f = 0; f < F; f++) acc += (double)z[i * F + f] * w_down[c * F + f];
+            y[i * C + c] = (float)acc;
+        }
+    }
+}
+
+void tess_nn_moe_expert_backward_ref(float *dx, float *dw_gate, float *dw_up, float *dw_down,
+                                     float *dz, float *db, const float *dy, const float *x,
+                                     const float *w_gate, const float *w_up, const float *w_down,
+                                     const float *a, const float *b, const float *z, int64_t n,
+                                     int64_t C, int64_t F) {
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t f = 0; f < F; f++) {
+            double acc = 0;
+            for (int64_t i = 0; i < n; i++) acc += (double)dy[i * C + c] * z[i * F + f];
+            dw_down[c * F + f] += (float)acc;
+        }
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t f = 0; f < F; f++) {
+            double d = dz[i * F + f];
+            for (int64_t c = 0; c < C; c++) d += (double)dy[i * C + c] * w_down[c * F + f];
+            double g = a[i * F + f], s = 1.0 / (1.0 + exp(-g));
+            db[i * F + f] = (float)(d * g * s);
+            dz[i * F + f] = (float)(d * b[i * F + f] * s * (1.0 + g * (1.0 - s)));
+        }
+    for (int64_t f = 0; f < F; f++)
+        for (int64_t c = 0; c < C; c++) {
+            double gg = 0, gu = 0;
+            for (int64_t i = 0; i < n; i++) {
+                gg += (double)dz[i * F + f] * x[i * C + c];
+                gu += (double)db[i * F + f] * x[i * C + c];
+            }
+            dw_gate[f * C + c] += (float)gg;
+            dw_up[f * C + c] += (float)gu;
+        }
+    if (dx)
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t c = 0; c < C; c++) {
+                double acc = 0;
+                for (int64_t f = 0; f < F; f++)
+                    acc += (double)dz[i * F + f] * w_gate[f * C + c] +
+                           (double)db[i * F + f] * w_up[f * C + c];
+                dx[i * C + c] += (float)acc;
+            }
+}

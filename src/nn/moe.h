@@ -1,0 +1,225 @@
+/* moe.h - a top-k Mixture-of-Experts feed-forward (router, SwiGLU experts, combine) with its
+ * auxiliary losses: load balancing, router z-loss, the intra-layer specialization loss R_sp and
+ * the cross-layer coupling loss R_cp (Hu et al., "Synergistic Intra- and Cross-Layer
+ * Regularization Losses for MoE Expert Specialization", arXiv:2602.14159), every one with a
+ * closed-form backward and a naive _ref. docs/moe.md states the equations.
+ *
+ * Dimension letters: N tokens (rows) on this rank, C model channels, F expert hidden channels,
+ * E routed experts, k experts per token; R = N*k routed (token, slot) rows (dropless).
+ *
+ * Forward of one MoE layer on x (N,C):
+ *   h = x @ w_router^T (N,E), fp32            router logits
+ *   p = softmax(h) over all E (N,E)           scores; lse (N) = logsumexp(h)
+ *   K_t = top-k of p_t + bias (ties -> lower id); bias (E) is the aux-loss-free selection bias
+ *   M_t = sum_{e in K_t} p_{t,e}              top-k mass (N)
+ *   g_{t,s} = p_{t,K_t[s]} / M_t              gates (N,k), slots in descending score order
+ *   expert e on its rows X_e: z = silu(X_e w_gate_e^T) * (X_e w_up_e^T), y = z w_down_e^T
+ *   out_t = sum_s g_{t,s} y[row_of(t,s)]      combine in slot order (deterministic)
+ *           (+ shared(x_t), a dense SwiGLU expert on every token, when configured)
+ * Aux losses (per layer): L_lb = E sum_e f_e P_e, f_e = c_e/(kN), P_e = mean_t p_{t,e};
+ *   L_z = mean_t lse_t^2;
+ *   R_sp = (1/N) sum_t (1/(k(k-1))) sum_{e != v in K_t} phi(cos(z_t^(e), z_t^(v)));
+ *   R_cp between adjacent MoE layers a, b = -(1/N) sum_t M_t^(a) M_t^(b).
+ *
+ * The kernels below follow nn/'s convention (docs/nn.md): inputs const, outputs overwritten,
+ * backward ADDS into every gradient, no allocation, void. The layer (tess_nn_moe_stack_make_ffn)
+ * implements the tess_nn_ffn interface of nn/ffn.h and is not collective (one rank holds every
+ * expert). */
+#ifndef TESS_NN_MOE_H
+#define TESS_NN_MOE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/config.h"     /* tess_opt_enum */
+#include "core/status.h"     /* tess_status */
+#include "nn/ffn.h"          /* tess_nn_ffn */
+#include "nn/transformer.h"  /* tess_tfm_config */
+
+/* phi of R_sp: c^2 (orthogonality, default), |c|, or signed c (pushes towards anti-correlation). */
+typedef enum {
+    TESS_NN_MOE_PHI_SQ = 0,
+    TESS_NN_MOE_PHI_ABS,
+    TESS_NN_MOE_PHI_SIGNED,
+    TESS_NN_MOE_PHI_COUNT
+} tess_nn_moe_phi;
+
+static const tess_opt_enum tess_nn_moe_phi_names[] = {
+    {"sq", TESS_NN_MOE_PHI_SQ}, {"abs", TESS_NN_MOE_PHI_ABS}, {"signed", TESS_NN_MOE_PHI_SIGNED}};
+TESS_OPT_ENUM_TABLE_CHECK(tess_nn_moe_phi_names, TESS_NN_MOE_PHI_COUNT);
+
+/* The cosine's denominator floor eps_c: c = <u,v> / max(|u||v|, eps_c). */
+#define TESS_NN_MOE_COS_EPS 1e-8f
+
+/* ---------- router ---------- */
+
+/* probs (N,E) = softmax(logits); lse (N); topk (N,k) expert ids, descending by probs + bias
+ * (bias (E) or NULL = 0), ties to the lower id; gates (N,k) = probs / mass; mass (N) = sum of the
+ * selected probs. logits (N,E). 1 <= k <= E. */
+void tess_nn_moe_router_forward(float *probs, float *lse, int32_t *topk, float *gates, float *mass,
+                                const float *logits, const float *bias, int64_t N, int64_t E,
+                                int64_t k);
+void tess_nn_moe_router_forward_ref(float *probs, float *lse, int32_t *topk, float *gates,
+                                    float *mass, const float *logits, const float *bias,
+                                    int64_t N, int64_t E, int64_t k);
+/* Gate Jacobian: dprobs (N,E) += d/dp of <dgates, gates>: for m in K_t,
+ * (dg_m - sum_s g_s dg_s) / M_t; 0 elsewhere. dgates, gates (N,k); mass (N); topk (N,k). */
+void tess_nn_moe_gates_backward(float *dprobs, const float *dgates, const float *gates,
+                                const float *mass, const int32_t *topk, int64_t N, int64_t E,
+                                int64_t k);
+/* dprobs (N,E) += dmass_t on the selected experts of token t. dmass (N); topk (N,k). */
+void tess_nn_moe_mass_backward(float *dprobs, const float *dmass, const int32_t *topk, int64_t N,
+                               int64_t E, int64_t k);
+/* Softmax backward: dlogits (N,E) += p (dp - <p, dp>). dprobs, probs (N,E). */
+void tess_nn_moe_softmax_backward(float *dlogits, const float *dprobs, const float *probs,
+                                  int64_t N, int64_t E);
+
+/* ---------- balancing ---------- */
+
+/* counts (E) = number of (token, slot) pairs routed to each expert. topk (N,k). */
+void tess_nn_moe_counts(int64_t *counts, const int32_t *topk, int64_t N, int64_t E, int64_t k);
+/* L_lb = E/(k Ntot N) sum_e counts_e sum_t probs_{t,e} over this rank's N tokens, counts (E)
+ * constants counted over Ntot tokens: Ntot = N and this rank's counts give the local loss (1 at
+ * uniform probs); counts summed over P ranks of N tokens each, Ntot = P N, give a per-rank value
+ * whose mean over the ranks is the L_lb of the whole batch. */
+float tess_nn_moe_lb_forward(const float *probs, const int64_t *counts, int64_t N, int64_t Ntot,
+                             int64_t E, int64_t k);
+/* dprobs (N,E) += dloss * E counts_e / (k Ntot N). */
+void tess_nn_moe_lb_backward(float *dprobs, float dloss, const int64_t *counts, int64_t N,
+                             int64_t Ntot, int64_t E, int64_t k);
+/* L_z = mean_t lse_t^2; backward: dlogits (N,E) += dloss * 2 lse_t probs_{t,j} / N. */
+float tess_nn_moe_zloss_forward(const float *lse, int64_t N);
+void tess_nn_moe_zloss_backward(float *dlogits, float dloss, const float *probs, const float *lse,
+                                int64_t N, int64_t E);
+/* Aux-loss-free balancing (DeepSeek): bias_e += rate * sign(mean(counts) - counts_e). counts are
+ * the counts of every data-parallel replica (all-reduced by the caller), so every rank updates
+ * alike. bias, counts (E). */
+void tess_nn_moe_bias_update(float *bias, const int64_t *counts, int64_t E, float rate);
+
+/* ---------- R_cp and R_sp ---------- */
+
+/* R_cp of one adjacent pair = -(1/N) sum_t mass_a_t mass_b_t; backward: dmass_a += dloss
+ * (-mass_b / N), dmass_b likewise; either gradient may be NULL (detached layer). (N) each. */
+float tess_nn_moe_rcp_forward(const float *mass_a, const float *mass_b, int64_t N);
+void tess_nn_moe_rcp_backward(float *dmass_a, float *dmass_b, float dloss, const float *mass_a,
+                              const float *mass_b, int64_t N);
+
+/* R_sp of one layer: z (rows, F) holds the experts' SwiGLU intermediates in any row order;
+ * row_of (N,k) gives the row of token t's slot s, so pairs are matched by token id.
+ * R_sp = (1/N) sum_t (1/(k(k-1))) sum_{s != s'} phi(c_t(s, s')), c with denominator
+ * max(|u||v|, TESS_NN_MOE_COS_EPS). k >= 2. backward: dz (rows, F) += dloss * dR_sp/dz. */
+float tess_nn_moe_rsp_forward(const float *z, const int32_t *row_of, int64_t N, int64_t k,
+                              int64_t F, tess_nn_moe_phi phi);
+void tess_nn_moe_rsp_backward(float *dz, float dloss, const float *z, const int32_t *row_of,
+                              int64_t N, int64_t k, int64_t F, tess_nn_moe_phi phi);
+float tess_nn_moe_rsp_forward_ref(const float *z, const int32_t *row_of, int64_t N, int64_t k,
+                                  int64_t F, tess_nn_moe_phi phi);
+void tess_nn_moe_rsp_backward_ref(float *dz, float dloss, const float *z, const int32_t *row_of,
+                                  int64_t N, int64_t k, int64_t F, tess_nn_moe_phi phi);
+
+/* ---------- one SwiGLU expert on its n rows ---------- */
+
+/* y (n,C) = z @ w_down^T; caches a = x @ w_gate^T, b = x @ w_up^T, z = silu(a) * b, all (n,F);
+ * x (n,C); w_gate, w_up (F,C); w_down (C,F). */
+void tess_nn_moe_expert_forward(float *y, float *a, float *b, float *z, const float *x,
+                                const float *w_gate, const float *w_up, const float *w_down,
+                                int64_t n, int64_t C, int64_t F);
+/* dx (n,C) or NULL, dw_gate, dw_up (F,C), dw_down (C,F): +=. dz (n,F): on entry an extra
+ * gradient of z (R_sp's, or zeros), clobbered; db (n,F) scratch. dy (n,C); the rest as forward. */
+void tess_nn_moe_expert_backward(float *dx, float *dw_gate, float *dw_up, float *dw_down,
+                                 float *dz, float *db, const float *dy, const float *x,
+                                 const float *w_gate, const float *w_up, const float *w_down,
+                                 const float *a, const float *b, const float *z, int64_t n,
+                                 int64_t C, int64_t F);
+void tess_nn_moe_expert_forward_ref(float *y, float *a, float *b, float *z, const float *x,
+                                    const float *w_gate, const float *w_up, const float *w_down,
+                                    int64_t n, int64_t C, int64_t F);
+void tess_nn_moe_expert_backward_ref(float *dx, float *dw_gate, float *dw_up, float *dw_down,
+                                     float *dz, float *db, const float *dy, const float *x,
+                                     const float *w_gate, const float *w_up, const float *w_down,
+                                     const float *a, const float *b, const float *z, int64_t n,
+                                     int64_t C, int64_t F);
+
+/* ---------- the layer and the stack of a model's MoE layers ---------- */
+
+typedef struct {
+    int64_t E, k, F;   /* routed experts, experts per token, expert hidden width */
+    int64_t every;     /* MoE in layers l with (l + 1) % every == 0: 1 every layer, 2 every other */
+    int64_t shared_F;  /* hidden width of a shared SwiGLU expert on every token (DeepSeekMoE), 0: none */
+    double lambda_lb, lambda_z, lambda_sp, lambda_cp; /* weights of sum_l L_lb, L_z, R_sp, R_cp */
+    tess_nn_moe_phi phi;
+    bool bias_balance; /* aux-loss-free selection bias (registered, updated by the caller) */
+    double std;        /* init std of the router and of w_gate, w_up (w_down: the model's) */
+    /* Expert parallelism: ep is the group the experts are sharded over (rank r of P holds
+     * experts [r E/P, (r+1) E/P)), edp the expert-data-parallel group their gradients are
+     * reduced over (the ranks holding the same experts). Both borrowed, NULL: every expert on
+     * this rank. With ep, forward and backward are collective on ep. */
+    const struct tess_group *ep, *edp;
+    /* L_lb's counts and token total summed over this group (borrowed; collective on it in
+     * forward), e.g. every data-parallel rank: the global-batch L_lb, so the objective does not
+     * depend on how the batch is split over ranks. NULL: each rank's own (the per-micro-batch
+     * variant). */
+    const struct tess_group *lb_group;
+} tess_nn_moe_config;
+
+/* TESS_ERR_CONFIG naming the field: E < 1, k outside [1, E], F < 1, every < 1, a negative lambda,
+ * k = 1 with lambda_sp > 0 (R_sp needs two co-activated experts), an unknown phi, std < 0, E not
+ * divisible by the size of ep. */
+tess_status tess_nn_moe_check_config(const tess_nn_moe_config *cfg);
+
+/* The auxiliary terms of the last forward, summed over the MoE layers (unweighted), and the
+ * weighted total that is added to the training loss. */
+typedef struct {
+    int64_t layers;          /* MoE layers */
+    double lb, z, sp, cp;    /* sum_l L_lb, sum_l L_z, sum_l R_sp (0 when lambda_sp = 0), R_cp */
+    double total;            /* lambda_lb lb + lambda_z z + lambda_sp sp + lambda_cp cp */
+} tess_nn_moe_aux;
+
+typedef struct tess_nn_moe_stack tess_nn_moe_stack;
+
+/* A stack shares the config and the aux-loss plumbing of a model's MoE layers (R_cp couples
+ * adjacent ones). It owns none of the layers (the model does); use it only while they live.
+ * With expert parallelism each layer exchanges token rows over ep (par/dispatch.h): one count
+ * exchange and two row exchanges in forward (rows out; outputs back, with z when lambda_sp > 0,
+ * so R_sp is exact: computed where the token lives), two and one in backward. The feed-forward
+ * interface cannot return a status, so an MPI failure is kept: check tess_nn_moe_stack_status
+ * after each forward and backward. Gradient convention with ep of size P: every rank's loss is
+ * its own tokens' (dense gradients are each rank's, averaged over the data-parallel ranks by
+ * the gradient sync); an expert's gradient is the sum over the rows it received from all P ranks
+ * divided by P, so that its mean over edp is the same mean over every rank (not P times it). */
+tess_status tess_nn_moe_stack_create(tess_nn_moe_stack **s, const tess_nn_moe_config *cfg);
+void tess_nn_moe_stack_destroy(tess_nn_moe_stack **s);
+/* A tess_tfm_make_ffn (ctx = the stack): an MoE layer where the config puts one, else the model's
+ * dense feed-forward. Layers must be made in model order (tess_tfm_create does). The MoE layer
+ * registers "<prefix>.router" (E,C) ~ N(0,std), "<prefix>.w_gate", "<prefix>.w_up" (E,F,C)
+ * ~ N(0,std), "<prefix>.w_down" (E,C,F) ~ N(0, 0.02/sqrt(2L)) (the model's residual output
+ * init; dense layers get the model's dense feed-forward with the same init), and with
+ * bias_balance "<prefix>.bias" (E) = 0, not trainable; with shared_F > 0 the shared expert
+ * "<prefix>.shared.w_gate", ".w_up" (shared_F, C) ~ N(0,std), ".w_down" (C, shared_F) ~ N(0,
+ * out_std), replicated, added to every token's output (not part of R_sp). */
+tess_status tess_nn_moe_stack_make_ffn(void *ctx, int64_t layer, const tess_tfm_config *cfg,
+                                       tess_nn_ffn **ffn);
+/* TESS_OK, or the first failure of an exchange in a layer's forward or backward (its record is
+ * the error text); the layers' outputs are then undefined. */
+tess_status tess_nn_moe_stack_status(const tess_nn_moe_stack *s);
+/* The aux gradients added by each layer's backward are scaled like the main loss: set the
+ * model's loss_scale here before tess_tfm_backward (default 1). */
+void tess_nn_moe_stack_set_loss_scale(tess_nn_moe_stack *s, float scale);
+/* The aux terms of the last forward of every MoE layer. */
+void tess_nn_moe_stack_aux(const tess_nn_moe_stack *s, tess_nn_moe_aux *aux);
+int64_t tess_nn_moe_stack_layers(const tess_nn_moe_stack *s);
+/* MoE layer i (0-based among the MoE layers) of the last forward: counts (E) of routed rows,
+ * probs (N,E), topk (N,k), z rows and row_of (for metrics). Valid until the next forward. */
+const int64_t *tess_nn_moe_stack_counts(const tess_nn_moe_stack *s, int64_t i);
+const float *tess_nn_moe_stack_probs(const tess_nn_moe_stack *s, int64_t i, int64_t *N);
+const int32_t *tess_nn_moe_stack_topk(const tess_nn_moe_stack *s, int64_t i);
+/* Top-k mass (N) of MoE layer i's last forward. */
+const float *tess_nn_moe_stack_mass(const tess_nn_moe_stack *s, int64_t i);
+/* R_sp's statistic of MoE layer i's last forward with the given phi, whatever lambda_sp is:
+ * PHI_SQ the mean squared cosine of co-activated experts' z, PHI_SIGNED the mean cosine.
+ * NAN when k = 1, or with ep and lambda_sp = 0 (z then stays on the experts' ranks). */
+double tess_nn_moe_stack_cosine(const tess_nn_moe_stack *s, int64_t i, tess_nn_moe_phi phi);
+/* The selection bias (E) of MoE layer i, or NULL without bias_balance. */
+float *tess_nn_moe_stack_bias(tess_nn_moe_stack *s, int64_t i);
+
+#endif

@@ -1,0 +1,525 @@
+/* moe_layer.c - the MoE feed-forward (a tess_nn_ffn) and the stack of a model's MoE layers that
+ * carries the aux losses (moe.h). One rank holds every expert: not collective.
+ * Letters as in moe.h: N tokens, C channels, F expert hidden, E experts, k per token, R = N*k. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/linear.h"    /* tess_nn_linear_* */
+#include "nn/mlp.h"       /* tess_nn_mlp_swiglu_* */
+#include "nn/moe.h"
+#include "par/coll.h"      /* tess_par_allreduce_i64 */
+#include "par/dispatch.h"  /* tess_dispatch_* */
+#include "par/mesh.h"      /* tess_group */
+
+typedef struct moe_layer moe_layer;
+
+struct tess_nn_moe_stack {
+    tess_nn_moe_config cfg;
+    float scale;       /* loss scale of the aux gradients */
+    tess_status status; /* first exchange failure of a layer (TESS_OK if none) */
+    moe_layer **layer; /* MoE layers in model order, borrowed */
+    int64_t n, cap;
+};
+
+struct moe_layer {
+    tess_nn_ffn base;
+    tess_nn_moe_stack *stack;
+    int64_t idx;                 /* among the stack's MoE layers */
+    int64_t E, k, F;
+    int64_t P, rank, nle;        /* ep size and rank (1, 0 without ep); local experts E/P */
+    tess_dispatch *plan;         /* the step's exchange plan over ep; NULL without ep */
+    double std, out_std;
+    int64_t i_router, i_gate, i_up, i_down, i_bias; /* registry indices; i_bias -1 without */
+    int64_t *counts, *offs, *pos; /* (E), (E+1), (E): rows per expert, their offsets, a cursor */
+    int64_t *lbc;                /* (E+1): L_lb's counts and token total (over lb_group) */
+    int64_t Fs, i_sg, i_su, i_sd; /* shared expert width (0: none) and its registry indices */
+    float *s_gate, *s_up, *s_h, *s_out; /* (N,Fs) x3 caches, (N,C) its output */
+    /* caches for max_N rows (carve) */
+    float *logits, *probs;       /* (N,E) */
+    float *lse, *mass;           /* (N) */
+    float *gates;                /* (N,k) */
+    int32_t *topk, *row_of;      /* (N,k): expert of slot s; row of (t,s) in expert order */
+    int32_t *row_tok;            /* (R): token of each row */
+    float *xp, *y;               /* (R,C) home side: gathered inputs (expert order), outputs */
+    float *z;                    /* (R,F) home side: the experts' z of this rank's tokens */
+    /* expert side, for up to Rx = P*R received rows in [local expert][source] order; without ep
+     * these alias the home side (Rx = R) */
+    float *xg, *yg;              /* (Rx,C) */
+    float *a, *b, *zg;           /* (Rx,F) */
+    float *xt;                   /* (Rx, max(C,F)) exchange buffer with ep */
+    int64_t *rows;               /* (nle) rows of each local expert in the last forward */
+    const float *in;             /* (N,C) of the last forward, borrowed */
+    int64_t N;                   /* rows of the last forward */
+    float lb, zl, sp;            /* aux values of the last forward */
+};
+
+static float *P(const moe_layer *m, int64_t i) { return tess_registry_param(m->base.reg, i); }
+static float *G(const moe_layer *m, int64_t i) { return tess_registry_grad(m->base.reg, i); }
+
+tess_status tess_nn_moe_check_config(const tess_nn_moe_config *c) {
+    TESS_REQUIRE(c->E >= 1, TESS_ERR_CONFIG, "moe.experts must be >= 1, got %lld", (long long)c->E);
+    TESS_REQUIRE(c->k >= 1 && c->k <= c->E, TESS_ERR_CONFIG,
+                 "moe.top_k must be in [1, moe.experts = %lld], got %lld", (long long)c->E,
+                 (long long)c->k);
+    TESS_REQUIRE(c->k <= 16, TESS_ERR_CONFIG, "moe.top_k must be <= 16, got %lld",
+                 (long long)c->k);
+    TESS_REQUIRE(c->F >= 1, TESS_ERR_CONFIG, "moe.expert_hidden must be >= 1, got %lld",
+                 (long long)c->F);
+    TESS_REQUIRE(c->every >= 1, TESS_ERR_CONFIG, "moe.every must be >= 1, got %lld",
+                 (long long)c->every);
+    TESS_REQUIRE(c->lambda_lb >= 0 && c->lambda_z >= 0 && c->lambda_sp >= 0 && c->lambda_cp >= 0,
+                 TESS_ERR_CONFIG,
+                 "moe.lambda_lb, lambda_z, lambda_sp, lambda_cp must be >= 0, got %g %g %g %g",
+                 c->lambda_lb, c->lambda_z, c->lambda_sp, c->lambda_cp);
+    TESS_REQUIRE(!(c->k == 1 && c->lambda_sp > 0), TESS_ERR_CONFIG,
+                 "moe.lambda_sp = %g needs moe.top_k >= 2 (R_sp compares co-activated experts), "
+                 "got moe.top_k = 1",
+                 c->lambda_sp);
+    TESS_REQUIRE(c->phi >= 0 && c->phi < TESS_NN_MOE_PHI_COUNT, TESS_ERR_CONFIG,
+                 "moe.phi: unknown value %d", (int)c->phi);
+    TESS_REQUIRE(c->std >= 0, TESS_ERR_CONFIG, "moe.init_std must be >= 0, got %g", c->std);
+    TESS_REQUIRE(c->shared_F >= 0, TESS_ERR_CONFIG, "moe.shared_hidden must be >= 0, got %lld",
+                 (long long)c->shared_F);
+    TESS_REQUIRE(!c->ep || c->E % c->ep->size == 0, TESS_ERR_CONFIG,
+                 "moe.experts = %lld must be divisible by the expert-parallel size %d",
+                 (long long)c->E, c->ep ? c->ep->size : 1);
+    return TESS_OK;
+}
+
+/* ---------- the layer's ffn operations ---------- */
+
+/* Register "<prefix>.<leaf>" under layout l with init; index to *idx. */
+static tess_status add(tess_registry *reg, const char *prefix, const char *leaf, int ndim,
+                       const int64_t *shape, const tess_layout *l, tess_init init, int64_t *idx) {
+    char name[TESS_REGISTRY_NAME_MAX];
+    int w = snprintf(name, sizeof name, "%s.%s", prefix, leaf);
+    TESS_REQUIRE(w > 0 && (size_t)w < sizeof name, TESS_ERR_ARG, "name '%s.%s' is too long",
+                 prefix, leaf);
+    TESS_CHECK(tess_registry_add(reg, name, ndim, shape, l, idx));
+    TESS_CHECK(tess_registry_set_init(reg, *idx, init));
+    return TESS_OK;
+}
+
+/* An expert tensor (E, a, b) sharded over ep along experts, reduced over edp. */
+static tess_status add_expert(moe_layer *m, tess_registry *reg, const char *prefix,
+                              const char *leaf, int64_t a, int64_t b, tess_init init,
+                              int64_t *idx) {
+    const tess_layout l = m->P > 1 ? tess_layout_sharded(0, (int)m->P, (int)m->rank)
+                                   : tess_layout_replicated();
+    TESS_CHECK(add(reg, prefix, leaf, 3, (int64_t[]){m->E, a, b}, &l, init, idx));
+    TESS_CHECK(tess_registry_set_tags(reg, *idx, TESS_TAG_EXPERT));
+    if (m->stack->cfg.edp) TESS_CHECK(tess_registry_set_group(reg, *idx, m->stack->cfg.edp));
+    return TESS_OK;
+}
+
+static tess_status moe_add_params(tess_nn_ffn *f, tess_registry *reg, const char *prefix) {
+    moe_layer *m = (moe_layer *)f;
+    const int64_t C = f->C, E = m->E, F = m->F;
+    const tess_init w = tess_init_normal(0.0, m->std), wo = tess_init_normal(0.0, m->out_std);
+    const tess_layout rep = tess_layout_replicated();
+    TESS_CHECK(add(reg, prefix, "router", 2, (int64_t[]){E, C}, &rep, w, &m->i_router));
+    TESS_CHECK(tess_registry_set_tags(reg, m->i_router, TESS_TAG_DENSE));
+    TESS_CHECK(add_expert(m, reg, prefix, "w_gate", F, C, w, &m->i_gate));
+    TESS_CHECK(add_expert(m, reg, prefix, "w_up", F, C, w, &m->i_up));
+    TESS_CHECK(add_expert(m, reg, prefix, "w_down", C, F, wo, &m->i_down));
+    if (m->Fs > 0) {
+        char sp[TESS_REGISTRY_NAME_MAX];
+        int w2 = snprintf(sp, sizeof sp, "%s.shared", prefix);
+        TESS_REQUIRE(w2 > 0 && (size_t)w2 < sizeof sp, TESS_ERR_ARG, "name '%s.shared' is too long",
+                     prefix);
+        TESS_CHECK(add(reg, sp, "w_gate", 2, (int64_t[]){m->Fs, C}, &rep, w, &m->i_sg));
+        TESS_CHECK(add(reg, sp, "w_up", 2, (int64_t[]){m->Fs, C}, &rep, w, &m->i_su));
+        TESS_CHECK(add(reg, sp, "w_down", 2, (int64_t[]){C, m->Fs}, &rep, wo, &m->i_sd));
+        TESS_CHECK(tess_registry_set_tags(reg, m->i_sg, TESS_TAG_DENSE));
+        TESS_CHECK(tess_registry_set_tags(reg, m->i_su, TESS_TAG_DENSE));
+        TESS_CHECK(tess_registry_set_tags(reg, m->i_sd, TESS_TAG_DENSE));
+    }
+    m->i_bias = -1;
+    if (m->stack->cfg.bias_balance) {
+        TESS_CHECK(add(reg, prefix, "bias", 1, (int64_t[]){E}, &rep, tess_init_zeros(),
+                       &m->i_bias));
+        TESS_CHECK(tess_registry_set_trainable(reg, m->i_bias, false));
+        TESS_CHECK(tess_registry_set_decay(reg, m->i_bias, false));
+    }
+    return TESS_OK;
+}
+
+static tess_status ints(tess_arena *a, int64_t n, int32_t **p) {
+    void *v;
+    TESS_CHECK(tess_arena_alloc(a, (size_t)n * sizeof(int32_t), &v));
+    *p = v;
+    return TESS_OK;
+}
+
+static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
+    moe_layer *m = (moe_layer *)f;
+    const int64_t N = max_N, E = m->E, k = m->k, R = max_N * m->k, C = f->C, F = m->F;
+    TESS_CHECK(tess_arena_floats(ar, N * E, &m->logits));
+    TESS_CHECK(tess_arena_floats(ar, N * E, &m->probs));
+    TESS_CHECK(tess_arena_floats(ar, N, &m->lse));
+    TESS_CHECK(tess_arena_floats(ar, N, &m->mass));
+    TESS_CHECK(tess_arena_floats(ar, N * k, &m->gates));
+    TESS_CHECK(ints(ar, N * k, &m->topk));
+    TESS_CHECK(ints(ar, N * k, &m->row_of));
+    TESS_CHECK(ints(ar, R, &m->row_tok));
+    TESS_CHECK(tess_arena_floats(ar, R * C, &m->xp));
+    TESS_CHECK(tess_arena_floats(ar, R * C, &m->y));
+    TESS_CHECK(tess_arena_floats(ar, R * F, &m->z));
+    const int64_t Rx = m->P * R; /* dropless worst case: every rank's rows to this one */
+    if (m->plan) {
+        TESS_CHECK(tess_arena_floats(ar, Rx * C, &m->xg));
+        TESS_CHECK(tess_arena_floats(ar, Rx * C, &m->yg));
+        TESS_CHECK(tess_arena_floats(ar, Rx * F, &m->zg));
+        TESS_CHECK(tess_arena_floats(ar, Rx * (C > F ? C : F), &m->xt));
+    } else {
+        m->xg = m->xp, m->yg = m->y, m->zg = m->z;
+    }
+    TESS_CHECK(tess_arena_floats(ar, Rx * F, &m->a));
+    TESS_CHECK(tess_arena_floats(ar, Rx * F, &m->b));
+    if (m->Fs > 0) {
+        TESS_CHECK(tess_arena_floats(ar, N * m->Fs, &m->s_gate));
+        TESS_CHECK(tess_arena_floats(ar, N * m->Fs, &m->s_up));
+        TESS_CHECK(tess_arena_floats(ar, N * m->Fs, &m->s_h));
+        TESS_CHECK(tess_arena_floats(ar, N * C, &m->s_out));
+    }
+    return TESS_OK;
+}
+
+/* Rows of the expert side: up to P*R. */
+static int64_t rx_max(const moe_layer *m, int64_t N) { return m->P * N * m->k; }
+
+/* Backward scratch: dgates (N,k), dprobs, dlogits (N,E), dmass (N); home side dy, dxp (R,C),
+ * dz (R,F); expert side (Rx rows) dyg, dxg (Rx,C), dzg, db (Rx,F); the shared expert's MLP
+ * scratch (2 N Fs). */
+static int64_t moe_scratch_floats(const tess_nn_ffn *f, int64_t max_N) {
+    const moe_layer *m = (const moe_layer *)f;
+    const int64_t R = max_N * m->k, Rx = rx_max(m, max_N), C = f->C, F = m->F;
+    return max_N * (m->k + 2 * m->E + 1) + R * (2 * C + F) + Rx * (2 * C + 2 * F) +
+           (m->Fs > 0 ? tess_nn_mlp_scratch_size(max_N, m->Fs) : 0);
+}
+
+/* Keep the first failure of an exchange. */
+static void keep(moe_layer *m, tess_status st) {
+    if (st != TESS_OK && m->stack->status == TESS_OK) m->stack->status = st;
+}
+
+/* Home rows (expert order) -> expert side [local expert][source]: exchange into tmp, regroup. */
+static void to_experts(moe_layer *m, const float *home, float *tmp, float *grp, int64_t w) {
+    keep(m, tess_dispatch_forward(m->plan, home, tmp, w));
+    tess_dispatch_regroup(m->plan, tmp, grp, w);
+}
+/* Expert side -> home rows: ungroup into tmp, reverse exchange. */
+static void to_home(moe_layer *m, const float *grp, float *tmp, float *home, int64_t w) {
+    tess_dispatch_ungroup(m->plan, grp, tmp, w);
+    keep(m, tess_dispatch_reverse(m->plan, tmp, home, w));
+}
+
+static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) {
+    moe_layer *m = (moe_layer *)f;
+    const int64_t C = f->C, E = m->E, k = m->k, F = m->F, R = N * k;
+    const tess_nn_moe_config *cfg = &m->stack->cfg;
+    m->in = in;
+    m->N = N;
+    /* route */
+    tess_nn_linear_forward(m->logits, in, P(m, m->i_router), NULL, N, C, E);
+    tess_nn_moe_router_forward(m->probs, m->lse, m->topk, m->gates, m->mass, m->logits,
+                               m->i_bias >= 0 ? P(m, m->i_bias) : NULL, N, E, k);
+    /* permute: stable counting sort of (token, slot) by expert */
+    tess_nn_moe_counts(m->counts, m->topk, N, E, k);
+    m->offs[0] = 0;
+    for (int64_t e = 0; e < E; e++) m->offs[e + 1] = m->offs[e] + m->counts[e];
+    memcpy(m->pos, m->offs, (size_t)E * sizeof *m->pos);
+    for (int64_t i = 0; i < R; i++) {
+        int64_t r = m->pos[m->topk[i]]++;
+        m->row_of[i] = (int32_t)r;
+        m->row_tok[r] = (int32_t)(i / k);
+    }
+    for (int64_t r = 0; r < R; r++)
+        memcpy(m->xp + r * C, in + (int64_t)m->row_tok[r] * C, (size_t)C * sizeof(float));
+    /* to the experts' ranks: rows in expert order are already grouped by rank */
+    if (m->plan) {
+        keep(m, tess_dispatch_plan(m->plan, m->counts));
+        to_experts(m, m->xp, m->xt, m->xg, C);
+        for (int64_t j = 0; j < m->nle; j++) m->rows[j] = tess_dispatch_slot_rows(m->plan, j);
+    } else {
+        for (int64_t j = 0; j < m->nle; j++) m->rows[j] = m->counts[j];
+    }
+    /* local experts on their contiguous rows */
+    const float *wg = P(m, m->i_gate), *wu = P(m, m->i_up), *wd = P(m, m->i_down);
+    for (int64_t j = 0, o = 0; j < m->nle; o += m->rows[j], j++)
+        tess_nn_moe_expert_forward(m->yg + o * C, m->a + o * F, m->b + o * F, m->zg + o * F,
+                                   m->xg + o * C, wg + j * F * C, wu + j * F * C, wd + j * C * F,
+                                   m->rows[j], C, F);
+    /* back home; z too when R_sp needs it (exact R_sp: every pair meets on the token's rank) */
+    if (m->plan) {
+        to_home(m, m->yg, m->xt, m->y, C);
+        if (cfg->lambda_sp > 0) to_home(m, m->zg, m->xt, m->z, F);
+    }
+    /* combine in slot order */
+    for (int64_t t = 0; t < N; t++) {
+        float *o = out + t * C;
+        for (int64_t s = 0; s < k; s++) {
+            const float g = m->gates[t * k + s], *yr = m->y + (int64_t)m->row_of[t * k + s] * C;
+            if (s == 0)
+                for (int64_t c = 0; c < C; c++) o[c] = g * yr[c];
+            else
+                for (int64_t c = 0; c < C; c++) o[c] += g * yr[c];
+        }
+    }
+    if (m->Fs > 0) {
+        tess_nn_mlp_swiglu_forward(m->s_out, m->s_gate, m->s_up, m->s_h, in, P(m, m->i_sg),
+                                   P(m, m->i_su), P(m, m->i_sd), N, C, m->Fs);
+        for (int64_t i = 0; i < N * C; i++) out[i] += m->s_out[i];
+    }
+    /* aux values */
+    memcpy(m->lbc, m->counts, (size_t)E * sizeof *m->lbc);
+    m->lbc[E] = N;
+    if (cfg->lb_group) keep(m, tess_par_allreduce_i64(cfg->lb_group, m->lbc, E + 1, TESS_PAR_SUM));
+    m->lb = tess_nn_moe_lb_forward(m->probs, m->lbc, N, m->lbc[E], E, k);
+    m->zl = tess_nn_moe_zloss_forward(m->lse, N);
+    m->sp = cfg->lambda_sp > 0 ? tess_nn_moe_rsp_forward(m->z, m->row_of, N, k, F, cfg->phi) : 0;
+}
+
+static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float *dout,
+                         int64_t N) {
+    moe_layer *m = (moe_layer *)f;
+    const int64_t C = f->C, E = m->E, k = m->k, F = m->F, R = N * k;
+    const tess_nn_moe_config *cfg = &m->stack->cfg;
+    const float sc = m->stack->scale;
+    float *dgates = scratch, *dprobs = dgates + N * k, *dlogits = dprobs + N * E;
+    const int64_t Rx = rx_max(m, N);
+    float *dmass = dlogits + N * E, *dy = dmass + N, *dxp = dy + R * C, *dz = dxp + R * C;
+    float *dyg = dz + R * F, *dxg = dyg + Rx * C, *dzg = dxg + Rx * C, *db = dzg + Rx * F;
+    if (!m->plan) dyg = dy, dxg = dxp, dzg = dz; /* the expert side is the home side */
+    /* combine: dg_{t,s} = <dout_t, y_row>, dy_row = g_{t,s} dout_t */
+    for (int64_t t = 0; t < N; t++) {
+        const float *d = dout + t * C;
+        for (int64_t s = 0; s < k; s++) {
+            const int64_t r = m->row_of[t * k + s];
+            const float g = m->gates[t * k + s], *yr = m->y + r * C;
+            float *dyr = dy + r * C;
+            double acc = 0.0;
+            for (int64_t c = 0; c < C; c++) {
+                acc += (double)d[c] * yr[c];
+                dyr[c] = g * d[c];
+            }
+            dgates[t * k + s] = (float)acc;
+        }
+    }
+    /* R_sp's gradient of z, at home; then both to the experts' ranks */
+    memset(dz, 0, (size_t)(R * F) * sizeof(float));
+    if (cfg->lambda_sp > 0)
+        tess_nn_moe_rsp_backward(dz, sc * (float)cfg->lambda_sp, m->z, m->row_of, N, k, F,
+                                 cfg->phi);
+    int64_t rx = R;
+    if (m->plan) {
+        to_experts(m, dy, m->xt, dyg, C);
+        if (cfg->lambda_sp > 0)
+            to_experts(m, dz, m->xt, dzg, F);
+        rx = tess_dispatch_recv_rows(m->plan);
+        if (cfg->lambda_sp <= 0) memset(dzg, 0, (size_t)(rx * F) * sizeof(float));
+        /* This rank's experts see the rows of all P ranks of ep, so their weight gradients
+         * would be the SUM of P ranks' losses, while dense gradients are each rank's own, made
+         * a mean over the ranks by the gradient sync (expert ones over edp, P times fewer
+         * ranks). Scaling the rows by 1/P makes the expert gradients that same mean; the input
+         * gradients are scaled back by P below, as they belong to each row's own rank. */
+        const float inv = 1.0f / (float)m->P;
+        for (int64_t i = 0; i < rx * C; i++) dyg[i] *= inv;
+        for (int64_t i = 0; i < rx * F; i++) dzg[i] *= inv;
+    }
+    memset(dxg, 0, (size_t)(rx * C) * sizeof(float));
+    const float *wg = P(m, m->i_gate), *wu = P(m, m->i_up), *wd = P(m, m->i_down);
+    float *dwg = G(m, m->i_gate), *dwu = G(m, m->i_up), *dwd = G(m, m->i_down);
+    for (int64_t j = 0, o = 0; j < m->nle; o += m->rows[j], j++)
+        tess_nn_moe_expert_backward(dxg + o * C, dwg + j * F * C, dwu + j * F * C,
+                                    dwd + j * C * F, dzg + o * F, db + o * F, dyg + o * C,
+                                    m->xg + o * C, wg + j * F * C, wu + j * F * C,
+                                    wd + j * C * F, m->a + o * F, m->b + o * F, m->zg + o * F,
+                                    m->rows[j], C, F);
+    if (m->plan) {
+        const float p = (float)m->P;
+        for (int64_t i = 0; i < rx * C; i++) dxg[i] *= p;
+        to_home(m, dxg, m->xt, dxp, C);
+    }
+    /* un-permute: din_t += sum over slots in order */
+    for (int64_t t = 0; t < N; t++)
+        for (int64_t s = 0; s < k; s++) {
+            const float *dr = dxp + (int64_t)m->row_of[t * k + s] * C;
+            for (int64_t c = 0; c < C; c++) din[t * C + c] += dr[c];
+        }
+    if (m->Fs > 0) {
+        float *ms = dgates + N * (k + 2 * E + 1) + R * (2 * C + F) + rx_max(m, N) * (2 * C + 2 * F);
+        tess_nn_mlp_swiglu_backward(din, G(m, m->i_sg), G(m, m->i_su), G(m, m->i_sd), ms, dout,
+                                    m->in, P(m, m->i_sg), P(m, m->i_su), P(m, m->i_sd),
+                                    m->s_gate, m->s_up, m->s_h, N, C, m->Fs);
+    }
+    /* router: gates, LB, R_cp through the top-k mass, softmax, z-loss */
+    memset(dprobs, 0, (size_t)(N * E) * sizeof(float));
+    tess_nn_moe_gates_backward(dprobs, dgates, m->gates, m->mass, m->topk, N, E, k);
+    if (cfg->lambda_lb > 0)
+        tess_nn_moe_lb_backward(dprobs, sc * (float)cfg->lambda_lb, m->lbc, N, m->lbc[E], E, k);
+    if (cfg->lambda_cp > 0 && m->stack->n > 1) {
+        memset(dmass, 0, (size_t)N * sizeof(float));
+        const float dl = sc * (float)cfg->lambda_cp;
+        if (m->idx > 0)
+            tess_nn_moe_rcp_backward(dmass, NULL, dl, m->mass, m->stack->layer[m->idx - 1]->mass, N);
+        if (m->idx + 1 < m->stack->n)
+            tess_nn_moe_rcp_backward(dmass, NULL, dl, m->mass, m->stack->layer[m->idx + 1]->mass, N);
+        tess_nn_moe_mass_backward(dprobs, dmass, m->topk, N, E, k);
+    }
+    memset(dlogits, 0, (size_t)(N * E) * sizeof(float));
+    tess_nn_moe_softmax_backward(dlogits, dprobs, m->probs, N, E);
+    if (cfg->lambda_z > 0)
+        tess_nn_moe_zloss_backward(dlogits, sc * (float)cfg->lambda_z, m->probs, m->lse, N, E);
+    tess_nn_linear_backward(din, G(m, m->i_router), NULL, dlogits, m->in, P(m, m->i_router), N, C,
+                            E);
+}
+
+static double moe_matmul_params(const tess_nn_ffn *f) {
+    const moe_layer *m = (const moe_layer *)f;
+    return (double)m->E * (double)f->C +
+           3.0 * ((double)m->k * (double)m->F + (double)m->Fs) * (double)f->C;
+}
+
+static void moe_destroy(tess_nn_ffn *f) {
+    moe_layer *m = (moe_layer *)f;
+    free(m->counts);
+    free(m->offs);
+    free(m->pos);
+    free(m->rows);
+    free(m->lbc);
+    tess_dispatch_destroy(&m->plan);
+    free(m);
+}
+
+static const tess_nn_ffn_ops moe_ops = {
+    .add_params = moe_add_params,
+    .carve = moe_carve,
+    .scratch_floats = moe_scratch_floats,
+    .forward = moe_forward,
+    .backward = moe_backward,
+    .matmul_params_per_token = moe_matmul_params,
+    .destroy = moe_destroy,
+};
+
+/* ---------- the stack ---------- */
+
+tess_status tess_nn_moe_stack_create(tess_nn_moe_stack **s, const tess_nn_moe_config *cfg) {
+    *s = NULL;
+    TESS_CHECK(tess_nn_moe_check_config(cfg));
+    tess_nn_moe_stack *st = calloc(1, sizeof *st);
+    TESS_REQUIRE(st, TESS_ERR_MEM, "cannot allocate an MoE stack");
+    st->cfg = *cfg;
+    st->scale = 1.0f;
+    *s = st;
+    return TESS_OK;
+}
+
+void tess_nn_moe_stack_destroy(tess_nn_moe_stack **s) {
+    if (!s || !*s) return;
+    free((*s)->layer);
+    free(*s);
+    *s = NULL;
+}
+
+static double model_out_std(const tess_tfm_config *c) { return 0.02 / sqrt(2.0 * (double)c->L); }
+
+tess_status tess_nn_moe_stack_make_ffn(void *ctx, int64_t layer, const tess_tfm_config *tcfg,
+                                       tess_nn_ffn **ffn) {
+    tess_nn_moe_stack *st = ctx;
+    const tess_nn_moe_config *cfg = &st->cfg;
+    *ffn = NULL;
+    if ((layer + 1) % cfg->every != 0) {
+        TESS_CHECK(tess_nn_ffn_dense_create(ffn, tcfg->mlp, tcfg->C, tcfg->F, 0.02,
+                                            model_out_std(tcfg)));
+        return TESS_OK;
+    }
+    TESS_REQUIRE(tcfg->C >= 1, TESS_ERR_CONFIG, "model channels must be >= 1, got %lld",
+                 (long long)tcfg->C);
+    if (st->n == st->cap) {
+        int64_t cap = st->cap ? 2 * st->cap : 8;
+        moe_layer **l = realloc(st->layer, (size_t)cap * sizeof *l);
+        TESS_REQUIRE(l, TESS_ERR_MEM, "cannot grow the MoE stack to %lld layers", (long long)cap);
+        st->layer = l;
+        st->cap = cap;
+    }
+    moe_layer *m = calloc(1, sizeof *m);
+    TESS_REQUIRE(m, TESS_ERR_MEM, "cannot allocate an MoE layer");
+    *m = (moe_layer){.base = {.ops = &moe_ops, .C = tcfg->C}, .stack = st, .idx = st->n,
+                     .E = cfg->E, .k = cfg->k, .F = cfg->F, .std = cfg->std,
+                     .out_std = model_out_std(tcfg), .i_bias = -1, .Fs = cfg->shared_F,
+                     .i_sg = -1, .i_su = -1, .i_sd = -1};
+    m->P = cfg->ep ? cfg->ep->size : 1;
+    m->rank = cfg->ep ? cfg->ep->rank : 0;
+    m->nle = cfg->E / m->P;
+    m->counts = calloc((size_t)cfg->E, sizeof *m->counts);
+    m->offs = calloc((size_t)cfg->E + 1, sizeof *m->offs);
+    m->pos = calloc((size_t)cfg->E, sizeof *m->pos);
+    m->rows = calloc((size_t)m->nle, sizeof *m->rows);
+    m->lbc = calloc((size_t)cfg->E + 1, sizeof *m->lbc);
+    if (!m->counts || !m->offs || !m->pos || !m->rows || !m->lbc) {
+        moe_destroy(&m->base);
+        TESS_REQUIRE(false, TESS_ERR_MEM, "cannot allocate an MoE layer's counts (E=%lld)",
+                     (long long)cfg->E);
+    }
+    if (cfg->ep) {
+        const tess_status ps = tess_dispatch_create(&m->plan, cfg->ep, m->nle);
+        if (ps != TESS_OK) {
+            moe_destroy(&m->base);
+            return ps;
+        }
+    }
+    st->layer[st->n++] = m;
+    *ffn = &m->base;
+    return TESS_OK;
+}
+
+void tess_nn_moe_stack_set_loss_scale(tess_nn_moe_stack *s, float scale) { s->scale = scale; }
+
+tess_status tess_nn_moe_stack_status(const tess_nn_moe_stack *s) { return s->status; }
+
+void tess_nn_moe_stack_aux(const tess_nn_moe_stack *s, tess_nn_moe_aux *aux) {
+    *aux = (tess_nn_moe_aux){.layers = s->n};
+    for (int64_t i = 0; i < s->n; i++) {
+        const moe_layer *m = s->layer[i];
+        aux->lb += m->lb;
+        aux->z += m->zl;
+        aux->sp += m->sp;
+        if (i + 1 < s->n) aux->cp += tess_nn_moe_rcp_forward(m->mass, s->layer[i + 1]->mass, m->N);
+    }
+    const tess_nn_moe_config *c = &s->cfg;
+    aux->total = c->lambda_lb * aux->lb + c->lambda_z * aux->z + c->lambda_sp * aux->sp +
+                 c->lambda_cp * aux->cp;
+}
+
+int64_t tess_nn_moe_stack_layers(const tess_nn_moe_stack *s) { return s->n; }
+
+const int64_t *tess_nn_moe_stack_counts(const tess_nn_moe_stack *s, int64_t i) {
+    return s->layer[i]->counts;
+}
+
+const float *tess_nn_moe_stack_probs(const tess_nn_moe_stack *s, int64_t i, int64_t *N) {
+    if (N) *N = s->layer[i]->N;
+    return s->layer[i]->probs;
+}
+
+const int32_t *tess_nn_moe_stack_topk(const tess_nn_moe_stack *s, int64_t i) {
+    return s->layer[i]->topk;
+}
+
+float *tess_nn_moe_stack_bias(tess_nn_moe_stack *s, int64_t i) {
+    const moe_layer *m = s->layer[i];
+    return m->i_bias >= 0 ? P(m, m->i_bias) : NULL;
+}
+
+const float *tess_nn_moe_stack_mass(const tess_nn_moe_stack *s, int64_t i) {
+    return s->layer[i]->mass;
+}
+
+double tess_nn_moe_stack_cosine(const tess_nn_moe_stack *s, int64_t i, tess_nn_moe_phi phi) {
+    const moe_layer *m = s->layer[i];
+    if (m->k < 2 || (m->plan && s->cfg.lambda_sp <= 0)) return NAN; /* z is not at home */
+    return tess_nn_moe_rsp_forward(m->z, m->row_of, m->N, m->k, m->F, phi);
+}

@@ -1,0 +1,147 @@
+/* dispatch.c - the all-to-all-v exchange plan (dispatch.h). */
+#include "par/dispatch.h"
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/mpicheck.h" /* TESS_MPI_CHECK */
+
+struct tess_dispatch {
+    const tess_group *g;
+    int64_t S;                 /* slots per rank */
+    int *scnt, *rcnt;          /* (P*S) int32 counts sent / received, [rank][slot] */
+    int *srows, *sdisp;        /* (P) rows and displacements per destination */
+    int *rrows, *rdisp;        /* (P) rows and displacements per source */
+    int64_t *rcnt64;           /* (P*S) received counts as int64 (the public view) */
+    int64_t nsend, nrecv;
+};
+
+tess_status tess_dispatch_create(tess_dispatch **d, const tess_group *g, int64_t slots) {
+    *d = NULL;
+    TESS_REQUIRE(slots >= 1, TESS_ERR_ARG, "dispatch: slots per rank must be >= 1, got %lld",
+                 (long long)slots);
+    tess_dispatch *x = calloc(1, sizeof *x);
+    TESS_REQUIRE(x, TESS_ERR_MEM, "dispatch: cannot allocate a plan");
+    const size_t ps = (size_t)g->size * (size_t)slots, p = (size_t)g->size;
+    x->g = g;
+    x->S = slots;
+    x->scnt = calloc(ps, sizeof(int));
+    x->rcnt = calloc(ps, sizeof(int));
+    x->rcnt64 = calloc(ps, sizeof(int64_t));
+    x->srows = calloc(p, sizeof(int));
+    x->sdisp = calloc(p, sizeof(int));
+    x->rrows = calloc(p, sizeof(int));
+    x->rdisp = calloc(p, sizeof(int));
+    if (!x->scnt || !x->rcnt || !x->rcnt64 || !x->srows || !x->sdisp || !x->rrows || !x->rdisp) {
+        tess_dispatch_destroy(&x);
+        TESS_REQUIRE(false, TESS_ERR_MEM, "dispatch: cannot allocate counts for %d ranks x %lld",
+                     g->size, (long long)slots);
+    }
+    *d = x;
+    return TESS_OK;
+}
+
+void tess_dispatch_destroy(tess_dispatch **d) {
+    if (!d || !*d) return;
+    tess_dispatch *x = *d;
+    free(x->scnt), free(x->rcnt), free(x->rcnt64), free(x->srows), free(x->sdisp);
+    free(x->rrows), free(x->rdisp);
+    free(x);
+    *d = NULL;
+}
+
+/* Per-rank rows and displacements from per-slot counts; false if a total reaches INT_MAX. */
+static int per_rank(const int *cnt, int64_t P, int64_t S, int *rows, int *disp) {
+    int64_t off = 0;
+    for (int64_t r = 0; r < P; r++) {
+        int64_t n = 0;
+        for (int64_t j = 0; j < S; j++) n += cnt[r * S + j];
+        if (n > INT_MAX || off > INT_MAX) return -1;
+        rows[r] = (int)n;
+        disp[r] = (int)off;
+        off += n;
+    }
+    return off > INT_MAX ? -1 : 0;
+}
+
+tess_status tess_dispatch_plan(tess_dispatch *d, const int64_t *send_counts) {
+    const int64_t P = d->g->size, S = d->S;
+    int64_t total = 0;
+    for (int64_t i = 0; i < P * S; i++) {
+        TESS_REQUIRE(send_counts[i] >= 0 && send_counts[i] < INT_MAX, TESS_ERR_ARG,
+                     "dispatch: send count %lld for rank %lld slot %lld out of range",
+                     (long long)send_counts[i], (long long)(i / S), (long long)(i % S));
+        d->scnt[i] = (int)send_counts[i];
+        total += send_counts[i];
+    }
+    TESS_REQUIRE(total < INT_MAX, TESS_ERR_ARG, "dispatch: %lld rows to send reach 2^31",
+                 (long long)total);
+    TESS_MPI_CHECK(MPI_Alltoall(d->scnt, (int)S, MPI_INT, d->rcnt, (int)S, MPI_INT, d->g->comm));
+    TESS_REQUIRE(per_rank(d->scnt, P, S, d->srows, d->sdisp) == 0 &&
+                     per_rank(d->rcnt, P, S, d->rrows, d->rdisp) == 0,
+                 TESS_ERR_ARG, "dispatch: rows per exchange reach 2^31");
+    d->nsend = total;
+    d->nrecv = 0;
+    for (int64_t i = 0; i < P * S; i++) d->nrecv += (d->rcnt64[i] = d->rcnt[i]);
+    return TESS_OK;
+}
+
+int64_t tess_dispatch_send_rows(const tess_dispatch *d) { return d->nsend; }
+int64_t tess_dispatch_recv_rows(const tess_dispatch *d) { return d->nrecv; }
+const int64_t *tess_dispatch_recv_counts(const tess_dispatch *d) { return d->rcnt64; }
+int64_t tess_dispatch_slot_rows(const tess_dispatch *d, int64_t j) {
+    int64_t n = 0;
+    for (int64_t q = 0; q < d->g->size; q++) n += d->rcnt64[q * d->S + j];
+    return n;
+}
+
+static tess_status exchange(tess_dispatch *d, const float *in, const int *icnt, const int *idisp,
+                            float *out, const int *ocnt, const int *odisp, int64_t width) {
+    TESS_REQUIRE(width >= 1 && width <= INT_MAX, TESS_ERR_ARG, "dispatch: row width %lld",
+                 (long long)width);
+    MPI_Datatype row;
+    TESS_MPI_CHECK(MPI_Type_contiguous((int)width, MPI_FLOAT, &row));
+    TESS_MPI_CHECK(MPI_Type_commit(&row));
+    const int rc = MPI_Alltoallv(in, icnt, idisp, row, out, ocnt, odisp, row, d->g->comm);
+    MPI_Type_free(&row);
+    TESS_MPI_CHECK(rc);
+    return TESS_OK;
+}
+
+tess_status tess_dispatch_forward(tess_dispatch *d, const float *send, float *recv, int64_t width) {
+    TESS_CHECK(exchange(d, send, d->srows, d->sdisp, recv, d->rrows, d->rdisp, width));
+    return TESS_OK;
+}
+
+tess_status tess_dispatch_reverse(tess_dispatch *d, const float *recv, float *send, int64_t width) {
+    TESS_CHECK(exchange(d, recv, d->rrows, d->rdisp, send, d->srows, d->sdisp, width));
+    return TESS_OK;
+}
+
+/* Copy rows between the [source][slot] order (offsets a) and the [slot][source] order. */
+static void reorder(const tess_dispatch *d, const float *in, float *out, int64_t width,
+                    int to_slots) {
+    const int64_t P = d->g->size, S = d->S;
+    int64_t so = 0; /* offset in [slot][source] order */
+    for (int64_t j = 0; j < S; j++)
+        for (int64_t q = 0; q < P; q++) {
+            int64_t qo = d->rdisp[q]; /* offset in [source][slot] order */
+            for (int64_t i = 0; i < j; i++) qo += d->rcnt[q * S + i];
+            const size_t bytes = (size_t)(d->rcnt[q * S + j] * width) * sizeof(float);
+            if (to_slots)
+                memcpy(out + so * width, in + qo * width, bytes);
+            else
+                memcpy(out + qo * width, in + so * width, bytes);
+            so += d->rcnt[q * S + j];
+        }
+}
+
+void tess_dispatch_regroup(const tess_dispatch *d, const float *in, float *out, int64_t width) {
+    reorder(d, in, out, width, 1);
+}
+
+void tess_dispatch_ungroup(const tess_dispatch *d, const float *in, float *out, int64_t width) {
+    reorder(d, in, out, width, 0);
+}

@@ -1,0 +1,56 @@
+/* dispatch.h - an all-to-all-v exchange plan for token rows (expert-parallel MoE dispatch), built
+ * once per step from the rows each rank sends and reused for every exchange of that step: the
+ * forward dispatch of token rows, the return of expert outputs (the reverse exchange, counts
+ * swapped), and their adjoints in backward, with rows of any width.
+ *
+ * Layout. P = g->size ranks, S slots per rank (local experts). A sender orders its rows by
+ * destination (rank, slot): send_counts[r*S + j] rows for slot j of rank r, consecutively. After
+ * the plan, recv_counts[q*S + j] is the number of rows rank q sends to this rank's slot j, and a
+ * forward exchange delivers rows in the order [source q][slot j][rows, in the sender's order].
+ * tess_dispatch_regroup reorders them to [slot j][source q] so each slot's rows are contiguous,
+ * and tess_dispatch_ungroup reverses that.
+ *
+ * Cost. The plan is one MPI_Alltoall of P*S int32 counts; an exchange is one MPI_Alltoallv of
+ * rows as a contiguous datatype of `width` floats, with no extra agreement on buffer room (the
+ * counts are already known on both sides). Counts in rows must stay below 2^31 (Open MPI 4.1 has
+ * no large-count all-to-all-v).
+ * Collective on g: every rank calls plan and each exchange in the same order. */
+#ifndef TESS_PAR_DISPATCH_H
+#define TESS_PAR_DISPATCH_H
+
+#include <stdint.h>
+
+#include "core/status.h" /* tess_status */
+#include "par/mesh.h"    /* tess_group */
+
+typedef struct tess_dispatch tess_dispatch;
+
+/* A plan object for group g (borrowed, must outlive it) with `slots` >= 1 slots per rank. Not
+ * collective. TESS_ERR_ARG for slots < 1; TESS_ERR_MEM. */
+tess_status tess_dispatch_create(tess_dispatch **d, const tess_group *g, int64_t slots);
+/* NULL-safe; sets *d = NULL. */
+void tess_dispatch_destroy(tess_dispatch **d);
+
+/* Exchange the counts: send_counts (P*S) rows from this rank to each (rank, slot). Collective.
+ * TESS_ERR_ARG if a count is negative or a rank's total reaches 2^31; TESS_ERR_MPI. */
+tess_status tess_dispatch_plan(tess_dispatch *d, const int64_t *send_counts);
+
+/* Of the current plan: rows sent and received in total, and the received counts (P*S), indexed
+ * [source][slot]; rows received for slot j in total (slot_rows). */
+int64_t tess_dispatch_send_rows(const tess_dispatch *d);
+int64_t tess_dispatch_recv_rows(const tess_dispatch *d);
+const int64_t *tess_dispatch_recv_counts(const tess_dispatch *d);
+int64_t tess_dispatch_slot_rows(const tess_dispatch *d, int64_t j);
+
+/* Forward: send (send_rows, width) in [dest][slot] order -> recv (recv_rows, width) in
+ * [source][slot] order. Reverse: the adjoint, recv-side rows back to their senders, each landing
+ * where its forward row came from. width >= 1 floats. Collective; TESS_ERR_MPI. */
+tess_status tess_dispatch_forward(tess_dispatch *d, const float *send, float *recv, int64_t width);
+tess_status tess_dispatch_reverse(tess_dispatch *d, const float *recv, float *send, int64_t width);
+
+/* [source][slot] -> [slot][source] (regroup) and back (ungroup), rows of width floats; in and
+ * out (recv_rows, width) must not alias. Not collective. */
+void tess_dispatch_regroup(const tess_dispatch *d, const float *in, float *out, int64_t width);
+void tess_dispatch_ungroup(const tess_dispatch *d, const float *in, float *out, int64_t width);
+
+#endif

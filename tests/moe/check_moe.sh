@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# check_moe.sh MPIEXEC MOE TOOL MODE - end-to-end checks of the moe app (apps/moe).
+#   converge: 1 rank, embedded defaults for 60 steps: the held-out loss must fall below the
+#             unigram baseline of the same data (both read from eval.csv), and the routing
+#             statistics must be written for every MoE layer.
+#   resume:   a small model with every aux loss and the balancing bias on, 40 steps on 2 ranks,
+#             against the same run stopped at step 20 (run.stop_at: exit 75) and resumed: the
+#             metrics (step, loss) and the final checkpoints (parameters with the biases, AdamW)
+#             must be identical.
+#   ep:       the same 20 steps on 1 rank and with expert parallelism (2 ranks ep 2, 4 ranks
+#             dp 2 x ep 2, 4 ranks ep 4) agree to a relative 1e-5 in the training loss.
+#   reshard:  a run saved at ep 2 and resumed at ep 1 and ep 4 continues with the losses of the
+#             uninterrupted run (relative 1e-5; measured 2e-8): the experts, their AdamW moments
+#             and the balancing biases reshard through the checkpoint's global layout.
+#   dp:       the same 20 steps on 1 and 2 ranks agree to a relative 1e-4 in the training loss.
+#             In ep, reshard and dp lambda_lb = 0: L_lb uses each rank's own counts (the per-micro-batch variant),
+#             so with it the 2-rank objective is not the 1-rank one.
+set -euo pipefail
+mpiexec=$1 exe=$2 tool=$3 mode=$4
+fail() { echo "check_moe: FAIL: $*" >&2; exit 1; }
+small=(--set model.layers=2 --set model.channels=32 --set model.heads=2 --set model.mlp_hidden=32
+       --set moe.experts=4 --set moe.expert_hidden=16 --set data.vocab=64 --set data.seq_len=16
+       --set train.batch=8 --set train.eval_batch=16 --set run.plots=false)
+
+# run directories of an earlier run of this test would be resumed: start clean
+rm -rf converge full stopped to1 to4 ep1 np2ep2 np4ep2 np4ep4 np1 np2 np2local
+
+case "$mode" in
+converge)
+  "$mpiexec" -n 1 "$exe" --set run.dir=converge --set run.plots=false --set train.steps=60 \
+    --set train.eval_every=60 --set optim.warmup_steps=10 >converge.log 2>&1 ||
+    { cat converge.log; fail "the run failed"; }
+  last=$(tail -n 1 converge/eval.csv)
+  loss=$(echo "$last" | cut -d, -f2) uni=$(echo "$last" | cut -d, -f4)
+  echo "held-out loss $loss, unigram baseline $uni"
+  awk -v l="$loss" -v u="$uni" 'BEGIN { exit !(l < u - 0.5) }' ||
+    fail "held-out loss $loss is not below the unigram baseline $uni (by 0.5 nats)"
+  head -n 1 converge/routing.csv | grep -q "entropy_3,.*mi_domain_3,cos2_3,mi_next_0" ||
+    fail "routing.csv lacks per-layer columns: $(head -n 1 converge/routing.csv)"
+  ;;
+resume)
+  common=("${small[@]}" --set train.steps=40 --set train.eval_every=20 --set run.log_every=5
+          --set moe.lambda_z=1e-3 --set moe.bias_balance=true --set moe.bias_rate=1e-2)
+  "$mpiexec" -n 2 "$exe" "${common[@]}" --set run.dir=full >full.log 2>&1 || { cat full.log; fail "full run"; }
+  rc=0
+  "$mpiexec" -n 2 "$exe" "${common[@]}" --set run.dir=stopped --set run.stop_at=20 >stop.log 2>&1 || rc=$?
+  [ "$rc" -eq 75 ] || { cat stop.log; fail "stop at 20: exit $rc, expected 75"; }
+  "$mpiexec" -n 2 "$exe" "${common[@]}" --set run.dir=stopped --resume auto >resume.log 2>&1 ||
+    { cat resume.log; fail "the resumed run failed"; }
+  grep -q "resumed from step 20" resume.log || fail "the run did not resume from step 20"
+  cmp <(cut -d, -f1-7 full/metrics.csv) <(cut -d, -f1-7 stopped/metrics.csv) ||
+    fail "metrics of the resumed run differ from the uninterrupted one"
+  "$tool" diff full/checkpoints stopped/checkpoints || fail "final checkpoints differ"
+  "$mpiexec" -n 1 "$exe" "${small[@]}" --set moe.bias_balance=true --print-params >params.log 2>&1 ||
+    { cat params.log; fail "--print-params"; }
+  grep -q "^params/layers.1.mlp.bias " params.log && grep -q "^optim/v/layers.0.mlp.w_gate " params.log ||
+    { cat params.log; fail "--print-params lacks the balancing bias or the experts' AdamW state"; }
+  ;;
+dp)
+  common=("${small[@]}" --set train.steps=20 --set train.eval_every=20 --set run.log_every=5
+          --set optim.warmup_steps=5 --set moe.lambda_lb=0.1 --set moe.lambda_z=1e-3)
+  "$mpiexec" -n 2 "$exe" "${common[@]}" --set moe.lb_global=false --set run.dir=np2local >np2local.log 2>&1 ||
+    { cat np2local.log; fail "2 ranks, local L_lb"; }
+  for np in 1 2; do
+    "$mpiexec" -n "$np" "$exe" "${common[@]}" --set run.dir="np$np" >"np$np.log" 2>&1 ||
+      { cat "np$np.log"; fail "$np ranks"; }
+  done
+  paste -d, <(cut -d, -f1,2 np1/metrics.csv) <(cut -d, -f2 np2/metrics.csv) | tail -n +2 |
+    awk -F, '{ d = $2 - $3; if (d < 0) d = -d; r = d / $2; printf "step %s: 1 rank %s, 2 ranks %s, rel %.2e\n", $1, $2, $3, r;
+               if (r > 1e-4) bad = 1 } END { exit bad }' || fail "2 ranks differ from 1 rank"
+  cmp -s <(cut -d, -f1-4 np2/metrics.csv) <(cut -d, -f1-4 np2local/metrics.csv) &&
+    fail "per-rank L_lb counts gave the same losses as global ones: the test cannot tell them apart"
+  ;;
+ep)
+  common=("${small[@]}" --set train.steps=20 --set train.eval_every=20 --set run.log_every=5
+          --set optim.warmup_steps=5 --set moe.lambda_lb=0.1 --set moe.lambda_z=1e-3)
+  "$mpiexec" -n 1 "$exe" "${common[@]}" --set run.dir=ep1 >ep1.log 2>&1 || { cat ep1.log; fail "1 rank"; }
+  for cfg in 2:2 4:2 4:4; do
+    np=${cfg%%:*} ep=${cfg#*:}
+    "$mpiexec" -n "$np" "$exe" "${common[@]}" --set dist.ep="$ep" --set run.dir="np${np}ep$ep" \
+      >"np${np}ep$ep.log" 2>&1 || { cat "np${np}ep$ep.log"; fail "$np ranks, ep $ep"; }
+    paste -d, <(cut -d, -f1,2 ep1/metrics.csv) <(cut -d, -f2 "np${np}ep$ep/metrics.csv") | tail -n +2 |
+      awk -F, -v c="$np ranks ep $ep" '{ d = $2 - $3; if (d < 0) d = -d; r = d / $2;
+           printf "step %s: 1 rank %s, %s %s, rel %.2e\n", $1, $2, c, $3, r; if (r > 1e-5) bad = 1 }
+           END { exit bad }' || fail "$np ranks with ep $ep differ from 1 rank"
+  done
+  ;;
+reshard)
+  # saved at ep 2 (2 ranks), resumed at ep 1 (1 rank) and ep 4 (4 ranks): the continued losses
+  # must follow the uninterrupted ep-2 run (not bitwise: sums over ranks are reordered)
+  common=("${small[@]}" --set train.steps=40 --set train.eval_every=20 --set run.log_every=5
+          --set moe.lambda_lb=0.1 --set moe.lambda_z=1e-3 --set moe.bias_balance=true --set moe.bias_rate=1e-2)
+  "$mpiexec" -n 2 "$exe" "${common[@]}" --set dist.ep=2 --set run.dir=full >full.log 2>&1 || { cat full.log; fail "full run"; }
+  rc=0
+  "$mpiexec" -n 2 "$exe" "${common[@]}" --set dist.ep=2 --set run.dir=to1 --set run.stop_at=20 >stop.log 2>&1 || rc=$?
+  [ "$rc" -eq 75 ] || { cat stop.log; fail "stop at 20: exit $rc, expected 75"; }
+  cp -r to1 to4
+  "$mpiexec" -n 1 "$exe" "${common[@]}" --set dist.ep=1 --set run.dir=to1 --resume auto >r1.log 2>&1 ||
+    { cat r1.log; fail "resume at ep 1"; }
+  "$mpiexec" -n 4 "$exe" "${common[@]}" --set dist.ep=4 --set run.dir=to4 --resume auto >r4.log 2>&1 ||
+    { cat r4.log; fail "resume at ep 4"; }
+  for d in to1 to4; do
+    grep -q "resumed from step 20" r${d#to}.log || fail "$d did not resume from step 20"
+    paste -d, <(cut -d, -f1,2 full/metrics.csv) <(cut -d, -f2 "$d/metrics.csv") | tail -n +2 |
+      awk -F, -v c="$d" '{ d = $2 - $3; if (d < 0) d = -d; r = d / $2;
+           printf "step %s: ep 2 %s, %s %s, rel %.2e\n", $1, $2, c, $3, r; if (r > 1e-5) bad = 1 }
+           END { exit bad }' || fail "the run resumed $d differs from the uninterrupted one"
+  done
+  ;;
+*) fail "unknown mode '$mode'" ;;
+esac
+echo "check_moe: $mode passed"

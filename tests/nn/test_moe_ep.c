@@ -1,0 +1,186 @@
+/* test_moe_ep.c - expert parallelism of the MoE layer (nn/moe.h over par/dispatch.h) at 1, 2 and
+ * 4 ranks: two coupled MoE layers with a shared expert and every aux loss on (R_sp exact across ranks: z travels
+ * with the rows), experts sharded over the ep group (= all ranks). Rank r runs rows
+ * [r N, (r+1) N) of a global batch; the reference is the single-rank layer pair (every expert
+ * local) run on each rank's rows in turn, accumulating gradients. Checked within 1e-6 (max
+ * difference over max magnitude): outputs, aux terms, input gradients, each rank's expert
+ * gradients times the ep size against the reference's rows of its experts (moe.h: expert
+ * gradients are divided by the ep size), and the router gradients summed over the ranks. Also: the registry entries (sharded layout, EXPERT tag, the edp group) and the
+ * config error for E not divisible by the ep size. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../par/par_test.h" /* par_test_init, DIST_TEST_OK */
+#include "nn/moe.h"          /* tess_nn_moe_* */
+#include "nn/registry.h"     /* tess_registry_* */
+#include "par/coll.h"        /* tess_par_allreduce_f64 */
+#include "par/mesh.h"        /* tess_group_* */
+#include "tess_ref.h"        /* tess_ref_fill_uniform */
+
+enum { N = 7, C = 6, F = 5, E = 4, K = 2 };
+
+typedef struct {
+    tess_registry *reg;
+    tess_nn_moe_stack *st;
+    tess_nn_ffn *f[2];
+    tess_arena arena;
+    float *y1, *dy1, *scratch;
+} pair;
+
+static const tess_tfm_config tcfg = {.V = 8, .T = N, .C = C, .NH = 1, .F = 4, .L = 2};
+
+static tess_status pair_build(pair *p, const tess_nn_moe_config *mc) {
+    *p = (pair){0};
+    TESS_CHECK(tess_registry_create(&p->reg));
+    TESS_CHECK(tess_nn_moe_stack_create(&p->st, mc));
+    for (int l = 0; l < 2; l++) {
+        TESS_CHECK(tess_nn_moe_stack_make_ffn(p->st, l, &tcfg, &p->f[l]));
+        TESS_CHECK(tess_nn_ffn_add_params(p->f[l], p->reg, l ? "m2" : "m1"));
+    }
+    TESS_CHECK(tess_registry_finalize(p->reg));
+    tess_arena m;
+    tess_arena_init_measure(&m);
+    for (int l = 0; l < 2; l++) TESS_CHECK(tess_nn_ffn_carve(p->f[l], &m, N));
+    TESS_CHECK(tess_arena_init(&p->arena, tess_arena_high_water(&m)));
+    for (int l = 0; l < 2; l++) TESS_CHECK(tess_nn_ffn_carve(p->f[l], &p->arena, N));
+    p->y1 = calloc(N * C, sizeof(float));
+    p->dy1 = calloc(N * C, sizeof(float));
+    p->scratch = calloc((size_t)tess_nn_ffn_scratch_floats(p->f[0], N), sizeof(float));
+    TESS_REQUIRE(p->y1 && p->dy1 && p->scratch, TESS_ERR_MEM, "pair buffers");
+    /* every entry from its global values: element g of entry i is the same at any ep size */
+    for (int64_t i = 0; i < tess_registry_count(p->reg); i++) {
+        const tess_registry_entry *e = tess_registry_get(p->reg, i);
+        int64_t total = 1;
+        for (int d = 0; d < e->ndim; d++) total *= e->shape[d];
+        float *glob = malloc((size_t)total * sizeof(float));
+        TESS_REQUIRE(glob, TESS_ERR_MEM, "globals");
+        tess_ref_fill_uniform(glob, total, (uint32_t)(50 + i), strstr(e->name, "router") ? 1.5f : 0.5f);
+        const int64_t off = e->global_offset[0] * (total / e->shape[0]);
+        memcpy(tess_registry_param(p->reg, i), glob + off, (size_t)e->local_count * sizeof(float));
+        free(glob);
+    }
+    return TESS_OK;
+}
+
+static void pair_free(pair *p) {
+    for (int l = 0; l < 2; l++) tess_nn_ffn_destroy(&p->f[l]);
+    tess_nn_moe_stack_destroy(&p->st);
+    tess_registry_destroy(&p->reg);
+    tess_arena_free(&p->arena);
+    free(p->y1), free(p->dy1), free(p->scratch);
+}
+
+/* forward y2 = m2(m1(x)), aux total; backward with dy2 (scale 1) into dx and the registry */
+static double pair_run(pair *p, float *y2, float *dx, const float *x, const float *dy2) {
+    tess_nn_ffn_forward(p->f[0], p->y1, x, N);
+    tess_nn_ffn_forward(p->f[1], y2, p->y1, N);
+    tess_nn_moe_aux aux;
+    tess_nn_moe_stack_aux(p->st, &aux);
+    memset(p->dy1, 0, N * C * sizeof(float));
+    tess_nn_moe_stack_set_loss_scale(p->st, 1.0f);
+    tess_nn_ffn_backward(p->f[1], p->dy1, p->scratch, dy2, N);
+    tess_nn_ffn_backward(p->f[0], dx, p->scratch, p->dy1, N);
+    return aux.total;
+}
+
+static double rel(const float *a, const float *b, int64_t n) {
+    double d = 0, m = 1e-30;
+    for (int64_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)a[i] - b[i]));
+        m = fmax(m, fabs((double)b[i]));
+    }
+    return d / m;
+}
+
+int main(int argc, char **argv) {
+    int rank, size;
+    par_test_init(&argc, &argv, &rank, &size);
+    tess_group *world = NULL, *self = NULL;
+    DIST_TEST_OK(tess_group_create(MPI_COMM_WORLD, "ep", &world));
+    DIST_TEST_OK(tess_group_split(world, rank, 0, "edp", &self));
+    const tess_nn_moe_config base = {.E = E, .k = K, .F = F, .every = 1, .shared_F = 3, .lambda_lb = 0.5,
+                                     .lambda_z = 0.3, .lambda_sp = 0.7, .lambda_cp = 0.9,
+                                     .phi = TESS_NN_MOE_PHI_SQ, .std = 0.02};
+    tess_nn_moe_config epc = base;
+    epc.ep = world, epc.edp = self;
+    if (E % size == 0) {
+        pair ep, ref;
+        DIST_TEST_OK(pair_build(&ep, &epc));
+        DIST_TEST_OK(pair_build(&ref, &base));
+        const int64_t wi = tess_registry_find(ep.reg, "m1.w_gate");
+        const tess_registry_entry *we = tess_registry_get(ep.reg, wi);
+        TESS_TEST_CHECK(we->local_shape[0] == E / size && (we->tags & TESS_TAG_EXPERT) &&
+                            we->group == self,
+                        "expert entry: %lld local experts, tags %u", (long long)we->local_shape[0],
+                        we->tags);
+        TESS_TEST_CHECK((tess_registry_get(ep.reg, tess_registry_find(ep.reg, "m1.router"))->tags &
+                         TESS_TAG_DENSE) != 0,
+                        "router is DENSE");
+        /* global batch */
+        float *x = malloc((size_t)(size * N * C) * sizeof(float));
+        float *dout = malloc((size_t)(size * N * C) * sizeof(float));
+        float y[N * C], dx[N * C], ry[N * C], rdx[N * C];
+        tess_ref_fill_uniform(x, size * N * C, 7, 1.0f);
+        tess_ref_fill_uniform(dout, size * N * C, 8, 1.0f);
+        memset(dx, 0, sizeof dx);
+        tess_registry_zero_grads(ep.reg);
+        const double aux = pair_run(&ep, y, dx, x + rank * N * C, dout + rank * N * C);
+        DIST_TEST_OK(tess_nn_moe_stack_status(ep.st));
+        tess_registry_zero_grads(ref.reg);
+        double raux = 0;
+        for (int q = 0; q < size; q++) {
+            float yq[N * C], dxq[N * C];
+            memset(dxq, 0, sizeof dxq);
+            const double a = pair_run(&ref, yq, dxq, x + q * N * C, dout + q * N * C);
+            if (q == rank) raux = a, memcpy(ry, yq, sizeof ry), memcpy(rdx, dxq, sizeof rdx);
+        }
+        const double ey = rel(y, ry, N * C), edx = rel(dx, rdx, N * C);
+        TESS_TEST_CHECK(ey <= 1e-6, "outputs: %.3g", ey);
+        TESS_TEST_CHECK(edx <= 1e-6, "input gradients: %.3g", edx);
+        TESS_TEST_CHECK(fabs(aux - raux) <= 1e-6 * fabs(raux), "aux %.9g vs %.9g", aux, raux);
+        double worst = 0;
+        for (int64_t i = 0; i < tess_registry_count(ep.reg); i++) {
+            const tess_registry_entry *e = tess_registry_get(ep.reg, i);
+            const float *g = tess_registry_grad(ep.reg, i);
+            const float *rg = tess_registry_grad(ref.reg, i);
+            double err;
+            if (e->tags & TESS_TAG_EXPERT) {
+                const int64_t per = e->local_count / e->local_shape[0];
+                /* the layer divides expert gradients by the ep size (moe.h) */
+                float *gs = malloc((size_t)e->local_count * sizeof(float));
+                for (int64_t j = 0; j < e->local_count; j++) gs[j] = g[j] * (float)size;
+                err = rel(gs, rg + e->global_offset[0] * per, e->local_count);
+                free(gs);
+            } else {
+                double *sum = malloc((size_t)e->local_count * sizeof(double));
+                float *sf = malloc((size_t)e->local_count * sizeof(float));
+                for (int64_t j = 0; j < e->local_count; j++) sum[j] = g[j];
+                DIST_TEST_OK(tess_par_allreduce_f64(world, sum, e->local_count, TESS_PAR_SUM));
+                for (int64_t j = 0; j < e->local_count; j++) sf[j] = (float)sum[j];
+                err = rel(sf, rg, e->local_count);
+                free(sum), free(sf);
+            }
+            TESS_TEST_CHECK(err <= 1e-6, "gradient of %s: %.3g", e->name, err);
+            worst = fmax(worst, err);
+        }
+        if (rank == 0)
+            printf("moe ep=%d: outputs %.2e, input grads %.2e, parameter grads %.2e (max rel)\n",
+                   size, ey, edx, worst);
+        free(x), free(dout);
+        pair_free(&ep);
+        pair_free(&ref);
+    }
+    /* E not divisible by the ep size */
+    tess_nn_moe_config bad = epc;
+    bad.E = 3 * size + (size > 1);
+    bad.k = 2;
+    if (size > 1)
+        DIST_TEST_FAILS(tess_nn_moe_check_config(&bad), TESS_ERR_CONFIG,
+                        "must be divisible by the expert-parallel size");
+    tess_group_destroy(&self);
+    tess_group_destroy(&world);
+    int rc = tess_test_finish_mpi("nn_moe_ep", MPI_COMM_WORLD);
+    MPI_Finalize();
+    return rc;
+}

@@ -1,0 +1,92 @@
+/* test_dispatch.c - the all-to-all-v plan (par/dispatch.h) at 1, 2 and 4 ranks: uneven counts
+ * (including empty slots and a rank that sends nothing), count conservation over the group, rows
+ * arriving at the right (rank, slot) in [source][slot] order, regroup/ungroup, the reverse
+ * exchange returning every row to its sender, several widths with one plan, bad counts. */
+#include <stdlib.h>
+
+#include "par/coll.h"     /* tess_par_allreduce_i64 */
+#include "par/dispatch.h" /* tess_dispatch_* */
+#include "par/mesh.h"     /* tess_group_* */
+#include "par_test.h"
+
+enum { S = 3 };
+
+/* rows rank `from` sends to (rank to, slot j): uneven, sometimes 0; rank 1 sends nothing */
+static int64_t count(int from, int to, int j) {
+    return from == 1 ? 0 : (int64_t)((from * 7 + to * 3 + j * 5) % 6);
+}
+
+int main(int argc, char **argv) {
+    int rank, size;
+    par_test_init(&argc, &argv, &rank, &size);
+    tess_group *g = NULL;
+    DIST_TEST_OK(tess_group_create(MPI_COMM_WORLD, "ep", &g));
+    tess_dispatch *d = NULL;
+    DIST_TEST_OK(tess_dispatch_create(&d, g, S));
+    int64_t *sc = calloc((size_t)(size * S), sizeof *sc);
+    int64_t nsend = 0;
+    for (int r = 0; r < size; r++)
+        for (int j = 0; j < S; j++) nsend += (sc[r * S + j] = count(rank, r, j));
+    DIST_TEST_OK(tess_dispatch_plan(d, sc));
+    const int64_t nrecv = tess_dispatch_recv_rows(d);
+    TESS_TEST_CHECK(tess_dispatch_send_rows(d) == nsend, "send rows");
+    for (int q = 0; q < size; q++)
+        for (int j = 0; j < S; j++)
+            TESS_TEST_CHECK(tess_dispatch_recv_counts(d)[q * S + j] == count(q, rank, j),
+                            "received count from %d slot %d", q, j);
+    int64_t tot[2] = {nsend, nrecv};
+    DIST_TEST_OK(tess_par_allreduce_i64(g, tot, 2, TESS_PAR_SUM));
+    TESS_TEST_CHECK(tot[0] == tot[1], "count conservation: %lld sent, %lld received",
+                    (long long)tot[0], (long long)tot[1]);
+
+    for (int64_t w = 1; w <= 5; w += 4) { /* two widths, one plan */
+        float *send = malloc((size_t)((nsend + 1) * w) * sizeof(float));
+        float *back = malloc((size_t)((nsend + 1) * w) * sizeof(float));
+        float *recv = malloc((size_t)((nrecv + 1) * w) * sizeof(float));
+        float *grp = malloc((size_t)((nrecv + 1) * w) * sizeof(float));
+        float *ung = malloc((size_t)((nrecv + 1) * w) * sizeof(float));
+        /* row value: sender * 1e4 + dest * 1e3 + slot * 100 + index within (dest, slot), + c/10 */
+        int64_t o = 0;
+        for (int r = 0; r < size; r++)
+            for (int j = 0; j < S; j++)
+                for (int64_t i = 0; i < sc[r * S + j]; i++, o++)
+                    for (int64_t c = 0; c < w; c++)
+                        send[o * w + c] = (float)(rank * 10000 + r * 1000 + j * 100 + i) + 0.1f * (float)c;
+        DIST_TEST_OK(tess_dispatch_forward(d, send, recv, w));
+        o = 0;
+        int bad = 0;
+        for (int q = 0; q < size; q++)
+            for (int j = 0; j < S; j++)
+                for (int64_t i = 0; i < count(q, rank, j); i++, o++)
+                    for (int64_t c = 0; c < w; c++)
+                        bad += recv[o * w + c] != (float)(q * 10000 + rank * 1000 + j * 100 + i) + 0.1f * (float)c;
+        TESS_TEST_CHECK(bad == 0, "forward: %d values at the wrong place (w=%lld)", bad, (long long)w);
+        tess_dispatch_regroup(d, recv, grp, w);
+        o = 0;
+        bad = 0;
+        for (int j = 0; j < S; j++) {
+            TESS_TEST_CHECK(tess_dispatch_slot_rows(d, j) >= 0, "slot rows");
+            for (int q = 0; q < size; q++)
+                for (int64_t i = 0; i < count(q, rank, j); i++, o++)
+                    bad += grp[o * w] != (float)(q * 10000 + rank * 1000 + j * 100 + i);
+        }
+        TESS_TEST_CHECK(bad == 0, "regroup: %d rows out of [slot][source] order", bad);
+        tess_dispatch_ungroup(d, grp, ung, w);
+        bad = 0;
+        for (int64_t i = 0; i < nrecv * w; i++) bad += ung[i] != recv[i];
+        TESS_TEST_CHECK(bad == 0, "ungroup undoes regroup");
+        DIST_TEST_OK(tess_dispatch_reverse(d, recv, back, w));
+        bad = 0;
+        for (int64_t i = 0; i < nsend * w; i++) bad += back[i] != send[i];
+        TESS_TEST_CHECK(bad == 0, "reverse returns every row to its sender");
+        free(send), free(back), free(recv), free(grp), free(ung);
+    }
+    sc[0] = -1;
+    DIST_TEST_FAILS(tess_dispatch_plan(d, sc), TESS_ERR_ARG, "send count -1");
+    free(sc);
+    tess_dispatch_destroy(&d);
+    tess_group_destroy(&g);
+    int rc = tess_test_finish_mpi("par_dispatch", MPI_COMM_WORLD);
+    MPI_Finalize();
+    return rc;
+}
