@@ -32,6 +32,8 @@ run_app() {   # run_app NAME EXE ARGS... : runs on $np ranks, logs to runs/quick
 
 run_app tinylm "$bin/tinylm/tinylm"
 run_app zo "$bin/zo/zo"
+# fedkalter: 7 generated clients, Fed-Kalter, 20 rounds (docs/fedkalter.md for the TU settings)
+run_app fedkalter "$bin/fedkalter/fedkalter" --set train.rounds=20
 
 echo
 echo "quickstart: done. Results under $out:"
