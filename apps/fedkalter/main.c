@@ -1,6 +1,6 @@
 /* main.c - fedkalter: federated graph classification, one dataset per client, on the run driver
  * (docs/fedkalter.md). One step is one federated round: every client trains one local epoch
- * (shuffled mini-batches, its own Adam), then the entries tagged TESS_TAG_SHARED are averaged
+ * (shuffled mini-batches, its own Adam; FedProx adds a proximal term), then the entries tagged TESS_TAG_SHARED are averaged
  * over all clients weighted by their training graphs (par/aggregate.h) and written back.
  * Clients are virtual and stateful, many per rank (size-balanced), each with its own registry,
  * optimizer and Philox streams, so results do not depend on the number of ranks; the driver
@@ -30,9 +30,10 @@ static const tess_opt data_opts[] = {
     TESS_OPT_INT("split_seed", 123, 0, UINT32_MAX, "seed of the stratified 80/10/10 splits"),
 };
 static const tess_opt model_opts[] = {
-    TESS_OPT_CHOICE("method", "fedkalter", "selftrain|fedavg|fedstar|fedkalter",
+    TESS_OPT_CHOICE("method", "fedkalter", "selftrain|fedavg|fedstar|fedkalter|fedprox",
                     "Self-train (no sharing), FedAvg (GIN shared), FedStar (structure channel "
-                    "shared), Fed-Kalter (Kalman structure channel shared)"),
+                    "shared), Fed-Kalter (Kalman structure channel shared), FedProx (FedAvg and "
+                    "a proximal term)"),
     TESS_OPT_INT("hidden", 64, 1, 4096, "hidden width d"),
     TESS_OPT_INT("layers", 3, 1, 8, "graph convolution layers"),
     TESS_OPT_REAL("dropout", 0.5, 0.0, 0.95, "dropout after each convolution and after post"),
@@ -45,6 +46,8 @@ static const tess_opt train_opts[] = {
     TESS_OPT_INT("batch", 128, 1, 1 << 20, "graphs per local mini-batch"),
     TESS_OPT_REAL("lr", 1e-3, 1e-8, 10.0, "Adam learning rate"),
     TESS_OPT_REAL("weight_decay", 5e-4, 0.0, 1.0, "L2 weight decay added to the gradient"),
+    TESS_OPT_REAL("prox_mu", 0.01, 0.0, 1e6,
+                  "FedProx: (mu/2) |theta_S - theta_S at the round's start|^2 on shared entries"),
     TESS_OPT_INT("eval_every", 5, 1, 1000000, "rounds between evaluations (and the last)"),
 };
 static const tess_config_section sections[] = {
@@ -59,12 +62,13 @@ typedef struct {
     fk_model model;
     tess_adamw *opt;
     int64_t *order; /* (n_train) this round's shuffled training ids */
+    float *anchor;  /* FedProx: (local_total) the parameters at the round's start */
 } fk_client;
 
 typedef struct {
     fk_method method;
     int64_t nclients, nlocal, rounds, batch, eval_every, d;
-    float lr, wd;
+    float lr, wd, mu;
     fk_client *clients;      /* (nlocal) */
     tess_registry **regs;    /* (nlocal) */
     int64_t *ids;            /* (nlocal) */
@@ -158,6 +162,7 @@ static tess_status setup(tess_run *run, void *ctx) {
     a->eval_every = tess_config_int(c, "train.eval_every");
     a->lr = (float)tess_config_real(c, "train.lr");
     a->wd = (float)tess_config_real(c, "train.weight_decay");
+    a->mu = (float)tess_config_real(c, "train.prox_mu");
     a->d = tess_config_int(c, "model.hidden");
     /* every rank loads every dataset: the same errors everywhere, and the sizes for balancing */
     fk_dataset all[FK_MAX_CLIENTS];
@@ -215,6 +220,8 @@ static tess_status setup(tess_run *run, void *ctx) {
         TESS_CHECK(tess_adamw_describe_private(cl->opt, st, prefix));
         cl->order = malloc((size_t)cl->ds.n_train * sizeof(int64_t));
         TESS_REQUIRE(cl->order, TESS_ERR_MEM, "client %lld", (long long)cl->id);
+        if (a->method == FK_FEDPROX)
+            TESS_CHECK(tess_registry_alloc_state(cl->model.reg, &cl->anchor));
         a->regs[j] = cl->model.reg;
         a->ids[j] = cl->id;
         a->weights[j] = (double)cl->ds.n_train;
@@ -285,6 +292,12 @@ static tess_status run_graphs(fk_app *a, fk_client *cl, const int64_t *ids, int6
         /* L2 weight decay added to the gradient (PyTorch Adam's weight_decay), all entries */
         float *p = tess_registry_params(reg), *gr = tess_registry_grads(reg);
         for (int64_t i = 0; i < tess_registry_local_total(reg); i++) gr[i] += a->wd * p[i];
+        for (int64_t e = 0; cl->anchor && e < tess_registry_count(reg); e++) { /* FedProx */
+            const tess_registry_entry *en = tess_registry_get(reg, e);
+            if (!(en->tags & TESS_TAG_SHARED)) continue;
+            for (int64_t i = en->flat_offset; i < en->flat_offset + en->local_count; i++)
+                gr[i] += a->mu * (p[i] - cl->anchor[i]);
+        }
         tess_adamw_step(cl->opt, a->lr);
     }
     *mean_loss = nb > 0 ? loss / (double)nb : 0.0;
@@ -311,6 +324,9 @@ static tess_status step(tess_run *run, void *ctx, int64_t round, tess_run_step_o
             cl->order[i] = cl->order[k];
             cl->order[k] = t;
         }
+        if (cl->anchor)
+            memcpy(cl->anchor, tess_registry_params(cl->model.reg),
+                   (size_t)tess_registry_local_total(cl->model.reg) * sizeof(float));
         int64_t ok;
         TESS_CHECK(run_graphs(a, cl, cl->order, n, true, seed, round, &per[cl->id * 4], &ok));
     }
@@ -398,6 +414,7 @@ static void destroy(void *ctx) {
         fk_model_destroy(&cl->model);
         fk_dataset_free(&cl->ds);
         free(cl->order);
+        free(cl->anchor);
     }
     free(a->clients);
     free(a->regs);

@@ -54,7 +54,7 @@ static tess_status model_register(fk_model *m) {
     if (c->method == FK_FEDKALTER) TESS_CHECK(add(r, "p0", d, 0, tess_init_zeros(), S, &e->p0));
     for (int64_t l = 0; l < c->L; l++) {
         const int64_t din = st ? 2 * d : d;
-        const uint32_t gin_tag = c->method == FK_FEDAVG ? S : Lo;
+        const uint32_t gin_tag = c->method == FK_FEDAVG || c->method == FK_FEDPROX ? S : Lo;
         snprintf(p, sizeof p, "layer%lld.gin1", (long long)l);
         TESS_CHECK(add_linear(r, p, d, din, gin_tag, &e->gin_w1[l], &e->gin_b1[l]));
         snprintf(p, sizeof p, "layer%lld.gin2", (long long)l);

@@ -4,7 +4,7 @@
  *   x0 = X W_pre^T + b_pre                                   local
  *   s0 = X_se W_se^T + b_se, P0 = softplus(p0)               shared (structure methods)
  *   per layer l:
- *     GIN (Self-train, FedAvg): x = dropout(relu(GIN(x)))    GIN shared for FedAvg, else local
+ *     GIN (Self-train, FedAvg, FedProx): x = dropout(relu(GIN(x)))   GIN shared unless Self-train
  *     FedStar: x = dropout(relu(GIN([x | s]))), s = tanh(A-hat s W^T + b)   GIN local, GCN shared
  *     Fed-Kalter: (s, P, x) = Kalter-Conv(x, s, P)           W_A, b_A, q, eta shared; the rest local
  *   o = [x | s] W_hp^T + b_hp (structure methods; else o = x) local
@@ -24,7 +24,8 @@
 #include "nn/kalter.h"   /* tess_nn_kalter_* */
 #include "nn/registry.h" /* tess_registry */
 
-typedef enum { FK_SELFTRAIN = 0, FK_FEDAVG, FK_FEDSTAR, FK_FEDKALTER, FK_METHOD_COUNT } fk_method;
+/* In the order of the model.method choices. FedProx is FedAvg's network and sharing. */
+typedef enum { FK_SELFTRAIN = 0, FK_FEDAVG, FK_FEDSTAR, FK_FEDKALTER, FK_FEDPROX } fk_method;
 
 typedef struct {
     fk_method method;

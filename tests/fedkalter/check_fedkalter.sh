@@ -6,6 +6,7 @@
 #   resume  METHOD 4 rounds on 1 rank, against 2 ranks stopped after round 2 (exit 75) and resumed
 #           on 3 ranks (clients move between ranks): identical clients.csv and metrics columns (the
 #           bytes sent depend on the rank count and are not compared);
+#   prox    FedProx with prox_mu = 0 is bitwise FedAvg after 3 rounds; with prox_mu = 1 it is not;
 #   learn   METHOD 30 rounds on 2 ranks: the mean training loss falls below 0.55 (from ~0.69) and
 #           the bytes sent per round and shared floats per client are logged (0 for selftrain).
 set -euo pipefail
@@ -41,6 +42,16 @@ resume)
     { diff full/clients.csv stopped/clients.csv || true; fail "$method: resumed run differs"; }
   cmp <(cut -d, -f1,2,4 full/metrics.csv) <(cut -d, -f1,2,4 stopped/metrics.csv) ||
     fail "$method: metrics (step, loss, shared floats) of the resumed run differ"
+  ;;
+prox)
+  rm -rf avg prox0 prox1
+  common=(--set run.plots=false --set data.graphs=40 --set model.hidden=16 --set train.rounds=3
+          --set train.batch=8) # several steps per round: the proximal term acts from the second
+  run 2 avg --set model.method=fedavg || { cat avg.log; fail "fedavg"; }
+  run 2 prox0 --set model.method=fedprox --set train.prox_mu=0 || { cat prox0.log; fail "fedprox mu 0"; }
+  run 2 prox1 --set model.method=fedprox --set train.prox_mu=1 || { cat prox1.log; fail "fedprox mu 1"; }
+  cmp avg/clients.csv prox0/clients.csv || fail "FedProx with mu = 0 differs from FedAvg"
+  ! cmp -s avg/clients.csv prox1/clients.csv || fail "FedProx with mu = 1 equals FedAvg"
   ;;
 learn)
   rm -rf learn
