@@ -49,9 +49,10 @@ static tess_status model_register(fk_model *m) {
     memset(e, -1, sizeof *e);
     tess_registry *r = m->reg;
     char p[64];
+    /* FedStar's entries first, Fed-Kalter's extra ones last: the entries the two share get the
+     * same registry index, hence the same initial values (tess_registry_init_params) */
     TESS_CHECK(add_linear(r, "pre", d, c->F, Lo, &e->pre_w, &e->pre_b));
     if (st) TESS_CHECK(add_linear(r, "se", d, FK_SE_DIM_MODEL, S, &e->se_w, &e->se_b));
-    if (c->method == FK_FEDKALTER) TESS_CHECK(add(r, "p0", d, 0, tess_init_zeros(), S, &e->p0));
     for (int64_t l = 0; l < c->L; l++) {
         const int64_t din = st ? 2 * d : d;
         const uint32_t gin_tag = c->method == FK_FEDAVG || c->method == FK_FEDPROX ? S : Lo;
@@ -63,7 +64,13 @@ static tess_status model_register(fk_model *m) {
             snprintf(p, sizeof p, "layer%lld.trans", (long long)l);
             TESS_CHECK(add_linear(r, p, d, d, S, &e->gcn_w[l], &e->gcn_b[l]));
         }
-        if (c->method == FK_FEDKALTER) {
+    }
+    if (st) TESS_CHECK(add_linear(r, "hp", d, 2 * d, Lo, &e->hp_w, &e->hp_b));
+    TESS_CHECK(add_linear(r, "post", d, d, Lo, &e->post_w, &e->post_b));
+    TESS_CHECK(add_linear(r, "readout", c->C, d, Lo, &e->ro_w, &e->ro_b));
+    if (c->method == FK_FEDKALTER) {
+        TESS_CHECK(add(r, "p0", d, 0, tess_init_zeros(), S, &e->p0));
+        for (int64_t l = 0; l < c->L; l++) {
             snprintf(p, sizeof p, "layer%lld.q", (long long)l);
             TESS_CHECK(add(r, p, d, 0, tess_init_const(c->kalter_q0), S, &e->q[l]));
             snprintf(p, sizeof p, "layer%lld.eta", (long long)l);
@@ -73,9 +80,6 @@ static tess_status model_register(fk_model *m) {
             TESS_CHECK(tess_registry_set_init(r, e->br[l], tess_init_const(c->kalter_bR0)));
         }
     }
-    if (st) TESS_CHECK(add_linear(r, "hp", d, 2 * d, Lo, &e->hp_w, &e->hp_b));
-    TESS_CHECK(add_linear(r, "post", d, d, Lo, &e->post_w, &e->post_b));
-    TESS_CHECK(add_linear(r, "readout", c->C, d, Lo, &e->ro_w, &e->ro_b));
     TESS_CHECK(tess_registry_finalize(r));
     return TESS_OK;
 }

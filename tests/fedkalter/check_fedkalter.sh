@@ -7,6 +7,9 @@
 #           on 3 ranks (clients move between ranks): identical clients.csv and metrics columns (the
 #           bytes sent depend on the rank count and are not compared);
 #   prox    FedProx with prox_mu = 0 is bitwise FedAvg after 3 rounds; with prox_mu = 1 it is not;
+#   limit   Fed-Kalter initialised at R -> infinity (model.kalter_bR0 = 1e9) tracks FedStar for 5
+#           rounds of 4 steps: mean loss within a relative 1e-5 and accuracies within 0.02 per
+#           round (the entries both have start equal; K ~ 1e-9 leaves only rounding differences);
 #   learn   METHOD 30 rounds on 2 ranks: the mean training loss falls below 0.55 (from ~0.69) and
 #           the bytes sent per round and shared floats per client are logged (0 for selftrain).
 set -euo pipefail
@@ -52,6 +55,19 @@ prox)
   run 2 prox1 --set model.method=fedprox --set train.prox_mu=1 || { cat prox1.log; fail "fedprox mu 1"; }
   cmp avg/clients.csv prox0/clients.csv || fail "FedProx with mu = 0 differs from FedAvg"
   ! cmp -s avg/clients.csv prox1/clients.csv || fail "FedProx with mu = 1 equals FedAvg"
+  ;;
+limit)
+  rm -rf star kal
+  common=(--set run.plots=false --set data.graphs=40 --set model.hidden=16 --set train.rounds=5
+          --set train.batch=8 --set train.eval_every=1)
+  run 2 star --set model.method=fedstar || { cat star.log; fail "fedstar"; }
+  run 2 kal --set model.method=fedkalter --set model.kalter_bR0=1e9 || { cat kal.log; fail "fedkalter"; }
+  paste -d, <(cut -d, -f1,2 star/metrics.csv) <(cut -d, -f2 kal/metrics.csv) | tail -n +2 |
+    awk -F, '{ d = $2 - $3; if (d < 0) d = -d; if (d > 1e-5 * $2) { print "round " $1 ": " $2 " vs " $3; bad = 1 } }
+             END { exit bad }' || fail "Fed-Kalter at R -> infinity does not track FedStar's loss"
+  paste -d, <(cut -d, -f1-4 star/accuracy.csv) <(cut -d, -f2-4 kal/accuracy.csv) | tail -n +2 |
+    awk -F, '{ for (i = 2; i <= 4; i++) { d = $i - $(i + 3); if (d < 0) d = -d; if (d > 0.02) bad = 1 } }
+             END { exit bad }' || fail "Fed-Kalter at R -> infinity does not track FedStar's accuracy"
   ;;
 learn)
   rm -rf learn
