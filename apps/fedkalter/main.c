@@ -56,6 +56,8 @@ static const tess_config_section sections[] = {
     TESS_CONFIG_SECTION("train", train_opts),
 };
 
+enum { FK_MAX_LAYERS_APP = 8 }; /* model.layers at most */
+
 typedef struct {
     int64_t id;
     fk_dataset ds;
@@ -80,6 +82,9 @@ typedef struct {
     int32_t *y;              /* (batch) */
     double shared_floats;    /* floats of the shared vector per client */
     double acc[FK_MAX_CLIENTS][3]; /* last evaluation: train, val, test per client */
+    int64_t layers;
+    /* Fed-Kalter, last round, test graphs: per client and layer the means of log R, K eta, P+/P- */
+    double kstats[FK_MAX_CLIENTS * 3 * FK_MAX_LAYERS_APP];
     int csv, csv_acc;
 } fk_app;
 
@@ -164,6 +169,7 @@ static tess_status setup(tess_run *run, void *ctx) {
     a->wd = (float)tess_config_real(c, "train.weight_decay");
     a->mu = (float)tess_config_real(c, "train.prox_mu");
     a->d = tess_config_int(c, "model.hidden");
+    a->layers = tess_config_int(c, "model.layers");
     /* every rank loads every dataset: the same errors everywhere, and the sizes for balancing */
     fk_dataset all[FK_MAX_CLIENTS];
     memset(all, 0, sizeof all);
@@ -265,9 +271,11 @@ static tess_status setup(tess_run *run, void *ctx) {
 }
 
 /* Run ids[0..n) of client cl in batches; train: one Adam step per batch. Returns the mean batch
- * loss; *correct the graphs classified right. */
+ * loss; *correct the graphs classified right. kstats (3 L, may be NULL): Fed-Kalter's diagnostic
+ * sums (fk_model_kalter_stats) over the batches, *kcount their count per layer. */
 static tess_status run_graphs(fk_app *a, fk_client *cl, const int64_t *ids, int64_t n, bool train,
-                              uint64_t seed, int64_t round, double *mean_loss, int64_t *correct) {
+                              uint64_t seed, int64_t round, double *mean_loss, int64_t *correct,
+                              double *kstats, int64_t *kcount) {
     const tess_graphs *gs = &cl->ds.gs;
     const tess_rng_key key = {(uint32_t)seed, (uint32_t)(cl->id + 1)};
     const uint64_t ctr = tess_rng_ctr(TESS_RNG_PURPOSE_DROPOUT, (uint64_t)round);
@@ -287,6 +295,7 @@ static tess_status run_graphs(fk_app *a, fk_client *cl, const int64_t *ids, int6
         loss += fk_model_batch(&cl->model, a->work, &b, a->X, a->Xse, a->y, train, key, ctr,
                                (uint64_t)nb, &ok);
         *correct += ok;
+        if (kstats) *kcount += fk_model_kalter_stats(&cl->model, a->work, b.num_nodes, kstats);
         tess_graph_batch_free(&b);
         if (!train) continue;
         /* L2 weight decay added to the gradient (PyTorch Adam's weight_decay), all entries */
@@ -328,7 +337,8 @@ static tess_status step(tess_run *run, void *ctx, int64_t round, tess_run_step_o
             memcpy(cl->anchor, tess_registry_params(cl->model.reg),
                    (size_t)tess_registry_local_total(cl->model.reg) * sizeof(float));
         int64_t ok;
-        TESS_CHECK(run_graphs(a, cl, cl->order, n, true, seed, round, &per[cl->id * 4], &ok));
+        TESS_CHECK(run_graphs(a, cl, cl->order, n, true, seed, round, &per[cl->id * 4], &ok,
+                              NULL, NULL));
     }
     int64_t bytes = 0;
     if (a->method != FK_SELFTRAIN) {
@@ -342,13 +352,17 @@ static tess_status step(tess_run *run, void *ctx, int64_t round, tess_run_step_o
             const fk_dataset *ds = &cl->ds;
             const int64_t start[3] = {0, ds->n_train, ds->n_train + ds->n_val};
             const int64_t count[3] = {ds->n_train, ds->n_val, ds->n_test};
+            const bool diag = a->method == FK_FEDKALTER && round + 1 == a->rounds;
+            double *ks = a->kstats + cl->id * 3 * FK_MAX_LAYERS_APP;
+            int64_t kn = 0;
             for (int part = 0; part < 3; part++) {
                 double l;
                 int64_t ok;
                 TESS_CHECK(run_graphs(a, cl, ds->split + start[part], count[part], false, seed,
-                                      round, &l, &ok));
+                                      round, &l, &ok, diag && part == 2 ? ks : NULL, &kn));
                 per[cl->id * 4 + 1 + part] = (double)ok / (double)count[part];
             }
+            for (int64_t i = 0; diag && i < 3 * FK_MAX_LAYERS_APP; i++) ks[i] /= (double)kn;
         }
     }
     /* one slot per client, zeros elsewhere: the sums are exact, the means in client order */
@@ -403,6 +417,19 @@ static tess_status finish(tess_run *run, void *ctx) {
         mean += a->acc[k][2] / (double)a->nclients;
     }
     tess_log_info("mean client test accuracy %.4f after %lld rounds", mean, (long long)a->rounds);
+    if (a->method != FK_FEDKALTER) return TESS_OK;
+    TESS_CHECK(tess_par_allreduce_f64(g, a->kstats, a->nclients * 3 * FK_MAX_LAYERS_APP,
+                                      TESS_PAR_SUM));
+    static const char *const kcols[] = {"client", "layer", "mean_log_R", "mean_K_eta",
+                                        "mean_P_ratio"};
+    TESS_CHECK(tess_run_metrics(run, "kalter", kcols, 5, false, &id));
+    for (int64_t k = 0; k < a->nclients; k++) {
+        for (int64_t l = 0; l < a->layers; l++) {
+            const double *ks = a->kstats + (k * FK_MAX_LAYERS_APP + l) * 3;
+            const double row[5] = {(double)k, (double)l, ks[0], ks[1], ks[2]};
+            TESS_CHECK(tess_run_metrics_row(run, id, row));
+        }
+    }
     return TESS_OK;
 }
 

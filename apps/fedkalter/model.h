@@ -71,4 +71,9 @@ double fk_model_batch(fk_model *m, fk_work *w, const tess_graph_batch *b, const 
                       const float *Xse, const int32_t *y, bool train, tess_rng_key key,
                       uint64_t ctr, uint64_t batch, int64_t *correct);
 
+/* Fed-Kalter diagnostics of the last fk_model_batch (its N nodes): adds to stats[3 l + 0..2]
+ * the sums over nodes and channels of log R, K eta and P+/P- of layer l, and returns the number
+ * of values summed per layer (N d). Uses the workspace's gradient buffers as scratch. */
+int64_t fk_model_kalter_stats(const fk_model *m, fk_work *w, int64_t N, double *stats);
+
 #endif

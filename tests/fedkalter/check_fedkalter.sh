@@ -11,7 +11,8 @@
 #           rounds of 4 steps: mean loss within a relative 1e-5 and accuracies within 0.02 per
 #           round (the entries both have start equal; K ~ 1e-9 leaves only rounding differences);
 #   learn   METHOD 30 rounds on 2 ranks: the mean training loss falls below 0.55 (from ~0.69) and
-#           the bytes sent per round and shared floats per client are logged (0 for selftrain).
+#           the bytes sent per round and shared floats per client are logged (0 for selftrain);
+#           fedkalter writes kalter.csv (per client and layer: mean log R, K eta, P+/P-).
 set -euo pipefail
 mpiexec=$1 exe=$2 mode=$3 method=${4:-fedkalter}
 fail() { echo "check_fedkalter: FAIL: $*" >&2; exit 1; }
@@ -76,6 +77,11 @@ learn)
   bytes=$(tail -n 1 learn/metrics.csv | cut -d, -f3) shared=$(tail -n 1 learn/metrics.csv | cut -d, -f4)
   echo "$method: loss $first -> $last, bytes/round $bytes, shared floats/client $shared"
   awk -v l="$last" 'BEGIN { exit !(l < 0.55) }' || fail "$method did not learn: loss $first -> $last"
+  if [ "$method" = fedkalter ]; then # diagnostics: 7 clients x 3 layers, 0 <= K eta < 1 = K eta + P+/P-
+    [ "$(wc -l <learn/kalter.csv)" -eq 22 ] || fail "kalter.csv should have 21 rows"
+    awk -F, 'NR > 1 { d = $4 + $5 - 1; if (d < 0) d = -d; if (!($4 >= 0 && $4 < 1) || d > 1e-5) bad = 1 }
+             END { exit bad }' learn/kalter.csv || fail "Kalter diagnostics out of range"
+  fi
   if [ "$method" = selftrain ]; then
     [ "$bytes" = 0 ] && [ "$shared" = 0 ] || fail "selftrain sent $bytes bytes, shares $shared floats"
   else
