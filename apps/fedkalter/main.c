@@ -236,7 +236,7 @@ static tess_status setup(tess_run *run, void *ctx) {
         if (mn > max_nodes) max_nodes = mn;
         if (gs->num_features > max_F) max_F = gs->num_features;
         if (gs->num_classes > max_C) max_C = gs->num_classes;
-        a->shared_floats = 0;
+        a->shared_floats = 0; /* the same for every client: count the last one's */
         for (int64_t i = 0; i < tess_registry_count(cl->model.reg); i++) {
             const tess_registry_entry *e = tess_registry_get(cl->model.reg, i);
             if (e->tags & TESS_TAG_SHARED) a->shared_floats += (double)e->global_count;
@@ -249,7 +249,7 @@ static tess_status setup(tess_run *run, void *ctx) {
     }
     if (a->nlocal > 0) {
         const fk_model_cfg *mc = &a->clients[0].model.cfg;
-        TESS_CHECK(fk_work_create(&a->work, mc, max_nodes, a->batch, max_F, max_C));
+        TESS_CHECK(fk_work_create(&a->work, mc, max_nodes, a->batch, max_C));
     }
     a->X = malloc((size_t)(max_nodes * max_F) * sizeof(float));
     a->Xse = malloc((size_t)(max_nodes * FK_SE_DIM) * sizeof(float));

@@ -190,8 +190,7 @@ static int64_t work_carve(fk_work *w, const fk_model_cfg *c, int64_t N, int64_t 
 }
 
 tess_status fk_work_create(fk_work **w, const fk_model_cfg *cfg, int64_t max_nodes,
-                           int64_t max_graphs, int64_t max_F, int64_t max_C) {
-    (void)max_F;
+                           int64_t max_graphs, int64_t max_C) {
     fk_work *k = calloc(1, sizeof *k);
     TESS_REQUIRE(k, TESS_ERR_MEM, "workspace");
     const int64_t n = work_carve(k, cfg, max_nodes, max_graphs, max_C);

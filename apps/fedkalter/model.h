@@ -56,11 +56,11 @@ tess_status fk_model_create(fk_model *m, const fk_model_cfg *cfg, uint64_t serve
                             uint64_t client_seed);
 void fk_model_destroy(fk_model *m);
 
-/* Activations of one batch of at most max_nodes nodes and max_graphs graphs (any client whose
- * F, C do not exceed max_F, max_C). */
+/* Activations of one batch of at most max_nodes nodes and max_graphs graphs, for any client of
+ * the same method, d and L with at most max_C classes (the inputs X, Xse are the caller's). */
 typedef struct fk_work fk_work;
 tess_status fk_work_create(fk_work **w, const fk_model_cfg *cfg, int64_t max_nodes,
-                           int64_t max_graphs, int64_t max_F, int64_t max_C);
+                           int64_t max_graphs, int64_t max_C);
 void fk_work_destroy(fk_work **w);
 
 /* One batch: forward (X (N,F) features, Xse (N,32) encodings, y (G) labels, batch b), and when
