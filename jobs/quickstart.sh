@@ -34,6 +34,8 @@ run_app() {   # run_app NAME EXE ARGS... : runs on $np ranks, logs to runs/quick
 run_app tinylm "$bin/tinylm/tinylm"
 run_app zo "$bin/zo/zo"
 run_app moe "$bin/moe/moe" --set train.steps=100 --set train.eval_every=50
+# fedkalter: 7 generated clients, Fed-Kalter, 20 rounds (docs/fedkalter.md for the TU settings)
+run_app fedkalter "$bin/fedkalter/fedkalter" --set train.rounds=20
 
 echo
 echo "quickstart: done. Results under $out:"

@@ -75,7 +75,8 @@ void tess_adamw_step(tess_adamw *opt, float lr) {
 
 int64_t tess_adamw_step_count(const tess_adamw *opt) { return opt->t; }
 
-tess_status tess_adamw_describe(tess_adamw *opt, tess_state *st, const char *prefix) {
+static tess_status adamw_describe(tess_adamw *opt, tess_state *st, const char *prefix,
+                                  bool private_to_rank) {
     TESS_REQUIRE(opt && st && prefix, TESS_ERR_ARG, "NULL argument");
     char name[TESS_STATE_NAME_MAX];
     const char *parts[3] = {"m", "v", "step_count"};
@@ -84,10 +85,23 @@ tess_status tess_adamw_describe(tess_adamw *opt, tess_state *st, const char *pre
         TESS_REQUIRE(n > 0 && n < (int)sizeof name, TESS_ERR_ARG,
                      "AdamW state '%s/%s': name longer than %d bytes", prefix, parts[k],
                      TESS_STATE_NAME_MAX - 1);
-        if (k < 2)
-            TESS_CHECK(tess_state_add_like(st, name, opt->reg, k == 0 ? opt->m : opt->v, false));
-        else
+        if (k < 2) {
+            TESS_CHECK(tess_state_add_like(st, name, opt->reg, k == 0 ? opt->m : opt->v,
+                                           private_to_rank));
+        } else if (private_to_rank) {
+            const int64_t one[1] = {1};
+            TESS_CHECK(tess_state_add_private(st, name, TESS_I64, 1, one, &opt->t));
+        } else {
             TESS_CHECK(tess_state_add_i64(st, name, &opt->t));
+        }
     }
     return TESS_OK;
+}
+
+tess_status tess_adamw_describe(tess_adamw *opt, tess_state *st, const char *prefix) {
+    return adamw_describe(opt, st, prefix, false);
+}
+
+tess_status tess_adamw_describe_private(tess_adamw *opt, tess_state *st, const char *prefix) {
+    return adamw_describe(opt, st, prefix, true);
 }

@@ -49,5 +49,8 @@ int64_t tess_adamw_step_count(const tess_adamw *opt);
  * memory, so a checkpoint load restores the moments and the step count in place; opt must
  * outlive st's use. Errors of tess_state_add (a bad prefix, a duplicate name). Not collective. */
 tess_status tess_adamw_describe(tess_adamw *opt, tess_state *st, const char *prefix);
+/* The same with every entry private to this rank (nn/state.h): the optimizer of a federated
+ * client, which lives on whichever rank runs the client ("clients/<k>/optim"). */
+tess_status tess_adamw_describe_private(tess_adamw *opt, tess_state *st, const char *prefix);
 
 #endif

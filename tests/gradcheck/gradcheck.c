@@ -65,11 +65,14 @@
 #include "nn/attention.h"  /* tess_nn_attention_* */
 #include "nn/block.h"      /* tess_nn_block_* */
 #include "nn/embedding.h"  /* tess_nn_embedding_* */
+#include "nn/graph.h"      /* tess_graph_batch_*, tess_nn_gin_*, tess_nn_gcn_tanh_*, tess_nn_relu_dropout_* */
+#include "nn/kalter.h"     /* tess_nn_kalter_* */
 #include "nn/linear.h"     /* tess_nn_linear_* */
 #include "nn/loss.h"       /* tess_nn_crossentropy_*, tess_nn_mse_* */
 #include "nn/mlp.h"        /* tess_nn_mlp_* */
 #include "nn/moe.h"        /* tess_nn_moe_* */
 #include "nn/norm.h"       /* tess_nn_rmsnorm_*, tess_nn_layernorm_* */
+#include "tensor/sparse.h" /* tess_csr_spmm*, tess_segment_sum* */
 #include "tensor/tensor.h" /* tess_tensor_residual_add* */
 #include "tess_ref.h" /* tess_ref_* */
 #include "tess_test.h"
@@ -1151,6 +1154,275 @@ static void moe_layers_teardown(gc_ctx *c) {
 }
 
 /* THE TABLE. Append rows at the end; keep shapes small (FD costs 2 forwards per input element). */
+/* ---- graph rows: one fixed batch of two graphs, 8 nodes, with an isolated node ----
+ * graph 0 (5 nodes): edges 0-1, 1-2, 2-0, 2-3, 3-4; graph 1 (3 nodes): edge 0-1, node 2
+ * isolated (batch node 7). The rows' dims[0] is N = 8. */
+static tess_graph_batch gc_gb;
+static void gc_graph_setup(gc_ctx *c) {
+    static int64_t node_ptr[] = {0, 5, 8}, edge_ptr[] = {0, 10, 12};
+    static int64_t indptr[] = {0, 2, 4, 7, 9, 10, 11, 12, 12};
+    static int32_t indices[] = {1, 2, 0, 2, 0, 1, 3, 2, 4, 3, 1, 0};
+    tess_graphs gs = {.num_graphs = 2, .num_nodes = 8, .nnz = 12, .node_ptr = node_ptr,
+                      .edge_ptr = edge_ptr, .indptr = indptr, .indices = indices};
+    const int64_t ids[] = {0, 1};
+    if (c->dims[0] != 8 || tess_graph_batch_build(&gc_gb, &gs, ids, 2) != TESS_OK)
+        gc_die("graph batch (N must be 8) in row with dims[0] =", "8");
+}
+static void gc_graph_teardown(gc_ctx *c) {
+    (void)c;
+    tess_graph_batch_free(&gc_gb);
+}
+/* The matrix a graph row multiplies by: dims[2] 0 = A, 1 = A-hat, 2 = A-hat2. */
+static tess_csr gc_graph_mat(const gc_ctx *c, int which) {
+    return which == 0 ? tess_graph_batch_adj(&gc_gb)
+           : which == 1 ? tess_graph_batch_ahat(&gc_gb) : tess_graph_batch_ahat2(&gc_gb);
+}
+
+/* spmm: dims {N, F, matrix}: out = M x, and (second output) out_t = M^T x2 accumulated onto 0 */
+static void spmm_setup(gc_ctx *c) {
+    gc_graph_setup(c);
+    const int64_t N = c->dims[0], F = c->dims[1];
+    gc_input(c, "x", N * F, -1, 1);
+    gc_output(c, "out", N * F);
+}
+static void spmm_run_forward(gc_ctx *c, bool ref) {
+    tess_csr M = gc_graph_mat(c, (int)c->dims[2]);
+    (ref ? tess_csr_spmm_ref : tess_csr_spmm)(gc_x(c, "out"), &M, gc_x(c, "x"), c->dims[1], 1.0f,
+                                              0.0f);
+}
+static void spmm_run_backward(gc_ctx *c, bool ref) {
+    tess_csr M = gc_graph_mat(c, (int)c->dims[2]);
+    (ref ? tess_csr_spmm_t_ref : tess_csr_spmm_t)(gc_g(c, "x"), &M, gc_g(c, "out"), c->dims[1]);
+}
+static void spmm_forward(gc_ctx *c) { spmm_run_forward(c, false); }
+static void spmm_forward_ref(gc_ctx *c) { spmm_run_forward(c, true); }
+static void spmm_backward(gc_ctx *c) { spmm_run_backward(c, false); }
+static void spmm_backward_ref(gc_ctx *c) { spmm_run_backward(c, true); }
+
+/* segment_sum: dims {N, F}: out (G,F) = per-graph sums of x (N,F) over the batch's node->graph */
+static void segsum_setup(gc_ctx *c) {
+    gc_graph_setup(c);
+    gc_input(c, "x", c->dims[0] * c->dims[1], -1, 1);
+    gc_output(c, "out", gc_gb.num_graphs * c->dims[1]);
+}
+static void segsum_forward(gc_ctx *c) {
+    tess_segment_sum(gc_x(c, "out"), gc_x(c, "x"), gc_gb.graph_of, c->dims[0], gc_gb.num_graphs,
+                     c->dims[1]);
+}
+static void segsum_forward_ref(gc_ctx *c) {
+    tess_segment_sum_ref(gc_x(c, "out"), gc_x(c, "x"), gc_gb.graph_of, c->dims[0],
+                         gc_gb.num_graphs, c->dims[1]);
+}
+static void segsum_backward(gc_ctx *c) {
+    tess_segment_sum_backward(gc_g(c, "x"), gc_g(c, "out"), gc_gb.graph_of, c->dims[0],
+                              c->dims[1]);
+}
+
+/* gin: dims {N, C, H, OC}; eps 0.25 (a fixed constant), A the pattern */
+#define GC_GIN_EPS 0.25f
+static void gin_setup(gc_ctx *c) {
+    gc_graph_setup(c);
+    const int64_t N = c->dims[0], C = c->dims[1], H = c->dims[2], OC = c->dims[3];
+    gc_input(c, "x", N * C, -1, 1);
+    gc_input(c, "w1", H * C, -1, 1);
+    gc_input(c, "b1", H, -0.5, 0.5);
+    gc_input(c, "w2", OC * H, -1, 1);
+    gc_input(c, "b2", OC, -1, 1);
+    gc_cache(c, "m", N * C);
+    gc_cache(c, "c", N * H);
+    gc_cache(c, "r", N * H);
+    gc_work(c, "scratch", tess_nn_gin_scratch_size(N, C, H));
+    gc_output(c, "out", N * OC);
+}
+static void gin_run_forward(gc_ctx *c, bool ref) {
+    tess_csr A = tess_graph_batch_adj(&gc_gb);
+    (ref ? tess_nn_gin_forward_ref : tess_nn_gin_forward)(
+        gc_x(c, "out"), gc_x(c, "m"), gc_x(c, "c"), gc_x(c, "r"), gc_x(c, "x"), &A, GC_GIN_EPS,
+        gc_x(c, "w1"), gc_x(c, "b1"), gc_x(c, "w2"), gc_x(c, "b2"), c->dims[0], c->dims[1],
+        c->dims[2], c->dims[3]);
+}
+static void gin_forward(gc_ctx *c) { gin_run_forward(c, false); }
+static void gin_forward_ref(gc_ctx *c) { gin_run_forward(c, true); }
+static void gin_backward(gc_ctx *c) {
+    tess_csr A = tess_graph_batch_adj(&gc_gb);
+    tess_nn_gin_backward(gc_g(c, "x"), gc_g(c, "w1"), gc_g(c, "b1"), gc_g(c, "w2"), gc_g(c, "b2"),
+                         gc_x(c, "scratch"), gc_g(c, "out"), &A, GC_GIN_EPS, gc_x(c, "w1"),
+                         gc_x(c, "w2"), gc_x(c, "m"), gc_x(c, "c"), gc_x(c, "r"), c->dims[0],
+                         c->dims[1], c->dims[2], c->dims[3]);
+}
+static void gin_backward_ref(gc_ctx *c) {
+    tess_csr A = tess_graph_batch_adj(&gc_gb);
+    tess_nn_gin_backward_ref(gc_g(c, "x"), gc_g(c, "w1"), gc_g(c, "b1"), gc_g(c, "w2"),
+                             gc_g(c, "b2"), gc_g(c, "out"), &A, GC_GIN_EPS, gc_x(c, "w1"),
+                             gc_x(c, "w2"), gc_x(c, "m"), gc_x(c, "c"), gc_x(c, "r"), c->dims[0],
+                             c->dims[1], c->dims[2], c->dims[3]);
+}
+
+/* gcn_tanh: dims {N, C, OC}: out = tanh((A-hat s) w^T + b) */
+static void gcn_setup(gc_ctx *c) {
+    gc_graph_setup(c);
+    const int64_t N = c->dims[0], C = c->dims[1], OC = c->dims[2];
+    gc_input(c, "s", N * C, -1, 1);
+    gc_input(c, "w", OC * C, -1, 1);
+    gc_input(c, "b", OC, -0.5, 0.5);
+    gc_cache(c, "u", N * C);
+    gc_work(c, "scratch", tess_nn_gcn_scratch_size(N, C, OC));
+    gc_output(c, "out", N * OC);
+}
+static void gcn_run_forward(gc_ctx *c, bool ref) {
+    tess_csr Ah = tess_graph_batch_ahat(&gc_gb);
+    (ref ? tess_nn_gcn_tanh_forward_ref : tess_nn_gcn_tanh_forward)(
+        gc_x(c, "out"), gc_x(c, "u"), gc_x(c, "s"), &Ah, gc_x(c, "w"), gc_x(c, "b"), c->dims[0],
+        c->dims[1], c->dims[2]);
+}
+static void gcn_forward(gc_ctx *c) { gcn_run_forward(c, false); }
+static void gcn_forward_ref(gc_ctx *c) { gcn_run_forward(c, true); }
+static void gcn_backward(gc_ctx *c) {
+    tess_csr Ah = tess_graph_batch_ahat(&gc_gb);
+    tess_nn_gcn_tanh_backward(gc_g(c, "s"), gc_g(c, "w"), gc_g(c, "b"), gc_x(c, "scratch"),
+                              gc_g(c, "out"), gc_x(c, "out"), gc_x(c, "u"), &Ah, gc_x(c, "w"),
+                              c->dims[0], c->dims[1], c->dims[2]);
+}
+static void gcn_backward_ref(gc_ctx *c) {
+    tess_csr Ah = tess_graph_batch_ahat(&gc_gb);
+    tess_nn_gcn_tanh_backward_ref(gc_g(c, "s"), gc_g(c, "w"), gc_g(c, "b"), gc_g(c, "out"),
+                                  gc_x(c, "out"), gc_x(c, "u"), &Ah, gc_x(c, "w"), c->dims[0],
+                                  c->dims[1], c->dims[2]);
+}
+
+/* relu_dropout: dims {n, with_mask}; mask entries 0 or 2 (p = 0.5) */
+static void relu_dropout_setup(gc_ctx *c) {
+    float *x = gc_input(c, "x", c->dims[0], -1, 1);
+    for (int64_t i = 0; i < c->dims[0]; i++) {
+        if (fabsf(x[i]) < 0.05f) x[i] = 0.3f; /* away from the kink */
+    }
+    if (c->dims[1]) {
+        float *m = gc_const(c, "mask", c->dims[0], 0, 1);
+        for (int64_t i = 0; i < c->dims[0]; i++) m[i] = m[i] < 0.5f ? 0.0f : 2.0f;
+    }
+    gc_output(c, "out", c->dims[0]);
+}
+static void relu_dropout_forward(gc_ctx *c) {
+    tess_nn_relu_dropout_forward(gc_x(c, "out"), gc_x(c, "x"),
+                                 gc_has(c, "mask") ? gc_x(c, "mask") : NULL, c->dims[0]);
+}
+static void relu_dropout_backward(gc_ctx *c) {
+    tess_nn_relu_dropout_backward(gc_g(c, "x"), gc_g(c, "out"), gc_x(c, "x"),
+                                  gc_has(c, "mask") ? gc_x(c, "mask") : NULL, c->dims[0]);
+}
+
+/* kalter: dims {N, dh, d, dm, with_mask}; eps 0.25, r_min 1e-4. The reference is the float64
+ * one (tess_nn_kalter_*_ref): the row converts every buffer to double and back. kinks is off:
+ * no step of these draws crosses a ReLU kink (one that did would fail the FD check); the kink
+ * filter would instead skip components whose gradient is small against the curvature of tanh
+ * and softplus. The float64 finite-difference check at step 1e-6 is tests/nn/test_kalter.c. */
+static tess_nn_kalter_dims kalter_dims(const gc_ctx *c) {
+    return (tess_nn_kalter_dims){.N = c->dims[0], .dh = c->dims[1], .d = c->dims[2],
+                                 .dm = c->dims[3], .eps = GC_GIN_EPS, .r_min = 1e-4f};
+}
+static const char *const kalter_pnames[10] = {"w_a", "b_a", "q", "eta", "w1",
+                                              "b1",  "w2",  "b2", "w_r", "b_r"};
+static void kalter_setup(gc_ctx *c) {
+    gc_graph_setup(c);
+    tess_nn_kalter_dims d = kalter_dims(c);
+    const int64_t N = d.N, D = d.d, dx = d.dh + d.d;
+    gc_input(c, "h", N * d.dh, -1, 1);
+    gc_input(c, "s", N * D, -1, 1);
+    gc_input(c, "P", N * D, 0.2, 1.5);
+    gc_input(c, "w_a", D * D, -1, 1);
+    gc_input(c, "b_a", D, -0.5, 0.5);
+    gc_input(c, "q", D, -1, 1);
+    gc_input(c, "eta", D, 0.5, 1.5);
+    gc_input(c, "w1", d.dm * dx, -1, 1);
+    gc_input(c, "b1", d.dm, -0.5, 0.5);
+    gc_input(c, "w2", D * d.dm, -1, 1);
+    gc_input(c, "b2", D, -0.5, 0.5);
+    gc_input(c, "w_r", D * d.dh, -1, 1);
+    gc_input(c, "b_r", D, -1, 1);
+    if (c->dims[4]) {
+        float *m = gc_const(c, "mask", N * D, 0, 1);
+        for (int64_t i = 0; i < N * D; i++) m[i] = m[i] < 0.5f ? 0.0f : 2.0f;
+    }
+    gc_cache(c, "cache", tess_nn_kalter_cache_size(&d));
+    gc_work(c, "scratch", tess_nn_kalter_scratch_size(&d));
+    gc_output(c, "s_out", N * D);
+    gc_output(c, "p_out", N * D);
+    gc_output(c, "h_out", N * D);
+}
+static tess_nn_kalter_params kalter_params(gc_ctx *c, bool grads) {
+    float *v[10];
+    for (int i = 0; i < 10; i++) v[i] = grads ? gc_g(c, kalter_pnames[i]) : gc_x(c, kalter_pnames[i]);
+    return (tess_nn_kalter_params){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]};
+}
+static const float *kalter_mask(gc_ctx *c) { return gc_has(c, "mask") ? gc_x(c, "mask") : NULL; }
+static void kalter_forward(gc_ctx *c) {
+    tess_nn_kalter_dims d = kalter_dims(c);
+    tess_csr A = tess_graph_batch_adj(&gc_gb), Ah = tess_graph_batch_ahat(&gc_gb),
+             Ah2 = tess_graph_batch_ahat2(&gc_gb);
+    tess_nn_kalter_params p = kalter_params(c, false);
+    tess_nn_kalter_forward(gc_x(c, "s_out"), gc_x(c, "p_out"), gc_x(c, "h_out"),
+                           gc_x(c, "cache"), gc_x(c, "h"), gc_x(c, "s"), gc_x(c, "P"), &A, &Ah,
+                           &Ah2, kalter_mask(c), &p, &d);
+}
+static void kalter_backward(gc_ctx *c) {
+    tess_nn_kalter_dims d = kalter_dims(c);
+    tess_csr A = tess_graph_batch_adj(&gc_gb), Ah = tess_graph_batch_ahat(&gc_gb),
+             Ah2 = tess_graph_batch_ahat2(&gc_gb);
+    tess_nn_kalter_params p = kalter_params(c, false), g = kalter_params(c, true);
+    tess_nn_kalter_backward(gc_g(c, "h"), gc_g(c, "s"), gc_g(c, "P"), &g, gc_x(c, "scratch"),
+                            gc_g(c, "s_out"), gc_g(c, "p_out"), gc_g(c, "h_out"), gc_x(c, "h"),
+                            gc_x(c, "cache"), &A, &Ah, &Ah2, kalter_mask(c), &p, &d);
+}
+/* A double copy of a float buffer's value (grad false) or gradient (grad true); NULL if absent. */
+static double *gc_to_f64(gc_ctx *c, const char *name, bool grad) {
+    gc_buf *b = gc_find(c, name);
+    if (!b) return NULL;
+    double *out = calloc((size_t)b->n + 1, sizeof(double));
+    if (!out) gc_die("out of memory for", name);
+    for (int64_t i = 0; i < b->n; i++) out[i] = grad ? b->g[i] : b->x[i];
+    return out;
+}
+static void kalter_ref(gc_ctx *c, bool backward) {
+    tess_nn_kalter_dims d = kalter_dims(c);
+    tess_csr A = tess_graph_batch_adj(&gc_gb), Ah = tess_graph_batch_ahat(&gc_gb),
+             Ah2 = tess_graph_batch_ahat2(&gc_gb);
+    const char *io[3] = {"h", "s", "P"}, *outs[3] = {"s_out", "p_out", "h_out"};
+    double *x[3], *gx[3], *pv[10], *pg[10], *o[3], *mask = gc_to_f64(c, "mask", false);
+    for (int i = 0; i < 3; i++) {
+        x[i] = gc_to_f64(c, io[i], false);
+        gx[i] = calloc((size_t)gc_find(c, io[i])->n + 1, sizeof(double));
+        o[i] = gc_to_f64(c, outs[i], backward); /* forward: output space; backward: dout */
+    }
+    for (int i = 0; i < 10; i++) {
+        pv[i] = gc_to_f64(c, kalter_pnames[i], false);
+        pg[i] = calloc((size_t)gc_find(c, kalter_pnames[i])->n + 1, sizeof(double));
+    }
+    tess_nn_kalter_params_f64 p = {pv[0], pv[1], pv[2], pv[3], pv[4],
+                                   pv[5], pv[6], pv[7], pv[8], pv[9]};
+    tess_nn_kalter_params_f64 g = {pg[0], pg[1], pg[2], pg[3], pg[4],
+                                   pg[5], pg[6], pg[7], pg[8], pg[9]};
+    if (!backward) {
+        tess_nn_kalter_forward_ref(o[0], o[1], o[2], x[0], x[1], x[2], &A, &Ah, &Ah2, mask, &p, &d);
+        for (int i = 0; i < 3; i++) {
+            gc_buf *b = gc_find(c, outs[i]);
+            for (int64_t e = 0; e < b->n; e++) b->x[e] = (float)o[i][e];
+        }
+    } else {
+        tess_nn_kalter_backward_ref(gx[0], gx[1], gx[2], &g, o[0], o[1], o[2], x[0], x[1], x[2],
+                                    &A, &Ah, &Ah2, mask, &p, &d);
+        for (int i = 0; i < 13; i++) {
+            gc_buf *b = gc_find(c, i < 3 ? io[i] : kalter_pnames[i - 3]);
+            const double *src = i < 3 ? gx[i] : pg[i - 3];
+            for (int64_t e = 0; e < b->n; e++) b->g[e] += (float)src[e];
+        }
+    }
+    for (int i = 0; i < 3; i++) free(x[i]), free(gx[i]), free(o[i]);
+    for (int i = 0; i < 10; i++) free(pv[i]), free(pg[i]);
+    free(mask);
+}
+static void kalter_forward_ref(gc_ctx *c) { kalter_ref(c, false); }
+static void kalter_backward_ref(gc_ctx *c) { kalter_ref(c, true); }
+
 static const gc_row gc_rows[] = {
     {"linear", {5, 7, 4, 1}, linear_setup, linear_forward, linear_backward, linear_forward_ref,
      linear_backward_ref, 0, false, NULL, NULL},
@@ -1218,6 +1490,26 @@ static const gc_row gc_rows[] = {
      moe_layers_forward_ref, NULL, 0, true, moe_layers_teardown, NULL},
     {"moe_layers_shared", {6, 8, 6, 4, 2, 5}, moe_layers_setup, moe_layers_forward,
      moe_layers_backward, moe_layers_forward_ref, NULL, 0, true, moe_layers_teardown, NULL},
+    {"spmm_adj", {8, 3, 0}, spmm_setup, spmm_forward, spmm_backward, spmm_forward_ref,
+     spmm_backward_ref, 0, false, gc_graph_teardown, NULL},
+    {"spmm_ahat", {8, 4, 1}, spmm_setup, spmm_forward, spmm_backward, spmm_forward_ref,
+     spmm_backward_ref, 0, false, gc_graph_teardown, NULL},
+    {"spmm_ahat2", {8, 2, 2}, spmm_setup, spmm_forward, spmm_backward, spmm_forward_ref,
+     spmm_backward_ref, 0, false, gc_graph_teardown, NULL},
+    {"segment_sum", {8, 3}, segsum_setup, segsum_forward, segsum_backward, segsum_forward_ref,
+     NULL, 0, false, gc_graph_teardown, NULL},
+    {"gin", {8, 3, 5, 4}, gin_setup, gin_forward, gin_backward, gin_forward_ref,
+     gin_backward_ref, 0, true, gc_graph_teardown, NULL},
+    {"gcn_tanh", {8, 4, 3}, gcn_setup, gcn_forward, gcn_backward, gcn_forward_ref,
+     gcn_backward_ref, 0, false, gc_graph_teardown, NULL},
+    {"relu_dropout", {23, 0}, relu_dropout_setup, relu_dropout_forward, relu_dropout_backward,
+     NULL, NULL, 0, false, NULL, NULL},
+    {"relu_dropout_mask", {23, 1}, relu_dropout_setup, relu_dropout_forward,
+     relu_dropout_backward, NULL, NULL, 0, false, NULL, NULL},
+    {"kalter", {8, 2, 3, 4, 0}, kalter_setup, kalter_forward, kalter_backward, kalter_forward_ref,
+     kalter_backward_ref, 0, false, gc_graph_teardown, NULL},
+    {"kalter_dropout", {8, 3, 4, 5, 1}, kalter_setup, kalter_forward, kalter_backward,
+     kalter_forward_ref, kalter_backward_ref, 0, false, gc_graph_teardown, NULL},
     /* PyTorch references: dims as in the files (gen_refs.py, gen_attn_mlp_refs.py) */
     {.name = "linear_torch", .dims = {4, 8, 6, 1}, linear_setup, linear_forward, linear_backward,
      linear_forward_ref, linear_backward_ref, .torch = "linear"},

@@ -1,7 +1,8 @@
 /* test_describe - optimizers describe their state into a tess_state (nn/state.h): the entry names
  * under the caller's prefix, shapes and layouts like the registry entries, data pointing at the
  * optimizer's own memory (so a checkpoint load restores it in place: writing through the entries
- * changes what the next step uses), nothing for plain SGD, and refused prefixes. */
+ * changes what the next step uses), nothing for plain SGD, refused prefixes, and the private
+ * variant of a federated client's optimizer. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -120,8 +121,48 @@ static void test_sgd(void) {
     tess_registry_destroy(&reg);
 }
 
+/* A federated client's optimizer: every entry private to the rank, same names and memory. */
+static void test_adamw_private(void) {
+    tess_registry *reg = NULL;
+    const int64_t w[2] = {2, 3}, b[1] = {3};
+    const tess_layout rep = tess_layout_replicated();
+    TESS_TEST_CHECK(tess_registry_create(&reg) == TESS_OK &&
+                        tess_registry_add(reg, "w", 2, w, &rep, NULL) == TESS_OK &&
+                        tess_registry_add(reg, "b", 1, b, &rep, NULL) == TESS_OK &&
+                        tess_registry_finalize(reg) == TESS_OK,
+                    "registry: %s", tess_error_text());
+    float *g = tess_registry_grads(reg);
+    for (int64_t i = 0; i < tess_registry_local_total(reg); i++) g[i] = 0.5f * (float)(i + 1);
+    const tess_adamw_config cfg = tess_adamw_config_default();
+    tess_adamw *opt = NULL;
+    tess_state *st = NULL;
+    TESS_TEST_CHECK(tess_adamw_create(&opt, reg, &cfg) == TESS_OK &&
+                        tess_state_create(&st) == TESS_OK &&
+                        tess_adamw_describe_private(opt, st, "clients/4/optim") == TESS_OK,
+                    "describe_private: %s", tess_error_text());
+    TESS_TEST_CHECK(tess_state_count(st) == 5, "%lld entries", (long long)tess_state_count(st));
+    for (int64_t i = 0; i < tess_state_count(st); i++)
+        TESS_TEST_CHECK(tess_state_get(st, i)->private_to_rank, "%s is not private",
+                        tess_state_get(st, i)->name);
+    tess_adamw_step(opt, 0.1f);
+    const int64_t ks = tess_state_find(st, "clients/4/optim/step_count");
+    const int64_t km = tess_state_find(st, "clients/4/optim/m/b");
+    TESS_TEST_CHECK(ks >= 0 && km >= 0, "names under the prefix");
+    if (ks >= 0 && km >= 0) {
+        const tess_state_entry *sc = tess_state_get(st, ks), *m = tess_state_get(st, km);
+        TESS_TEST_CHECK(sc->dtype == TESS_I64 && *(const int64_t *)sc->data == 1,
+                        "the private step count reads the optimizer's count");
+        const float want = (1.0f - cfg.beta1) * g[tess_registry_get(reg, 1)->flat_offset];
+        TESS_TEST_CHECK(((const float *)m->data)[0] == want, "private m points at the moments");
+    }
+    tess_state_destroy(&st);
+    tess_adamw_destroy(&opt);
+    tess_registry_destroy(&reg);
+}
+
 int main(void) {
     test_adamw();
+    test_adamw_private();
     test_sgd();
     return tess_test_finish("test_describe");
 }

@@ -1,0 +1,47 @@
+/* data.h - the clients' data of fedkalter: one graph-classification dataset per client (a TU
+ * dataset or a generated one), structure encodings computed once per graph, and the stratified
+ * 80/10/10 split with a fixed split seed (docs/fedkalter.md).
+ *
+ * Not collective: every rank builds the datasets it needs on its own, from the options only, so
+ * every rank sees the same graphs and the same splits. */
+#ifndef FEDKALTER_DATA_H
+#define FEDKALTER_DATA_H
+
+#include <stdint.h>
+
+#include "core/status.h" /* tess_status */
+#include "io/graphs.h"   /* tess_graphs */
+
+enum { FK_SE_K = 16, FK_SE_DIM = 2 * FK_SE_K, FK_MAX_CLIENTS = 64 };
+
+/* One client's dataset (owned; fk_dataset_free). */
+typedef struct {
+    tess_graphs gs;        /* all graphs: CSR, one-hot node features x (N, F), labels y */
+    float *se;             /* (N, FK_SE_DIM) [RWSE | DSE] of every node */
+    int64_t *split;        /* (G) ids, train first, then val, then test */
+    int64_t n_train, n_val, n_test;
+} fk_dataset;
+
+/* The TU names of a setting, in client order: "SM" (7 molecules), "SM-CV" (SM and Letter-low,
+ * -med, -high). Returns the count, or 0 for an unknown setting. names must hold FK_MAX_CLIENTS. */
+int fk_setting_datasets(const char *setting, const char **names);
+
+/* Client k of a generated setting of n clients: G graphs of 8..24 nodes, 2 classes that differ
+ * in the density of chords and in the node-label distribution, F = 3 + k % 4 one-hot node labels,
+ * all drawn from Philox keyed by (seed, k). */
+tess_status fk_dataset_synthetic(fk_dataset *ds, int64_t k, int64_t G, uint64_t seed);
+
+/* TU dataset <dir>/<name> (raw text files) through tess_graphs_from_tu: graph labels remapped to
+ * 0..C-1, one-hot node labels of width max - min + 1 (Letter-*: the 2 node coordinates), edges
+ * deduplicated, self loops dropped. TESS_ERR_NOINPUT / TESS_ERR_DATA naming the file. */
+tess_status fk_dataset_tu(fk_dataset *ds, const char *dir, const char *name);
+
+/* Structure encodings of every graph and the stratified split: per class c the ids are shuffled
+ * (Philox keyed by (split_seed, client)), the test+val part is ceil(0.2 G) graphs, allotted to
+ * classes by largest remainder, and halved into val (floor) and test (ceil) the same way. Every
+ * split must be non-empty (TESS_ERR_DATA naming the dataset). */
+tess_status fk_dataset_prepare(fk_dataset *ds, int64_t client, uint64_t split_seed);
+
+void fk_dataset_free(fk_dataset *ds);
+
+#endif

@@ -1,0 +1,465 @@
+/* main.c - fedkalter: federated graph classification, one dataset per client, on the run driver
+ * (docs/fedkalter.md). One step is one federated round: every client trains one local epoch
+ * (shuffled mini-batches, its own Adam; FedProx adds a proximal term), then the entries tagged TESS_TAG_SHARED are averaged
+ * over all clients weighted by their training graphs (par/aggregate.h) and written back.
+ * Clients are virtual and stateful, many per rank (size-balanced), each with its own registry,
+ * optimizer and Philox streams, so results do not depend on the number of ranks; the driver
+ * checkpoints them as rank-private state ("clients/<k>/params", "clients/<k>/optim"). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"     /* tess_log_info */
+#include "core/rng.h"     /* tess_rng_* */
+#include "data.h"         /* fk_dataset_* */
+#include "model.h"        /* fk_model_*, fk_work_* */
+#include "nn/graph.h"     /* tess_graph_batch_* */
+#include "optim/adamw.h"  /* tess_adamw_* */
+#include "par/aggregate.h" /* tess_par_aggregate */
+#include "par/coll.h"     /* tess_par_allreduce_* */
+#include "run/run.h"      /* tess_run_* */
+
+static const tess_opt data_opts[] = {
+    TESS_OPT_CHOICE("setting", "synthetic", "synthetic|SM|SM-CV",
+                    "clients: generated graphs, or one TU dataset per client (SM: 7 molecule "
+                    "sets; SM-CV: SM and Letter-low/med/high)"),
+    TESS_OPT_STRING("dir", "", "directory holding the TU datasets (<dir>/<NAME>/<NAME>_A.txt ...)"),
+    TESS_OPT_INT("clients", 7, 1, FK_MAX_CLIENTS, "clients of the synthetic setting"),
+    TESS_OPT_INT("graphs", 120, 2, 1000000, "graphs per synthetic client"),
+    TESS_OPT_INT("split_seed", 123, 0, UINT32_MAX, "seed of the stratified 80/10/10 splits"),
+};
+static const tess_opt model_opts[] = {
+    TESS_OPT_CHOICE("method", "fedkalter", "selftrain|fedavg|fedstar|fedkalter|fedprox",
+                    "Self-train (no sharing), FedAvg (GIN shared), FedStar (structure channel "
+                    "shared), Fed-Kalter (Kalman structure channel shared), FedProx (FedAvg and "
+                    "a proximal term)"),
+    TESS_OPT_INT("hidden", 64, 1, 4096, "hidden width d"),
+    TESS_OPT_INT("layers", 3, 1, 8, "graph convolution layers"),
+    TESS_OPT_REAL("dropout", 0.5, 0.0, 0.95, "dropout after each convolution and after post"),
+    TESS_OPT_REAL("kalter_q0", -2.0, -30.0, 30.0, "initial q of Kalter-Conv (Q = softplus(q))"),
+    TESS_OPT_REAL("kalter_bR0", 0.0, -30.0, 1e9,
+                  "initial b_R of Kalter-Conv (1e9: R -> infinity, the FedStar limit)"),
+};
+static const tess_opt train_opts[] = {
+    TESS_OPT_INT("rounds", 200, 1, 1000000, "federated rounds (one local epoch each)"),
+    TESS_OPT_INT("batch", 128, 1, 1 << 20, "graphs per local mini-batch"),
+    TESS_OPT_REAL("lr", 1e-3, 1e-8, 10.0, "Adam learning rate"),
+    TESS_OPT_REAL("weight_decay", 5e-4, 0.0, 1.0, "L2 weight decay added to the gradient"),
+    TESS_OPT_REAL("prox_mu", 0.01, 0.0, 1e6,
+                  "FedProx: (mu/2) |theta_S - theta_S at the round's start|^2 on shared entries"),
+    TESS_OPT_INT("eval_every", 5, 1, 1000000, "rounds between evaluations (and the last)"),
+};
+static const tess_config_section sections[] = {
+    TESS_CONFIG_SECTION("data", data_opts),
+    TESS_CONFIG_SECTION("model", model_opts),
+    TESS_CONFIG_SECTION("train", train_opts),
+};
+
+enum { FK_MAX_LAYERS_APP = 8 }; /* model.layers at most */
+
+typedef struct {
+    int64_t id;
+    fk_dataset ds;
+    fk_model model;
+    tess_adamw *opt;
+    int64_t *order; /* (n_train) this round's shuffled training ids */
+    float *anchor;  /* FedProx: (local_total) the parameters at the round's start */
+} fk_client;
+
+typedef struct {
+    fk_method method;
+    int64_t nclients, nlocal, rounds, batch, eval_every, d;
+    float lr, wd, mu;
+    fk_client *clients;      /* (nlocal) */
+    tess_registry **regs;    /* (nlocal) */
+    int64_t *ids;            /* (nlocal) */
+    double *weights;         /* (nlocal) n_train */
+    char names[FK_MAX_CLIENTS][TESS_GRAPHS_NAME_MAX];
+    int64_t n_train[FK_MAX_CLIENTS];
+    fk_work *work;
+    float *X, *Xse;          /* (max nodes, max F), (max nodes, 32) */
+    int32_t *y;              /* (batch) */
+    double shared_floats;    /* floats of the shared vector per client */
+    double acc[FK_MAX_CLIENTS][3]; /* last evaluation: train, val, test per client */
+    int64_t layers;
+    /* Fed-Kalter, last round, test graphs: per client and layer the means of log R, K eta, P+/P- */
+    double kstats[FK_MAX_CLIENTS * 3 * FK_MAX_LAYERS_APP];
+    int csv, csv_acc;
+} fk_app;
+
+/* Size-balanced assignment: clients by decreasing training graphs (then id) to the least loaded
+ * rank (then lowest rank). owner (n) gets each client's rank. */
+static void assign(int *owner, const int64_t *n_train, int64_t n, int size) {
+    int64_t load[FK_MAX_CLIENTS] = {0}, idx[FK_MAX_CLIENTS];
+    for (int64_t k = 0; k < n; k++) idx[k] = k;
+    for (int64_t a = 1; a < n; a++) { /* insertion sort, descending size, ascending id */
+        int64_t v = idx[a], b = a;
+        while (b > 0 && (n_train[idx[b - 1]] < n_train[v] ||
+                         (n_train[idx[b - 1]] == n_train[v] && idx[b - 1] > v))) {
+            idx[b] = idx[b - 1];
+            b--;
+        }
+        idx[b] = v;
+    }
+    for (int64_t a = 0; a < n; a++) {
+        int best = 0;
+        for (int r = 1; r < size; r++) {
+            if (load[r] < load[best]) best = r;
+        }
+        owner[idx[a]] = best;
+        load[best] += n_train[idx[a]];
+    }
+}
+
+/* Nodes of the largest batch of B graphs of a dataset: the sum of its B largest graphs. */
+static int64_t max_batch_nodes(const tess_graphs *gs, int64_t B) {
+    int64_t *n = malloc((size_t)gs->num_graphs * sizeof(int64_t)), total = 0;
+    if (!n) return -1;
+    for (int64_t g = 0; g < gs->num_graphs; g++) n[g] = gs->node_ptr[g + 1] - gs->node_ptr[g];
+    for (int64_t k = 0; k < B && k < gs->num_graphs; k++) { /* partial selection of maxima */
+        int64_t best = k;
+        for (int64_t g = k + 1; g < gs->num_graphs; g++) {
+            if (n[g] > n[best]) best = g;
+        }
+        int64_t t = n[k];
+        n[k] = n[best];
+        n[best] = t;
+        total += n[k];
+    }
+    free(n);
+    return total;
+}
+
+static tess_status load_all(fk_app *a, const tess_config *c, fk_dataset *all) {
+    const char *setting = tess_config_string(c, "data.setting");
+    if (strcmp(setting, "synthetic") == 0) {
+        a->nclients = tess_config_int(c, "data.clients");
+        for (int64_t k = 0; k < a->nclients; k++)
+            TESS_CHECK(fk_dataset_synthetic(&all[k], k, tess_config_int(c, "data.graphs"),
+                                            (uint64_t)tess_config_int(c, "data.split_seed")));
+    } else {
+        const char *names[FK_MAX_CLIENTS], *dir = tess_config_string(c, "data.dir");
+        a->nclients = fk_setting_datasets(setting, names);
+        TESS_REQUIRE(a->nclients > 0, TESS_ERR_CONFIG, "data.setting = %s: unknown setting",
+                     setting);
+        TESS_REQUIRE(dir[0] != '\0', TESS_ERR_CONFIG,
+                     "data.dir is required for data.setting = %s (the directory holding the TU "
+                     "datasets %s, ...)", setting, names[0]);
+        for (int64_t k = 0; k < a->nclients; k++) TESS_CHECK(fk_dataset_tu(&all[k], dir, names[k]));
+    }
+    const uint64_t split_seed = (uint64_t)tess_config_int(c, "data.split_seed");
+    for (int64_t k = 0; k < a->nclients; k++) {
+        TESS_CHECK(fk_dataset_prepare(&all[k], k, split_seed));
+        snprintf(a->names[k], sizeof a->names[k], "%s", all[k].gs.name);
+        a->n_train[k] = all[k].n_train;
+    }
+    return TESS_OK;
+}
+
+static tess_status setup(tess_run *run, void *ctx) {
+    fk_app *a = ctx;
+    const tess_config *c = tess_run_config(run);
+    const tess_group *g = tess_run_group(run);
+    a->method = (fk_method)tess_config_choice(c, "model.method");
+    a->rounds = tess_config_int(c, "train.rounds");
+    a->batch = tess_config_int(c, "train.batch");
+    a->eval_every = tess_config_int(c, "train.eval_every");
+    a->lr = (float)tess_config_real(c, "train.lr");
+    a->wd = (float)tess_config_real(c, "train.weight_decay");
+    a->mu = (float)tess_config_real(c, "train.prox_mu");
+    a->d = tess_config_int(c, "model.hidden");
+    a->layers = tess_config_int(c, "model.layers");
+    /* every rank loads every dataset: the same errors everywhere, and the sizes for balancing */
+    fk_dataset all[FK_MAX_CLIENTS];
+    memset(all, 0, sizeof all);
+    tess_status s = load_all(a, c, all);
+    if (s == TESS_OK && a->nclients < g->size) {
+        s = tess_error_push(TESS_ERR_CONFIG, __FILE__, __LINE__, __func__,
+                            "%d ranks for %lld clients: run at most one rank per client",
+                            g->size, (long long)a->nclients);
+    }
+    int owner[FK_MAX_CLIENTS];
+    if (s == TESS_OK) assign(owner, a->n_train, a->nclients, g->size);
+    for (int64_t k = 0; k < a->nclients; k++) a->nlocal += s == TESS_OK && owner[k] == g->rank;
+    if (s == TESS_OK) {
+        a->clients = calloc((size_t)a->nlocal + 1, sizeof *a->clients);
+        a->regs = calloc((size_t)a->nlocal + 1, sizeof *a->regs);
+        a->ids = calloc((size_t)a->nlocal + 1, sizeof *a->ids);
+        a->weights = calloc((size_t)a->nlocal + 1, sizeof *a->weights);
+        if (!a->clients || !a->regs || !a->ids || !a->weights)
+            s = tess_error_push(TESS_ERR_MEM, __FILE__, __LINE__, __func__, "client tables");
+    }
+    for (int64_t k = 0, j = 0; k < a->nclients; k++) { /* keep this rank's datasets only */
+        if (s == TESS_OK && owner[k] == g->rank) {
+            a->clients[j].id = k;
+            a->clients[j++].ds = all[k];
+        } else {
+            fk_dataset_free(&all[k]);
+        }
+    }
+    TESS_CHECK(s);
+    tess_run_set_total(run, (double)a->rounds, a->rounds);
+    tess_run_local_from_here(run);
+
+    const uint64_t seed = tess_run_seed(run);
+    int64_t max_nodes = 1, max_F = 1, max_C = 2;
+    tess_state *st = tess_run_state(run);
+    for (int64_t j = 0; j < a->nlocal; j++) {
+        fk_client *cl = &a->clients[j];
+        const tess_graphs *gs = &cl->ds.gs;
+        const fk_model_cfg mc = {
+            .method = a->method, .F = gs->num_features, .C = gs->num_classes, .d = a->d,
+            .L = tess_config_int(c, "model.layers"),
+            .dropout = (float)tess_config_real(c, "model.dropout"),
+            .kalter_q0 = (float)tess_config_real(c, "model.kalter_q0"),
+            .kalter_bR0 = (float)tess_config_real(c, "model.kalter_bR0")};
+        TESS_CHECK(fk_model_create(&cl->model, &mc, seed,
+                                   seed * 1000003ull + (uint64_t)cl->id + 1));
+        const tess_adamw_config ac = {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+                                      .weight_decay = 0.0f};
+        TESS_CHECK(tess_adamw_create(&cl->opt, cl->model.reg, &ac));
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "clients/%lld/params", (long long)cl->id);
+        TESS_CHECK(tess_state_add_registry(st, prefix, cl->model.reg, true));
+        snprintf(prefix, sizeof prefix, "clients/%lld/optim", (long long)cl->id);
+        TESS_CHECK(tess_adamw_describe_private(cl->opt, st, prefix));
+        cl->order = malloc((size_t)cl->ds.n_train * sizeof(int64_t));
+        TESS_REQUIRE(cl->order, TESS_ERR_MEM, "client %lld", (long long)cl->id);
+        if (a->method == FK_FEDPROX)
+            TESS_CHECK(tess_registry_alloc_state(cl->model.reg, &cl->anchor));
+        a->regs[j] = cl->model.reg;
+        a->ids[j] = cl->id;
+        a->weights[j] = (double)cl->ds.n_train;
+        const int64_t mn = max_batch_nodes(gs, a->batch);
+        TESS_REQUIRE(mn >= 0, TESS_ERR_MEM, "client %lld", (long long)cl->id);
+        if (mn > max_nodes) max_nodes = mn;
+        if (gs->num_features > max_F) max_F = gs->num_features;
+        if (gs->num_classes > max_C) max_C = gs->num_classes;
+        a->shared_floats = 0; /* the same for every client: count the last one's */
+        for (int64_t i = 0; i < tess_registry_count(cl->model.reg); i++) {
+            const tess_registry_entry *e = tess_registry_get(cl->model.reg, i);
+            if (e->tags & TESS_TAG_SHARED) a->shared_floats += (double)e->global_count;
+        }
+        tess_log_info("client %lld %s on rank %d: %lld train / %lld val / %lld test graphs, "
+                      "F = %lld, C = %lld", (long long)cl->id, gs->name, g->rank,
+                      (long long)cl->ds.n_train, (long long)cl->ds.n_val,
+                      (long long)cl->ds.n_test, (long long)gs->num_features,
+                      (long long)gs->num_classes);
+    }
+    if (a->nlocal > 0) {
+        const fk_model_cfg *mc = &a->clients[0].model.cfg;
+        TESS_CHECK(fk_work_create(&a->work, mc, max_nodes, a->batch, max_C));
+    }
+    a->X = malloc((size_t)(max_nodes * max_F) * sizeof(float));
+    a->Xse = malloc((size_t)(max_nodes * FK_SE_DIM) * sizeof(float));
+    a->y = malloc((size_t)a->batch * sizeof(int32_t));
+    TESS_REQUIRE(a->X && a->Xse && a->y, TESS_ERR_MEM, "batch buffers of %lld nodes",
+                 (long long)max_nodes);
+    TESS_CHECK(tess_par_allreduce_f64(g, &a->shared_floats, 1, TESS_PAR_MAX));
+
+    static const char *const cols[] = {"loss", "bytes_sent", "shared_floats"};
+    static const char *const acc_cols[] = {"train_acc", "val_acc", "test_acc"};
+    static const char *const loss_col[] = {"loss"};
+    TESS_CHECK(tess_run_metrics(run, "metrics", cols, 3, true, &a->csv));
+    TESS_CHECK(tess_run_metrics(run, "accuracy", acc_cols, 3, true, &a->csv_acc));
+    TESS_CHECK(tess_run_plot(run, a->csv, "loss.png", "fedkalter: mean client training loss",
+                             loss_col, 1, true));
+    TESS_CHECK(tess_run_plot(run, a->csv_acc, "accuracy.png",
+                             "fedkalter: mean client accuracy", acc_cols, 3, false));
+    return TESS_OK;
+}
+
+/* Run ids[0..n) of client cl in batches; train: one Adam step per batch. Returns the mean batch
+ * loss; *correct the graphs classified right. kstats (3 L, may be NULL): Fed-Kalter's diagnostic
+ * sums (fk_model_kalter_stats) over the batches, *kcount their count per layer. */
+static tess_status run_graphs(fk_app *a, fk_client *cl, const int64_t *ids, int64_t n, bool train,
+                              uint64_t seed, int64_t round, double *mean_loss, int64_t *correct,
+                              double *kstats, int64_t *kcount) {
+    const tess_graphs *gs = &cl->ds.gs;
+    const tess_rng_key key = {(uint32_t)seed, (uint32_t)(cl->id + 1)};
+    const uint64_t ctr = tess_rng_ctr(TESS_RNG_PURPOSE_DROPOUT, (uint64_t)round);
+    double loss = 0.0;
+    int64_t nb = 0;
+    *correct = 0;
+    for (int64_t first = 0; first < n; first += a->batch, nb++) {
+        const int64_t B = n - first < a->batch ? n - first : a->batch;
+        tess_graph_batch b;
+        TESS_CHECK(tess_graph_batch_build(&b, gs, ids + first, B));
+        tess_graph_batch_gather(a->X, &b, gs, ids + first, gs->x, gs->num_features);
+        tess_graph_batch_gather(a->Xse, &b, gs, ids + first, cl->ds.se, FK_SE_DIM);
+        for (int64_t i = 0; i < B; i++) a->y[i] = gs->y[ids[first + i]];
+        tess_registry *reg = cl->model.reg;
+        if (train) tess_registry_zero_grads(reg);
+        int64_t ok = 0;
+        loss += fk_model_batch(&cl->model, a->work, &b, a->X, a->Xse, a->y, train, key, ctr,
+                               (uint64_t)nb, &ok);
+        *correct += ok;
+        if (kstats) *kcount += fk_model_kalter_stats(&cl->model, a->work, b.num_nodes, kstats);
+        tess_graph_batch_free(&b);
+        if (!train) continue;
+        /* L2 weight decay added to the gradient (PyTorch Adam's weight_decay), all entries */
+        float *p = tess_registry_params(reg), *gr = tess_registry_grads(reg);
+        for (int64_t i = 0; i < tess_registry_local_total(reg); i++) gr[i] += a->wd * p[i];
+        for (int64_t e = 0; cl->anchor && e < tess_registry_count(reg); e++) { /* FedProx */
+            const tess_registry_entry *en = tess_registry_get(reg, e);
+            if (!(en->tags & TESS_TAG_SHARED)) continue;
+            for (int64_t i = en->flat_offset; i < en->flat_offset + en->local_count; i++)
+                gr[i] += a->mu * (p[i] - cl->anchor[i]);
+        }
+        tess_adamw_step(cl->opt, a->lr);
+    }
+    *mean_loss = nb > 0 ? loss / (double)nb : 0.0;
+    return TESS_OK;
+}
+
+static tess_status step(tess_run *run, void *ctx, int64_t round, tess_run_step_out *out) {
+    fk_app *a = ctx;
+    const tess_group *g = tess_run_group(run);
+    const uint64_t seed = tess_run_seed(run);
+    double per[FK_MAX_CLIENTS * 4]; /* loss, train, val, test accuracy per client (this rank's) */
+    memset(per, 0, sizeof per);
+    for (int64_t j = 0; j < a->nlocal; j++) {
+        fk_client *cl = &a->clients[j];
+        const int64_t n = cl->ds.n_train;
+        /* this round's order of the training graphs: Fisher-Yates on (seed, client, round) */
+        memcpy(cl->order, cl->ds.split, (size_t)n * sizeof(int64_t));
+        const tess_rng_key key = {(uint32_t)seed, (uint32_t)(cl->id + 1)};
+        const uint64_t ctr = tess_rng_ctr(TESS_RNG_PURPOSE_DATA, (uint64_t)round);
+        for (int64_t i = n - 1; i > 0; i--) {
+            int64_t k = (int64_t)tess_rng_uniform(key, ctr, (uint64_t)i, 0, (double)(i + 1));
+            if (k > i) k = i;
+            const int64_t t = cl->order[i];
+            cl->order[i] = cl->order[k];
+            cl->order[k] = t;
+        }
+        if (cl->anchor)
+            memcpy(cl->anchor, tess_registry_params(cl->model.reg),
+                   (size_t)tess_registry_local_total(cl->model.reg) * sizeof(float));
+        int64_t ok;
+        TESS_CHECK(run_graphs(a, cl, cl->order, n, true, seed, round, &per[cl->id * 4], &ok,
+                              NULL, NULL));
+    }
+    int64_t bytes = 0;
+    if (a->method != FK_SELFTRAIN) {
+        TESS_CHECK(tess_par_aggregate(g, a->regs, a->ids, a->weights, (int)a->nlocal,
+                                      a->nclients, TESS_TAG_SHARED, &bytes));
+    }
+    const bool eval = (round + 1) % a->eval_every == 0 || round + 1 == a->rounds;
+    if (eval) {
+        for (int64_t j = 0; j < a->nlocal; j++) {
+            fk_client *cl = &a->clients[j];
+            const fk_dataset *ds = &cl->ds;
+            const int64_t start[3] = {0, ds->n_train, ds->n_train + ds->n_val};
+            const int64_t count[3] = {ds->n_train, ds->n_val, ds->n_test};
+            const bool diag = a->method == FK_FEDKALTER && round + 1 == a->rounds;
+            double *ks = a->kstats + cl->id * 3 * FK_MAX_LAYERS_APP;
+            int64_t kn = 0;
+            for (int part = 0; part < 3; part++) {
+                double l;
+                int64_t ok;
+                TESS_CHECK(run_graphs(a, cl, ds->split + start[part], count[part], false, seed,
+                                      round, &l, &ok, diag && part == 2 ? ks : NULL, &kn));
+                per[cl->id * 4 + 1 + part] = (double)ok / (double)count[part];
+            }
+            for (int64_t i = 0; diag && i < 3 * FK_MAX_LAYERS_APP; i++) ks[i] /= (double)kn;
+        }
+    }
+    /* one slot per client, zeros elsewhere: the sums are exact, the means in client order */
+    TESS_CHECK(tess_par_allreduce_f64(g, per, a->nclients * 4, TESS_PAR_SUM));
+    TESS_CHECK(tess_par_allreduce_i64(g, &bytes, 1, TESS_PAR_SUM));
+    double mean[4] = {0, 0, 0, 0}, items = 0;
+    for (int64_t k = 0; k < a->nclients; k++) {
+        for (int q = 0; q < 4; q++) mean[q] += per[k * 4 + q] / (double)a->nclients;
+        if (eval)
+            for (int q = 0; q < 3; q++) a->acc[k][q] = per[k * 4 + 1 + q];
+        items += (double)a->n_train[k];
+    }
+    const double row[3] = {mean[0], (double)bytes, a->shared_floats};
+    TESS_CHECK(tess_run_metrics_row(run, a->csv, row));
+    if (eval) TESS_CHECK(tess_run_metrics_row(run, a->csv_acc, mean + 1));
+    *out = (tess_run_step_out){.done = round + 1 == a->rounds, .loss = mean[0], .items = items,
+                               .position = NAN, .data_cursor = round + 1};
+    return TESS_OK;
+}
+
+/* 29-bit halves of the FNV-1a hash of a client's parameter bytes (exact in the CSV's %.9g). */
+static void param_hash(const tess_registry *reg, double *lo, double *hi) {
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *p = (const unsigned char *)tess_registry_params(reg);
+    const size_t n = (size_t)tess_registry_local_total(reg) * sizeof(float);
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+    *lo = (double)(h & ((1u << 29) - 1));
+    *hi = (double)((h >> 29) & ((1u << 29) - 1));
+}
+
+static tess_status finish(tess_run *run, void *ctx) {
+    fk_app *a = ctx;
+    const tess_group *g = tess_run_group(run);
+    double hash[FK_MAX_CLIENTS * 2];
+    memset(hash, 0, sizeof hash);
+    for (int64_t j = 0; j < a->nlocal; j++) {
+        const int64_t k = a->clients[j].id;
+        param_hash(a->clients[j].model.reg, &hash[2 * k], &hash[2 * k + 1]);
+    }
+    TESS_CHECK(tess_par_allreduce_f64(g, hash, a->nclients * 2, TESS_PAR_SUM));
+    static const char *const cols[] = {"client", "n_train", "train_acc", "val_acc", "test_acc",
+                                       "param_hash_lo", "param_hash_hi"};
+    int id;
+    TESS_CHECK(tess_run_metrics(run, "clients", cols, 7, false, &id));
+    double mean = 0;
+    for (int64_t k = 0; k < a->nclients; k++) {
+        const double row[7] = {(double)k, (double)a->n_train[k], a->acc[k][0], a->acc[k][1],
+                               a->acc[k][2], hash[2 * k], hash[2 * k + 1]};
+        TESS_CHECK(tess_run_metrics_row(run, id, row));
+        tess_log_info("client %lld %-12s test accuracy %.4f", (long long)k, a->names[k],
+                      a->acc[k][2]);
+        mean += a->acc[k][2] / (double)a->nclients;
+    }
+    tess_log_info("mean client test accuracy %.4f after %lld rounds", mean, (long long)a->rounds);
+    if (a->method != FK_FEDKALTER) return TESS_OK;
+    TESS_CHECK(tess_par_allreduce_f64(g, a->kstats, a->nclients * 3 * FK_MAX_LAYERS_APP,
+                                      TESS_PAR_SUM));
+    static const char *const kcols[] = {"client", "layer", "mean_log_R", "mean_K_eta",
+                                        "mean_P_ratio"};
+    TESS_CHECK(tess_run_metrics(run, "kalter", kcols, 5, false, &id));
+    for (int64_t k = 0; k < a->nclients; k++) {
+        for (int64_t l = 0; l < a->layers; l++) {
+            const double *ks = a->kstats + (k * FK_MAX_LAYERS_APP + l) * 3;
+            const double row[5] = {(double)k, (double)l, ks[0], ks[1], ks[2]};
+            TESS_CHECK(tess_run_metrics_row(run, id, row));
+        }
+    }
+    return TESS_OK;
+}
+
+static void destroy(void *ctx) {
+    fk_app *a = ctx;
+    for (int64_t j = 0; a->clients && j < a->nlocal; j++) {
+        fk_client *cl = &a->clients[j];
+        tess_adamw_destroy(&cl->opt);
+        fk_model_destroy(&cl->model);
+        fk_dataset_free(&cl->ds);
+        free(cl->order);
+        free(cl->anchor);
+    }
+    free(a->clients);
+    free(a->regs);
+    free(a->ids);
+    free(a->weights);
+    fk_work_destroy(&a->work);
+    free(a->X);
+    free(a->Xse);
+    free(a->y);
+}
+
+static const tess_run_app app = {
+    .name = "fedkalter", .unit = "round", .rate_unit = "graphs",
+    .default_dir = "runs/fedkalter", .sections = sections,
+    .nsections = sizeof sections / sizeof sections[0],
+    .setup = setup, .step = step, .finish = finish, .destroy = destroy};
+
+int main(int argc, char **argv) {
+    fk_app a = {0};
+    return tess_run_main(&app, &a, argc, argv);
+}

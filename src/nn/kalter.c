@@ -1,0 +1,370 @@
+/* kalter.c - the Kalter-Conv layer and its float64 reference (kalter.h). */
+#include "nn/kalter.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"   /* TESS_ASSERT */
+#include "nn/linear.h"     /* tess_nn_linear_* */
+#include "tensor/matmul.h" /* tess_matmul */
+#include "tensor/sparse.h" /* tess_csr_spmm* */
+
+#define KALTER_S_MIN 1e-8
+
+static inline double softplus(double x) { return x > 20.0 ? x : log1p(exp(x)); }
+static inline double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+/* The cache, carved in this order from one float buffer. */
+typedef struct {
+    float *u, *a2p, *V, *sm, *g, *pm; /* (N,d) each */
+    float *X, *m;                     /* (N,dh+d) */
+    float *c, *r;                     /* (N,dm) */
+    float *z, *aR, *R, *S, *K, *nu;   /* (N,d) */
+    float *wa2;                       /* (d,d) W_A o W_A */
+} kalter_cache;
+
+static kalter_cache kalter_carve(float *base, const tess_nn_kalter_dims *dm) {
+    const int64_t N = dm->N, d = dm->d, dx = dm->dh + dm->d, m = dm->dm;
+    kalter_cache k;
+    float *p = base;
+    float **nd1[] = {&k.u, &k.a2p, &k.V, &k.sm, &k.g, &k.pm};
+    for (size_t i = 0; i < sizeof nd1 / sizeof nd1[0]; i++, p += N * d) *nd1[i] = p;
+    k.X = p, p += N * dx;
+    k.m = p, p += N * dx;
+    k.c = p, p += N * m;
+    k.r = p, p += N * m;
+    float **nd2[] = {&k.z, &k.aR, &k.R, &k.S, &k.K, &k.nu};
+    for (size_t i = 0; i < sizeof nd2 / sizeof nd2[0]; i++, p += N * d) *nd2[i] = p;
+    k.wa2 = p;
+    return k;
+}
+
+int64_t tess_nn_kalter_cache_size(const tess_nn_kalter_dims *dm) {
+    const int64_t N = dm->N, d = dm->d, dx = dm->dh + dm->d;
+    return N * (12 * d + 2 * dx + 2 * dm->dm) + d * d;
+}
+
+/* scratch: Gz, GaR, GV, Ga, Gu, Ga2p (N,d); Gc (N,dm); Gm, GX (N,dh+d); tmp (d,d) */
+int64_t tess_nn_kalter_scratch_size(const tess_nn_kalter_dims *dm) {
+    const int64_t N = dm->N, d = dm->d, dx = dm->dh + dm->d;
+    return N * (6 * d + dm->dm + 2 * dx) + d * d;
+}
+
+void tess_nn_kalter_forward(float *s_out, float *p_out, float *h_out, float *cache,
+                            const float *h, const float *s, const float *P, const tess_csr *A,
+                            const tess_csr *Ahat, const tess_csr *Ahat2, const float *mask,
+                            const tess_nn_kalter_params *p, const tess_nn_kalter_dims *dm) {
+    const int64_t N = dm->N, d = dm->d, dh = dm->dh, dx = dh + d;
+    kalter_cache k = kalter_carve(cache, dm);
+    /* predict */
+    tess_csr_spmm(k.u, Ahat, s, d, 1.0f, 0.0f);
+    tess_nn_linear_forward(k.sm, k.u, p->w_a, p->b_a, N, d, d); /* a, tanh below */
+    tess_csr_spmm(k.a2p, Ahat2, P, d, 1.0f, 0.0f);
+    for (int64_t i = 0; i < d * d; i++) k.wa2[i] = p->w_a[i] * p->w_a[i];
+    tess_nn_linear_forward(k.V, k.a2p, k.wa2, NULL, N, d, d);
+    /* observe */
+    for (int64_t n = 0; n < N; n++) {
+        memcpy(k.X + n * dx, h + n * dh, (size_t)dh * sizeof(float));
+        memcpy(k.X + n * dx + dh, s + n * d, (size_t)d * sizeof(float));
+    }
+    for (int64_t i = 0; i < N * dx; i++) k.m[i] = (1.0f + dm->eps) * k.X[i];
+    tess_csr_spmm(k.m, A, k.X, dx, 1.0f, 1.0f);
+    tess_nn_linear_forward(k.c, k.m, p->w1, p->b1, N, dx, dm->dm);
+    for (int64_t i = 0; i < N * dm->dm; i++) k.r[i] = k.c[i] > 0.0f ? k.c[i] : 0.0f;
+    tess_nn_linear_forward(k.z, k.r, p->w2, p->b2, N, dm->dm, d);
+    tess_nn_linear_forward(k.aR, h, p->w_r, p->b_r, N, dh, d);
+    /* elementwise: predict's nonlinearity, the gain and the update, in double */
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t j = 0; j < d; j++) {
+            const int64_t i = n * d + j;
+            const double sm = tanh((double)k.sm[i]), g = 1.0 - sm * sm;
+            const double pm = g * g * k.V[i] + softplus(p->q[j]);
+            const double R = softplus(k.aR[i]) + dm->r_min, eta = p->eta[j];
+            const double S = fmax(eta * eta * pm + R, KALTER_S_MIN), K = eta * pm / S;
+            const double nu = k.z[i] - eta * sm;
+            k.sm[i] = (float)sm;
+            k.g[i] = (float)g;
+            k.pm[i] = (float)pm;
+            k.R[i] = (float)R;
+            k.S[i] = (float)S;
+            k.K[i] = (float)K;
+            k.nu[i] = (float)nu;
+            s_out[i] = (float)(sm + K * nu);
+            p_out[i] = (float)(pm * R / S);
+            const float hz = k.z[i] > 0.0f ? k.z[i] : 0.0f;
+            h_out[i] = mask ? mask[i] * hz : hz;
+        }
+    }
+}
+
+void tess_nn_kalter_backward(float *dh, float *ds, float *dP, const tess_nn_kalter_params *g,
+                             float *scratch, const float *ds_out, const float *dp_out,
+                             const float *dh_out, const float *h, const float *cache,
+                             const tess_csr *A, const tess_csr *Ahat, const tess_csr *Ahat2,
+                             const float *mask, const tess_nn_kalter_params *p,
+                             const tess_nn_kalter_dims *dm) {
+    const int64_t N = dm->N, d = dm->d, dh_ = dm->dh, dx = dh_ + d, H = dm->dm;
+    const kalter_cache k = kalter_carve((float *)cache, dm);
+    float *Gz = scratch, *GaR = Gz + N * d, *GV = GaR + N * d, *Ga = GV + N * d;
+    float *Gu = Ga + N * d, *Ga2p = Gu + N * d, *Gc = Ga2p + N * d, *Gm = Gc + N * H;
+    float *GX = Gm + N * dx, *tmp = GX + N * dx;
+    double geta[d], gq[d];
+    memset(geta, 0, sizeof geta);
+    memset(gq, 0, sizeof gq);
+    /* update, noise, covariance and mean nonlinearity: elementwise (kalter.h, in double) */
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t j = 0; j < d; j++) {
+            const int64_t i = n * d + j;
+            const double gs = ds_out[i], gp = dp_out[i], eta = p->eta[j];
+            const double K = k.K[i], S = k.S[i], R = k.R[i], pm = k.pm[i], sm = k.sm[i];
+            const double gg_ = k.g[i], nu = k.nu[i], S2 = S * S;
+            const double gh = k.z[i] > 0.0f ? (mask ? (double)mask[i] : 1.0) * dh_out[i] : 0.0;
+            Gz[i] = (float)(gs * K + gh);
+            const double GK = gs * nu;
+            const double Gsm = gs * (1.0 - K * eta);
+            const double Gpm = gp * R * R / S2 + GK * eta * R / S2;
+            const double GR = gp * K * K - GK * eta * pm / S2;
+            geta[j] += -gs * K * sm + GK * pm * (R - eta * eta * pm) / S2 -
+                       2.0 * gp * eta * pm * pm * R / S2;
+            GaR[i] = (float)(GR * sigmoid(k.aR[i]));
+            gq[j] += Gpm;
+            GV[i] = (float)(Gpm * gg_ * gg_);
+            const double Gg = Gpm * 2.0 * gg_ * k.V[i];
+            Ga[i] = (float)((Gsm - 2.0 * sm * Gg) * gg_);
+        }
+    }
+    for (int64_t j = 0; j < d; j++) {
+        g->eta[j] += (float)geta[j];
+        g->q[j] += (float)(gq[j] * sigmoid(p->q[j]));
+    }
+    /* noise: a_R = h W_R^T + b_R */
+    tess_nn_linear_backward(dh, g->w_r, g->b_r, GaR, h, p->w_r, N, dh_, d);
+    /* covariance: V = (Ahat2 P)(W_A o W_A)^T */
+    tess_matmul(Ga2p, GV, k.wa2, N, d, d, false, false, 1.0f, 0.0f);
+    tess_csr_spmm_t(dP, Ahat2, Ga2p, d);
+    tess_matmul(tmp, GV, k.a2p, d, d, N, true, false, 1.0f, 0.0f);
+    for (int64_t i = 0; i < d * d; i++) g->w_a[i] += 2.0f * p->w_a[i] * tmp[i];
+    /* mean: a = (Ahat s) W_A^T + b_A */
+    memset(Gu, 0, (size_t)(N * d) * sizeof(float));
+    tess_nn_linear_backward(Gu, g->w_a, g->b_a, Ga, k.u, p->w_a, N, d, d);
+    tess_csr_spmm_t(ds, Ahat, Gu, d);
+    /* observation GIN over X = [h | s] */
+    memset(Gc, 0, (size_t)(N * H) * sizeof(float));
+    tess_nn_linear_backward(Gc, g->w2, g->b2, Gz, k.r, p->w2, N, H, d);
+    for (int64_t i = 0; i < N * H; i++) {
+        if (!(k.c[i] > 0.0f)) Gc[i] = 0.0f;
+    }
+    memset(Gm, 0, (size_t)(N * dx) * sizeof(float));
+    tess_nn_linear_backward(Gm, g->w1, g->b1, Gc, k.m, p->w1, N, dx, H);
+    for (int64_t i = 0; i < N * dx; i++) GX[i] = (1.0f + dm->eps) * Gm[i];
+    tess_csr_spmm_t(GX, A, Gm, dx);
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t c = 0; c < dh_; c++) dh[n * dh_ + c] += GX[n * dx + c];
+        for (int64_t c = 0; c < d; c++) ds[n * d + c] += GX[n * dx + dh_ + c];
+    }
+}
+
+void tess_nn_kalter_diagnostics(float *k_eta, float *p_ratio, float *R, const float *cache,
+                                const tess_nn_kalter_params *p, const tess_nn_kalter_dims *dm) {
+    const kalter_cache k = kalter_carve((float *)cache, dm);
+    for (int64_t n = 0; n < dm->N; n++) {
+        for (int64_t j = 0; j < dm->d; j++) {
+            const int64_t i = n * dm->d + j;
+            if (k_eta) k_eta[i] = k.K[i] * p->eta[j];
+            if (p_ratio) p_ratio[i] = (float)((double)k.R[i] / k.S[i]);
+            if (R) R[i] = k.R[i];
+        }
+    }
+}
+
+/* ------------------------------ float64 reference ------------------------------ */
+
+/* y (rows,F) = A x (+ y when add), x (cols,F), naive in double */
+static void ref_spmm(double *y, const tess_csr *A, const double *x, int64_t F, int add) {
+    for (int64_t i = 0; i < A->rows; i++) {
+        for (int64_t f = 0; f < F; f++) {
+            double acc = add ? y[i * F + f] : 0.0;
+            for (int64_t e = A->indptr[i]; e < A->indptr[i + 1]; e++) {
+                acc += (A->val ? (double)A->val[e] : 1.0) * x[(int64_t)A->indices[e] * F + f];
+            }
+            y[i * F + f] = acc;
+        }
+    }
+}
+
+/* y (cols,F) += A^T x, x (rows,F) */
+static void ref_spmm_t(double *y, const tess_csr *A, const double *x, int64_t F) {
+    for (int64_t i = 0; i < A->rows; i++) {
+        for (int64_t e = A->indptr[i]; e < A->indptr[i + 1]; e++) {
+            const double w = A->val ? (double)A->val[e] : 1.0;
+            for (int64_t f = 0; f < F; f++) y[(int64_t)A->indices[e] * F + f] += w * x[i * F + f];
+        }
+    }
+}
+
+/* out (N,O) = in (N,C) w^T + b (w (O,C), b may be NULL) */
+static void ref_linear(double *out, const double *in, const double *w, const double *b, int64_t N,
+                       int64_t C, int64_t O) {
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t o = 0; o < O; o++) {
+            double acc = b ? b[o] : 0.0;
+            for (int64_t c = 0; c < C; c++) acc += in[n * C + c] * w[o * C + c];
+            out[n * O + o] = acc;
+        }
+    }
+}
+
+/* din (N,C) += dout w (if din); dw (O,C) += dout^T in; db (O) += column sums (if db) */
+static void ref_linear_back(double *din, double *dw, double *db, const double *dout,
+                            const double *in, const double *w, int64_t N, int64_t C, int64_t O) {
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t o = 0; o < O; o++) {
+            const double go = dout[n * O + o];
+            for (int64_t c = 0; c < C; c++) {
+                if (din) din[n * C + c] += go * w[o * C + c];
+                dw[o * C + c] += go * in[n * C + c];
+            }
+            if (db) db[o] += go;
+        }
+    }
+}
+
+/* every intermediate of the forward, double */
+typedef struct {
+    double *u, *a2p, *V, *sm, *g, *pm, *X, *m, *c, *r, *z, *aR, *R, *S, *K, *nu, *wa2;
+    double *mem;
+} ref_fwd;
+
+static void ref_forward_all(ref_fwd *f, double *s_out, double *p_out, double *h_out,
+                            const double *h, const double *s, const double *P, const tess_csr *A,
+                            const tess_csr *Ahat, const tess_csr *Ahat2, const double *mask,
+                            const tess_nn_kalter_params_f64 *p, const tess_nn_kalter_dims *dm) {
+    const int64_t N = dm->N, d = dm->d, dh = dm->dh, dx = dh + d, H = dm->dm;
+    f->mem = calloc((size_t)(N * (12 * d + 2 * dx + 2 * H) + d * d + 1), sizeof(double));
+    TESS_ASSERT(f->mem != NULL);
+    double *q = f->mem;
+    double **nd1[] = {&f->u, &f->a2p, &f->V, &f->sm, &f->g, &f->pm};
+    for (size_t i = 0; i < 6; i++, q += N * d) *nd1[i] = q;
+    f->X = q, q += N * dx;
+    f->m = q, q += N * dx;
+    f->c = q, q += N * H;
+    f->r = q, q += N * H;
+    double **nd2[] = {&f->z, &f->aR, &f->R, &f->S, &f->K, &f->nu};
+    for (size_t i = 0; i < 6; i++, q += N * d) *nd2[i] = q;
+    f->wa2 = q;
+    ref_spmm(f->u, Ahat, s, d, 0);
+    ref_linear(f->sm, f->u, p->w_a, p->b_a, N, d, d);
+    ref_spmm(f->a2p, Ahat2, P, d, 0);
+    for (int64_t i = 0; i < d * d; i++) f->wa2[i] = p->w_a[i] * p->w_a[i];
+    ref_linear(f->V, f->a2p, f->wa2, NULL, N, d, d);
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t c = 0; c < dx; c++) f->X[n * dx + c] = c < dh ? h[n * dh + c] : s[n * d + c - dh];
+    }
+    for (int64_t i = 0; i < N * dx; i++) f->m[i] = (1.0 + dm->eps) * f->X[i];
+    ref_spmm(f->m, A, f->X, dx, 1);
+    ref_linear(f->c, f->m, p->w1, p->b1, N, dx, H);
+    for (int64_t i = 0; i < N * H; i++) f->r[i] = f->c[i] > 0.0 ? f->c[i] : 0.0;
+    ref_linear(f->z, f->r, p->w2, p->b2, N, H, d);
+    ref_linear(f->aR, h, p->w_r, p->b_r, N, dh, d);
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t j = 0; j < d; j++) {
+            const int64_t i = n * d + j;
+            const double eta = p->eta[j];
+            f->sm[i] = tanh(f->sm[i]);
+            f->g[i] = 1.0 - f->sm[i] * f->sm[i];
+            f->pm[i] = f->g[i] * f->g[i] * f->V[i] + softplus(p->q[j]);
+            f->R[i] = softplus(f->aR[i]) + dm->r_min;
+            f->S[i] = fmax(eta * eta * f->pm[i] + f->R[i], KALTER_S_MIN);
+            f->K[i] = eta * f->pm[i] / f->S[i];
+            f->nu[i] = f->z[i] - eta * f->sm[i];
+            s_out[i] = f->sm[i] + f->K[i] * f->nu[i];
+            p_out[i] = f->pm[i] * f->R[i] / f->S[i];
+            const double hz = f->z[i] > 0.0 ? f->z[i] : 0.0;
+            h_out[i] = mask ? mask[i] * hz : hz;
+        }
+    }
+}
+
+void tess_nn_kalter_forward_ref(double *s_out, double *p_out, double *h_out, const double *h,
+                                const double *s, const double *P, const tess_csr *A,
+                                const tess_csr *Ahat, const tess_csr *Ahat2, const double *mask,
+                                const tess_nn_kalter_params_f64 *p, const tess_nn_kalter_dims *dm) {
+    ref_fwd f;
+    ref_forward_all(&f, s_out, p_out, h_out, h, s, P, A, Ahat, Ahat2, mask, p, dm);
+    free(f.mem);
+}
+
+void tess_nn_kalter_backward_ref(double *dh, double *ds, double *dP,
+                                 const tess_nn_kalter_params_f64 *g, const double *ds_out,
+                                 const double *dp_out, const double *dh_out, const double *h,
+                                 const double *s, const double *P, const tess_csr *A,
+                                 const tess_csr *Ahat, const tess_csr *Ahat2, const double *mask,
+                                 const tess_nn_kalter_params_f64 *p,
+                                 const tess_nn_kalter_dims *dm) {
+    const int64_t N = dm->N, d = dm->d, dh_ = dm->dh, dx = dh_ + d, H = dm->dm;
+    double *outs = calloc((size_t)(3 * N * d + 1), sizeof(double));
+    double *work = calloc((size_t)(8 * N * d + N * H + 2 * N * dx + 1), sizeof(double));
+    TESS_ASSERT(outs && work);
+    ref_fwd f;
+    ref_forward_all(&f, outs, outs + N * d, outs + 2 * N * d, h, s, P, A, Ahat, Ahat2, mask, p, dm);
+    double *Gz = work, *GaR = Gz + N * d, *GV = GaR + N * d, *Ga = GV + N * d, *Gu = Ga + N * d;
+    double *Ga2p = Gu + N * d, *Gpm = Ga2p + N * d, *Gc = Gpm + N * d + N * d;
+    double *Gm = Gc + N * H, *GX = Gm + N * dx;
+    /* update (the equations of kalter.h differentiated term by term) */
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t j = 0; j < d; j++) {
+            const int64_t i = n * d + j;
+            const double eta = p->eta[j], S2 = f.S[i] * f.S[i];
+            const double hmask = mask ? mask[i] : 1.0;
+            Gz[i] = ds_out[i] * f.K[i] + (f.z[i] > 0.0 ? dh_out[i] * hmask : 0.0);
+            const double GK = ds_out[i] * f.nu[i];
+            const double Gsm = ds_out[i] * (1.0 - f.K[i] * eta);
+            Gpm[i] = dp_out[i] * f.R[i] * f.R[i] / S2 + GK * eta * f.R[i] / S2;
+            const double GR = dp_out[i] * f.K[i] * f.K[i] - GK * eta * f.pm[i] / S2;
+            g->eta[j] += -ds_out[i] * f.K[i] * f.sm[i] +
+                         GK * f.pm[i] * (f.R[i] - eta * eta * f.pm[i]) / S2 -
+                         2.0 * dp_out[i] * eta * f.pm[i] * f.pm[i] * f.R[i] / S2;
+            GaR[i] = GR * sigmoid(f.aR[i]);
+            g->q[j] += Gpm[i] * sigmoid(p->q[j]);
+            GV[i] = Gpm[i] * f.g[i] * f.g[i];
+            const double Gg = Gpm[i] * 2.0 * f.g[i] * f.V[i];
+            Ga[i] = (Gsm - 2.0 * f.sm[i] * Gg) * f.g[i];
+        }
+    }
+    ref_linear_back(dh, g->w_r, g->b_r, GaR, h, p->w_r, N, dh_, d);
+    /* V = a2p wa2^T: G_a2p = GV wa2, G_wa2 = GV^T a2p -> G_W_A += 2 W_A o G_wa2 */
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t c = 0; c < d; c++) {
+            double acc = 0.0;
+            for (int64_t o = 0; o < d; o++) acc += GV[n * d + o] * f.wa2[o * d + c];
+            Ga2p[n * d + c] = acc;
+        }
+    }
+    for (int64_t o = 0; o < d; o++) {
+        for (int64_t c = 0; c < d; c++) {
+            double acc = 0.0;
+            for (int64_t n = 0; n < N; n++) acc += GV[n * d + o] * f.a2p[n * d + c];
+            g->w_a[o * d + c] += 2.0 * p->w_a[o * d + c] * acc;
+        }
+    }
+    ref_spmm_t(dP, Ahat2, Ga2p, d);
+    ref_linear_back(Gu, g->w_a, g->b_a, Ga, f.u, p->w_a, N, d, d);
+    ref_spmm_t(ds, Ahat, Gu, d);
+    ref_linear_back(Gc, g->w2, g->b2, Gz, f.r, p->w2, N, H, d);
+    for (int64_t i = 0; i < N * H; i++) {
+        if (!(f.c[i] > 0.0)) Gc[i] = 0.0;
+    }
+    ref_linear_back(Gm, g->w1, g->b1, Gc, f.m, p->w1, N, dx, H);
+    for (int64_t i = 0; i < N * dx; i++) GX[i] = (1.0 + dm->eps) * Gm[i];
+    ref_spmm_t(GX, A, Gm, dx);
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t c = 0; c < dx; c++) {
+            if (c < dh_) dh[n * dh_ + c] += GX[n * dx + c];
+            else ds[n * d + c - dh_] += GX[n * dx + c];
+        }
+    }
+    free(f.mem);
+    free(outs);
+    free(work);
+}
