@@ -14,7 +14,6 @@
 #include "core/rng.h"  /* tess_rng_* */
 #include "io/dataset.h" /* tess_ds_quiet_*, tess_ds_h5_reason */
 #include "par/coll.h"  /* tess_par_agree */
-#include "par/layout.h" /* tess_par_block_range */
 
 static const calm_sim_indicator_params INDICATORS[CALM_SIM_INDICATOR_COUNT] = {
     [CALM_SIM_GCAMP6F] = {"gcamp6f", 0.4, 0.7, 0.020, 0.050, 0.15},
@@ -566,44 +565,52 @@ tess_status calm_sim_write(const char *path, const calm_sim_session *s, const ca
     return TESS_OK;
 }
 
-/* ---- the MPI split ------------------------------------------------------------------------- */
+/* ---- files and directories ------------------------------------------------------------------ */
 
-static tess_status make_dir(const char *dir) {
-    if (mkdir(dir, 0777) == 0 || errno == EEXIST) {
-        struct stat sb;
-        TESS_REQUIRE(stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode), TESS_ERR_IO,
-                     "out.dir '%s' exists and is not a directory", dir);
-        return TESS_OK;
-    }
-    TESS_REQUIRE(false, TESS_ERR_IO, "cannot create out.dir '%s': %s", dir, strerror(errno));
-}
-
-static tess_status run_share(const calm_sim_config *c, const tess_group *g, const char *dir,
-                             const char *prefix) {
-    int64_t total = c->animals * c->sessions, lo = 0, hi = 0;
-    tess_par_block_range(total, g->size, g->rank, &lo, &hi);
-    for (int64_t k = lo; k < hi; k++) {
-        int64_t animal = k / c->sessions, session = k % c->sessions;
-        char path[4096];
-        int n = snprintf(path, sizeof path, "%s/%s-a%03lld-s%02lld.h5", dir, prefix,
-                         (long long)animal, (long long)session);
-        TESS_REQUIRE(n > 0 && (size_t)n < sizeof path, TESS_ERR_ARG, "out.dir too long");
-        calm_sim_session s;
-        TESS_CHECK(calm_sim_generate(&s, c, animal, session));
-        tess_status st = calm_sim_write(path, &s, c);
-        calm_sim_session_free(&s);
-        TESS_REQUIRE(st == TESS_OK, st, "writing animal %lld session %lld", (long long)animal,
+tess_status calm_sim_path(char *buf, size_t n, const char *dir, const char *prefix,
+                          int64_t animal, int64_t session) {
+    int w = snprintf(buf, n, "%s/%s-a%03lld-s%02lld.h5", dir, prefix, (long long)animal,
                      (long long)session);
-    }
+    TESS_REQUIRE(w > 0 && (size_t)w < n, TESS_ERR_ARG, "session path in '%s' too long", dir);
     return TESS_OK;
 }
 
-tess_status calm_sim_run(const calm_sim_config *c, const tess_group *g, const char *dir,
-                         const char *prefix) {
-    tess_status st = calm_sim_config_check(c);
-    TESS_CHECK(tess_par_agree(g, st));
-    st = g->rank == 0 ? make_dir(dir) : TESS_OK;
-    TESS_CHECK(tess_par_agree(g, st));
-    TESS_CHECK(tess_par_agree(g, run_share(c, g, dir, prefix)));
+tess_status calm_sim_emit(const calm_sim_config *c, const char *dir, const char *prefix,
+                          int64_t k) {
+    int64_t animal = k / c->sessions, session = k % c->sessions;
+    char path[4096];
+    TESS_CHECK(calm_sim_path(path, sizeof path, dir, prefix, animal, session));
+    calm_sim_session s;
+    TESS_CHECK(calm_sim_generate(&s, c, animal, session));
+    tess_status st = calm_sim_write(path, &s, c);
+    calm_sim_session_free(&s);
+    TESS_REQUIRE(st == TESS_OK, st, "writing animal %lld session %lld", (long long)animal,
+                 (long long)session);
+    return TESS_OK;
+}
+
+/* mkdir -p: every missing component of dir (the run directory may not exist yet). */
+static tess_status make_dir(const char *dir) {
+    char path[4096];
+    TESS_REQUIRE(strlen(dir) < sizeof path && dir[0], TESS_ERR_IO, "bad directory name '%s'", dir);
+    snprintf(path, sizeof path, "%s", dir);
+    for (char *p = path + 1;; p++) {
+        bool end = *p == '\0';
+        if (*p == '/' || end) {
+            *p = '\0';
+            TESS_REQUIRE(mkdir(path, 0777) == 0 || errno == EEXIST, TESS_ERR_IO,
+                         "cannot create directory '%s': %s", path, strerror(errno));
+            if (end) break;
+            *p = '/';
+        }
+    }
+    struct stat sb;
+    TESS_REQUIRE(stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode), TESS_ERR_IO,
+                 "'%s' exists and is not a directory", dir);
+    return TESS_OK;
+}
+
+tess_status calm_sim_make_dir(const tess_group *g, const char *dir) {
+    TESS_CHECK(tess_par_agree(g, g->rank == 0 ? make_dir(dir) : TESS_OK));
     return TESS_OK;
 }

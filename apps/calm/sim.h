@@ -10,7 +10,8 @@
  * kind of draw in its top 16 bits and the fine step, frame or component below. Session 0/neuron 0
  * of the counter hold the animal-level and session-level draws; the shared population uses the
  * stream 0xFFFFFFFF. A session is therefore a pure function of (config, animal, session), and
- * calm_sim_run's output does not depend on how many ranks share the sessions.
+ * the files do not depend on how many ranks share the sessions (the calm app's simulate mode,
+ * apps/calm/main.c, deals them out).
  *
  * Letters: T frames, N neurons, D latent dimensions, O fine steps per frame (oversampling).
  */
@@ -18,6 +19,7 @@
 #define CALM_SIM_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/config.h" /* tess_opt_enum */
@@ -106,12 +108,20 @@ void calm_sim_session_free(calm_sim_session *s);
  * bytes. TESS_ERR_IO naming the path. Not collective. */
 tess_status calm_sim_write(const char *path, const calm_sim_session *s, const calm_sim_config *c);
 
-/* Generate every session of c into dir/<prefix>-a<animal>-s<session>.h5 (animal and session
- * zero-padded to 3 and 2 digits), the animals x sessions list split over the ranks of g in
- * contiguous blocks; rank 0 creates dir. Every rank returns the same status (tess_par_agree).
- * Collective on g. */
-tess_status calm_sim_run(const calm_sim_config *c, const tess_group *g, const char *dir,
-                         const char *prefix);
+/* The file of session `session` of animal `animal`: dir/<prefix>-a<animal>-s<session>.h5
+ * (animal and session zero-padded to 3 and 2 digits) into buf (n bytes). TESS_ERR_ARG when it
+ * does not fit. Not collective. */
+tess_status calm_sim_path(char *buf, size_t n, const char *dir, const char *prefix,
+                          int64_t animal, int64_t session);
+
+/* Generate and write global session k of c (animal k / c->sessions, session k % c->sessions)
+ * to its calm_sim_path. Not collective: the calm app deals sessions to ranks by k. */
+tess_status calm_sim_emit(const calm_sim_config *c, const char *dir, const char *prefix,
+                          int64_t k);
+
+/* Create directory dir on rank 0 (an existing directory is fine); every rank returns the same
+ * status, TESS_ERR_IO naming dir. Collective on g. */
+tess_status calm_sim_make_dir(const tess_group *g, const char *dir);
 
 /* The double-exponential calcium transient at fine step dt: state (c, y), [Ca] = c - y,
  * c <- c e^{-dt/tau_d} + n A, y <- y e^{-dt/tau_r} + n A, with A chosen so that one spike
