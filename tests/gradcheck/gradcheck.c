@@ -64,6 +64,7 @@
 #include "nn/activation.h" /* tess_nn_gelu_*, tess_nn_silu_* */
 #include "nn/attention.h"  /* tess_nn_attention_* */
 #include "nn/block.h"      /* tess_nn_block_* */
+#include "nn/conv1d.h"     /* tess_nn_conv1d_*, tess_nn_convt1d_* */
 #include "nn/embedding.h"  /* tess_nn_embedding_* */
 #include "nn/linear.h"     /* tess_nn_linear_* */
 #include "nn/loss.h"       /* tess_nn_crossentropy_*, tess_nn_mse_* */
@@ -825,6 +826,76 @@ static void blocks_teardown(gc_ctx *c) {
     gc_blk.y1 = gc_blk.p = gc_blk.y2 = gc_blk.dy = NULL;
 }
 
+/* conv1d: dims {B, L, C, OC, K, stride, pad, has_bias}; input (B, L, C), weight (OC, C, K) */
+static tess_nn_conv1d_dims conv1d_dims(const gc_ctx *c) {
+    return (tess_nn_conv1d_dims){.B = c->dims[0], .L = c->dims[1], .C = c->dims[2],
+                                 .OC = c->dims[3], .K = c->dims[4], .stride = c->dims[5],
+                                 .pad = c->dims[6]};
+}
+static void conv1d_setup(gc_ctx *c) {
+    tess_nn_conv1d_dims d = conv1d_dims(c);
+    gc_input(c, "in", d.B * d.L * d.C, -1, 1);
+    gc_input(c, "w", d.OC * d.C * d.K, -1, 1);
+    if (c->dims[7]) gc_input(c, "b", d.OC, -1, 1);
+    gc_cache(c, "col", tess_nn_conv1d_col_size(&d));
+    gc_work(c, "dcol", tess_nn_conv1d_col_size(&d));
+    gc_output(c, "out", d.B * tess_nn_conv1d_out_len(&d) * d.OC);
+}
+static void conv1d_forward(gc_ctx *c) {
+    tess_nn_conv1d_dims d = conv1d_dims(c);
+    tess_nn_conv1d_forward(gc_x(c, "out"), gc_x(c, "col"), gc_x(c, "in"), gc_x(c, "w"),
+                           gc_has(c, "b") ? gc_x(c, "b") : NULL, &d);
+}
+static void conv1d_forward_ref(gc_ctx *c) {
+    tess_nn_conv1d_dims d = conv1d_dims(c);
+    tess_nn_conv1d_forward_ref(gc_x(c, "out"), gc_x(c, "in"), gc_x(c, "w"),
+                               gc_has(c, "b") ? gc_x(c, "b") : NULL, &d);
+}
+static void conv1d_backward(gc_ctx *c) {
+    tess_nn_conv1d_dims d = conv1d_dims(c);
+    tess_nn_conv1d_backward(gc_g(c, "in"), gc_g(c, "w"), gc_has(c, "b") ? gc_g(c, "b") : NULL,
+                            gc_x(c, "dcol"), gc_g(c, "out"), gc_x(c, "col"), gc_x(c, "w"), &d);
+}
+static void conv1d_backward_ref(gc_ctx *c) {
+    tess_nn_conv1d_dims d = conv1d_dims(c);
+    tess_nn_conv1d_backward_ref(gc_g(c, "in"), gc_g(c, "w"), gc_has(c, "b") ? gc_g(c, "b") : NULL,
+                                gc_g(c, "out"), gc_x(c, "in"), gc_x(c, "w"), &d);
+}
+
+/* convt1d: dims {B, L, C, OC, K, stride, has_bias}; input (B, L, C), weight (C, OC, K) */
+static tess_nn_conv1d_dims convt1d_dims(const gc_ctx *c) {
+    return (tess_nn_conv1d_dims){.B = c->dims[0], .L = c->dims[1], .C = c->dims[2],
+                                 .OC = c->dims[3], .K = c->dims[4], .stride = c->dims[5]};
+}
+static void convt1d_setup(gc_ctx *c) {
+    tess_nn_conv1d_dims d = convt1d_dims(c);
+    gc_input(c, "in", d.B * d.L * d.C, -1, 1);
+    gc_input(c, "w", d.C * d.OC * d.K, -1, 1);
+    if (c->dims[6]) gc_input(c, "b", d.OC, -1, 1);
+    gc_work(c, "col", tess_nn_convt1d_col_size(&d));
+    gc_output(c, "out", d.B * tess_nn_convt1d_out_len(&d) * d.OC);
+}
+static void convt1d_forward(gc_ctx *c) {
+    tess_nn_conv1d_dims d = convt1d_dims(c);
+    tess_nn_convt1d_forward(gc_x(c, "out"), gc_x(c, "col"), gc_x(c, "in"), gc_x(c, "w"),
+                            gc_has(c, "b") ? gc_x(c, "b") : NULL, &d);
+}
+static void convt1d_forward_ref(gc_ctx *c) {
+    tess_nn_conv1d_dims d = convt1d_dims(c);
+    tess_nn_convt1d_forward_ref(gc_x(c, "out"), gc_x(c, "in"), gc_x(c, "w"),
+                                gc_has(c, "b") ? gc_x(c, "b") : NULL, &d);
+}
+static void convt1d_backward(gc_ctx *c) {
+    tess_nn_conv1d_dims d = convt1d_dims(c);
+    tess_nn_convt1d_backward(gc_g(c, "in"), gc_g(c, "w"), gc_has(c, "b") ? gc_g(c, "b") : NULL,
+                             gc_x(c, "col"), gc_g(c, "out"), gc_x(c, "in"), gc_x(c, "w"), &d);
+}
+static void convt1d_backward_ref(gc_ctx *c) {
+    tess_nn_conv1d_dims d = convt1d_dims(c);
+    tess_nn_convt1d_backward_ref(gc_g(c, "in"), gc_g(c, "w"), gc_has(c, "b") ? gc_g(c, "b") : NULL,
+                                 gc_g(c, "out"), gc_x(c, "in"), gc_x(c, "w"), &d);
+}
+
 /* THE TABLE. Append rows at the end; keep shapes small (FD costs 2 forwards per input element). */
 static const gc_row gc_rows[] = {
     {"linear", {5, 7, 4, 1}, linear_setup, linear_forward, linear_backward, linear_forward_ref,
@@ -872,6 +943,16 @@ static const gc_row gc_rows[] = {
      blocks_forward_ref, blocks_backward_ref, 0, false, blocks_teardown, NULL},
     {"blocks_two_axes_ln_gelu", {1, 3, 3, 4, 2, 1}, blocks_setup, blocks_forward, blocks_backward,
      blocks_forward_ref, blocks_backward_ref, 0, false, blocks_teardown, NULL},
+    {"conv1d_causal", {2, 7, 3, 4, 5, 1, 4, 1}, conv1d_setup, conv1d_forward, conv1d_backward,
+     conv1d_forward_ref, conv1d_backward_ref, 0, false, NULL, NULL},
+    {"conv1d_patch", {2, 8, 3, 4, 4, 4, 0, 1}, conv1d_setup, conv1d_forward, conv1d_backward,
+     conv1d_forward_ref, conv1d_backward_ref, 0, false, NULL, NULL},
+    {"conv1d_stride_pad_nobias", {1, 9, 2, 3, 3, 2, 1, 0}, conv1d_setup, conv1d_forward,
+     conv1d_backward, conv1d_forward_ref, conv1d_backward_ref, 0, false, NULL, NULL},
+    {"convt1d_patch", {2, 3, 4, 3, 4, 4, 1}, convt1d_setup, convt1d_forward, convt1d_backward,
+     convt1d_forward_ref, convt1d_backward_ref, 0, false, NULL, NULL},
+    {"convt1d_overlap_nobias", {1, 4, 3, 2, 3, 2, 0}, convt1d_setup, convt1d_forward,
+     convt1d_backward, convt1d_forward_ref, convt1d_backward_ref, 0, false, NULL, NULL},
     /* PyTorch references: dims as in the files (gen_refs.py, gen_attn_mlp_refs.py) */
     {.name = "linear_torch", .dims = {4, 8, 6, 1}, linear_setup, linear_forward, linear_backward,
      linear_forward_ref, linear_backward_ref, .torch = "linear"},
