@@ -64,6 +64,7 @@
 #include "nn/activation.h" /* tess_nn_gelu_*, tess_nn_silu_* */
 #include "nn/attention.h"  /* tess_nn_attention_* */
 #include "nn/block.h"      /* tess_nn_block_* */
+#include "nn/codebook.h"   /* tess_nn_l2norm_*, tess_nn_codebook_* */
 #include "nn/conv1d.h"     /* tess_nn_conv1d_*, tess_nn_convt1d_* */
 #include "nn/embedding.h"  /* tess_nn_embedding_* */
 #include "nn/linear.h"     /* tess_nn_linear_* */
@@ -896,6 +897,119 @@ static void convt1d_backward_ref(gc_ctx *c) {
                                  gc_g(c, "out"), gc_x(c, "in"), gc_x(c, "w"), &d);
 }
 
+/* l2norm: dims {N, D}; eps 1e-6 (inputs of order 1 stay far from it) */
+static void l2norm_setup(gc_ctx *c) {
+    gc_input(c, "in", c->dims[0] * c->dims[1], -1, 1);
+    gc_cache(c, "rnorm", c->dims[0]);
+    gc_output(c, "out", c->dims[0] * c->dims[1]);
+}
+static void l2norm_forward(gc_ctx *c) {
+    tess_nn_l2norm_forward(gc_x(c, "out"), gc_x(c, "rnorm"), gc_x(c, "in"), c->dims[0],
+                           c->dims[1], 1e-6f);
+}
+static void l2norm_backward(gc_ctx *c) {
+    tess_nn_l2norm_backward(gc_g(c, "in"), gc_g(c, "out"), gc_x(c, "out"), gc_x(c, "rnorm"),
+                            gc_x(c, "in"), c->dims[0], c->dims[1], 1e-6f);
+}
+
+/* codebook (Gumbel-softmax, soft mode, fixed noise): dims {N, K, D}; tau_cos 0.5, tau_g 0.7;
+ * "dlog" is a gradient arriving on the logits (the entropy term's path) */
+static tess_nn_codebook_dims codebook_dims(const gc_ctx *c) {
+    return (tess_nn_codebook_dims){.N = c->dims[0], .K = c->dims[1], .D = c->dims[2],
+                                   .tau_cos = 0.5f, .tau_g = 0.7f,
+                                   .mode = TESS_NN_CODEBOOK_SOFT};
+}
+static void codebook_setup(gc_ctx *c) {
+    int64_t N = c->dims[0], K = c->dims[1], D = c->dims[2];
+    gc_input(c, "z", N * D, -1, 1);
+    gc_input(c, "E", K * D, -1, 1);
+    gc_const(c, "G", N * K, -1, 2);
+    gc_ids(c, "ids", N, 0, 0);
+    gc_cache(c, "y", N * K);
+    gc_work(c, "work", N * K);
+    gc_output(c, "q", N * D);
+    gc_output(c, "logits", N * K);
+}
+static void codebook_forward(gc_ctx *c) {
+    tess_nn_codebook_dims d = codebook_dims(c);
+    tess_nn_codebook_forward(gc_x(c, "q"), gc_x(c, "logits"), gc_x(c, "y"), gc_i(c, "ids"),
+                             gc_x(c, "z"), gc_x(c, "E"), gc_x(c, "G"), &d);
+}
+static void codebook_forward_ref(gc_ctx *c) {
+    tess_nn_codebook_dims d = codebook_dims(c);
+    tess_nn_codebook_forward_ref(gc_x(c, "q"), gc_x(c, "logits"), gc_x(c, "y"), gc_i(c, "ids"),
+                                 gc_x(c, "z"), gc_x(c, "E"), gc_x(c, "G"), &d);
+}
+static void codebook_backward(gc_ctx *c) {
+    tess_nn_codebook_dims d = codebook_dims(c);
+    tess_nn_codebook_backward(gc_g(c, "z"), gc_g(c, "E"), gc_x(c, "work"), gc_g(c, "q"),
+                              gc_g(c, "logits"), gc_x(c, "z"), gc_x(c, "E"), gc_x(c, "y"), &d);
+}
+static void codebook_backward_ref(gc_ctx *c) {
+    tess_nn_codebook_dims d = codebook_dims(c);
+    tess_nn_codebook_backward_ref(gc_g(c, "z"), gc_g(c, "E"), gc_g(c, "q"), gc_g(c, "logits"),
+                                  gc_x(c, "z"), gc_x(c, "E"), gc_x(c, "y"), &d);
+}
+
+/* codebook_entropy: dims {N, K}; loss = log K - H(mean_n softmax(logits_n)) */
+static void cb_entropy_setup(gc_ctx *c) {
+    gc_input(c, "logits", c->dims[0] * c->dims[1], -2, 2);
+    gc_cache(c, "p", c->dims[0] * c->dims[1]);
+    gc_cache(c, "pbar", c->dims[1]);
+    gc_output(c, "loss", 1);
+}
+static void cb_entropy_forward(gc_ctx *c) {
+    gc_x(c, "loss")[0] = (float)tess_nn_codebook_entropy_forward(
+        gc_x(c, "p"), gc_x(c, "pbar"), gc_x(c, "logits"), c->dims[0], c->dims[1]);
+}
+static void cb_entropy_backward(gc_ctx *c) {
+    tess_nn_codebook_entropy_backward(gc_g(c, "logits"), gc_g(c, "loss")[0], gc_x(c, "p"),
+                                      gc_x(c, "pbar"), c->dims[0], c->dims[1]);
+}
+
+/* codebook_orth: dims {K, D}; loss = ||E E^T - I||_F^2 / K^2 */
+static void cb_orth_setup(gc_ctx *c) {
+    gc_input(c, "E", c->dims[0] * c->dims[1], -1, 1);
+    gc_cache(c, "gram", c->dims[0] * c->dims[0]);
+    gc_work(c, "work", c->dims[0] * c->dims[0]);
+    gc_output(c, "loss", 1);
+}
+static void cb_orth_forward(gc_ctx *c) {
+    gc_x(c, "loss")[0] =
+        (float)tess_nn_codebook_orth_forward(gc_x(c, "gram"), gc_x(c, "E"), c->dims[0], c->dims[1]);
+}
+static void cb_orth_forward_ref(gc_ctx *c) {
+    gc_x(c, "loss")[0] = (float)tess_nn_codebook_orth_forward_ref(gc_x(c, "E"), c->dims[0], c->dims[1]);
+}
+static void cb_orth_backward(gc_ctx *c) {
+    tess_nn_codebook_orth_backward(gc_g(c, "E"), gc_x(c, "work"), gc_g(c, "loss")[0],
+                                   gc_x(c, "gram"), gc_x(c, "E"), c->dims[0], c->dims[1]);
+}
+static void cb_orth_backward_ref(gc_ctx *c) {
+    tess_nn_codebook_orth_backward_ref(gc_g(c, "E"), gc_g(c, "loss")[0], gc_x(c, "E"), c->dims[0],
+                                       c->dims[1]);
+}
+
+/* codebook_vq_commit: dims {N, K, D}; the commitment loss with the codebook held fixed (the
+ * straight-through dq path is not a derivative; tests/nn/test_codebook.c checks it) */
+static void cb_vq_setup(gc_ctx *c) {
+    int64_t N = c->dims[0], K = c->dims[1], D = c->dims[2];
+    gc_input(c, "z", N * D, -1, 1);
+    gc_const(c, "E", K * D, -1, 1);
+    gc_const(c, "dq0", N * D, 0, 0);
+    gc_ids(c, "ids", N, 0, 0);
+    gc_cache(c, "q", N * D);
+    gc_output(c, "loss", 1);
+}
+static void cb_vq_forward(gc_ctx *c) {
+    gc_x(c, "loss")[0] = (float)tess_nn_codebook_vq_forward(
+        gc_x(c, "q"), gc_i(c, "ids"), gc_x(c, "z"), gc_x(c, "E"), c->dims[0], c->dims[1], c->dims[2]);
+}
+static void cb_vq_backward(gc_ctx *c) {
+    tess_nn_codebook_vq_backward(gc_g(c, "z"), gc_x(c, "dq0"), gc_g(c, "loss")[0], gc_x(c, "z"),
+                                 gc_x(c, "q"), c->dims[0], c->dims[2]);
+}
+
 /* THE TABLE. Append rows at the end; keep shapes small (FD costs 2 forwards per input element). */
 static const gc_row gc_rows[] = {
     {"linear", {5, 7, 4, 1}, linear_setup, linear_forward, linear_backward, linear_forward_ref,
@@ -953,6 +1067,16 @@ static const gc_row gc_rows[] = {
      convt1d_forward_ref, convt1d_backward_ref, 0, false, NULL, NULL},
     {"convt1d_overlap_nobias", {1, 4, 3, 2, 3, 2, 0}, convt1d_setup, convt1d_forward,
      convt1d_backward, convt1d_forward_ref, convt1d_backward_ref, 0, false, NULL, NULL},
+    {"l2norm", {4, 6}, l2norm_setup, l2norm_forward, l2norm_backward, NULL, NULL, 0, false, NULL,
+     NULL},
+    {"codebook_gumbel_soft", {5, 6, 4}, codebook_setup, codebook_forward, codebook_backward,
+     codebook_forward_ref, codebook_backward_ref, 0, false, NULL, NULL},
+    {"codebook_entropy", {6, 5}, cb_entropy_setup, cb_entropy_forward, cb_entropy_backward, NULL,
+     NULL, 0, false, NULL, NULL},
+    {"codebook_orth", {6, 4}, cb_orth_setup, cb_orth_forward, cb_orth_backward,
+     cb_orth_forward_ref, cb_orth_backward_ref, 0, false, NULL, NULL},
+    {"codebook_vq_commit", {5, 7, 3}, cb_vq_setup, cb_vq_forward, cb_vq_backward, NULL, NULL, 0,
+     true, NULL, NULL},
     /* PyTorch references: dims as in the files (gen_refs.py, gen_attn_mlp_refs.py) */
     {.name = "linear_torch", .dims = {4, 8, 6, 1}, linear_setup, linear_forward, linear_backward,
      linear_forward_ref, linear_backward_ref, .torch = "linear"},
