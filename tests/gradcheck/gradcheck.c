@@ -71,6 +71,7 @@
 #include "nn/loss.h"       /* tess_nn_crossentropy_*, tess_nn_mse_* */
 #include "nn/mlp.h"        /* tess_nn_mlp_* */
 #include "nn/norm.h"       /* tess_nn_rmsnorm_*, tess_nn_layernorm_* */
+#include "nn/pool.h"       /* tess_nn_attnpool_* */
 #include "tensor/tensor.h" /* tess_tensor_residual_add* */
 #include "tess_ref.h" /* tess_ref_* */
 #include "tess_test.h"
@@ -1010,6 +1011,38 @@ static void cb_vq_backward(gc_ctx *c) {
                                  gc_x(c, "q"), c->dims[0], c->dims[2]);
 }
 
+/* attnpool: dims {G, N, d, masked} (G * N <= 64); masked: member n of group g is padding when
+ * (g + n) % 3 == 2 */
+static const uint8_t *attnpool_mask(const gc_ctx *c, uint8_t *m) {
+    if (!c->dims[3]) return NULL;
+    for (int64_t g = 0; g < c->dims[0]; g++)
+        for (int64_t n = 0; n < c->dims[1]; n++) m[g * c->dims[1] + n] = (g + n) % 3 != 2;
+    return m;
+}
+static void attnpool_setup(gc_ctx *c) {
+    int64_t G = c->dims[0], N = c->dims[1], d = c->dims[2];
+    gc_input(c, "h", G * N * d, -1, 1);
+    gc_input(c, "q", d, -1, 1);
+    gc_cache(c, "a", G * N);
+    gc_output(c, "out", G * d);
+}
+static void attnpool_run_forward(gc_ctx *c, bool ref) {
+    uint8_t m[64];
+    const uint8_t *mask = attnpool_mask(c, m);
+    (ref ? tess_nn_attnpool_forward_ref : tess_nn_attnpool_forward)(
+        gc_x(c, "out"), gc_x(c, "a"), gc_x(c, "h"), gc_x(c, "q"), mask, c->dims[0], c->dims[1],
+        c->dims[2]);
+}
+static void attnpool_run_backward(gc_ctx *c, bool ref) {
+    (ref ? tess_nn_attnpool_backward_ref : tess_nn_attnpool_backward)(
+        gc_g(c, "h"), gc_g(c, "q"), gc_g(c, "out"), gc_x(c, "h"), gc_x(c, "q"), gc_x(c, "a"),
+        c->dims[0], c->dims[1], c->dims[2]);
+}
+static void attnpool_forward(gc_ctx *c) { attnpool_run_forward(c, false); }
+static void attnpool_forward_ref(gc_ctx *c) { attnpool_run_forward(c, true); }
+static void attnpool_backward(gc_ctx *c) { attnpool_run_backward(c, false); }
+static void attnpool_backward_ref(gc_ctx *c) { attnpool_run_backward(c, true); }
+
 /* THE TABLE. Append rows at the end; keep shapes small (FD costs 2 forwards per input element). */
 static const gc_row gc_rows[] = {
     {"linear", {5, 7, 4, 1}, linear_setup, linear_forward, linear_backward, linear_forward_ref,
@@ -1077,6 +1110,10 @@ static const gc_row gc_rows[] = {
      cb_orth_forward_ref, cb_orth_backward_ref, 0, false, NULL, NULL},
     {"codebook_vq_commit", {5, 7, 3}, cb_vq_setup, cb_vq_forward, cb_vq_backward, NULL, NULL, 0,
      true, NULL, NULL},
+    {"attnpool", {3, 5, 4, 0}, attnpool_setup, attnpool_forward, attnpool_backward,
+     attnpool_forward_ref, attnpool_backward_ref, 0, false, NULL, NULL},
+    {"attnpool_mask", {4, 5, 4, 1}, attnpool_setup, attnpool_forward, attnpool_backward,
+     attnpool_forward_ref, attnpool_backward_ref, 0, false, NULL, NULL},
     /* PyTorch references: dims as in the files (gen_refs.py, gen_attn_mlp_refs.py) */
     {.name = "linear_torch", .dims = {4, 8, 6, 1}, linear_setup, linear_forward, linear_backward,
      linear_forward_ref, linear_backward_ref, .torch = "linear"},
