@@ -224,15 +224,14 @@ static tess_nn_conv1d_dims dims3(const calm_tok *t) { /* last conv: c -> 1, caus
                                  .pad = KW - 1};
 }
 
-calm_tok_loss calm_tok_forward(calm_tok *t, const float *x, int64_t Bn, int32_t *ids,
-                               tess_rng_key key, int64_t step, int64_t first, float tau_g,
-                               tess_nn_codebook_mode mode) {
+/* Encoder and quantiser: t->z, logits, y, q, ids for Bn traces x (Bn, L). */
+static void encode(calm_tok *t, const float *x, int64_t Bn, tess_rng_key key, int64_t step,
+                   int64_t first, float tau_g, tess_nn_codebook_mode mode) {
     TESS_ASSERT(Bn >= 1 && Bn <= t->max_Bn && tess_registry_is_final(t->reg));
     const calm_tok_config *c = &t->c;
-    const int64_t L = t->L, M = c->M, R = Bn * L, Q = Bn * M, C = c->c, K = c->K, Dc = c->Dc;
+    const int64_t M = c->M, R = Bn * t->L, Q = Bn * M, C = c->c, K = c->K, Dc = c->Dc;
     t->x = x, t->Bn = Bn, t->mode = mode, t->tau_g = tau_g > 0.0f ? tau_g : 1.0f;
-    tess_nn_conv1d_dims d1 = dims1(t), d2 = dims2(t), dtt = dimst(t), d3 = dims3(t);
-    /* encoder */
+    tess_nn_conv1d_dims d1 = dims1(t), d2 = dims2(t);
     tess_nn_conv1d_forward(t->a0, t->col1, x, W(t, t->conv1_w), W(t, t->conv1_b), &d1);
     tess_nn_gelu_forward(t->g1, t->a0, R * C);
     tess_nn_conv1d_forward(t->a2, t->col2, t->g1, W(t, t->conv2_w), W(t, t->conv2_b), &d2);
@@ -241,7 +240,6 @@ calm_tok_loss calm_tok_forward(calm_tok *t, const float *x, int64_t Bn, int32_t 
         tess_nn_block_forward(t->enc[l], t->e[l + 1], t->e[l], NULL, Bn, &t->scr);
     tess_nn_linear_forward(t->zr, t->e[c->nt], W(t, t->out_w), NULL, Q, c->dt, Dc);
     tess_nn_l2norm_forward(t->z, t->rz, t->zr, Q, Dc, 1e-6f);
-    /* codebook */
     tess_nn_l2norm_forward(t->E, t->rE, W(t, t->code), K, Dc, 1e-6f);
     const bool noise = tau_g > 0.0f;
     if (noise) {
@@ -253,19 +251,33 @@ calm_tok_loss calm_tok_forward(calm_tok *t, const float *x, int64_t Bn, int32_t 
     }
     tess_nn_codebook_dims cd = {Q, K, Dc, c->tau_cos, t->tau_g, mode};
     tess_nn_codebook_forward(t->q, t->logits, t->y, t->ids, t->z, t->E, noise ? t->G : NULL, &cd);
-    memcpy(ids, t->ids, (size_t)Q * sizeof(int32_t));
-    calm_tok_loss loss = {0};
-    loss.entropy = tess_nn_codebook_entropy_forward(t->p, t->pbar, t->logits, Q, K);
-    loss.orth = tess_nn_codebook_orth_forward(t->gram, t->E, K, Dc);
-    /* decoder */
-    tess_nn_linear_forward(t->h[0], t->q, W(t, t->din_w), W(t, t->din_b), Q, Dc, c->dt);
+}
+
+/* Decoder: t->xh (Bn, L) from t->q (Bn M, Dc). */
+static void decode(calm_tok *t) {
+    const calm_tok_config *c = &t->c;
+    const int64_t Bn = t->Bn, Q = Bn * c->M, R = Bn * t->L, C = c->c;
+    tess_nn_conv1d_dims dtt = dimst(t), d3 = dims3(t);
+    tess_nn_linear_forward(t->h[0], t->q, W(t, t->din_w), W(t, t->din_b), Q, c->Dc, c->dt);
     for (int64_t l = 0; l < c->nt; l++)
         tess_nn_block_forward(t->dec[l], t->h[l + 1], t->h[l], NULL, Bn, &t->scr);
     tess_nn_linear_forward(t->u0, t->h[c->nt], W(t, t->dout_w), W(t, t->dout_b), Q, c->dt, C);
     tess_nn_convt1d_forward(t->u, t->colt, t->u0, W(t, t->convt_w), W(t, t->convt_b), &dtt);
     tess_nn_gelu_forward(t->gu, t->u, R * C);
     tess_nn_conv1d_forward(t->xh, t->col3, t->gu, W(t, t->conv3_w), W(t, t->conv3_b), &d3);
-    /* reconstruction terms */
+}
+
+calm_tok_loss calm_tok_forward(calm_tok *t, const float *x, int64_t Bn, int32_t *ids,
+                               tess_rng_key key, int64_t step, int64_t first, float tau_g,
+                               tess_nn_codebook_mode mode) {
+    const calm_tok_config *c = &t->c;
+    const int64_t L = t->L, R = Bn * L, Q = Bn * c->M, K = c->K;
+    encode(t, x, Bn, key, step, first, tau_g, mode);
+    memcpy(ids, t->ids, (size_t)Q * sizeof(int32_t));
+    calm_tok_loss loss = {0};
+    loss.entropy = tess_nn_codebook_entropy_forward(t->p, t->pbar, t->logits, Q, K);
+    loss.orth = tess_nn_codebook_orth_forward(t->gram, t->E, K, c->Dc);
+    decode(t);
     double se = 0.0, sd = 0.0;
     for (int64_t i = 0; i < R; i++) se += pow((double)t->xh[i] - x[i], 2);
     for (int64_t b = 0; b < Bn; b++)
@@ -278,6 +290,24 @@ calm_tok_loss calm_tok_forward(calm_tok *t, const float *x, int64_t Bn, int32_t 
     loss.total = loss.mse + c->lambda_d * loss.dmse + c->lambda_orth * loss.orth +
                  c->lambda_h * loss.entropy;
     return loss;
+}
+
+void calm_tok_encode(calm_tok *t, const float *x, int64_t Bn, int32_t *ids) {
+    encode(t, x, Bn, (tess_rng_key){0, 0}, 0, 0, 0.0f, TESS_NN_CODEBOOK_HARD_ST);
+    memcpy(ids, t->ids, (size_t)(Bn * t->c.M) * sizeof(int32_t));
+}
+
+const float *calm_tok_decode(calm_tok *t, const int32_t *ids, int64_t Bn) {
+    TESS_ASSERT(Bn >= 1 && Bn <= t->max_Bn && tess_registry_is_final(t->reg));
+    const int64_t Q = Bn * t->c.M, Dc = t->c.Dc;
+    t->Bn = Bn;
+    tess_nn_l2norm_forward(t->E, t->rE, W(t, t->code), t->c.K, Dc, 1e-6f);
+    for (int64_t i = 0; i < Q; i++) {
+        TESS_ASSERT(ids[i] >= 0 && ids[i] < t->c.K);
+        memcpy(t->q + i * Dc, t->E + ids[i] * Dc, (size_t)Dc * sizeof(float));
+    }
+    decode(t);
+    return t->xh;
 }
 
 void calm_tok_backward(calm_tok *t, float scale) {

@@ -59,6 +59,13 @@ calm_tok_loss calm_tok_forward(calm_tok *t, const float *x, int64_t Bn, int32_t 
 /* Backward of the last forward's total loss times scale: gradients ADDED into the registry. */
 void calm_tok_backward(calm_tok *t, float scale);
 
+/* Token ids (Bn, M) of x (Bn, L): no noise, argmax codes (inference). Invalidates the last
+ * forward for backward. */
+void calm_tok_encode(calm_tok *t, const float *x, int64_t Bn, int32_t *ids);
+/* Decode token ids (Bn, M) into traces (Bn, L), returned (owned by t, valid until the next
+ * call). Invalidates the last forward for backward. */
+const float *calm_tok_decode(calm_tok *t, const int32_t *ids, int64_t Bn);
+
 /* The reconstruction (Bn, L) of the last forward. */
 const float *calm_tok_recon(const calm_tok *t);
 

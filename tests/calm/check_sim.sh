@@ -8,7 +8,7 @@ set -euo pipefail
 mpiexec=$1 sim=$2 convert=$3
 fail() { echo "check_sim: FAIL: $*" >&2; exit 1; }
 rm -rf np1 np4 seed2 resumed sim.h5
-common=(--set run.plots=false --set sim.animals=3 --set sim.sessions=2 --set sim.frames=200 --set sim.neurons_min=20
+common=(--set run.mode=simulate --set run.plots=false --set sim.animals=3 --set sim.sessions=2 --set sim.frames=200 --set sim.neurons_min=20
         --set sim.neurons_max=40 --set sim.population=60)
 "$mpiexec" -n 1 "$sim" "${common[@]}" --set run.dir=np1
 "$mpiexec" -n 4 "$sim" "${common[@]}" --set run.dir=np4 >/dev/null
