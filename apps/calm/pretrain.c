@@ -268,6 +268,9 @@ static tess_status tok_step(tess_run *run, calm_pretrain *p, int64_t step,
     calm_tok_loss l = calm_tok_forward(p->tok, p->x, p->tok_b, p->ids,
                                        (tess_rng_key){(uint32_t)tess_run_seed(run), 8}, step, first,
                                        tau, mode);
+    /* the usage entropy of the global batch: code usage averaged over the ranks */
+    TESS_CHECK(tess_par_allreduce(g, calm_tok_code_usage(p->tok), p->tokc.K, TESS_PAR_MEAN));
+    l.entropy = calm_tok_usage_loss(p->tok);
     calm_tok_backward(p->tok, 1.0f);
     TESS_CHECK(tess_gradsync_finish(p->tok_sync, NULL));
     double gnorm = 0.0;

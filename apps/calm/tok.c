@@ -372,3 +372,12 @@ void calm_tok_backward(calm_tok *t, float scale) {
 }
 
 const float *calm_tok_recon(const calm_tok *t) { return t->xh; }
+
+float *calm_tok_code_usage(calm_tok *t) { return t->pbar; }
+
+double calm_tok_usage_loss(const calm_tok *t) {
+    double h = 0.0;
+    for (int64_t k = 0; k < t->c.K; k++)
+        if (t->pbar[k] > 0.0f) h -= (double)t->pbar[k] * log((double)t->pbar[k]);
+    return log((double)t->c.K) - h;
+}

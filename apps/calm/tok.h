@@ -56,6 +56,13 @@ void calm_tok_destroy(calm_tok **t);
 calm_tok_loss calm_tok_forward(calm_tok *t, const float *x, int64_t Bn, int32_t *ids,
                                tess_rng_key key, int64_t step, int64_t first, float tau_g,
                                tess_nn_codebook_mode mode);
+/* The code usage pbar (K) of the last forward: the mean over its traces of softmax(logits).
+ * The usage entropy is not a sum over traces, so a data-parallel caller replaces it with the
+ * mean over the ranks (equal shares) before calm_tok_backward, which reads it; then
+ * calm_tok_usage_loss gives the entropy term of the whole batch. */
+float *calm_tok_code_usage(calm_tok *t);
+double calm_tok_usage_loss(const calm_tok *t);
+
 /* Backward of the last forward's total loss times scale: gradients ADDED into the registry. */
 void calm_tok_backward(calm_tok *t, float scale);
 
