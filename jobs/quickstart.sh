@@ -32,6 +32,8 @@ run_app() {   # run_app NAME EXE ARGS... : runs on $np ranks, logs to runs/quick
 
 run_app tinylm "$bin/tinylm/tinylm"
 run_app zo "$bin/zo/zo"
+run_app calm_sim "$bin/calm/calm" --set run.mode=simulate
+run_app calm "$bin/calm/calm" --set tok.steps=100 --set train.steps=100
 
 echo
 echo "quickstart: done. Results under $out:"

@@ -30,6 +30,7 @@ typedef struct {
 
 /* One session held in memory: z-scored traces (T, N) frame-major. */
 typedef struct {
+    char name[256];        /* file or simulated session, for messages */
     int64_t T, N, train_T; /* frames, neurons, training frames (the head of the session) */
     int64_t unit0;         /* global unit id of neuron 0 */
     float *x;              /* (T, N) */
@@ -74,9 +75,9 @@ extern const tess_opt calm_sim_opts[];
 extern const int64_t calm_sim_nopts;
 tess_status calm_sim_config_read(calm_sim_config *c, const tess_config *cfg, uint64_t seed);
 
-/* Option tables of the pretrain mode ([tok], [model], [train]). */
-extern const tess_opt calm_tok_opts[], calm_model_opts[], calm_train_opts[];
-extern const int64_t calm_tok_nopts, calm_model_nopts, calm_train_nopts;
+/* Option tables of the pretrain mode ([data], [tok], [model], [train]). */
+extern const tess_opt calm_tok_opts[], calm_model_opts[], calm_train_opts[], calm_data_opts[];
+extern const int64_t calm_tok_nopts, calm_model_nopts, calm_train_nopts, calm_data_nopts;
 
 /* pretrain mode (pretrain.c): setup collective; steps 0..tok.steps-1 train the tokenizer, the
  * next train.steps the DAT; finish forecasts the held-out tail (collective). */

@@ -43,7 +43,8 @@ static void calm_destroy(void *ctx) {
 }
 
 int main(int argc, char **argv) {
-    const tess_config_section sections[] = {{"sim", calm_sim_opts, calm_sim_nopts},
+    const tess_config_section sections[] = {{"data", calm_data_opts, calm_data_nopts},
+                                            {"sim", calm_sim_opts, calm_sim_nopts},
                                             {"tok", calm_tok_opts, calm_tok_nopts},
                                             {"model", calm_model_opts, calm_model_nopts},
                                             {"train", calm_train_opts, calm_train_nopts}};

@@ -9,13 +9,18 @@
  * samples [r b, (r + 1) b) of the global batch (b = batch / ranks), so the global batch, its
  * neuron subsets and the Gumbel noise do not depend on the rank count. Gradients are averaged
  * over the ranks by par/gradsync.h. */
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "calm.h"
 #include "core/log.h"     /* tess_log_info */
 #include "core/rng.h"     /* tess_rng_* */
+#include "io/traces.h"    /* tess_traces_import_flavell */
 #include "nn/state.h"     /* tess_state_add_registry */
 #include "optim/adamw.h"  /* tess_adamw_* */
 #include "optim/clip.h"   /* tess_clip_grad_norm */
@@ -48,6 +53,14 @@ const tess_opt calm_model_opts[] = {
 };
 const int64_t calm_model_nopts = sizeof calm_model_opts / sizeof calm_model_opts[0];
 
+const tess_opt calm_data_opts[] = {
+    TESS_OPT_STRING("files", "",
+                    "recordings in the Flavell-lab layout (comma-separated files or directories "
+                    "of *.h5); empty: simulated sessions ([sim])"),
+    TESS_OPT_STRING("trace", "trace_array", "dataset /gcamp/<trace> holding (T, N) traces"),
+};
+const int64_t calm_data_nopts = sizeof calm_data_opts / sizeof calm_data_opts[0];
+
 const tess_opt calm_train_opts[] = {
     TESS_OPT_INT("steps", 200, 1, 10000000, "stage 2 (DAT) steps"),
     TESS_OPT_INT("batch", 8, 1, 1 << 20, "GLOBAL windows per step; a multiple of the ranks"),
@@ -62,23 +75,102 @@ const int64_t calm_train_nopts = sizeof calm_train_opts / sizeof calm_train_opts
 
 /* ---- data ---------------------------------------------------------------------------------- */
 
-static tess_status load_sessions(calm_pretrain *p) {
-    const calm_sim_config *c = &p->simcfg;
-    p->nsess = c->animals * c->sessions;
-    p->sess = calloc((size_t)p->nsess, sizeof *p->sess);
-    TESS_REQUIRE(p->sess, TESS_ERR_MEM, "out of memory for %lld sessions", (long long)p->nsess);
+static int name_cmp(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The recordings named by data.files: each item a file, or a directory whose *.h5 files are
+ * taken in name order. paths (max) receives malloc'ed strings; *n their count. */
+static tess_status list_files(const char *files, char **paths, int64_t max, int64_t *n) {
+    char list[4096];
+    TESS_REQUIRE(strlen(files) < sizeof list, TESS_ERR_CONFIG, "data.files is too long");
+    snprintf(list, sizeof list, "%s", files);
+    *n = 0;
+    char *save = NULL;
+    for (char *item = strtok_r(list, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        struct stat sb;
+        TESS_REQUIRE(stat(item, &sb) == 0, TESS_ERR_NOINPUT, "data.files: cannot open '%s': %s",
+                     item, strerror(errno));
+        if (!S_ISDIR(sb.st_mode)) {
+            TESS_REQUIRE(*n < max, TESS_ERR_CONFIG, "data.files: more than %lld recordings",
+                         (long long)max);
+            paths[(*n)++] = strdup(item);
+            continue;
+        }
+        DIR *d = opendir(item);
+        TESS_REQUIRE(d, TESS_ERR_NOINPUT, "data.files: cannot read directory '%s'", item);
+        int64_t first = *n;
+        for (struct dirent *e = readdir(d); e; e = readdir(d)) {
+            size_t len = strlen(e->d_name);
+            if (len < 4 || strcmp(e->d_name + len - 3, ".h5") != 0) continue;
+            if (*n >= max) break;
+            char *path = malloc(strlen(item) + len + 2);
+            if (path) sprintf(path, "%s/%s", item, e->d_name);
+            paths[(*n)++] = path;
+        }
+        closedir(d);
+        qsort(paths + first, (size_t)(*n - first), sizeof *paths, name_cmp);
+    }
+    TESS_REQUIRE(*n > 0, TESS_ERR_CONFIG, "data.files = '%s' names no recording", files);
+    return TESS_OK;
+}
+
+/* Sessions from recordings (data.files) or from the simulator: p->sess[k].x (T, N) raw. */
+static tess_status read_sessions(calm_pretrain *p, const char *files, const char *trace_name) {
+    if (!files[0]) {
+        const calm_sim_config *c = &p->simcfg;
+        p->nsess = c->animals * c->sessions;
+        p->sess = calloc((size_t)p->nsess, sizeof *p->sess);
+        TESS_REQUIRE(p->sess, TESS_ERR_MEM, "out of memory for %lld sessions", (long long)p->nsess);
+        for (int64_t k = 0; k < p->nsess; k++) {
+            calm_sim_session s;
+            TESS_CHECK(calm_sim_generate(&s, c, k / c->sessions, k % c->sessions));
+            p->sess[k] = (calm_session){.T = s.frames, .N = s.neurons, .x = s.dff};
+            snprintf(p->sess[k].name, sizeof p->sess[k].name, "sim-a%03lld-s%02lld",
+                     (long long)(k / c->sessions), (long long)(k % c->sessions));
+            s.dff = NULL; /* keep the observed dF/F; free the rest */
+            calm_sim_session_free(&s);
+        }
+        return TESS_OK;
+    }
+    enum { MAX_FILES = 4096 };
+    char **paths = calloc(MAX_FILES, sizeof *paths);
+    TESS_REQUIRE(paths, TESS_ERR_MEM, "out of memory");
+    int64_t n = 0;
+    tess_status st = list_files(files, paths, MAX_FILES, &n);
+    if (st == TESS_OK) {
+        p->nsess = n;
+        p->sess = calloc((size_t)n, sizeof *p->sess);
+        if (!p->sess) st = tess_error_push(TESS_ERR_MEM, __FILE__, __LINE__, __func__, "out of memory");
+    }
+    for (int64_t k = 0; st == TESS_OK && k < n; k++) {
+        tess_traces_session s;
+        st = tess_traces_import_flavell(&s, paths[k], trace_name, "");
+        if (st != TESS_OK) break;
+        p->sess[k] = (calm_session){.T = s.frames, .N = s.neurons, .x = s.traces};
+        snprintf(p->sess[k].name, sizeof p->sess[k].name, "%s", paths[k]);
+        free(s.behavior);
+    }
+    for (int64_t k = 0; k < n; k++) free(paths[k]);
+    free(paths);
+    TESS_REQUIRE(st == TESS_OK, st, "reading data.files");
+    return TESS_OK;
+}
+
+static tess_status load_sessions(calm_pretrain *p, const char *files, const char *trace_name) {
+    TESS_CHECK(read_sessions(p, files, trace_name));
+    const int64_t Lwin = p->tokc.M * p->tokc.P;
     int64_t unit = 0;
     for (int64_t k = 0; k < p->nsess; k++) {
-        calm_sim_session s;
-        TESS_CHECK(calm_sim_generate(&s, c, k / c->sessions, k % c->sessions));
         calm_session *d = &p->sess[k];
-        d->T = s.frames, d->N = s.neurons, d->unit0 = unit;
-        unit += s.neurons;
-        d->x = s.dff; /* take the observed dF/F; free the rest */
-        s.dff = NULL;
-        calm_sim_session_free(&s);
-        /* z-score each neuron with its training frames, clip to [-5, 15] */
+        d->unit0 = unit;
+        unit += d->N;
         d->train_T = (int64_t)floor(p->train_fraction * (double)d->T);
+        TESS_REQUIRE(d->train_T >= Lwin && d->T - d->train_T >= Lwin, TESS_ERR_DATA,
+                     "'%s': %lld frames, fewer than one window of %lld frames (tok.patches x "
+                     "tok.patch) in its training part (%lld frames) or its test part",
+                     d->name, (long long)d->T, (long long)Lwin, (long long)d->train_T);
+        /* z-score each neuron with its training frames, clip to [-5, 15] */
         for (int64_t n = 0; n < d->N; n++) {
             double m = 0.0, v = 0.0;
             for (int64_t t = 0; t < d->train_T; t++) m += d->x[t * d->N + n];
@@ -193,7 +285,8 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
     p->tok_b = p->tok_batch / g->size;
     p->dat_b = p->dat_batch / g->size;
     p->eval_b = 4;
-    TESS_CHECK(load_sessions(p));
+    TESS_CHECK(load_sessions(p, tess_config_string(cfg, "data.files"),
+                             tess_config_string(cfg, "data.trace")));
     p->datc = (calm_dat_config){.K = p->tokc.K, .d = tess_config_int(cfg, "model.channels"),
                                 .layers = tess_config_int(cfg, "model.layers"),
                                 .heads = tess_config_int(cfg, "model.heads"),

@@ -3,6 +3,9 @@
 #   dp:    the same tokenizer + DAT steps with the global batch on 1 rank and split over 2: every
 #          parameter of both models within 1e-5 (tess-ckpt diff of the final checkpoints; the
 #          gradient sums are reordered over ranks, so bitwise equality is not expected).
+#   bad:   bad recordings in data.files, on 2 ranks: a file without /gcamp/trace_array, NaN in
+#          the traces, fewer frames than one window - each exit 65 with a message naming the
+#          file and the problem (the NaN file is written with h5py: skipped, 77, without it).
 #   smoke: a short pretraining on simulated data on 2 ranks: the DAT's forecast of the held-out
 #          tail beats copy-last (prediction score > 0 averaged over the horizon).
 set -euo pipefail
@@ -24,6 +27,31 @@ dp)
        END { exit bad }' diff.txt || fail "parameters differ by more than 1e-5 between 1 and 2 ranks"
   n=$(grep -c "params/" diff.txt || true)
   echo "1 rank x B vs 2 ranks x B/2: $n parameter tensors differ, all within 1e-5"
+  ;;
+bad)
+  rm -rf good short bad
+  "$mpiexec" -n 1 "$exe" --set run.mode=simulate --set run.dir=good --set sim.animals=1 \
+    --set sim.sessions=1 --set run.plots=false >/dev/null
+  "$mpiexec" -n 1 "$exe" --set run.mode=simulate --set run.dir=short --set sim.animals=1 \
+    --set sim.sessions=1 --set sim.frames=60 --set run.plots=false >/dev/null
+  mkdir bad
+  f=good/sessions/sim-a000-s00.h5
+  h5copy -i "$f" -o bad/notrace.h5 -s /timing -d /timing
+  h5copy -i "$f" -o bad/notrace.h5 -s /behavior -d /behavior
+  expect() {  # expect CODE REGEX ARGS...: the run fails with CODE and its output matches REGEX
+    local code=$1 re=$2 rc=0; shift 2
+    "$mpiexec" -n 2 "$exe" --set run.dir=badrun --set run.plots=false "$@" > out.txt 2>&1 || rc=$?
+    [ "$rc" -eq "$code" ] || { cat out.txt; fail "$* exited $rc, expected $code"; }
+    grep -Eq "$re" out.txt || { cat out.txt; fail "$*: no message matching '$re'"; }
+    echo "ok: exit $rc, $(grep -Eo "$re" out.txt | head -n 1)"
+  }
+  expect 65 "'bad/notrace.h5': dataset /gcamp/trace_array is missing" --set data.files=bad/notrace.h5
+  expect 65 "'short/sessions/sim-a000-s00.h5': 60 frames, fewer than one window of 64 frames" \
+    --set data.files=short/sessions
+  if ! /usr/bin/python3 -c "import h5py" 2>/dev/null; then echo "h5py absent: NaN case skipped"; exit 77; fi
+  cp "$f" bad/nan.h5
+  /usr/bin/python3 -c "import h5py; f = h5py.File('bad/nan.h5', 'r+'); d = f['/gcamp/trace_array']; d[5, 3] = float('nan'); f.close()"
+  expect 65 "'bad/nan.h5': /gcamp/trace_array\[5, 3\] is not finite" --set data.files=bad/nan.h5
   ;;
 smoke)
   rm -rf smoke
