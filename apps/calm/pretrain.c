@@ -322,13 +322,16 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
     TESS_CHECK(tess_run_metrics(run, "tokenizer", tcols, 3, true, &p->tok_csv));
     static const char *const dcols[] = {"ce", "bits_per_token", "grad_norm", "lr"};
     TESS_CHECK(tess_run_metrics(run, "metrics", dcols, 4, true, &p->dat_csv));
-    static const char *const fcols[] = {"horizon_frame", "mse_model", "mse_copy_last", "score"};
-    TESS_CHECK(tess_run_metrics(run, "forecast", fcols, 4, false, &p->fc_csv));
+    static const char *const fcols[] = {"horizon_frame", "mse_model",    "mse_anchored",
+                                        "mse_ridge_ar",  "mse_copy_last", "score",
+                                        "score_anchored", "score_ridge_ar"};
+    TESS_CHECK(tess_run_metrics(run, "forecast", fcols, 8, false, &p->fc_csv));
     TESS_CHECK(tess_run_plot(run, p->tok_csv, "tokenizer.png", "calm: tokenizer loss", tcols, 2, true));
     TESS_CHECK(tess_run_plot(run, p->dat_csv, "dat_ce.png", "calm: DAT next-token CE", dcols, 1, false));
-    static const char *const fplot[] = {"mse_model", "mse_copy_last"};
+    static const char *const fplot[] = {"mse_model", "mse_anchored", "mse_ridge_ar",
+                                        "mse_copy_last"};
     TESS_CHECK(tess_run_plot(run, p->fc_csv, "forecast.png", "calm: test MSE per horizon frame",
-                             fplot, 2, false));
+                             fplot, 4, false));
     tess_log_info("pretrain: %lld sessions, %lld units, %lld training / %lld test windows of "
                   "%lld frames",
                   (long long)p->nsess, (long long)p->units, (long long)p->ntrain,
@@ -436,14 +439,68 @@ tess_status calm_pretrain_step(tess_run *run, calm_pretrain *p, int64_t step,
     return TESS_OK;
 }
 
+/* ---- baseline: per-neuron ridge AR in NLinear form ---------------------------------------- */
+
+/* LAPACK: solve A X = B for symmetric positive definite A (column-major). */
+void dposv_(const char *uplo, const int *n, const int *nrhs, double *a, const int *lda, double *b,
+            const int *ldb, int *info);
+
+enum { RIDGE_LAGS = 16 };
+static const double RIDGE_LAMBDA = 10.0;
+
+/* For every neuron of every session: W (RIDGE_LAGS, H) minimising over the training frames
+ * sum ||(y - x_t) - W^T (f - x_t)||^2 + lambda ||W||^2, f = the last RIDGE_LAGS frames up to t,
+ * y = the H frames after t (the last context frame subtracted from inputs and targets, so the
+ * shrinkage falls back on copy-last). w: (units, RIDGE_LAGS, H). */
+static tess_status ridge_fit(const calm_pretrain *p, int64_t H, double *w) {
+    const int lags = RIDGE_LAGS, nrhs = (int)H;
+    double *A = malloc(sizeof(double) * lags * lags), *f = malloc(sizeof(double) * lags);
+    TESS_REQUIRE(A && f, TESS_ERR_MEM, "out of memory for the ridge baseline");
+    tess_status st = TESS_OK;
+    for (int64_t k = 0; k < p->nsess && st == TESS_OK; k++) {
+        const calm_session *s = &p->sess[k];
+        for (int64_t n = 0; n < s->N && st == TESS_OK; n++) {
+            double *B = w + (s->unit0 + n) * lags * H; /* column-major (lags, H) */
+            memset(A, 0, sizeof(double) * lags * lags);
+            memset(B, 0, sizeof(double) * lags * H);
+            for (int64_t t = lags - 1; t + H < s->train_T; t++) {
+                const double last = s->x[t * s->N + n];
+                for (int i = 0; i < lags; i++) f[i] = s->x[(t - lags + 1 + i) * s->N + n] - last;
+                for (int i = 0; i < lags; i++)
+                    for (int j = 0; j < lags; j++) A[j * lags + i] += f[i] * f[j];
+                for (int64_t h = 0; h < H; h++) {
+                    const double y = s->x[(t + 1 + h) * s->N + n] - last;
+                    for (int i = 0; i < lags; i++) B[h * lags + i] += f[i] * y;
+                }
+            }
+            for (int i = 0; i < lags; i++) A[i * lags + i] += RIDGE_LAMBDA;
+            int info = 0;
+            dposv_("L", &lags, &nrhs, A, &lags, B, &lags, &info);
+            if (info != 0)
+                st = tess_error_push(TESS_ERR_INTERNAL, __FILE__, __LINE__, __func__,
+                                     "ridge baseline: dposv failed (info %d) for '%s' neuron %lld",
+                                     info, s->name, (long long)n);
+        }
+    }
+    free(A);
+    free(f);
+    return st;
+}
+
 /* ---- forecasting on the held-out tail ------------------------------------------------------ */
 
 tess_status calm_pretrain_finish(tess_run *run, calm_pretrain *p) {
     const tess_group *g = tess_run_group(run);
     const int64_t N = p->datc.max_N, M = p->tokc.M, P = p->tokc.P, Lw = M * P, K = p->tokc.K;
     const int64_t Mc = M - p->horizon, H = p->horizon * P;
-    double *acc = calloc((size_t)(2 * H + 1), sizeof(double)); /* model, copy-last per frame, n */
-    TESS_REQUIRE(acc, TESS_ERR_MEM, "out of memory");
+    /* per horizon frame: model, anchored model, ridge AR, copy-last squared errors; the count */
+    double *acc = calloc((size_t)(4 * H + 1), sizeof(double));
+    double *wr = malloc(sizeof(double) * (size_t)(p->units * RIDGE_LAGS * H));
+    if (!acc || !wr) free(acc), free(wr);
+    TESS_REQUIRE(acc && wr, TESS_ERR_MEM, "out of memory");
+    tess_status fit = ridge_fit(p, H, wr);
+    if (fit != TESS_OK) free(acc), free(wr);
+    TESS_CHECK(fit);
     int64_t lo = 0, hi = 0;
     tess_par_block_range(p->ntest, g->size, g->rank, &lo, &hi); /* test windows split by rank */
     for (int64_t w0 = lo; w0 < hi; w0 += p->eval_b) {
@@ -472,28 +529,42 @@ tess_status calm_pretrain_finish(tess_run *run, calm_pretrain *p) {
             const float *pred = calm_tok_decode(p->tok, p->ids, count);
             for (int64_t n = 0; n < count; n++) {
                 const float last = s->x[(w->t0 + Mc * P - 1) * s->N + n];
+                /* anchored: the decoded change since the last context frame, added to it */
+                const float base = pred[n * Lw + Mc * P - 1];
+                const int64_t u = s->unit0 + n, tl = w->t0 + Mc * P - 1; /* last context frame */
                 for (int64_t h = 0; h < H; h++) {
-                    const float truth = s->x[(w->t0 + Mc * P + h) * s->N + n];
+                    const float truth = s->x[(tl + 1 + h) * s->N + n];
+                    double ridge = last;
+                    for (int i = 0; i < RIDGE_LAGS; i++)
+                        ridge += wr[(u * H + h) * RIDGE_LAGS + i] *
+                                 (s->x[(tl - RIDGE_LAGS + 1 + i) * s->N + n] - last);
                     acc[h] += pow(pred[n * Lw + Mc * P + h] - truth, 2);
-                    acc[H + h] += pow(last - truth, 2);
+                    acc[H + h] += pow(last + (pred[n * Lw + Mc * P + h] - base) - truth, 2);
+                    acc[2 * H + h] += pow(ridge - truth, 2);
+                    acc[3 * H + h] += pow(last - truth, 2);
                 }
-                acc[2 * H] += 1.0;
+                acc[4 * H] += 1.0;
             }
         }
     }
-    tess_status st = tess_par_allreduce_f64(g, acc, 2 * H + 1, TESS_PAR_SUM);
-    double sm = 0.0, sc = 0.0;
+    tess_status st = tess_par_allreduce_f64(g, acc, 4 * H + 1, TESS_PAR_SUM);
+    double sm = 0.0, sa = 0.0, sr = 0.0, sc = 0.0;
     for (int64_t h = 0; st == TESS_OK && h < H; h++) {
-        double mm = acc[h] / acc[2 * H], mc = acc[H + h] / acc[2 * H];
-        sm += mm / (double)H, sc += mc / (double)H;
-        double row[4] = {(double)(h + 1), mm, mc, 1.0 - mm / mc};
+        double n = acc[4 * H], mm = acc[h] / n, ma = acc[H + h] / n, mr = acc[2 * H + h] / n,
+               mc = acc[3 * H + h] / n;
+        sm += mm / (double)H, sa += ma / (double)H, sr += mr / (double)H, sc += mc / (double)H;
+        double row[8] = {(double)(h + 1), mm, ma, mr, mc, 1.0 - mm / mc, 1.0 - ma / mc,
+                         1.0 - mr / mc};
         st = tess_run_metrics_row(run, p->fc_csv, row);
     }
     free(acc);
+    free(wr);
     TESS_CHECK(st);
     tess_log_info("forecast (held-out tail, %lld windows, %lld frames ahead): MSE model %.4f, "
-                  "copy-last %.4f, prediction score %.4f",
-                  (long long)p->ntest, (long long)H, sm, sc, 1.0 - sm / sc);
+                  "anchored %.4f, ridge AR %.4f, copy-last %.4f; prediction score %.4f, "
+                  "anchored %.4f, ridge AR %.4f",
+                  (long long)p->ntest, (long long)H, sm, sa, sr, sc, 1.0 - sm / sc, 1.0 - sa / sc,
+                  1.0 - sr / sc);
     return TESS_OK;
 }
 
