@@ -3,6 +3,10 @@
 #   dp:    the same tokenizer + DAT steps with the global batch on 1 rank and split over 2: every
 #          parameter of both models within 1e-5 (tess-ckpt diff of the final checkpoints; the
 #          gradient sums are reordered over ranks, so bitwise equality is not expected).
+#   resume: stopped after 3 of 6 steps on 1 rank (exit 75; tokenizer done, DAT half-way) and
+#          resumed on 2 ranks: every parameter within 1e-5 of an uninterrupted 1-rank run; a
+#          resume with more simulated animals (more unit and session embeddings) is refused with
+#          exit 65 naming the embedding tables.
 #   bad:   bad recordings in data.files, on 2 ranks: a file without /gcamp/trace_array, NaN in
 #          the traces, fewer frames than one window - each exit 65 with a message naming the
 #          file and the problem (the NaN file is written with h5py: skipped, 77, without it).
@@ -27,6 +31,27 @@ dp)
        END { exit bad }' diff.txt || fail "parameters differ by more than 1e-5 between 1 and 2 ranks"
   n=$(grep -c "params/" diff.txt || true)
   echo "1 rank x B vs 2 ranks x B/2: $n parameter tensors differ, all within 1e-5"
+  ;;
+resume)
+  rm -rf full part wrong
+  steps=(--set tok.steps=2 --set train.steps=4 --set train.warmup=0)
+  "$mpiexec" -n 1 "$exe" "${small[@]}" "${steps[@]}" --set run.dir=full >/dev/null
+  rc=0; "$mpiexec" -n 1 "$exe" "${small[@]}" "${steps[@]}" --set run.dir=part --set run.stop_at=3 \
+    >/dev/null 2>&1 || rc=$?
+  [ "$rc" -eq 75 ] || fail "the stopped run exited $rc, expected 75"
+  mkdir -p wrong/checkpoints && cp part/checkpoints/ckpt_*.h5 wrong/checkpoints/
+  "$mpiexec" -n 2 "$exe" "${small[@]}" "${steps[@]}" --set run.dir=part --resume auto >/dev/null
+  a=$(ls full/checkpoints/ckpt_*.h5 | tail -n 1) b=$(ls part/checkpoints/ckpt_*.h5 | tail -n 1)
+  "$mpiexec" -n 1 "$ckpt" diff "$a" "$b" > diff.txt || true
+  awk '/\/params\// && /max_abs/ { for (i = 1; i <= NF; i++) if ($i == "max_abs" && $(i + 1) > 1e-5) bad = 1 }
+       END { exit bad }' diff.txt || { cat diff.txt; fail "resumed parameters differ by more than 1e-5"; }
+  echo "stopped at step 3 on 1 rank, resumed on 2: parameters within 1e-5 of the uninterrupted run"
+  rc=0; "$mpiexec" -n 2 "$exe" "${small[@]}" "${steps[@]}" --set run.dir=wrong --set sim.animals=3 \
+    --resume auto > out.txt 2>&1 || rc=$?
+  [ "$rc" -eq 65 ] || { cat out.txt; fail "resume with other data exited $rc, expected 65"; }
+  grep -q "dat.unit_emb has shape \[252,32\], expected \[412,32\]" out.txt ||
+    { cat out.txt; fail "no message naming the unit embedding"; }
+  echo "resume with 3 animals instead of 2: refused (exit 65), unit and session tables named"
   ;;
 bad)
   rm -rf good short bad
