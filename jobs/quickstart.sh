@@ -36,6 +36,8 @@ run_app zo "$bin/zo/zo"
 run_app moe "$bin/moe/moe" --set train.steps=100 --set train.eval_every=50
 # fedkalter: 7 generated clients, Fed-Kalter, 20 rounds (docs/fedkalter.md for the TU settings)
 run_app fedkalter "$bin/fedkalter/fedkalter" --set train.rounds=20
+run_app calm_sim "$bin/calm/calm" --set run.mode=simulate
+run_app calm "$bin/calm/calm" --set tok.steps=100 --set train.steps=100
 
 echo
 echo "quickstart: done. Results under $out:"

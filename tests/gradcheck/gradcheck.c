@@ -64,6 +64,8 @@
 #include "nn/activation.h" /* tess_nn_gelu_*, tess_nn_silu_* */
 #include "nn/attention.h"  /* tess_nn_attention_* */
 #include "nn/block.h"      /* tess_nn_block_* */
+#include "nn/codebook.h"   /* tess_nn_l2norm_*, tess_nn_codebook_* */
+#include "nn/conv1d.h"     /* tess_nn_conv1d_*, tess_nn_convt1d_* */
 #include "nn/embedding.h"  /* tess_nn_embedding_* */
 #include "nn/graph.h"      /* tess_graph_batch_*, tess_nn_gin_*, tess_nn_gcn_tanh_*, tess_nn_relu_dropout_* */
 #include "nn/kalter.h"     /* tess_nn_kalter_* */
@@ -72,6 +74,7 @@
 #include "nn/mlp.h"        /* tess_nn_mlp_* */
 #include "nn/moe.h"        /* tess_nn_moe_* */
 #include "nn/norm.h"       /* tess_nn_rmsnorm_*, tess_nn_layernorm_* */
+#include "nn/pool.h"       /* tess_nn_attnpool_* */
 #include "tensor/sparse.h" /* tess_csr_spmm*, tess_segment_sum* */
 #include "tensor/tensor.h" /* tess_tensor_residual_add* */
 #include "tess_ref.h" /* tess_ref_* */
@@ -1152,6 +1155,220 @@ static void moe_layers_teardown(gc_ctx *c) {
     free(gc_moe.y1), free(gc_moe.dy1), free(gc_moe.scratch);
     gc_moe.y1 = gc_moe.dy1 = gc_moe.scratch = NULL;
 }
+/* conv1d: dims {B, L, C, OC, K, stride, pad, has_bias}; input (B, L, C), weight (OC, C, K) */
+static tess_nn_conv1d_dims conv1d_dims(const gc_ctx *c) {
+    return (tess_nn_conv1d_dims){.B = c->dims[0], .L = c->dims[1], .C = c->dims[2],
+                                 .OC = c->dims[3], .K = c->dims[4], .stride = c->dims[5],
+                                 .pad = c->dims[6]};
+}
+static void conv1d_setup(gc_ctx *c) {
+    tess_nn_conv1d_dims d = conv1d_dims(c);
+    gc_input(c, "in", d.B * d.L * d.C, -1, 1);
+    gc_input(c, "w", d.OC * d.C * d.K, -1, 1);
+    if (c->dims[7]) gc_input(c, "b", d.OC, -1, 1);
+    gc_cache(c, "col", tess_nn_conv1d_col_size(&d));
+    gc_work(c, "dcol", tess_nn_conv1d_col_size(&d));
+    gc_output(c, "out", d.B * tess_nn_conv1d_out_len(&d) * d.OC);
+}
+static void conv1d_forward(gc_ctx *c) {
+    tess_nn_conv1d_dims d = conv1d_dims(c);
+    tess_nn_conv1d_forward(gc_x(c, "out"), gc_x(c, "col"), gc_x(c, "in"), gc_x(c, "w"),
+                           gc_has(c, "b") ? gc_x(c, "b") : NULL, &d);
+}
+static void conv1d_forward_ref(gc_ctx *c) {
+    tess_nn_conv1d_dims d = conv1d_dims(c);
+    tess_nn_conv1d_forward_ref(gc_x(c, "out"), gc_x(c, "in"), gc_x(c, "w"),
+                               gc_has(c, "b") ? gc_x(c, "b") : NULL, &d);
+}
+static void conv1d_backward(gc_ctx *c) {
+    tess_nn_conv1d_dims d = conv1d_dims(c);
+    tess_nn_conv1d_backward(gc_g(c, "in"), gc_g(c, "w"), gc_has(c, "b") ? gc_g(c, "b") : NULL,
+                            gc_x(c, "dcol"), gc_g(c, "out"), gc_x(c, "col"), gc_x(c, "w"), &d);
+}
+static void conv1d_backward_ref(gc_ctx *c) {
+    tess_nn_conv1d_dims d = conv1d_dims(c);
+    tess_nn_conv1d_backward_ref(gc_g(c, "in"), gc_g(c, "w"), gc_has(c, "b") ? gc_g(c, "b") : NULL,
+                                gc_g(c, "out"), gc_x(c, "in"), gc_x(c, "w"), &d);
+}
+
+/* convt1d: dims {B, L, C, OC, K, stride, has_bias}; input (B, L, C), weight (C, OC, K) */
+static tess_nn_conv1d_dims convt1d_dims(const gc_ctx *c) {
+    return (tess_nn_conv1d_dims){.B = c->dims[0], .L = c->dims[1], .C = c->dims[2],
+                                 .OC = c->dims[3], .K = c->dims[4], .stride = c->dims[5]};
+}
+static void convt1d_setup(gc_ctx *c) {
+    tess_nn_conv1d_dims d = convt1d_dims(c);
+    gc_input(c, "in", d.B * d.L * d.C, -1, 1);
+    gc_input(c, "w", d.C * d.OC * d.K, -1, 1);
+    if (c->dims[6]) gc_input(c, "b", d.OC, -1, 1);
+    gc_work(c, "col", tess_nn_convt1d_col_size(&d));
+    gc_output(c, "out", d.B * tess_nn_convt1d_out_len(&d) * d.OC);
+}
+static void convt1d_forward(gc_ctx *c) {
+    tess_nn_conv1d_dims d = convt1d_dims(c);
+    tess_nn_convt1d_forward(gc_x(c, "out"), gc_x(c, "col"), gc_x(c, "in"), gc_x(c, "w"),
+                            gc_has(c, "b") ? gc_x(c, "b") : NULL, &d);
+}
+static void convt1d_forward_ref(gc_ctx *c) {
+    tess_nn_conv1d_dims d = convt1d_dims(c);
+    tess_nn_convt1d_forward_ref(gc_x(c, "out"), gc_x(c, "in"), gc_x(c, "w"),
+                                gc_has(c, "b") ? gc_x(c, "b") : NULL, &d);
+}
+static void convt1d_backward(gc_ctx *c) {
+    tess_nn_conv1d_dims d = convt1d_dims(c);
+    tess_nn_convt1d_backward(gc_g(c, "in"), gc_g(c, "w"), gc_has(c, "b") ? gc_g(c, "b") : NULL,
+                             gc_x(c, "col"), gc_g(c, "out"), gc_x(c, "in"), gc_x(c, "w"), &d);
+}
+static void convt1d_backward_ref(gc_ctx *c) {
+    tess_nn_conv1d_dims d = convt1d_dims(c);
+    tess_nn_convt1d_backward_ref(gc_g(c, "in"), gc_g(c, "w"), gc_has(c, "b") ? gc_g(c, "b") : NULL,
+                                 gc_g(c, "out"), gc_x(c, "in"), gc_x(c, "w"), &d);
+}
+
+/* l2norm: dims {N, D}; eps 1e-6 (inputs of order 1 stay far from it) */
+static void l2norm_setup(gc_ctx *c) {
+    gc_input(c, "in", c->dims[0] * c->dims[1], -1, 1);
+    gc_cache(c, "rnorm", c->dims[0]);
+    gc_output(c, "out", c->dims[0] * c->dims[1]);
+}
+static void l2norm_forward(gc_ctx *c) {
+    tess_nn_l2norm_forward(gc_x(c, "out"), gc_x(c, "rnorm"), gc_x(c, "in"), c->dims[0],
+                           c->dims[1], 1e-6f);
+}
+static void l2norm_backward(gc_ctx *c) {
+    tess_nn_l2norm_backward(gc_g(c, "in"), gc_g(c, "out"), gc_x(c, "out"), gc_x(c, "rnorm"),
+                            gc_x(c, "in"), c->dims[0], c->dims[1], 1e-6f);
+}
+
+/* codebook (Gumbel-softmax, soft mode, fixed noise): dims {N, K, D}; tau_cos 0.5, tau_g 0.7;
+ * "dlog" is a gradient arriving on the logits (the entropy term's path) */
+static tess_nn_codebook_dims codebook_dims(const gc_ctx *c) {
+    return (tess_nn_codebook_dims){.N = c->dims[0], .K = c->dims[1], .D = c->dims[2],
+                                   .tau_cos = 0.5f, .tau_g = 0.7f,
+                                   .mode = TESS_NN_CODEBOOK_SOFT};
+}
+static void codebook_setup(gc_ctx *c) {
+    int64_t N = c->dims[0], K = c->dims[1], D = c->dims[2];
+    gc_input(c, "z", N * D, -1, 1);
+    gc_input(c, "E", K * D, -1, 1);
+    gc_const(c, "G", N * K, -1, 2);
+    gc_ids(c, "ids", N, 0, 0);
+    gc_cache(c, "y", N * K);
+    gc_work(c, "work", N * K);
+    gc_output(c, "q", N * D);
+    gc_output(c, "logits", N * K);
+}
+static void codebook_forward(gc_ctx *c) {
+    tess_nn_codebook_dims d = codebook_dims(c);
+    tess_nn_codebook_forward(gc_x(c, "q"), gc_x(c, "logits"), gc_x(c, "y"), gc_i(c, "ids"),
+                             gc_x(c, "z"), gc_x(c, "E"), gc_x(c, "G"), &d);
+}
+static void codebook_forward_ref(gc_ctx *c) {
+    tess_nn_codebook_dims d = codebook_dims(c);
+    tess_nn_codebook_forward_ref(gc_x(c, "q"), gc_x(c, "logits"), gc_x(c, "y"), gc_i(c, "ids"),
+                                 gc_x(c, "z"), gc_x(c, "E"), gc_x(c, "G"), &d);
+}
+static void codebook_backward(gc_ctx *c) {
+    tess_nn_codebook_dims d = codebook_dims(c);
+    tess_nn_codebook_backward(gc_g(c, "z"), gc_g(c, "E"), gc_x(c, "work"), gc_g(c, "q"),
+                              gc_g(c, "logits"), gc_x(c, "z"), gc_x(c, "E"), gc_x(c, "y"), &d);
+}
+static void codebook_backward_ref(gc_ctx *c) {
+    tess_nn_codebook_dims d = codebook_dims(c);
+    tess_nn_codebook_backward_ref(gc_g(c, "z"), gc_g(c, "E"), gc_g(c, "q"), gc_g(c, "logits"),
+                                  gc_x(c, "z"), gc_x(c, "E"), gc_x(c, "y"), &d);
+}
+
+/* codebook_entropy: dims {N, K}; loss = log K - H(mean_n softmax(logits_n)) */
+static void cb_entropy_setup(gc_ctx *c) {
+    gc_input(c, "logits", c->dims[0] * c->dims[1], -2, 2);
+    gc_cache(c, "p", c->dims[0] * c->dims[1]);
+    gc_cache(c, "pbar", c->dims[1]);
+    gc_output(c, "loss", 1);
+}
+static void cb_entropy_forward(gc_ctx *c) {
+    gc_x(c, "loss")[0] = (float)tess_nn_codebook_entropy_forward(
+        gc_x(c, "p"), gc_x(c, "pbar"), gc_x(c, "logits"), c->dims[0], c->dims[1]);
+}
+static void cb_entropy_backward(gc_ctx *c) {
+    tess_nn_codebook_entropy_backward(gc_g(c, "logits"), gc_g(c, "loss")[0], gc_x(c, "p"),
+                                      gc_x(c, "pbar"), c->dims[0], c->dims[1]);
+}
+
+/* codebook_orth: dims {K, D}; loss = ||E E^T - I||_F^2 / K^2 */
+static void cb_orth_setup(gc_ctx *c) {
+    gc_input(c, "E", c->dims[0] * c->dims[1], -1, 1);
+    gc_cache(c, "gram", c->dims[0] * c->dims[0]);
+    gc_work(c, "work", c->dims[0] * c->dims[0]);
+    gc_output(c, "loss", 1);
+}
+static void cb_orth_forward(gc_ctx *c) {
+    gc_x(c, "loss")[0] =
+        (float)tess_nn_codebook_orth_forward(gc_x(c, "gram"), gc_x(c, "E"), c->dims[0], c->dims[1]);
+}
+static void cb_orth_forward_ref(gc_ctx *c) {
+    gc_x(c, "loss")[0] = (float)tess_nn_codebook_orth_forward_ref(gc_x(c, "E"), c->dims[0], c->dims[1]);
+}
+static void cb_orth_backward(gc_ctx *c) {
+    tess_nn_codebook_orth_backward(gc_g(c, "E"), gc_x(c, "work"), gc_g(c, "loss")[0],
+                                   gc_x(c, "gram"), gc_x(c, "E"), c->dims[0], c->dims[1]);
+}
+static void cb_orth_backward_ref(gc_ctx *c) {
+    tess_nn_codebook_orth_backward_ref(gc_g(c, "E"), gc_g(c, "loss")[0], gc_x(c, "E"), c->dims[0],
+                                       c->dims[1]);
+}
+
+/* codebook_vq_commit: dims {N, K, D}; the commitment loss with the codebook held fixed (the
+ * straight-through dq path is not a derivative; tests/nn/test_codebook.c checks it) */
+static void cb_vq_setup(gc_ctx *c) {
+    int64_t N = c->dims[0], K = c->dims[1], D = c->dims[2];
+    gc_input(c, "z", N * D, -1, 1);
+    gc_const(c, "E", K * D, -1, 1);
+    gc_const(c, "dq0", N * D, 0, 0);
+    gc_ids(c, "ids", N, 0, 0);
+    gc_cache(c, "q", N * D);
+    gc_output(c, "loss", 1);
+}
+static void cb_vq_forward(gc_ctx *c) {
+    gc_x(c, "loss")[0] = (float)tess_nn_codebook_vq_forward(
+        gc_x(c, "q"), gc_i(c, "ids"), gc_x(c, "z"), gc_x(c, "E"), c->dims[0], c->dims[1], c->dims[2]);
+}
+static void cb_vq_backward(gc_ctx *c) {
+    tess_nn_codebook_vq_backward(gc_g(c, "z"), gc_x(c, "dq0"), gc_g(c, "loss")[0], gc_x(c, "z"),
+                                 gc_x(c, "q"), c->dims[0], c->dims[2]);
+}
+
+/* attnpool: dims {G, N, d, masked} (G * N <= 64); masked: member n of group g is padding when
+ * (g + n) % 3 == 2 */
+static const uint8_t *attnpool_mask(const gc_ctx *c, uint8_t *m) {
+    if (!c->dims[3]) return NULL;
+    for (int64_t g = 0; g < c->dims[0]; g++)
+        for (int64_t n = 0; n < c->dims[1]; n++) m[g * c->dims[1] + n] = (g + n) % 3 != 2;
+    return m;
+}
+static void attnpool_setup(gc_ctx *c) {
+    int64_t G = c->dims[0], N = c->dims[1], d = c->dims[2];
+    gc_input(c, "h", G * N * d, -1, 1);
+    gc_input(c, "q", d, -1, 1);
+    gc_cache(c, "a", G * N);
+    gc_output(c, "out", G * d);
+}
+static void attnpool_run_forward(gc_ctx *c, bool ref) {
+    uint8_t m[64];
+    const uint8_t *mask = attnpool_mask(c, m);
+    (ref ? tess_nn_attnpool_forward_ref : tess_nn_attnpool_forward)(
+        gc_x(c, "out"), gc_x(c, "a"), gc_x(c, "h"), gc_x(c, "q"), mask, c->dims[0], c->dims[1],
+        c->dims[2]);
+}
+static void attnpool_run_backward(gc_ctx *c, bool ref) {
+    (ref ? tess_nn_attnpool_backward_ref : tess_nn_attnpool_backward)(
+        gc_g(c, "h"), gc_g(c, "q"), gc_g(c, "out"), gc_x(c, "h"), gc_x(c, "q"), gc_x(c, "a"),
+        c->dims[0], c->dims[1], c->dims[2]);
+}
+static void attnpool_forward(gc_ctx *c) { attnpool_run_forward(c, false); }
+static void attnpool_forward_ref(gc_ctx *c) { attnpool_run_forward(c, true); }
+static void attnpool_backward(gc_ctx *c) { attnpool_run_backward(c, false); }
+static void attnpool_backward_ref(gc_ctx *c) { attnpool_run_backward(c, true); }
 
 /* THE TABLE. Append rows at the end; keep shapes small (FD costs 2 forwards per input element). */
 /* ---- graph rows: one fixed batch of two graphs, 8 nodes, with an isolated node ----
@@ -1510,6 +1727,30 @@ static const gc_row gc_rows[] = {
      kalter_backward_ref, 0, false, gc_graph_teardown, NULL},
     {"kalter_dropout", {8, 3, 4, 5, 1}, kalter_setup, kalter_forward, kalter_backward,
      kalter_forward_ref, kalter_backward_ref, 0, false, gc_graph_teardown, NULL},
+    {"conv1d_causal", {2, 7, 3, 4, 5, 1, 4, 1}, conv1d_setup, conv1d_forward, conv1d_backward,
+     conv1d_forward_ref, conv1d_backward_ref, 0, false, NULL, NULL},
+    {"conv1d_patch", {2, 8, 3, 4, 4, 4, 0, 1}, conv1d_setup, conv1d_forward, conv1d_backward,
+     conv1d_forward_ref, conv1d_backward_ref, 0, false, NULL, NULL},
+    {"conv1d_stride_pad_nobias", {1, 9, 2, 3, 3, 2, 1, 0}, conv1d_setup, conv1d_forward,
+     conv1d_backward, conv1d_forward_ref, conv1d_backward_ref, 0, false, NULL, NULL},
+    {"convt1d_patch", {2, 3, 4, 3, 4, 4, 1}, convt1d_setup, convt1d_forward, convt1d_backward,
+     convt1d_forward_ref, convt1d_backward_ref, 0, false, NULL, NULL},
+    {"convt1d_overlap_nobias", {1, 4, 3, 2, 3, 2, 0}, convt1d_setup, convt1d_forward,
+     convt1d_backward, convt1d_forward_ref, convt1d_backward_ref, 0, false, NULL, NULL},
+    {"l2norm", {4, 6}, l2norm_setup, l2norm_forward, l2norm_backward, NULL, NULL, 0, false, NULL,
+     NULL},
+    {"codebook_gumbel_soft", {5, 6, 4}, codebook_setup, codebook_forward, codebook_backward,
+     codebook_forward_ref, codebook_backward_ref, 0, false, NULL, NULL},
+    {"codebook_entropy", {6, 5}, cb_entropy_setup, cb_entropy_forward, cb_entropy_backward, NULL,
+     NULL, 0, false, NULL, NULL},
+    {"codebook_orth", {6, 4}, cb_orth_setup, cb_orth_forward, cb_orth_backward,
+     cb_orth_forward_ref, cb_orth_backward_ref, 0, false, NULL, NULL},
+    {"codebook_vq_commit", {5, 7, 3}, cb_vq_setup, cb_vq_forward, cb_vq_backward, NULL, NULL, 0,
+     true, NULL, NULL},
+    {"attnpool", {3, 5, 4, 0}, attnpool_setup, attnpool_forward, attnpool_backward,
+     attnpool_forward_ref, attnpool_backward_ref, 0, false, NULL, NULL},
+    {"attnpool_mask", {4, 5, 4, 1}, attnpool_setup, attnpool_forward, attnpool_backward,
+     attnpool_forward_ref, attnpool_backward_ref, 0, false, NULL, NULL},
     /* PyTorch references: dims as in the files (gen_refs.py, gen_attn_mlp_refs.py) */
     {.name = "linear_torch", .dims = {4, 8, 6, 1}, linear_setup, linear_forward, linear_backward,
      linear_forward_ref, linear_backward_ref, .torch = "linear"},

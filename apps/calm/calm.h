@@ -1,0 +1,95 @@
+/* calm.h - the calm app (docs/calm.md): its modes and its context, shared by main.c and the
+ * mode files (simulate.c, pretrain.c). */
+#ifndef CALM_APP_H
+#define CALM_APP_H
+
+#include <stdint.h>
+
+#include "core/config.h" /* tess_opt_enum */
+#include "run/run.h"     /* tess_run, tess_run_step_out */
+#include "dat.h"         /* calm_dat */
+#include "optim/adamw.h" /* tess_adamw */
+#include "optim/sched.h" /* tess_sched */
+#include "par/gradsync.h" /* tess_gradsync */
+#include "sim.h"         /* calm_sim_config */
+#include "tok.h"         /* calm_tok */
+
+typedef enum { CALM_MODE_SIMULATE = 0, CALM_MODE_PRETRAIN, CALM_MODE_COUNT } calm_mode;
+
+static const tess_opt_enum calm_mode_names[] = {{"pretrain", CALM_MODE_PRETRAIN},
+                                                {"simulate", CALM_MODE_SIMULATE}};
+TESS_OPT_ENUM_TABLE_CHECK(calm_mode_names, CALM_MODE_COUNT);
+
+/* simulate mode: sessions dealt to ranks, `size` sessions per step. */
+typedef struct {
+    calm_sim_config cfg;
+    char dir[4096]; /* where the session files go */
+    char prefix[64];
+    int64_t total; /* animals x sessions */
+} calm_simulate;
+
+/* One session held in memory: z-scored traces (T, N) frame-major. */
+typedef struct {
+    char name[256];        /* file or simulated session, for messages */
+    int64_t T, N, train_T; /* frames, neurons, training frames (the head of the session) */
+    int64_t unit0;         /* global unit id of neuron 0 */
+    float *x;              /* (T, N) */
+} calm_session;
+
+typedef struct {
+    int64_t session, t0; /* a window of M P frames starting at frame t0 */
+} calm_window;
+
+/* pretrain mode: the data, both models, their optimizers and the batch buffers. */
+typedef struct {
+    calm_sim_config simcfg;
+    calm_tok_config tokc;
+    calm_dat_config datc;
+    int64_t tok_steps, tok_batch, tok_b, dat_steps, dat_batch, dat_b, eval_b, horizon;
+    double tok_lr, clip, weight_decay, train_fraction;
+    tess_sched sched;
+    int64_t nsess, units, ntrain, ntest, max_traces;
+    calm_session *sess;
+    calm_window *train_win, *test_win;
+    tess_registry *tok_reg, *dat_reg;
+    calm_tok *tok;
+    calm_dat *dat;
+    tess_adamw *tok_opt, *dat_opt;
+    tess_gradsync *tok_sync, *dat_sync;
+    float *x;       /* (traces, M P) */
+    int32_t *ids;   /* (traces, M) */
+    int32_t *tokens, *unit, *sid, *count; /* (B, N, M), (B, N), (B), (B) */
+    int64_t *perm;  /* (units + 1) */
+    int tok_csv, dat_csv, fc_csv;
+} calm_pretrain;
+
+typedef struct {
+    calm_mode mode;
+    calm_simulate sim;
+    calm_pretrain pre;
+} calm_app;
+
+/* The simulator's option table ([sim] section) and its reading into a calm_sim_config
+ * (seed from run.seed). */
+extern const tess_opt calm_sim_opts[];
+extern const int64_t calm_sim_nopts;
+tess_status calm_sim_config_read(calm_sim_config *c, const tess_config *cfg, uint64_t seed);
+
+/* Option tables of the pretrain mode ([data], [tok], [model], [train]). */
+extern const tess_opt calm_tok_opts[], calm_model_opts[], calm_train_opts[], calm_data_opts[];
+extern const int64_t calm_tok_nopts, calm_model_nopts, calm_train_nopts, calm_data_nopts;
+
+/* pretrain mode (pretrain.c): setup collective; steps 0..tok.steps-1 train the tokenizer, the
+ * next train.steps the DAT; finish forecasts the held-out tail (collective). */
+tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p);
+tess_status calm_pretrain_step(tess_run *run, calm_pretrain *p, int64_t step,
+                               tess_run_step_out *out);
+tess_status calm_pretrain_finish(tess_run *run, calm_pretrain *p);
+void calm_pretrain_free(calm_pretrain *p);
+
+/* simulate mode (simulate.c): setup is collective; a step writes this rank's session of the
+ * round (global session index cursor + rank), so the files do not depend on the rank count. */
+tess_status calm_simulate_setup(tess_run *run, calm_simulate *s);
+tess_status calm_simulate_step(tess_run *run, calm_simulate *s, tess_run_step_out *out);
+
+#endif

@@ -1,0 +1,383 @@
+/* tok.c - the single-neuron tokenizer (tok.h): conv + transformer encoder, cosine codebook,
+ * transformer + transposed-conv decoder, composed of nn/conv1d.h, nn/codebook.h, nn/block.h. */
+#include "tok.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/arena.h"      /* tess_arena_* */
+#include "nn/activation.h"   /* tess_nn_gelu_* */
+#include "nn/block.h"        /* tess_nn_block_* */
+#include "nn/conv1d.h"       /* tess_nn_conv1d_*, tess_nn_convt1d_* */
+#include "nn/ffn.h"          /* tess_nn_ffn_dense_create */
+#include "nn/linear.h"       /* tess_nn_linear_* */
+#include "par/layout.h"      /* tess_layout_replicated */
+
+enum { KW = 5 }; /* width of the first and last convolution */
+
+struct calm_tok {
+    calm_tok_config c;
+    int64_t max_Bn, L;
+    tess_registry *reg; /* borrowed */
+    /* registry indices */
+    int64_t conv1_w, conv1_b, conv2_w, conv2_b, in_w, in_b, out_w, code;
+    int64_t din_w, din_b, dout_w, dout_b, convt_w, convt_b, conv3_w, conv3_b;
+    tess_nn_block **enc, **dec; /* (nt) each */
+    tess_nn_block_scratch scr;
+    tess_arena arena;
+    /* activations: rows R = Bn L (frames) or Q = Bn M (patches) */
+    float *a0, *col1, *g1, *a2, *col2;  /* (R,c), (R,KW), (R,c), (Q,c), (Q,cP) */
+    float **e;                          /* (nt+1) (Q,dt): e[0] = Linear(a2), e[l+1] block l */
+    float *zr, *z, *rz;                 /* (Q,Dc), (Q,Dc), (Q) */
+    float *E, *rE;                      /* (K,Dc) normalised codebook, (K) */
+    float *logits, *y, *G, *q;          /* (Q,K), (Q,K), (Q,K), (Q,Dc) */
+    float *p, *pbar, *gram;             /* (Q,K), (K), (K,K) */
+    float **h;                          /* (nt+1) (Q,dt): h[0] = Linear(q), h[l+1] block l */
+    float *u0, *u, *colt, *gu, *xh, *col3; /* (Q,c), (R,c), (Q,cP), (R,c), (R), (R,cKW) */
+    const float *x;                     /* input of the last forward, borrowed */
+    /* gradients and scratch */
+    float *dxh, *dgu, *du, *du0, *dh, *dq, *dz, *dzr, *de, *da2, *dg1, *da0;
+    float *dlogits, *dE, *work, *kwork, *dcol;
+    int32_t *ids;
+    int64_t Bn;
+    tess_nn_codebook_mode mode;
+    float tau_g;
+};
+
+tess_status calm_tok_check(const calm_tok_config *c, int64_t max_Bn) {
+    TESS_REQUIRE(c->P >= 1 && c->M >= 1, TESS_ERR_CONFIG,
+                 "tok.patch = %lld and tok.patches = %lld must be >= 1", (long long)c->P,
+                 (long long)c->M);
+    TESS_REQUIRE(c->c >= 1 && c->nt >= 1 && c->Dc >= 2 && c->K >= 2 && c->K <= 65535,
+                 TESS_ERR_CONFIG,
+                 "tok.channels, tok.layers must be >= 1, tok.code_dim >= 2, tok.codes in [2, 65535]");
+    TESS_REQUIRE(c->dt >= 2 && c->heads >= 1 && c->dt % c->heads == 0 &&
+                     (c->dt / c->heads) % 2 == 0,
+                 TESS_ERR_CONFIG,
+                 "tok.width = %lld must be a multiple of tok.heads = %lld with an even head size",
+                 (long long)c->dt, (long long)c->heads);
+    TESS_REQUIRE(c->tau_cos > 0.0f, TESS_ERR_CONFIG, "tok.tau_cos must be > 0");
+    TESS_REQUIRE(max_Bn >= 1, TESS_ERR_CONFIG, "the tokenizer batch must hold one trace");
+    return TESS_OK;
+}
+
+static tess_status param(calm_tok *t, const char *name, int ndim, const int64_t *shape,
+                         tess_init init, int64_t *idx) {
+    const tess_layout rep = tess_layout_replicated();
+    TESS_CHECK(tess_registry_add(t->reg, name, ndim, shape, &rep, idx));
+    TESS_CHECK(tess_registry_set_init(t->reg, *idx, init));
+    return TESS_OK;
+}
+
+static tess_status blocks(calm_tok *t, tess_nn_block **b, bool causal, const char *prefix) {
+    const calm_tok_config *c = &t->c;
+    const tess_nn_block_config bc = {.T = c->M, .C = c->dt, .NH = c->heads,
+                                     .norm = TESS_NN_NORM_LAYER, .norm_eps = 1e-5f,
+                                     .causal = causal, .rope = true, .rope_base = 10000.0f,
+                                     .std = 0.02, .out_std = 0.02 / sqrt(2.0 * (double)c->nt)};
+    for (int64_t l = 0; l < c->nt; l++) {
+        tess_nn_ffn *ffn = NULL;
+        TESS_CHECK(tess_nn_ffn_dense_create(&ffn, TESS_NN_FFN_GELU, c->dt, 4 * c->dt, bc.std,
+                                            bc.out_std));
+        TESS_CHECK(tess_nn_block_create(&b[l], &bc, t->max_Bn, ffn));
+        char name[TESS_REGISTRY_NAME_MAX];
+        snprintf(name, sizeof name, "%s.%lld", prefix, (long long)l);
+        TESS_CHECK(tess_nn_block_add_params(b[l], t->reg, name));
+        tess_nn_block_scratch_fit(&t->scr, b[l]);
+    }
+    return TESS_OK;
+}
+
+static tess_status build_pieces(calm_tok *t) {
+    const calm_tok_config *c = &t->c;
+    const int64_t C = c->c, P = c->P, dt = c->dt, Dc = c->Dc;
+    const tess_init zero = tess_init_zeros();
+    TESS_CHECK(param(t, "tok.enc.conv1.w", 3, (int64_t[]){C, 1, KW},
+                     tess_init_normal(0, 1.0 / sqrt((double)KW)), &t->conv1_w));
+    TESS_CHECK(param(t, "tok.enc.conv1.b", 1, (int64_t[]){C}, zero, &t->conv1_b));
+    TESS_CHECK(param(t, "tok.enc.conv2.w", 3, (int64_t[]){C, C, P},
+                     tess_init_normal(0, 1.0 / sqrt((double)(C * P))), &t->conv2_w));
+    TESS_CHECK(param(t, "tok.enc.conv2.b", 1, (int64_t[]){C}, zero, &t->conv2_b));
+    TESS_CHECK(param(t, "tok.enc.in.w", 2, (int64_t[]){dt, C},
+                     tess_init_normal(0, 1.0 / sqrt((double)C)), &t->in_w));
+    TESS_CHECK(param(t, "tok.enc.in.b", 1, (int64_t[]){dt}, zero, &t->in_b));
+    TESS_CHECK(blocks(t, t->enc, true, "tok.enc.layers"));
+    TESS_CHECK(param(t, "tok.enc.out.w", 2, (int64_t[]){Dc, dt},
+                     tess_init_normal(0, 1.0 / sqrt((double)dt)), &t->out_w));
+    TESS_CHECK(param(t, "tok.codebook", 2, (int64_t[]){c->K, Dc}, tess_init_normal(0, 1.0),
+                     &t->code));
+    TESS_CHECK(param(t, "tok.dec.in.w", 2, (int64_t[]){dt, Dc},
+                     tess_init_normal(0, 1.0 / sqrt((double)Dc)), &t->din_w));
+    TESS_CHECK(param(t, "tok.dec.in.b", 1, (int64_t[]){dt}, zero, &t->din_b));
+    TESS_CHECK(blocks(t, t->dec, false, "tok.dec.layers"));
+    TESS_CHECK(param(t, "tok.dec.out.w", 2, (int64_t[]){C, dt},
+                     tess_init_normal(0, 1.0 / sqrt((double)dt)), &t->dout_w));
+    TESS_CHECK(param(t, "tok.dec.out.b", 1, (int64_t[]){C}, zero, &t->dout_b));
+    TESS_CHECK(param(t, "tok.dec.convt.w", 3, (int64_t[]){C, C, P},
+                     tess_init_normal(0, 1.0 / sqrt((double)C)), &t->convt_w));
+    TESS_CHECK(param(t, "tok.dec.convt.b", 1, (int64_t[]){C}, zero, &t->convt_b));
+    TESS_CHECK(param(t, "tok.dec.conv3.w", 3, (int64_t[]){1, C, KW},
+                     tess_init_normal(0, 1.0 / sqrt((double)(C * KW))), &t->conv3_w));
+    TESS_CHECK(param(t, "tok.dec.conv3.b", 1, (int64_t[]){1}, zero, &t->conv3_b));
+    return TESS_OK;
+}
+
+static tess_status carve(calm_tok *t, tess_arena *a) {
+    const calm_tok_config *c = &t->c;
+    const int64_t R = t->max_Bn * t->L, Q = t->max_Bn * c->M, C = c->c, K = c->K;
+    const int64_t big = R * C * KW > Q * C * c->P ? R * C * KW : Q * C * c->P;
+    const struct {
+        float **ptr;
+        int64_t n;
+    } bufs[] = {
+        {&t->a0, R * C},        {&t->col1, R * KW},       {&t->g1, R * C},
+        {&t->a2, Q * C},        {&t->col2, Q * C * c->P}, {&t->zr, Q * c->Dc},
+        {&t->z, Q * c->Dc},     {&t->rz, Q},              {&t->E, K * c->Dc},
+        {&t->rE, K},            {&t->logits, Q * K},      {&t->y, Q * K},
+        {&t->G, Q * K},         {&t->q, Q * c->Dc},       {&t->p, Q * K},
+        {&t->pbar, K},          {&t->gram, K * K},        {&t->u0, Q * C},
+        {&t->u, R * C},         {&t->colt, Q * C * c->P}, {&t->gu, R * C},
+        {&t->xh, R},            {&t->col3, R * C * KW},   {&t->dxh, R},
+        {&t->dgu, R * C},       {&t->du, R * C},          {&t->du0, Q * C},
+        {&t->dh, Q * c->dt},    {&t->dq, Q * c->Dc},      {&t->dz, Q * c->Dc},
+        {&t->dzr, Q * c->Dc},   {&t->de, Q * c->dt},      {&t->da2, Q * C},
+        {&t->dg1, R * C},       {&t->da0, R * C},         {&t->dlogits, Q * K},
+        {&t->dE, K * c->Dc},    {&t->work, Q * K},        {&t->kwork, K * K},
+        {&t->dcol, big}};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        TESS_CHECK(tess_arena_floats(a, bufs[i].n, bufs[i].ptr));
+    for (int64_t l = 0; l <= c->nt; l++) {
+        TESS_CHECK(tess_arena_floats(a, Q * c->dt, &t->e[l]));
+        TESS_CHECK(tess_arena_floats(a, Q * c->dt, &t->h[l]));
+    }
+    TESS_CHECK(tess_arena_alloc(a, (size_t)Q * sizeof(int32_t), (void **)&t->ids));
+    for (int64_t l = 0; l < c->nt; l++) {
+        TESS_CHECK(tess_nn_block_carve(t->enc[l], a));
+        TESS_CHECK(tess_nn_block_carve(t->dec[l], a));
+    }
+    TESS_CHECK(tess_nn_block_scratch_carve(&t->scr, a));
+    return TESS_OK;
+}
+
+tess_status calm_tok_create(calm_tok **out, const calm_tok_config *c, int64_t max_Bn,
+                            tess_registry *reg) {
+    *out = NULL;
+    TESS_CHECK(calm_tok_check(c, max_Bn));
+    calm_tok *t = calloc(1, sizeof *t);
+    TESS_REQUIRE(t, TESS_ERR_MEM, "cannot allocate the tokenizer");
+    t->c = *c;
+    t->max_Bn = max_Bn;
+    t->L = c->M * c->P;
+    t->reg = reg;
+    t->enc = calloc((size_t)c->nt, sizeof *t->enc);
+    t->dec = calloc((size_t)c->nt, sizeof *t->dec);
+    t->e = calloc((size_t)c->nt + 1, sizeof *t->e);
+    t->h = calloc((size_t)c->nt + 1, sizeof *t->h);
+    tess_status s = t->enc && t->dec && t->e && t->h ? build_pieces(t) : TESS_ERR_MEM;
+    if (s == TESS_OK) {
+        tess_arena measure;
+        tess_arena_init_measure(&measure);
+        s = carve(t, &measure);
+        if (s == TESS_OK) s = tess_arena_init(&t->arena, tess_arena_high_water(&measure));
+        if (s == TESS_OK) s = carve(t, &t->arena);
+    }
+    if (s != TESS_OK) {
+        calm_tok_destroy(&t);
+        return tess_error_push(s, __FILE__, __LINE__, __func__, "building the tokenizer");
+    }
+    *out = t;
+    return TESS_OK;
+}
+
+void calm_tok_destroy(calm_tok **pt) {
+    if (!pt || !*pt) return;
+    calm_tok *t = *pt;
+    for (int64_t l = 0; l < t->c.nt; l++) {
+        if (t->enc) tess_nn_block_destroy(&t->enc[l]);
+        if (t->dec) tess_nn_block_destroy(&t->dec[l]);
+    }
+    tess_arena_free(&t->arena);
+    free(t->enc), free(t->dec), free(t->e), free(t->h);
+    free(t);
+    *pt = NULL;
+}
+
+static float *W(const calm_tok *t, int64_t i) { return tess_registry_param(t->reg, i); }
+static float *dW(const calm_tok *t, int64_t i) { return tess_registry_grad(t->reg, i); }
+
+static tess_nn_conv1d_dims dims1(const calm_tok *t) { /* first conv: 1 -> c, causal */
+    return (tess_nn_conv1d_dims){.B = t->Bn, .L = t->L, .C = 1, .OC = t->c.c, .K = KW, .stride = 1,
+                                 .pad = KW - 1};
+}
+static tess_nn_conv1d_dims dims2(const calm_tok *t) { /* patch conv: c -> c, k = stride = P */
+    return (tess_nn_conv1d_dims){.B = t->Bn, .L = t->L, .C = t->c.c, .OC = t->c.c, .K = t->c.P,
+                                 .stride = t->c.P, .pad = 0};
+}
+static tess_nn_conv1d_dims dimst(const calm_tok *t) { /* transposed patch conv: M -> L */
+    return (tess_nn_conv1d_dims){.B = t->Bn, .L = t->c.M, .C = t->c.c, .OC = t->c.c, .K = t->c.P,
+                                 .stride = t->c.P};
+}
+static tess_nn_conv1d_dims dims3(const calm_tok *t) { /* last conv: c -> 1, causal */
+    return (tess_nn_conv1d_dims){.B = t->Bn, .L = t->L, .C = t->c.c, .OC = 1, .K = KW, .stride = 1,
+                                 .pad = KW - 1};
+}
+
+/* Encoder and quantiser: t->z, logits, y, q, ids for Bn traces x (Bn, L). */
+static void encode(calm_tok *t, const float *x, int64_t Bn, tess_rng_key key, int64_t step,
+                   int64_t first, float tau_g, tess_nn_codebook_mode mode) {
+    TESS_ASSERT(Bn >= 1 && Bn <= t->max_Bn && tess_registry_is_final(t->reg));
+    const calm_tok_config *c = &t->c;
+    const int64_t M = c->M, R = Bn * t->L, Q = Bn * M, C = c->c, K = c->K, Dc = c->Dc;
+    t->x = x, t->Bn = Bn, t->mode = mode, t->tau_g = tau_g > 0.0f ? tau_g : 1.0f;
+    tess_nn_conv1d_dims d1 = dims1(t), d2 = dims2(t);
+    tess_nn_conv1d_forward(t->a0, t->col1, x, W(t, t->conv1_w), W(t, t->conv1_b), &d1);
+    tess_nn_gelu_forward(t->g1, t->a0, R * C);
+    tess_nn_conv1d_forward(t->a2, t->col2, t->g1, W(t, t->conv2_w), W(t, t->conv2_b), &d2);
+    tess_nn_linear_forward(t->e[0], t->a2, W(t, t->in_w), W(t, t->in_b), Q, C, c->dt);
+    for (int64_t l = 0; l < c->nt; l++)
+        tess_nn_block_forward(t->enc[l], t->e[l + 1], t->e[l], NULL, Bn, &t->scr);
+    tess_nn_linear_forward(t->zr, t->e[c->nt], W(t, t->out_w), NULL, Q, c->dt, Dc);
+    tess_nn_l2norm_forward(t->z, t->rz, t->zr, Q, Dc, 1e-6f);
+    tess_nn_l2norm_forward(t->E, t->rE, W(t, t->code), K, Dc, 1e-6f);
+    const bool noise = tau_g > 0.0f;
+    if (noise) {
+        const uint64_t ctr = tess_rng_ctr(TESS_RNG_PURPOSE_NOISE, (uint64_t)step);
+        for (int64_t i = 0; i < Q * K; i++) {
+            double u = tess_rng_uniform(key, ctr, (uint64_t)(first * M * K + i), 1e-12, 1.0);
+            t->G[i] = (float)-log(-log(u));
+        }
+    }
+    tess_nn_codebook_dims cd = {Q, K, Dc, c->tau_cos, t->tau_g, mode};
+    tess_nn_codebook_forward(t->q, t->logits, t->y, t->ids, t->z, t->E, noise ? t->G : NULL, &cd);
+}
+
+/* Decoder: t->xh (Bn, L) from t->q (Bn M, Dc). */
+static void decode(calm_tok *t) {
+    const calm_tok_config *c = &t->c;
+    const int64_t Bn = t->Bn, Q = Bn * c->M, R = Bn * t->L, C = c->c;
+    tess_nn_conv1d_dims dtt = dimst(t), d3 = dims3(t);
+    tess_nn_linear_forward(t->h[0], t->q, W(t, t->din_w), W(t, t->din_b), Q, c->Dc, c->dt);
+    for (int64_t l = 0; l < c->nt; l++)
+        tess_nn_block_forward(t->dec[l], t->h[l + 1], t->h[l], NULL, Bn, &t->scr);
+    tess_nn_linear_forward(t->u0, t->h[c->nt], W(t, t->dout_w), W(t, t->dout_b), Q, c->dt, C);
+    tess_nn_convt1d_forward(t->u, t->colt, t->u0, W(t, t->convt_w), W(t, t->convt_b), &dtt);
+    tess_nn_gelu_forward(t->gu, t->u, R * C);
+    tess_nn_conv1d_forward(t->xh, t->col3, t->gu, W(t, t->conv3_w), W(t, t->conv3_b), &d3);
+}
+
+calm_tok_loss calm_tok_forward(calm_tok *t, const float *x, int64_t Bn, int32_t *ids,
+                               tess_rng_key key, int64_t step, int64_t first, float tau_g,
+                               tess_nn_codebook_mode mode) {
+    const calm_tok_config *c = &t->c;
+    const int64_t L = t->L, R = Bn * L, Q = Bn * c->M, K = c->K;
+    encode(t, x, Bn, key, step, first, tau_g, mode);
+    memcpy(ids, t->ids, (size_t)Q * sizeof(int32_t));
+    calm_tok_loss loss = {0};
+    loss.entropy = tess_nn_codebook_entropy_forward(t->p, t->pbar, t->logits, Q, K);
+    loss.orth = tess_nn_codebook_orth_forward(t->gram, t->E, K, c->Dc);
+    decode(t);
+    double se = 0.0, sd = 0.0;
+    for (int64_t i = 0; i < R; i++) se += pow((double)t->xh[i] - x[i], 2);
+    for (int64_t b = 0; b < Bn; b++)
+        for (int64_t j = 0; j + 1 < L; j++) {
+            int64_t i = b * L + j;
+            sd += pow(((double)t->xh[i + 1] - t->xh[i]) - ((double)x[i + 1] - x[i]), 2);
+        }
+    loss.mse = se / (double)R;
+    loss.dmse = L > 1 ? sd / (double)(Bn * (L - 1)) : 0.0;
+    loss.total = loss.mse + c->lambda_d * loss.dmse + c->lambda_orth * loss.orth +
+                 c->lambda_h * loss.entropy;
+    return loss;
+}
+
+void calm_tok_encode(calm_tok *t, const float *x, int64_t Bn, int32_t *ids) {
+    encode(t, x, Bn, (tess_rng_key){0, 0}, 0, 0, 0.0f, TESS_NN_CODEBOOK_HARD_ST);
+    memcpy(ids, t->ids, (size_t)(Bn * t->c.M) * sizeof(int32_t));
+}
+
+const float *calm_tok_decode(calm_tok *t, const int32_t *ids, int64_t Bn) {
+    TESS_ASSERT(Bn >= 1 && Bn <= t->max_Bn && tess_registry_is_final(t->reg));
+    const int64_t Q = Bn * t->c.M, Dc = t->c.Dc;
+    t->Bn = Bn;
+    tess_nn_l2norm_forward(t->E, t->rE, W(t, t->code), t->c.K, Dc, 1e-6f);
+    for (int64_t i = 0; i < Q; i++) {
+        TESS_ASSERT(ids[i] >= 0 && ids[i] < t->c.K);
+        memcpy(t->q + i * Dc, t->E + ids[i] * Dc, (size_t)Dc * sizeof(float));
+    }
+    decode(t);
+    return t->xh;
+}
+
+void calm_tok_backward(calm_tok *t, float scale) {
+    const calm_tok_config *c = &t->c;
+    const int64_t Bn = t->Bn, L = t->L, M = c->M, R = Bn * L, Q = Bn * M, C = c->c, K = c->K,
+                  Dc = c->Dc;
+    tess_nn_conv1d_dims d1 = dims1(t), d2 = dims2(t), dtt = dimst(t), d3 = dims3(t);
+    const float *x = t->x;
+    /* d loss / d xh: MSE and MSE of the first differences */
+    const float gm = scale * 2.0f / (float)R;
+    const float gd = L > 1 ? scale * c->lambda_d * 2.0f / (float)(Bn * (L - 1)) : 0.0f;
+    for (int64_t i = 0; i < R; i++) t->dxh[i] = gm * (t->xh[i] - x[i]);
+    for (int64_t b = 0; b < Bn; b++)
+        for (int64_t j = 0; j + 1 < L; j++) {
+            int64_t i = b * L + j;
+            float e = (t->xh[i + 1] - t->xh[i]) - (x[i + 1] - x[i]);
+            t->dxh[i + 1] += gd * e;
+            t->dxh[i] -= gd * e;
+        }
+    /* decoder */
+    memset(t->dgu, 0, (size_t)(R * C) * sizeof(float));
+    tess_nn_conv1d_backward(t->dgu, dW(t, t->conv3_w), dW(t, t->conv3_b), t->dcol, t->dxh,
+                            t->col3, W(t, t->conv3_w), &d3);
+    memset(t->du, 0, (size_t)(R * C) * sizeof(float));
+    tess_nn_gelu_backward(t->du, t->dgu, t->u, R * C);
+    memset(t->du0, 0, (size_t)(Q * C) * sizeof(float));
+    tess_nn_convt1d_backward(t->du0, dW(t, t->convt_w), dW(t, t->convt_b), t->dcol, t->du, t->u0,
+                             W(t, t->convt_w), &dtt);
+    memset(t->dh, 0, (size_t)(Q * c->dt) * sizeof(float));
+    tess_nn_linear_backward(t->dh, dW(t, t->dout_w), dW(t, t->dout_b), t->du0, t->h[c->nt],
+                            W(t, t->dout_w), Q, c->dt, C);
+    for (int64_t l = c->nt - 1; l >= 0; l--) tess_nn_block_backward(t->dec[l], t->dh, &t->scr);
+    memset(t->dq, 0, (size_t)(Q * Dc) * sizeof(float));
+    tess_nn_linear_backward(t->dq, dW(t, t->din_w), dW(t, t->din_b), t->dh, t->q,
+                            W(t, t->din_w), Q, Dc, c->dt);
+    /* codebook: the quantiser (soft path), the usage entropy on the logits, orthogonality */
+    memset(t->dlogits, 0, (size_t)(Q * K) * sizeof(float));
+    tess_nn_codebook_entropy_backward(t->dlogits, scale * c->lambda_h, t->p, t->pbar, Q, K);
+    memset(t->dz, 0, (size_t)(Q * Dc) * sizeof(float));
+    memset(t->dE, 0, (size_t)(K * Dc) * sizeof(float));
+    tess_nn_codebook_dims cd = {Q, K, Dc, c->tau_cos, t->tau_g, t->mode};
+    tess_nn_codebook_backward(t->dz, t->dE, t->work, t->dq, t->dlogits, t->z, t->E, t->y, &cd);
+    tess_nn_codebook_orth_backward(t->dE, t->kwork, scale * c->lambda_orth, t->gram, t->E, K, Dc);
+    tess_nn_l2norm_backward(dW(t, t->code), t->dE, t->E, t->rE, W(t, t->code), K, Dc, 1e-6f);
+    /* encoder */
+    memset(t->dzr, 0, (size_t)(Q * Dc) * sizeof(float));
+    tess_nn_l2norm_backward(t->dzr, t->dz, t->z, t->rz, t->zr, Q, Dc, 1e-6f);
+    memset(t->de, 0, (size_t)(Q * c->dt) * sizeof(float));
+    tess_nn_linear_backward(t->de, dW(t, t->out_w), NULL, t->dzr, t->e[c->nt], W(t, t->out_w), Q,
+                            c->dt, Dc);
+    for (int64_t l = c->nt - 1; l >= 0; l--) tess_nn_block_backward(t->enc[l], t->de, &t->scr);
+    memset(t->da2, 0, (size_t)(Q * C) * sizeof(float));
+    tess_nn_linear_backward(t->da2, dW(t, t->in_w), dW(t, t->in_b), t->de, t->a2, W(t, t->in_w), Q,
+                            C, c->dt);
+    memset(t->dg1, 0, (size_t)(R * C) * sizeof(float));
+    tess_nn_conv1d_backward(t->dg1, dW(t, t->conv2_w), dW(t, t->conv2_b), t->dcol, t->da2,
+                            t->col2, W(t, t->conv2_w), &d2);
+    memset(t->da0, 0, (size_t)(R * C) * sizeof(float));
+    tess_nn_gelu_backward(t->da0, t->dg1, t->a0, R * C);
+    tess_nn_conv1d_backward(NULL, dW(t, t->conv1_w), dW(t, t->conv1_b), t->dcol, t->da0, t->col1,
+                            W(t, t->conv1_w), &d1);
+}
+
+const float *calm_tok_recon(const calm_tok *t) { return t->xh; }
+
+float *calm_tok_code_usage(calm_tok *t) { return t->pbar; }
+
+double calm_tok_usage_loss(const calm_tok *t) {
+    double h = 0.0;
+    for (int64_t k = 0; k < t->c.K; k++)
+        if (t->pbar[k] > 0.0f) h -= (double)t->pbar[k] * log((double)t->pbar[k]);
+    return log((double)t->c.K) - h;
+}

@@ -1,0 +1,178 @@
+/* test_dat - the dual-axis transformer's structural guarantees (apps/calm/dat.h, docs/calm.md):
+ * causality (tokens perturbed at patch m0 leave every logit at m < m0 bit-identical, and do
+ * change later ones and other neurons at m0), padding invariance (padded neurons' tokens and
+ * units leave the real logits bit-identical), neuron-permutation equivariance (permuting the
+ * neurons with their unit ids permutes the logits, 1e-5), and the backward against central
+ * differences of the mean loss on the parameters with the largest gradients. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"    /* tess_rng_* */
+#include "dat.h"
+#include "nn/registry.h" /* tess_registry_* */
+#include "tess_test.h"
+
+enum { B = 2, N = 5, M = 6, K = 16, U = 20, S = 3 };
+static const calm_dat_config CFG = {.K = K, .d = 16, .layers = 2, .heads = 2, .ffn = 32,
+                                    .units = U, .sessions = S, .max_N = N, .M = M};
+
+static int32_t draw(uint64_t what, uint64_t i, int32_t n) {
+    return (int32_t)(tess_rng_u64((tess_rng_key){3, 0}, tess_rng_ctr(TESS_RNG_PURPOSE_TEST, what), i) %
+                     (uint64_t)n);
+}
+
+typedef struct {
+    int32_t tok[B * N * M], unit[B * N], sess[B], count[B];
+} batch;
+
+static void make_batch(batch *x) {
+    for (int i = 0; i < B * N * M; i++) x->tok[i] = draw(1, (uint64_t)i, K);
+    for (int i = 0; i < B * N; i++) x->unit[i] = draw(2, (uint64_t)i, U);
+    x->sess[0] = 1, x->sess[1] = 2;
+    x->count[0] = N, x->count[1] = 3;
+}
+
+static double run(calm_dat *m, const batch *x, float *logits) {
+    int64_t pairs;
+    double loss = calm_dat_forward(m, x->tok, x->unit, x->sess, x->count, B, &pairs);
+    if (logits) memcpy(logits, calm_dat_logits(m), sizeof(float) * B * N * M * K);
+    return loss / (double)pairs;
+}
+
+static size_t at(int b, int n, int t) { return ((size_t)((b * N + n) * M + t)) * K; }
+
+static void test_causal(calm_dat *m) {
+    batch x, y;
+    make_batch(&x);
+    static float l0[B * N * M * K], l1[B * N * M * K];
+    run(m, &x, l0);
+    const int m0 = 3;
+    y = x;
+    for (int b = 0; b < B; b++)
+        for (int n = 0; n < N; n++) y.tok[(b * N + n) * M + m0] = (x.tok[(b * N + n) * M + m0] + 5) % K;
+    run(m, &y, l1);
+    int before = 1, after = 0;
+    for (int b = 0; b < B; b++)
+        for (int n = 0; n < x.count[b]; n++)
+            for (int t = 0; t < M; t++) {
+                int same = memcmp(l0 + at(b, n, t), l1 + at(b, n, t), K * sizeof(float)) == 0;
+                if (t < m0) before &= same;
+                else after |= !same;
+            }
+    TESS_TEST_CHECK(before, "logits before the perturbed patch are bit-identical");
+    TESS_TEST_CHECK(after, "logits from the perturbed patch on change");
+    /* one neuron perturbed: another neuron's logits at the same patch change (neural axis) */
+    y = x;
+    y.tok[(0 * N + 0) * M + 2] = (x.tok[2] + 7) % K;
+    run(m, &y, l1);
+    TESS_TEST_CHECK(memcmp(l0 + at(0, 1, 2), l1 + at(0, 1, 2), K * sizeof(float)) != 0,
+                    "neuron 1 sees neuron 0 at the same patch");
+    TESS_TEST_CHECK(memcmp(l0 + at(0, 1, 1), l1 + at(0, 1, 1), K * sizeof(float)) == 0,
+                    "... but not at an earlier patch");
+}
+
+static void test_padding(calm_dat *m) {
+    batch x, y;
+    make_batch(&x);
+    static float l0[B * N * M * K], l1[B * N * M * K];
+    double a = run(m, &x, l0);
+    y = x;
+    for (int n = x.count[1]; n < N; n++) {
+        y.unit[1 * N + n] = (x.unit[1 * N + n] + 3) % U;
+        for (int t = 0; t < M; t++) y.tok[(1 * N + n) * M + t] = (x.tok[(1 * N + n) * M + t] + 1) % K;
+    }
+    double b = run(m, &y, l1);
+    int same = 1;
+    for (int bb = 0; bb < B; bb++)
+        for (int n = 0; n < x.count[bb]; n++)
+            same &= memcmp(l0 + at(bb, n, 0), l1 + at(bb, n, 0), M * K * sizeof(float)) == 0;
+    TESS_TEST_CHECK(same, "padded neurons leave the real logits bit-identical");
+    TESS_TEST_CHECK(a == b, "and the loss (%.9g vs %.9g)", a, b);
+}
+
+static void test_permutation(calm_dat *m) {
+    batch x, y;
+    make_batch(&x);
+    static float l0[B * N * M * K], l1[B * N * M * K];
+    run(m, &x, l0);
+    const int perm[N] = {3, 0, 4, 1, 2}; /* new neuron n is old neuron perm[n] (window 0) */
+    y = x;
+    for (int n = 0; n < N; n++) {
+        y.unit[n] = x.unit[perm[n]];
+        for (int t = 0; t < M; t++) y.tok[n * M + t] = x.tok[perm[n] * M + t];
+    }
+    run(m, &y, l1);
+    double worst = 0.0;
+    for (int n = 0; n < N; n++)
+        for (int i = 0; i < M * K; i++)
+            worst = fmax(worst, fabs(l1[at(0, n, 0) + i] - l0[at(0, perm[n], 0) + i]));
+    TESS_TEST_CHECK(worst < 1e-5, "permuting neurons permutes the logits (worst %.2g)", worst);
+}
+
+static int cmp_abs_desc(const void *a, const void *b) {
+    float x = fabsf(*(const float *)a), y = fabsf(*(const float *)b);
+    return (x < y) - (x > y);
+}
+
+static void test_gradient(calm_dat *m, tess_registry *reg) {
+    batch x;
+    make_batch(&x);
+    tess_registry_zero_grads(reg);
+    int64_t pairs;
+    calm_dat_forward(m, x.tok, x.unit, x.sess, x.count, B, &pairs);
+    calm_dat_backward(m, 1.0f / (float)pairs);
+    const int64_t P = tess_registry_local_total(reg);
+    float *p = tess_registry_params(reg), *g = tess_registry_grads(reg);
+    float *sorted = malloc((size_t)P * sizeof(float));
+    memcpy(sorted, g, (size_t)P * sizeof(float));
+    qsort(sorted, (size_t)P, sizeof(float), cmp_abs_desc);
+    const float thresh = fabsf(sorted[40]);
+    int checked = 0, bad = 0;
+    double worst = 0.0;
+    for (int64_t i = 0; i < P && checked < 40; i++) {
+        if (fabsf(g[i]) < thresh || fabsf(g[i]) == 0.0f) continue;
+        const float keep = p[i], h = 1e-2f;
+        p[i] = keep + h;
+        double up = run(m, &x, NULL);
+        p[i] = keep - h;
+        double dn = run(m, &x, NULL);
+        p[i] = keep;
+        double fd = (up - dn) / (2.0 * h), err = fabs(fd - g[i]) / fmax(fabs(fd), fabs(g[i]));
+        worst = fmax(worst, err);
+        bad += err > 0.05;
+        checked++;
+    }
+    free(sorted);
+    TESS_TEST_CHECK(checked >= 40 && bad == 0,
+                    "%d of %d largest gradients off the central difference by > 5 %% (worst %.3g)",
+                    bad, checked, worst);
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    tess_registry *reg = NULL;
+    calm_dat *m = NULL;
+    TESS_TEST_CHECK(tess_registry_create(&reg) == TESS_OK, "registry");
+    TESS_TEST_CHECK(calm_dat_create(&m, &CFG, B, reg) == TESS_OK, "create: %s", tess_error_text());
+    TESS_TEST_CHECK(tess_registry_finalize(reg) == TESS_OK, "finalize");
+    TESS_TEST_CHECK(tess_registry_init_params(reg, 11) == TESS_OK, "init");
+    /* weights 10x their init (std 0.2, norms untouched) so that the checks see real mixing */
+    for (int64_t e = 0; e < tess_registry_count(reg); e++) {
+        if (tess_registry_get(reg, e)->init.kind != TESS_INIT_NORMAL) continue;
+        float *w = tess_registry_param(reg, e);
+        for (int64_t i = 0; i < tess_registry_get(reg, e)->local_count; i++) w[i] *= 10.0f;
+    }
+    test_causal(m);
+    test_padding(m);
+    test_permutation(m);
+    test_gradient(m, reg);
+    calm_dat_config bad = CFG;
+    bad.heads = 3;
+    TESS_TEST_CHECK(calm_dat_check(&bad, 1) == TESS_ERR_CONFIG, "heads not dividing channels refused");
+    calm_dat_destroy(&m);
+    tess_registry_destroy(&reg);
+    int rc = tess_test_finish("test_dat");
+    MPI_Finalize();
+    return rc;
+}

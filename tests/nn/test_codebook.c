@@ -1,0 +1,127 @@
+/* test_codebook - what the gradient-check table cannot see in the tokenizer layers
+ * (nn/conv1d.h, nn/codebook.h): the causal convolution's output before a perturbed frame is
+ * bit-identical; the hard straight-through quantiser outputs codebook rows and passes exactly
+ * the soft path's gradient; VQ passes dq to z unchanged and the EMA pulls a code to the mean
+ * of its assigned vectors; the orthogonality loss of unit rows is never below the Welch bound;
+ * l2norm gives unit rows. */
+#include <math.h>
+#include <string.h>
+
+#include "core/rng.h"    /* tess_rng_* */
+#include "nn/codebook.h" /* tess_nn_codebook_*, tess_nn_l2norm_* */
+#include "nn/conv1d.h"   /* tess_nn_conv1d_* */
+#include "tess_test.h"
+
+static void fill(float *x, int64_t n, uint64_t what) {
+    tess_rng_fill_uniform((tess_rng_key){5, 0}, tess_rng_ctr(TESS_RNG_PURPOSE_TEST, what), 0, n, x,
+                          -1.0f, 1.0f);
+}
+
+static void test_conv_causal(void) {
+    enum { B = 2, L = 12, C = 3, OC = 4, K = 5 };
+    tess_nn_conv1d_dims d = {.B = B, .L = L, .C = C, .OC = OC, .K = K, .stride = 1, .pad = K - 1};
+    TESS_TEST_CHECK(tess_nn_conv1d_out_len(&d) == L, "causal conv keeps the length");
+    float in[B * L * C], w[OC * C * K], b[OC], out0[B * L * OC], out1[B * L * OC],
+        col[B * L * C * K];
+    fill(in, B * L * C, 1), fill(w, OC * C * K, 2), fill(b, OC, 3);
+    tess_nn_conv1d_forward(out0, col, in, w, b, &d);
+    const int t0 = 7;
+    for (int bb = 0; bb < B; bb++)
+        for (int c = 0; c < C; c++) in[(bb * L + t0) * C + c] += 0.5f;
+    tess_nn_conv1d_forward(out1, col, in, w, b, &d);
+    int same_before = 1, changed_at = 0;
+    for (int bb = 0; bb < B; bb++)
+        for (int t = 0; t < L; t++)
+            for (int o = 0; o < OC; o++) {
+                int i = (bb * L + t) * OC + o;
+                if (t < t0 && memcmp(&out0[i], &out1[i], sizeof(float)) != 0) same_before = 0;
+                if (t == t0 && out0[i] != out1[i]) changed_at = 1;
+            }
+    TESS_TEST_CHECK(same_before, "outputs before the perturbed frame are bit-identical");
+    TESS_TEST_CHECK(changed_at, "the output at the perturbed frame changes");
+}
+
+static void test_hard_st(void) {
+    enum { N = 6, K = 8, D = 4 };
+    float z[N * D], E[K * D], G[N * K], rn[K > N ? K : N];
+    fill(z, N * D, 4), fill(E, K * D, 5), fill(G, N * K, 6);
+    tess_nn_l2norm_forward(z, rn, z, N, D, 1e-6f);
+    tess_nn_l2norm_forward(E, rn, E, K, D, 1e-6f);
+    double worst = 0.0;
+    for (int n = 0; n < N; n++) {
+        double s = 0.0;
+        for (int j = 0; j < D; j++) s += (double)z[n * D + j] * z[n * D + j];
+        worst = fmax(worst, fabs(sqrt(s) - 1.0));
+    }
+    TESS_TEST_CHECK(worst < 1e-6, "l2norm rows have norm 1 (worst %.2g)", worst);
+    tess_nn_codebook_dims soft = {N, K, D, 0.1f, 0.5f, TESS_NN_CODEBOOK_SOFT}, hard = soft;
+    hard.mode = TESS_NN_CODEBOOK_HARD_ST;
+    float qs[N * D], qh[N * D], ls[N * K], lh[N * K], ys[N * K], yh[N * K], work[N * K];
+    int32_t ids_s[N], ids_h[N];
+    tess_nn_codebook_forward(qs, ls, ys, ids_s, z, E, G, &soft);
+    tess_nn_codebook_forward(qh, lh, yh, ids_h, z, E, G, &hard);
+    int rows = 1, argmax = 1;
+    for (int n = 0; n < N; n++) {
+        rows &= memcmp(qh + n * D, E + ids_h[n] * D, D * sizeof(float)) == 0;
+        argmax &= ids_h[n] == ids_s[n];
+        for (int k = 0; k < K; k++)
+            argmax &= ls[n * K + k] + G[n * K + k] <= ls[n * K + ids_h[n]] + G[n * K + ids_h[n]];
+    }
+    TESS_TEST_CHECK(rows, "hard mode outputs the chosen codebook rows");
+    TESS_TEST_CHECK(argmax, "ids are the argmax of logits + noise");
+    float dq[N * D], dzs[N * D] = {0}, dzh[N * D] = {0}, dEs[K * D] = {0}, dEh[K * D] = {0};
+    fill(dq, N * D, 7);
+    tess_nn_codebook_backward(dzs, dEs, work, dq, NULL, z, E, ys, &soft);
+    tess_nn_codebook_backward(dzh, dEh, work, dq, NULL, z, E, yh, &hard);
+    TESS_TEST_CHECK(memcmp(dzs, dzh, sizeof dzs) == 0 && memcmp(dEs, dEh, sizeof dEs) == 0,
+                    "straight-through: the hard mode's gradient is the soft path's");
+    double any = 0.0;
+    for (int i = 0; i < N * D; i++) any += fabs(dzh[i]);
+    TESS_TEST_CHECK(any > 0.0, "the straight-through gradient reaches z");
+}
+
+static void test_vq(void) {
+    enum { N = 40, K = 4, D = 3 };
+    float z[N * D], E[K * D], q[N * D], dq[N * D], dz[N * D] = {0};
+    int32_t ids[N];
+    fill(z, N * D, 8), fill(E, K * D, 9), fill(dq, N * D, 10);
+    double commit = tess_nn_codebook_vq_forward(q, ids, z, E, N, K, D);
+    TESS_TEST_CHECK(commit > 0.0, "commitment loss %.3f > 0", commit);
+    tess_nn_codebook_vq_backward(dz, dq, 0.0f, z, q, N, D);
+    TESS_TEST_CHECK(memcmp(dz, dq, sizeof dz) == 0, "VQ passes dq to z unchanged");
+    /* EMA with decay 0 puts each used code at the mean of its vectors */
+    float count[K] = {0}, sum[K * D] = {0}, mean[K * D] = {0};
+    int used[K] = {0};
+    for (int n = 0; n < N; n++) {
+        used[ids[n]]++;
+        for (int j = 0; j < D; j++) mean[ids[n] * D + j] += z[n * D + j];
+    }
+    tess_nn_codebook_ema_update(E, count, sum, z, ids, N, K, D, 0.0f);
+    double err = 0.0;
+    for (int k = 0; k < K; k++)
+        for (int j = 0; j < D; j++)
+            if (used[k]) err = fmax(err, fabs(E[k * D + j] - mean[k * D + j] / used[k]));
+    TESS_TEST_CHECK(err < 1e-5, "EMA (decay 0) moves codes to their means (err %.2g)", err);
+}
+
+static void test_welch(void) {
+    enum { K = 16, D = 4 };
+    float E[K * D], rn[K], gram[K * K];
+    fill(E, K * D, 11);
+    tess_nn_l2norm_forward(E, rn, E, K, D, 1e-6f);
+    double l = tess_nn_codebook_orth_forward(gram, E, K, D);
+    double welch = ((double)K * K / D - K) / ((double)K * K);
+    TESS_TEST_CHECK(l >= welch - 1e-6, "orth loss %.4f >= Welch bound %.4f", l, welch);
+    TESS_TEST_CLOSE(l, tess_nn_codebook_orth_forward_ref(E, K, D), 1e-6, 1e-5, "orth fast vs ref");
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    test_conv_causal();
+    test_hard_st();
+    test_vq();
+    test_welch();
+    int rc = tess_test_finish("test_codebook");
+    MPI_Finalize();
+    return rc;
+}
