@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# check_logs.sh MPIEXEC FIRST_APP - the run driver's logging on the example app of docs/apps.md:
+#   output redirected from mpiexec holds plain lines only (no '\r', no ESC: progress = auto
+#   does not trust the pty Open MPI gives rank 0); <run.dir>/run.log holds the run's first
+#   lines, its progress and its end, each stamped with the UTC time; log.per_rank adds
+#   run.rank1.log; -q silences the terminal but not run.log; log.progress = off prints no
+#   progress and tty is honoured when asked for; a stopped and resumed run appends to its
+#   run.log; -v with -q is refused (exit 78).
+set -euo pipefail
+mpiexec=$1 exe=$2
+fail() { echo "check_logs: FAIL: $*" >&2; exit 1; }
+rm -rf auto quiet tty stopped
+common=(--set run.plots=false)
+"$mpiexec" -n 2 "$exe" "${common[@]}" --set run.dir=auto >auto.out 2>&1 || { cat auto.out; fail "run"; }
+grep -q "^step 200/200  loss [0-9.e+-]*  .* samples/s  ETA 0s$" auto.out ||
+  { cat auto.out; fail "no plain last progress line"; }
+! grep -q $'\r\|\033' auto.out || { cat -A auto.out; fail "carriage return or escape in redirected output"; }
+[ -f auto/run.log ] || fail "no auto/run.log"
+[ ! -e auto/run.rank1.log ] || fail "run.rank1.log without log.per_rank"
+grep -Eq "^20[0-9]{2}-[0-9]{2}-[0-9]{2} [0-9:]{8} step 200/200  loss " auto/run.log &&
+  grep -q " first_app: 2 ranks, run directory auto " auto/run.log && grep -q " checkpoint step=200 " auto/run.log ||
+  { cat auto/run.log; fail "run.log lacks the stamped first line, last progress or checkpoint"; }
+
+"$mpiexec" -n 2 "$exe" "${common[@]}" --set run.dir=quiet -q --set log.per_rank=true >quiet.out 2>&1 ||
+  { cat quiet.out; fail "quiet run"; }
+! grep -q "^step\|checkpoint" quiet.out || { cat quiet.out; fail "-q still prints progress or info"; }
+grep -q " step 200/200 " quiet/run.log || { cat quiet/run.log; fail "-q emptied run.log"; }
+grep -q " first_app: 2 ranks, run directory quiet " quiet/run.rank1.log || { cat quiet/run.rank1.log; fail "run.rank1.log lacks rank 1's info"; }
+
+"$mpiexec" -n 1 "$exe" "${common[@]}" --set run.dir=off --set log.progress=off >off.out 2>&1 ||
+  { cat off.out; fail "progress off"; }
+! grep -q "^step [0-9]*/" off.out || { cat off.out; fail "progress off still prints progress"; }
+"$mpiexec" -n 1 "$exe" "${common[@]}" --set run.dir=tty --set log.progress=tty >tty.out 2>&1 ||
+  { cat tty.out; fail "progress tty"; }
+grep -q $'\rstep 200/200 ' tty.out || { cat -A tty.out; fail "log.progress = tty not honoured"; }
+
+rc=0
+"$mpiexec" -n 2 "$exe" "${common[@]}" --set run.dir=stopped --set run.stop_at=100 >stop.out 2>&1 || rc=$?
+[ "$rc" -eq 75 ] || { cat stop.out; fail "stop at 100: exit $rc, expected 75"; }
+"$mpiexec" -n 2 "$exe" "${common[@]}" --set run.dir=stopped --resume auto >resume.out 2>&1 ||
+  { cat resume.out; fail "resume"; }
+grep -q "stop requested: checkpoint after step 100" stopped/run.log &&
+  grep -q "resumed from step 100" stopped/run.log && grep -q " step 200/200 " stopped/run.log ||
+  { cat stopped/run.log; fail "run.log of the resumed run does not continue the stopped one"; }
+
+rc=0
+"$mpiexec" -n 2 "$exe" -v -q >vq.out 2>&1 || rc=$?
+[ "$rc" -eq 78 ] && grep -q -- "-v and -q contradict each other" vq.out ||
+  { cat vq.out; fail "-v -q: exit $rc, expected 78 and a message"; }
+echo "check_logs: passed"
