@@ -11,9 +11,11 @@
  *   - MPI start-up (MPI_THREAD_FUNNELED: the checkpoint load hashes on a worker thread), the
  *     stop signals, the run's group, the exit code (core/runtime.h);
  *   - the options every run has, in sections run.* (dir, seed, plots, stop_at), ckpt.* (dir,
- *     every, keep, at_end, resume; also --resume) and log.* (level), next to the app's own
- *     sections; --help, --print-config, --print-params;
- *   - the run directory (config.ini, metrics files, plots/, checkpoints/);
+ *     every, keep, at_end, resume; also --resume) and log.* (level, also -v/-q; progress,
+ *     progress_every, per_rank), next to the app's own sections; --help, --print-config,
+ *     --print-params;
+ *   - the run directory (config.ini, run.log, metrics files .csv and .jsonl, plots/,
+ *     checkpoints/);
  *   - resume: after setup, `ckpt.resume` = auto|FILE loads the checkpoint into the state the app
  *     described (tess_run_state) after checking that it was written by the same app with the same
  *     run.seed and that its step does not exceed the run's length;
@@ -121,7 +123,8 @@ bool tess_run_resumed(const tess_run *run);
 int64_t tess_run_start_step(const tess_run *run);
 int64_t tess_run_data_cursor(const tess_run *run);
 
-/* A metrics file <run.dir>/<file>.csv with the app's columns. Declare in setup.
+/* A metrics file <run.dir>/<file>.csv with the app's columns, and next to it <file>.jsonl with the
+ * same rows as JSON objects (io/metrics.h). Declare in setup.
  * per_step: the driver writes the step as the first column ("step") and the cumulative wall
  *   seconds of the run as the last ("seconds"); the app gives the columns between. On resume the
  *   rows up to the resumed step are kept and `seconds` continues from the last of them.

@@ -5,7 +5,8 @@
 #   lines, its progress and its end, each stamped with the UTC time; log.per_rank adds
 #   run.rank1.log; -q silences the terminal but not run.log; log.progress = off prints no
 #   progress and tty is honoured when asked for; a stopped and resumed run appends to its
-#   run.log; -v with -q is refused (exit 78).
+#   run.log, and its metrics.jsonl holds the same rows as its metrics.csv (one JSON object per
+#   row, keys = the CSV header); -v with -q is refused (exit 78).
 set -euo pipefail
 mpiexec=$1 exe=$2
 fail() { echo "check_logs: FAIL: $*" >&2; exit 1; }
@@ -42,6 +43,15 @@ rc=0
 grep -q "stop requested: checkpoint after step 100" stopped/run.log &&
   grep -q "resumed from step 100" stopped/run.log && grep -q " step 200/200 " stopped/run.log ||
   { cat stopped/run.log; fail "run.log of the resumed run does not continue the stopped one"; }
+
+[ "$(wc -l <stopped/metrics.jsonl)" -eq "$(($(wc -l <stopped/metrics.csv) - 1))" ] ||
+  fail "metrics.jsonl and metrics.csv have different row counts"
+header=$(head -n 1 stopped/metrics.csv)
+first=$(sed -n 2p stopped/metrics.csv | cut -d, -f1)
+head -n 1 stopped/metrics.jsonl | grep -q "^{\"${header%%,*}\":$first," ||
+  { head -n 2 stopped/metrics.jsonl; fail "metrics.jsonl does not start with the CSV's first row"; }
+tail -n 1 stopped/metrics.jsonl | grep -q "^{\"step\":200,.*\"seconds\":[0-9.e-]*}$" ||
+  { tail -n 1 stopped/metrics.jsonl; fail "metrics.jsonl does not end at step 200"; }
 
 rc=0
 "$mpiexec" -n 2 "$exe" -v -q >vq.out 2>&1 || rc=$?
