@@ -182,13 +182,18 @@ static tess_status tinylm_setup(tess_run *run, void *ctx) {
 
     static const char *const train_cols[] = {"loss", "lr", "grad_norm", "param_norm", "tok_per_s"};
     static const char *const eval_cols[] = {"eval_loss", "eval_acc"};
-    static const char *const loss_plot[] = {"loss"};
+    static const char *const loss_cols[] = {"loss"}, *const acc_cols[] = {"eval_acc"};
     TESS_CHECK(tess_run_metrics(run, "metrics", train_cols, 5, true, &a->train_csv));
     TESS_CHECK(tess_run_metrics(run, "eval", eval_cols, 2, true, &a->eval_csv));
-    TESS_CHECK(tess_run_plot(run, a->train_csv, "loss.png", "tinylm training loss", loss_plot, 1,
-                             true));
-    TESS_CHECK(tess_run_plot(run, a->eval_csv, "eval.png",
-                             "tinylm held-out loss and token accuracy", eval_cols, 2, true));
+    const tess_plot_spec loss_plot = {.title = "tinylm: training loss", .ycols = loss_cols,
+                                      .ny = 1, .xlabel = "step (optimizer updates)",
+                                      .ylabel = "cross-entropy (nats/token)", .logy = true};
+    const tess_plot_spec eval_plot = {
+        .title = "tinylm: held-out loss and token accuracy", .ycols = eval_cols, .ny = 1,
+        .xlabel = "step (optimizer updates)", .ylabel = "held-out cross-entropy (nats/token)",
+        .logy = true, .y2cols = acc_cols, .ny2 = 1, .y2label = "token accuracy (fraction, 0-1)"};
+    TESS_CHECK(tess_run_plot(run, a->train_csv, "loss.png", &loss_plot));
+    TESS_CHECK(tess_run_plot(run, a->eval_csv, "eval.png", &eval_plot));
 
     tess_log_info("tinylm: task %s n=%lld, model L=%lld C=%lld heads=%lld F=%lld %s/%s, "
                   "%lld parameters, %.1f MiB activations/rank",
@@ -200,6 +205,13 @@ static tess_status tinylm_setup(tess_run *run, void *ctx) {
     tess_log_info("tinylm: %lld steps, global batch %lld = %d ranks x %lld, %lld tokens/step",
                   (long long)steps, (long long)a->global_B, dp->size, (long long)a->b,
                   (long long)(a->global_B * a->mc.T));
+    char subtitle[256];
+    snprintf(subtitle, sizeof subtitle,
+             "task %s n=%lld, L=%lld C=%lld heads=%lld, %lld parameters, batch %lld, lr %g, %d ranks",
+             tess_config_string(c, "task.kind"), (long long)a->task.n, (long long)a->mc.L,
+             (long long)a->mc.C, (long long)a->mc.NH, (long long)tess_registry_global_total(a->reg),
+             (long long)a->global_B, tess_config_real(c, "optim.lr"), dp->size);
+    tess_run_plot_subtitle(run, subtitle);
     a->first_loss = a->loss = a->eval_loss = a->eval_acc = NAN;
     a->t_log = tess_timer_now();
     return TESS_OK;

@@ -28,10 +28,8 @@ typedef struct {
 
 typedef struct {
     int id;
-    const char *png, *title;
-    const char *const *ycols;
-    int ny;
-    bool logy;
+    const char *png;
+    tess_plot_spec spec;
 } run_plot;
 
 struct tess_run {
@@ -57,6 +55,7 @@ struct tess_run {
     int nmetrics;
     run_plot plots[TESS_RUN_MAX_PLOTS];
     int nplots;
+    char subtitle[256]; /* of every plot; "" until set: the default */
 };
 
 static const tess_opt ckpt_opts[] = {
@@ -161,25 +160,40 @@ tess_status tess_run_metrics_row(tess_run *run, int id, const double *values) {
     return TESS_OK;
 }
 
-tess_status tess_run_plot(tess_run *run, int id, const char *png, const char *title,
-                          const char *const *ycols, int ny, bool logy) {
+tess_status tess_run_plot(tess_run *run, int id, const char *png, const tess_plot_spec *spec) {
     TESS_REQUIRE(run->nplots < TESS_RUN_MAX_PLOTS, TESS_ERR_ARG, "more than %d plots",
                  TESS_RUN_MAX_PLOTS);
     TESS_REQUIRE(id >= 0 && id < run->nmetrics, TESS_ERR_ARG, "plot '%s': no metrics file %d",
                  png, id);
-    run->plots[run->nplots++] = (run_plot){id, png, title, ycols, ny, logy};
+    TESS_REQUIRE(spec->title && spec->ny >= 1 && spec->xlabel && spec->ylabel &&
+                     (spec->ny2 == 0 || spec->y2label),
+                 TESS_ERR_ARG, "plot '%s': a title, columns and a label with units on every axis "
+                 "are required", png);
+    run->plots[run->nplots++] = (run_plot){id, png, *spec};
     return TESS_OK;
+}
+
+void tess_run_plot_subtitle(tess_run *run, const char *text) {
+    snprintf(run->subtitle, sizeof run->subtitle, "%s", text);
 }
 
 /* Rank 0, after a finished run: every declared plot; failures are warnings. */
 static void draw_plots(tess_run *run) {
     if (run->rt->rank != 0 || !tess_config_bool(run->cfg, "run.plots")) return;
+    char subtitle[sizeof run->subtitle];
+    if (run->subtitle[0])
+        snprintf(subtitle, sizeof subtitle, "%s", run->subtitle);
+    else
+        snprintf(subtitle, sizeof subtitle, "%s, %d rank%s, run.seed %llu", run->app->name,
+                 run->group->size, run->group->size == 1 ? "" : "s",
+                 (unsigned long long)tess_run_seed(run));
     for (int i = 0; i < run->nplots; i++) {
         const run_plot *p = &run->plots[i];
         char png[RUN_PATH_MAX];
         snprintf(png, sizeof png, "%s/plots/%s", tess_run_dir(run), p->png);
-        if (tess_plot_csv(run->metrics[p->id].path, png, p->title, run->metrics[p->id].names[0],
-                          p->ycols, p->ny, p->logy) == TESS_OK) {
+        tess_plot_spec spec = p->spec;
+        if (!spec.subtitle) spec.subtitle = subtitle;
+        if (tess_plot_csv(run->metrics[p->id].path, png, &spec) == TESS_OK) {
             tess_log_info("%s: wrote %s", run->app->name, png);
         } else {
             tess_log_warn("%s: plot %s skipped:\n%s", run->app->name, png, tess_error_text());
