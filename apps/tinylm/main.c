@@ -22,6 +22,7 @@
 #include "optim/sched.h"    /* tess_sched_* */
 #include "par/coll.h"       /* tess_par_allreduce_f64 */
 #include "par/gradsync.h"   /* tess_gradsync_* */
+#include "io/safetensors.h" /* tess_safetensors_write */
 #include "run/run.h"        /* tess_run_* */
 #include "task.h"           /* tinylm_task_* */
 #include "tensor/tensor.h"  /* tess_tensor_sqnorm */
@@ -56,6 +57,9 @@ static const tess_opt train_opts[] = {
     TESS_OPT_INT("eval_batch", 256, 1, 1 << 24, "held-out sequences per evaluation"),
     TESS_OPT_REAL("grad_clip", 1.0, 0.0, 1e9, "global-norm clipping threshold (0: off)"),
     TESS_OPT_INT("max_bad_steps", 5, 1, 1000000, "non-finite steps in a row before aborting"),
+    TESS_OPT_STRING("logits_out", "",
+                    "after the last step, write the first held-out batch (ids, logits) to this "
+                    "safetensors file (to check an exported model against; '' none)"),
 };
 static const tess_opt optim_opts[] = {
     TESS_OPT_REAL("lr", 3e-3, 0.0, 10.0, "peak AdamW learning rate"),
@@ -294,8 +298,31 @@ static tess_status tinylm_step(tess_run *run, void *ctx, int64_t step, tess_run_
     return TESS_OK;
 }
 
+/* train.logits_out: the model's logits on the first b held-out sequences, with their ids, as
+ * safetensors "ids" i64 (B, T) and "logits" f32 (B, T, V). Rank 0 (every rank holds the model). */
+static tess_status write_logits(const tinylm *a, const char *path) {
+    const int64_t B = a->b, T = a->mc.T, V = a->mc.V;
+    tinylm_task_batch(&a->task, TINYLM_SPLIT_EVAL, 0, B, a->ids, a->targets);
+    tess_tfm_forward(a->model, a->ids, a->targets, B);
+    int64_t *ids = malloc((size_t)(B * T) * sizeof *ids);
+    TESS_REQUIRE(ids, TESS_ERR_MEM, "no memory for %lld ids", (long long)(B * T));
+    for (int64_t i = 0; i < B * T; i++) ids[i] = a->ids[i];
+    const tess_safetensors_entry e[2] = {
+        {.name = "ids", .dtype = TESS_I64, .ndim = 2, .shape = {B, T}, .data = ids},
+        {.name = "logits", .dtype = TESS_F32, .ndim = 3, .shape = {B, T, V},
+         .data = tess_tfm_logits(a->model)}};
+    static const char *const meta[] = {"source", "tinylm train.logits_out"};
+    const tess_status s = tess_safetensors_write(path, e, 2, meta, 1, NULL, NULL);
+    free(ids);
+    TESS_CHECK(s);
+    tess_log_info("tinylm: wrote the logits of %lld held-out sequences to %s", (long long)B, path);
+    return TESS_OK;
+}
+
 static tess_status tinylm_finish(tess_run *run, void *ctx) {
     tinylm *a = ctx;
+    const char *logits_out = tess_config_string(tess_run_config(run), "train.logits_out");
+    if (logits_out[0] && tess_run_group(run)->rank == 0) TESS_CHECK(write_logits(a, logits_out));
     const double seconds = tess_timer_elapsed(tess_run_timers(run),
                                               tess_timer_get(tess_run_timers(run), "step"));
     tess_log_info("tinylm: loss %.4g -> %.4g; held-out loss %.4g, token accuracy %.2f%%; "
