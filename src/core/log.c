@@ -100,6 +100,38 @@ static bool file_wants(tess_log_level level) {
     return level <= (log_level > TESS_LOG_INFO ? log_level : TESS_LOG_INFO);
 }
 
+/* Whether a record message is a traceback line: a C callee (identifiers joined by '.' or "->")
+ * followed at once by '('. */
+static bool is_trace(const char *msg, size_t len) {
+    size_t i = 0;
+    while (i < len && (msg[i] == '_' || msg[i] == '.' || (msg[i] >= 'a' && msg[i] <= 'z') ||
+                       (msg[i] >= 'A' && msg[i] <= 'Z') || (i > 0 && msg[i] >= '0' && msg[i] <= '9') ||
+                       (i > 0 && msg[i] == '-' && msg[i + 1] == '>') ||
+                       (i > 0 && msg[i] == '>' && msg[i - 1] == '-')))
+        i++;
+    return i > 0 && i < len && msg[i] == '(';
+}
+
+void tess_log_error_record(bool brief) {
+    const char *rec = tess_error_text();
+    for (const char *line = rec; *line;) {
+        const size_t len = strcspn(line, "\n");
+        char buf[LOG_LINE_BYTES];
+        snprintf(buf, sizeof buf, "%.*s\n", (int)len, line);
+        file_line(buf, strlen(buf));
+        const char *msg = strstr(buf, "(): ");
+        msg = msg ? msg + 4 : buf;
+        if (!brief) {
+            write_all(STDERR_FILENO, buf, strlen(buf));
+        } else if (!is_trace(msg, strlen(msg))) {
+            char out[LOG_LINE_BYTES + 8];
+            const int n = snprintf(out, sizeof out, "error: %s", msg);
+            write_all(STDERR_FILENO, out, (size_t)n < sizeof out ? (size_t)n : sizeof out - 1);
+        }
+        line += len + (line[len] == '\n');
+    }
+}
+
 tess_status tess_log_open_file(const char *path) {
     tess_log_close_file();
     const int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);

@@ -420,6 +420,7 @@ static tess_status run_all(tess_run *run, int argc, char **argv) {
     /* -v and -q set log.level to debug or warn over what the file and --set say. */
     const bool verbose = take_flag(&argc, argv, "-v"), quiet = take_flag(&argc, argv, "-q");
     TESS_REQUIRE(!(verbose && quiet), TESS_ERR_CONFIG, "-v and -q contradict each other");
+    if (verbose) tess_log_init(run->rt->rank, TESS_LOG_DEBUG); /* tracebacks of option errors */
     int64_t nsections = 0;
     TESS_CHECK(build_sections(run, &nsections));
     TESS_CHECK(tess_config_create(&run->cfg, run->sections, nsections));

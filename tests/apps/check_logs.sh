@@ -6,7 +6,8 @@
 #   run.rank1.log; -q silences the terminal but not run.log; log.progress = off prints no
 #   progress and tty is honoured when asked for; a stopped and resumed run appends to its
 #   run.log, and its metrics.jsonl holds the same rows as its metrics.csv (one JSON object per
-#   row, keys = the CSV header); -v with -q is refused (exit 78).
+#   row, keys = the CSV header); -v with -q is refused (exit 78); a mistyped option is one line
+#   "error: ... (did you mean 'run.seed'?)" (exit 78) without a traceback, which -v shows.
 set -euo pipefail
 mpiexec=$1 exe=$2
 fail() { echo "check_logs: FAIL: $*" >&2; exit 1; }
@@ -57,4 +58,14 @@ rc=0
 "$mpiexec" -n 2 "$exe" -v -q >vq.out 2>&1 || rc=$?
 [ "$rc" -eq 78 ] && grep -q -- "-v and -q contradict each other" vq.out ||
   { cat vq.out; fail "-v -q: exit $rc, expected 78 and a message"; }
+rc=0
+"$mpiexec" -n 2 "$exe" --set run.sed=7 >typo.out 2>&1 || rc=$?
+[ "$rc" -eq 78 ] || { cat typo.out; fail "mistyped key: exit $rc, expected 78"; }
+[ "$(grep -c "rank\|error" typo.out)" -eq 1 ] &&
+  grep -q "^error: --set run.sed=7: unknown key 'run.sed' (did you mean 'run.seed'?)$" typo.out ||
+  { cat typo.out; fail "a mistyped key is not one line naming the closest key"; }
+rc=0
+"$mpiexec" -n 2 "$exe" --set run.sed=7 -v >typo_v.out 2>&1 || rc=$?
+[ "$rc" -eq 78 ] && grep -q "^\[rank 0\] src/run/run.c:[0-9]* run_all(): tess_config_parse_args" typo_v.out ||
+  { cat typo_v.out; fail "-v does not show the traceback of an option error"; }
 echo "check_logs: passed"

@@ -89,6 +89,23 @@ static void progress_lines_no_loss(void) {
     tess_progress_update(&p, 2, 1.0, 10);
 }
 
+/* A record as TESS_REQUIRE and two TESS_CHECKs leave it, written brief. */
+static tess_status inner(void) {
+    TESS_REQUIRE(false, TESS_ERR_CONFIG, "unknown key 'a.b' (did you mean 'a.c'?)");
+    return TESS_OK;
+}
+static tess_status outer(void) {
+    TESS_CHECK(inner());
+    return TESS_OK;
+}
+static void record_brief(void) {
+    tess_error_clear();
+    (void)outer();
+    tess_error_push(TESS_ERR_CONFIG, "x.c", 1, "f", "%s", "app->setup(run, run->ctx)");
+    tess_log_error_record(true);
+    tess_error_clear();
+}
+
 /* Read a whole small file into a static buffer. */
 static const char *slurp(const char *path) {
     static char buf[8192];
@@ -184,6 +201,10 @@ int main(int argc, char **argv) {
     TESS_TEST_CHECK(strncmp(out, "step 1/2  ", 10) == 0 && strstr(out, "\nstep 2/2  ") &&
                         !strstr(out, "loss") && !strchr(out, '\r') && !strstr(out, "\033"),
                     "lines without a loss, plain text, nothing under off:\n%s", out);
+
+    out = captured(record_brief);
+    TESS_TEST_CHECK(strcmp(out, "error: unknown key 'a.b' (did you mean 'a.c'?)\n") == 0,
+                    "a brief record is the message alone, no traceback lines:\n%s", out);
 
     /* The log file: lines logged before it was opened, info of any rank, progress lines,
      * a UTC stamp on each line; at least INFO even when the terminal is quiet. */
