@@ -221,19 +221,20 @@ static tess_status find_suffix(hid_t f, const char *file, const char *name, char
     const size_t len = strlen(name);
     int found = 0;
     char seen[512] = "";
-    for (int pass = 0; pass < 2 && found == 0; pass++)
-    for (const char *p = man; *p; p += strcspn(p, "\n"), p += *p == '\n') {
-        char line[600];
-        snprintf(line, sizeof line, "%.*s", (int)strcspn(p, "\n"), p);
-        const size_t l = strlen(line);
-        if (pass == 0 && strncmp(line, "/params/", 8) != 0) continue;
-        if (l <= len || strcmp(line + l - len, name) != 0) continue;
-        const char before = line[l - len - 1];
-        if (before != '.' && before != '/' && name[0] != '.' && name[0] != '/') continue;
-        if (found++ == 0) snprintf(path, n, "%s", line);
-        if (strlen(seen) + l + 3 < sizeof seen)
-            snprintf(seen + strlen(seen), sizeof seen - strlen(seen), "%s%s", found > 1 ? ", " : "",
-                     line);
+    for (int pass = 0; pass < 2 && found == 0; pass++) {
+        for (const char *p = man; *p; p += strcspn(p, "\n"), p += *p == '\n') {
+            char line[600];
+            snprintf(line, sizeof line, "%.*s", (int)strcspn(p, "\n"), p);
+            const size_t l = strlen(line);
+            if (pass == 0 && strncmp(line, "/params/", 8) != 0) continue;
+            if (l <= len || strcmp(line + l - len, name) != 0) continue;
+            const char before = line[l - len - 1];
+            if (before != '.' && before != '/' && name[0] != '.' && name[0] != '/') continue;
+            if (found++ == 0) snprintf(path, n, "%s", line);
+            if (strlen(seen) + l + 3 < sizeof seen)
+                snprintf(seen + strlen(seen), sizeof seen - strlen(seen), "%s%s",
+                         found > 1 ? ", " : "", line);
+        }
     }
     free(man);
     TESS_REQUIRE(found > 0, TESS_ERR_ARG, "no dataset '%s' in '%s' (see tess-ckpt ls)", name, file);

@@ -114,19 +114,25 @@ static bool is_trace(const char *msg, size_t len) {
 
 void tess_log_error_record(bool brief) {
     const char *rec = tess_error_text();
+    if (rec[0]) tess_progress_end(); /* never after a progress line on the same line */
+    bool shown = true; /* whether the current record entry is shown (its later lines follow it) */
     for (const char *line = rec; *line;) {
         const size_t len = strcspn(line, "\n");
         char buf[LOG_LINE_BYTES];
         snprintf(buf, sizeof buf, "%.*s\n", (int)len, line);
         file_line(buf, strlen(buf));
         const char *msg = strstr(buf, "(): ");
-        msg = msg ? msg + 4 : buf;
+        const bool entry = strncmp(buf, "[rank ", 6) == 0 && msg; /* else a continuation line */
         if (!brief) {
             write_all(STDERR_FILENO, buf, strlen(buf));
-        } else if (!is_trace(msg, strlen(msg))) {
+        } else if (entry) {
+            shown = !is_trace(msg + 4, strlen(msg + 4));
             char out[LOG_LINE_BYTES + 8];
-            const int n = snprintf(out, sizeof out, "error: %s", msg);
-            write_all(STDERR_FILENO, out, (size_t)n < sizeof out ? (size_t)n : sizeof out - 1);
+            const int n = snprintf(out, sizeof out, "error: %s", msg + 4);
+            if (shown)
+                write_all(STDERR_FILENO, out, (size_t)n < sizeof out ? (size_t)n : sizeof out - 1);
+        } else if (shown) {
+            write_all(STDERR_FILENO, buf, strlen(buf));
         }
         line += len + (line[len] == '\n');
     }

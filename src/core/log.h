@@ -38,10 +38,11 @@ tess_status tess_log_open_file(const char *path);
 void tess_log_close_file(void);
 
 /* Write this thread's error record (core/status.h) to stderr and the log file. brief: on stderr
- * only what went wrong, one "error: <message>" line per record line that is not a traceback
- * line (a line whose message is the failed call, "name(...)", as TESS_CHECK records it), without
- * the "[rank r] file:line func(): " prefixes; the log file still gets the whole record. Not
- * brief: the whole record on both, as tess_error_write. */
+ * only what went wrong, "error: <message>" for each record entry that is not a traceback entry
+ * (one whose message is the failed call, "name(...)", as TESS_CHECK records it), without the
+ * "[rank r] file:line func(): " prefixes, with the further lines of a multi-line message as they
+ * are; the log file still gets the whole record. Not brief: the whole record on both, as
+ * tess_error_write. */
 void tess_log_error_record(bool brief);
 
 void tess_log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
