@@ -231,16 +231,20 @@ void tess_log_format_duration(char *buf, size_t n, double s) {
 
 void tess_progress_format(char *buf, size_t n, int64_t step, int64_t total, double loss,
                           double rate, const char *unit, double eta_s) {
-    char r[32], eta[32], where[64], lossb[40] = "";
-    tess_log_format_si(r, sizeof r, rate);
+    char r[48] = "", eta[32], where[64], lossb[40] = "";
+    if (rate > 0) { /* a loop that reports no items shows no rate */
+        char si[32];
+        tess_log_format_si(si, sizeof si, rate);
+        snprintf(r, sizeof r, "  %s %s/s", si, unit ? unit : "items");
+    }
     tess_log_format_duration(eta, sizeof eta, eta_s);
     if (total > 0)
         snprintf(where, sizeof where, "step %lld/%lld", (long long)step, (long long)total);
     else
         snprintf(where, sizeof where, "step %lld", (long long)step);
     if (!isnan(loss)) snprintf(lossb, sizeof lossb, "  loss %.4g", loss);
-    snprintf(buf, n, "%s%s  %s %s/s%s%s", where, lossb, r, unit ? unit : "items",
-             total > 0 ? "  ETA " : "", total > 0 ? eta : "");
+    snprintf(buf, n, "%s%s%s%s%s", where, lossb, r, total > 0 ? "  ETA " : "",
+             total > 0 ? eta : "");
 }
 
 tess_progress_style tess_progress_decide(bool stdout_tty, const char *term, bool launched) {

@@ -106,7 +106,7 @@ void tess_progress_end(void);
 
 /* The progress line without newline, e.g. "step 120/1000  loss 2.346  12.3k tok/s  ETA 1m23s":
  * the loss with 4 significant digits (%.4g) and left out when NaN; total <= 0 prints the step
- * alone and no ETA; rate in items per second; eta_s < 0 prints "ETA ?". */
+ * alone and no ETA; rate in items per second, left out when not > 0; eta_s < 0 prints "ETA ?". */
 void tess_progress_format(char *buf, size_t n, int64_t step, int64_t total, double loss,
                           double rate, const char *unit, double eta_s);
 /* "950", "12.3k", "4.56M", "1.20G": 3 significant digits above 1000. */

@@ -157,6 +157,8 @@ int main(int argc, char **argv) {
                {450, 1000, 3.2e-5, "step 450/1000  loss 3.2e-05  12.3k tok/s  ETA 1m23s"},
                {5, 10, NAN, "step 5/10  12.3k tok/s  ETA 1m23s"},
                {5, 0, 0.5, "step 5  loss 0.5  12.3k tok/s"}};
+    tess_progress_format(line, sizeof line, 3, 10, NAN, 0.0, "samples", 7.0);
+    TESS_TEST_CHECK(strcmp(line, "step 3/10  ETA 7s") == 0, "no items, no rate: '%s'", line);
     for (size_t i = 0; i < sizeof fmt / sizeof fmt[0]; i++) {
         tess_progress_format(line, sizeof line, fmt[i].step, fmt[i].total, fmt[i].loss, 12345.0,
                              "tok", 83.0);
