@@ -182,7 +182,7 @@ static tess_status sweep_plots(const tess_config *c, const char *dir, const bool
     int n = snprintf(s, sizeof s,
                      "set terminal pngcairo size 1000,620 noenhanced font ',11'\n"
                      "set datafile separator ','\nset logscale xy\nset grid\n"
-                     "set key inside top left opaque box samplen 2\n"
+                     "set key inside bottom right opaque box samplen 2\n"
                      "set format x '%%g'\nset format y '%%g'\n"
                      "set xlabel 'mixing time / dimension, tau / d (dimensionless)'\n");
     const char *what[3][3] = {
