@@ -4,7 +4,7 @@
 #
 # usage: cluster/install-deps.sh [--bench] [--slurm]
 #   (no flag)  build + test dependencies: compiler, CMake, Open MPI, parallel HDF5 (openmpi),
-#              ScaLAPACK (openmpi), OpenBLAS, libinih, Random123, NLopt, gnuplot, h5py, NumPy
+#              ScaLAPACK (openmpi), OpenBLAS, libinih, jansson, Random123, NLopt, gnuplot, h5py, NumPy
 #   --bench    also python3-torch (the PyTorch CPU peer in bench/)
 #   --slurm    also a local Slurm (slurmctld, slurmd, slurm-client, munge) for the slurm tests
 # Needs root (or sudo) only when something is missing.
@@ -15,7 +15,7 @@ packages=(
   openmpi-bin libopenmpi-dev
   libhdf5-openmpi-dev hdf5-tools
   libscalapack-openmpi-dev libopenblas-dev
-  libinih-dev librandom123-dev libnlopt-dev
+  libinih-dev librandom123-dev libnlopt-dev libjansson-dev
   gnuplot-nox python3 python3-numpy python3-h5py
 )
 for arg in "$@"; do

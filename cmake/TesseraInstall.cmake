@@ -6,7 +6,7 @@
 #   <prefix>/lib/cmake/Tessera/TesseraConfig.cmake, ...ConfigVersion.cmake, ...Targets.cmake
 #                                                   find_package(Tessera) -> Tessera::tessera
 #   <prefix>/lib/pkgconfig/tessera.pc               pkg-config --cflags --libs tessera
-# Both carry the usage requirements: MPI, parallel HDF5, ScaLAPACK, LAPACK/OpenBLAS, libinih,
+# Both carry the usage requirements: MPI, parallel HDF5, ScaLAPACK, LAPACK/OpenBLAS, libinih, jansson,
 # pthreads, libm. Every path is relative to the prefix, so `cmake --install --prefix` and moved
 # installations work.
 include(CMakePackageConfigHelpers)
@@ -32,8 +32,8 @@ install(FILES ${PROJECT_BINARY_DIR}/TesseraConfig.cmake
         DESTINATION ${cmake_dir})
 
 # pkg-config: the dependencies by their pkg-config names (Debian's by default; other sites set
-# TESS_PKGCONFIG_REQUIRES to their module names, e.g. "mpich hdf5 scalapack openblas inih").
-set(TESS_PKGCONFIG_REQUIRES "ompi-c hdf5-openmpi scalapack-openmpi lapack openblas inih"
+# TESS_PKGCONFIG_REQUIRES to their module names, e.g. "mpich hdf5 scalapack openblas inih jansson").
+set(TESS_PKGCONFIG_REQUIRES "ompi-c hdf5-openmpi scalapack-openmpi lapack openblas inih jansson"
     CACHE STRING "pkg-config modules that tessera.pc requires")
 string(REPLACE " " ";" pc_modules "${TESS_PKGCONFIG_REQUIRES}")
 pkg_check_modules(TESS_PC_CHECK QUIET ${pc_modules})

@@ -5,8 +5,11 @@
  *   tess-ckpt meta CKPT           run metadata (root attributes), counters, the config text
  *   tess-ckpt diff A B            per-tensor max abs/rel difference; exit 1 if the states differ
  *   tess-ckpt verify CKPT...      integrity check (structure + hashes); exit 65 on any failure
+ *   tess-ckpt export CKPT OUT.safetensors [--names tessera|torch] [--split-qkv] [--group G]
+ *                                 the tensors of group G (params) as safetensors (io/safetensors.h)
  * CKPT is a checkpoint file or a checkpoint directory (its `latest` pointer is followed). NAME is
- * a dataset path ("/optim/m/emb.w") or a registry name ("emb.w", looked up under /params).
+ * a dataset path ("/optim/m/emb.w"), a registry name ("emb.w", looked up under /params) or an
+ * unambiguous suffix of a dataset path at a '.' or '/' ("0.attn.w_qkv").
  *
  * Works on one rank on a checkpoint written by any number of ranks; under mpiexec, verify shares
  * the hashing among the ranks and the other commands run on rank 0. Exit codes: 0 fine (diff:
@@ -26,6 +29,7 @@
 #include "core/runtime.h"  /* tess_runtime_* */
 #include "core/version.h"  /* tess_version_line */
 #include "io/ckpt.h"       /* tess_ckpt_* */
+#include "io/safetensors.h" /* tess_safetensors_write */
 #include "par/mesh.h"      /* tess_group_* */
 
 enum { CHUNK_ELEMS = 1 << 20, MAX_DIMS = 32 };
@@ -37,7 +41,12 @@ static const char usage[] =
     "  meta CKPT          run metadata, counters and the resolved config\n"
     "  diff A B           per-tensor max abs/rel differences (exit 1 if the states differ)\n"
     "  verify CKPT...     integrity check: structure and per-dataset hashes\n"
-    "CKPT is a checkpoint file or a directory holding a 'latest' pointer.\n";
+    "  export CKPT OUT.safetensors [--names tessera|torch] [--split-qkv] [--group G]\n"
+    "                     group G's tensors (default params) as safetensors; --names torch:\n"
+    "                     PyTorch names (w -> weight, b -> bias, w_X -> X.weight, else +.weight);\n"
+    "                     --split-qkv: each fused [q|k|v] w_qkv as three (C, C) tensors q, k, v\n"
+    "CKPT is a checkpoint file or a directory holding a 'latest' pointer. NAME is a dataset path,\n"
+    "a name under /params, or an unambiguous suffix of a dataset path ('0.attn.w_qkv').\n";
 
 /* A checkpoint directory means the file its `latest` names. */
 static tess_status resolve(const char *arg, char *path, size_t n) {
@@ -201,7 +210,41 @@ static tess_status cmd_ls(const char *arg) {
     return TESS_OK;
 }
 
-/* The dataset NAME means: a path, else /NAME, else /params/NAME. */
+static char *manifest_of(hid_t f);
+
+/* The one manifest entry that ends with name at a '.' or '/' boundary into path, looking under
+ * /params first (as for registry names) and then everywhere; TESS_ERR_ARG naming the candidates
+ * when several match, and when none does. */
+static tess_status find_suffix(hid_t f, const char *file, const char *name, char *path, size_t n) {
+    char *man = manifest_of(f);
+    TESS_REQUIRE(man, TESS_ERR_DATA, "'%s' has no readable /manifest", file);
+    const size_t len = strlen(name);
+    int found = 0;
+    char seen[512] = "";
+    for (int pass = 0; pass < 2 && found == 0; pass++) {
+        for (const char *p = man; *p; p += strcspn(p, "\n"), p += *p == '\n') {
+            char line[600];
+            snprintf(line, sizeof line, "%.*s", (int)strcspn(p, "\n"), p);
+            const size_t l = strlen(line);
+            if (pass == 0 && strncmp(line, "/params/", 8) != 0) continue;
+            if (l <= len || strcmp(line + l - len, name) != 0) continue;
+            const char before = line[l - len - 1];
+            if (before != '.' && before != '/' && name[0] != '.' && name[0] != '/') continue;
+            if (found++ == 0) snprintf(path, n, "%s", line);
+            if (strlen(seen) + l + 3 < sizeof seen)
+                snprintf(seen + strlen(seen), sizeof seen - strlen(seen), "%s%s",
+                         found > 1 ? ", " : "", line);
+        }
+    }
+    free(man);
+    TESS_REQUIRE(found > 0, TESS_ERR_ARG, "no dataset '%s' in '%s' (see tess-ckpt ls)", name, file);
+    TESS_REQUIRE(found == 1, TESS_ERR_ARG, "'%s' is ambiguous in '%s': %d datasets end with it (%s)",
+                 name, file, found, seen);
+    return TESS_OK;
+}
+
+/* The dataset NAME means: a path, else /NAME, else /params/NAME, else the one dataset whose path
+ * ends with NAME. */
 static tess_status open_named(hid_t f, const char *file, const char *name, char *path, size_t n,
                               hid_t *d) {
     const char *forms[3] = {"%s", "/%s", "/params/%s"};
@@ -215,6 +258,10 @@ static tess_status open_named(hid_t f, const char *file, const char *name, char 
         if (H5Lexists(f, path, H5P_DEFAULT) > 0) *d = H5Dopen2(f, path, H5P_DEFAULT);
     }
     H5Eset_auto2(H5E_DEFAULT, fn, data);
+    if (*d < 0) {
+        TESS_CHECK(find_suffix(f, file, name, path, n));
+        *d = H5Dopen2(f, path, H5P_DEFAULT);
+    }
     TESS_REQUIRE(*d >= 0, TESS_ERR_ARG, "no dataset '%s' in '%s' (see tess-ckpt ls)", name, file);
     return TESS_OK;
 }
@@ -631,6 +678,178 @@ static tess_status cmd_verify(const tess_runtime *rt, int n, char **args) {
     return worst;
 }
 
+/* ---- export ---- */
+
+/* Where an exported tensor's elements come from: rows [row0, row0 + nrows) of a dataset. */
+typedef struct {
+    char path[TESS_SAFETENSORS_NAME_MAX + 64];
+    int64_t row0, nrows;
+} export_src;
+
+typedef struct {
+    hid_t file;
+    const export_src *src;
+    const tess_safetensors_entry *e;
+} export_ctx;
+
+static tess_status export_read(void *vctx, int64_t i, void *buf) {
+    const export_ctx *c = vctx;
+    hid_t d = H5Dopen2(c->file, c->src[i].path, H5P_DEFAULT);
+    TESS_REQUIRE(d >= 0, TESS_ERR_DATA, "cannot open dataset %s", c->src[i].path);
+    hid_t space = H5Dget_space(d);
+    const hid_t mtype = c->e[i].dtype == TESS_F32   ? H5T_NATIVE_FLOAT
+                        : c->e[i].dtype == TESS_F64 ? H5T_NATIVE_DOUBLE
+                                                    : H5T_NATIVE_INT64;
+    const herr_t r = read_rows(d, space, c->src[i].row0, c->src[i].nrows, mtype, buf);
+    H5Sclose(space);
+    H5Dclose(d);
+    TESS_REQUIRE(r >= 0, TESS_ERR_DATA, "cannot read dataset %s", c->src[i].path);
+    return TESS_OK;
+}
+
+/* The PyTorch name of a Tessera tensor name: a last component w -> weight, b -> bias,
+ * w_X -> X.weight, b_X -> X.bias; any other name gets ".weight" (tok_emb, lm_head). */
+static void torch_name(const char *name, char *out, size_t n) {
+    const char *dot = strrchr(name, '.');
+    const char *leaf = dot ? dot + 1 : name;
+    const int stem = (int)(leaf - name); /* bytes before the leaf, with the dot */
+    if (strcmp(leaf, "w") == 0 || strcmp(leaf, "b") == 0)
+        snprintf(out, n, "%.*s%s", stem, name, leaf[0] == 'w' ? "weight" : "bias");
+    else if ((leaf[0] == 'w' || leaf[0] == 'b') && leaf[1] == '_' && leaf[2])
+        snprintf(out, n, "%.*s%s.%s", stem, name, leaf + 2, leaf[0] == 'w' ? "weight" : "bias");
+    else
+        snprintf(out, n, "%s.weight", name);
+}
+
+/* Entry k of the export: its name (tessera or torch style, part q/k/v of a split), type, shape
+ * and source rows. */
+static tess_status export_entry(hid_t f, const char *path, const char *name, bool torch,
+                                int part, tess_safetensors_entry *e, export_src *src) {
+    hid_t d = H5Dopen2(f, path, H5P_DEFAULT);
+    TESS_REQUIRE(d >= 0, TESS_ERR_DATA, "cannot open dataset %s", path);
+    hid_t t = H5Dget_type(d), space = H5Dget_space(d);
+    const H5T_class_t cls = H5Tget_class(t);
+    const size_t size = H5Tget_size(t);
+    hsize_t dims[MAX_DIMS];
+    const int nd = H5Sget_simple_extent_dims(space, dims, NULL);
+    H5Sclose(space);
+    H5Tclose(t);
+    H5Dclose(d);
+    TESS_REQUIRE((cls == H5T_FLOAT && (size == 4 || size == 8)) || (cls == H5T_INTEGER && size == 8),
+                 TESS_ERR_DATA, "dataset %s is neither float32, float64 nor int64", path);
+    TESS_REQUIRE(nd >= 0 && nd <= TESS_SAFETENSORS_MAX_DIMS, TESS_ERR_DATA,
+                 "dataset %s has %d dimensions", path, nd);
+    memset(e, 0, sizeof *e);
+    e->dtype = cls == H5T_INTEGER ? TESS_I64 : size == 4 ? TESS_F32 : TESS_F64;
+    e->ndim = nd;
+    for (int i = 0; i < nd; i++) e->shape[i] = (int64_t)dims[i];
+    snprintf(src->path, sizeof src->path, "%s", path);
+    src->row0 = 0;
+    src->nrows = nd > 0 ? e->shape[0] : 1;
+    char base[TESS_SAFETENSORS_NAME_MAX];
+    if (torch)
+        torch_name(name, base, sizeof base);
+    else
+        snprintf(base, sizeof base, "%s", name);
+    if (part < 0) {
+        snprintf(e->name, sizeof e->name, "%s", base);
+        return TESS_OK;
+    }
+    /* Part q, k or v of a fused [q|k|v] projection (3C, C): rows [part C, (part + 1) C). */
+    const int64_t C = e->shape[0] / 3;
+    e->shape[0] = C;
+    src->row0 = part * C;
+    src->nrows = C;
+    const char *qkv = strstr(base, "qkv");
+    snprintf(e->name, sizeof e->name, "%.*s%c%s", (int)(qkv - base), base, "qkv"[part], qkv + 3);
+    return TESS_OK;
+}
+
+/* Whether dataset name is a fused [q|k|v] projection that --split-qkv splits: leaf w_qkv, 2-D,
+ * rows divisible by 3. */
+static bool is_fused_qkv(hid_t f, const char *path) {
+    const char *leaf = strrchr(path, '.');
+    if (!leaf || strcmp(leaf, ".w_qkv") != 0) return false;
+    hid_t d = H5Dopen2(f, path, H5P_DEFAULT);
+    if (d < 0) return false;
+    hid_t space = H5Dget_space(d);
+    hsize_t dims[MAX_DIMS];
+    const int nd = H5Sget_simple_extent_dims(space, dims, NULL);
+    H5Sclose(space);
+    H5Dclose(d);
+    return nd == 2 && dims[0] % 3 == 0;
+}
+
+static tess_status cmd_export(const char *arg, const char *out, bool torch, bool split,
+                              const char *group) {
+    char path[TESS_CKPT_PATH_MAX];
+    TESS_CHECK(resolve(arg, path, sizeof path));
+    hid_t f;
+    tess_ckpt_info in;
+    TESS_CHECK(tess_ckpt_open(path, &f, &in));
+    char *man = manifest_of(f);
+    char prefix[300];
+    snprintf(prefix, sizeof prefix, "/%s/", group);
+    int64_t cap = 0, n = 0;
+    for (char *p = man; p && *p; p++) cap += *p == '\n';
+    cap = 3 * cap + 1;
+    tess_safetensors_entry *e = calloc((size_t)cap, sizeof *e);
+    export_src *src = calloc((size_t)cap, sizeof *src);
+    tess_status s = man && e && src ? TESS_OK
+                                    : tess_error_push(TESS_ERR_MEM, __FILE__, __LINE__, __func__,
+                                                      "cannot read the manifest of '%s'", path);
+    for (char *line = man ? strtok(man, "\n") : NULL; s == TESS_OK && line;
+         line = strtok(NULL, "\n")) {
+        if (strncmp(line, prefix, strlen(prefix)) != 0) continue;
+        const char *name = line + strlen(prefix);
+        const bool fused = split && is_fused_qkv(f, line);
+        for (int part = fused ? 0 : -1; s == TESS_OK && part < (fused ? 3 : 0); part++, n++)
+            s = export_entry(f, line, name, torch, part, &e[n], &src[n]);
+    }
+    if (s == TESS_OK && n == 0)
+        s = tess_error_push(TESS_ERR_ARG, __FILE__, __LINE__, __func__,
+                            "'%s' has no tensors under %s (see tess-ckpt ls)", path, prefix);
+    if (s == TESS_OK) {
+        char step[32], world[32];
+        snprintf(step, sizeof step, "%lld", (long long)in.step);
+        snprintf(world, sizeof world, "%lld", (long long)in.world_size);
+        const char *meta[] = {"format", "pt", "source", "tessera-checkpoint", "app", in.app,
+                              "step", step, "tessera_version", in.tessera_version,
+                              "names", torch ? "torch" : "tessera", "written_by_ranks", world};
+        export_ctx ctx = {f, src, e};
+        s = tess_safetensors_write(out, e, n, meta, 7, export_read, &ctx);
+    }
+    if (s == TESS_OK)
+        printf("%s: %lld tensors of %s (step %lld) as %s names%s\n", out, (long long)n, path,
+               (long long)in.step, torch ? "PyTorch" : "Tessera", split ? ", q|k|v split" : "");
+    free(man);
+    free(e);
+    free(src);
+    H5Fclose(f);
+    return s;
+}
+
+/* export's options after CKPT OUT: --names tessera|torch, --split-qkv, --group G. */
+static tess_status export_args(int argc, char **argv) {
+    bool torch = false, split = false;
+    const char *group = "params";
+    for (int i = 4; i < argc; i++) {
+        if (strcmp(argv[i], "--split-qkv") == 0) {
+            split = true;
+        } else if (strcmp(argv[i], "--names") == 0 && i + 1 < argc &&
+                   (strcmp(argv[i + 1], "torch") == 0 || strcmp(argv[i + 1], "tessera") == 0)) {
+            torch = strcmp(argv[++i], "torch") == 0;
+        } else if (strcmp(argv[i], "--group") == 0 && i + 1 < argc) {
+            group = argv[++i];
+        } else {
+            TESS_REQUIRE(false, TESS_ERR_ARG,
+                         "export: unexpected '%s' (expected --names tessera|torch, --split-qkv "
+                         "or --group G)\n%s", argv[i], usage);
+        }
+    }
+    return cmd_export(argv[2], argv[3], torch, split, group);
+}
+
 static tess_status run(const tess_runtime *rt, int argc, char **argv, bool *differ) {
     const char *cmd = argc > 1 ? argv[1] : "";
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
@@ -662,6 +881,8 @@ static tess_status run(const tess_runtime *rt, int argc, char **argv, bool *diff
             s = cmd_meta(argv[2]);
         } else if (strcmp(cmd, "diff") == 0 && argc == 4) {
             s = cmd_diff(argv[2], argv[3], differ);
+        } else if (strcmp(cmd, "export") == 0 && argc >= 4) {
+            s = export_args(argc, argv);
         } else {
             s = tess_error_push(TESS_ERR_ARG, __FILE__, __LINE__, __func__,
                                 "bad command line%s%s\n%s", cmd[0] ? " for " : "", cmd, usage);

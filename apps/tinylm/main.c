@@ -22,6 +22,7 @@
 #include "optim/sched.h"    /* tess_sched_* */
 #include "par/coll.h"       /* tess_par_allreduce_f64 */
 #include "par/gradsync.h"   /* tess_gradsync_* */
+#include "io/safetensors.h" /* tess_safetensors_write */
 #include "run/run.h"        /* tess_run_* */
 #include "task.h"           /* tinylm_task_* */
 #include "tensor/tensor.h"  /* tess_tensor_sqnorm */
@@ -56,6 +57,9 @@ static const tess_opt train_opts[] = {
     TESS_OPT_INT("eval_batch", 256, 1, 1 << 24, "held-out sequences per evaluation"),
     TESS_OPT_REAL("grad_clip", 1.0, 0.0, 1e9, "global-norm clipping threshold (0: off)"),
     TESS_OPT_INT("max_bad_steps", 5, 1, 1000000, "non-finite steps in a row before aborting"),
+    TESS_OPT_STRING("logits_out", "",
+                    "after the last step, write the first held-out batch (ids, logits) to this "
+                    "safetensors file (to check an exported model against; '' none)"),
 };
 static const tess_opt optim_opts[] = {
     TESS_OPT_REAL("lr", 3e-3, 0.0, 10.0, "peak AdamW learning rate"),
@@ -182,13 +186,18 @@ static tess_status tinylm_setup(tess_run *run, void *ctx) {
 
     static const char *const train_cols[] = {"loss", "lr", "grad_norm", "param_norm", "tok_per_s"};
     static const char *const eval_cols[] = {"eval_loss", "eval_acc"};
-    static const char *const loss_plot[] = {"loss"};
+    static const char *const loss_cols[] = {"loss"}, *const acc_cols[] = {"eval_acc"};
     TESS_CHECK(tess_run_metrics(run, "metrics", train_cols, 5, true, &a->train_csv));
     TESS_CHECK(tess_run_metrics(run, "eval", eval_cols, 2, true, &a->eval_csv));
-    TESS_CHECK(tess_run_plot(run, a->train_csv, "loss.png", "tinylm training loss", loss_plot, 1,
-                             true));
-    TESS_CHECK(tess_run_plot(run, a->eval_csv, "eval.png",
-                             "tinylm held-out loss and token accuracy", eval_cols, 2, true));
+    const tess_plot_spec loss_plot = {.title = "tinylm: training loss", .ycols = loss_cols,
+                                      .ny = 1, .xlabel = "step (optimizer updates)",
+                                      .ylabel = "cross-entropy (nats/token)", .logy = true};
+    const tess_plot_spec eval_plot = {
+        .title = "tinylm: held-out loss and token accuracy", .ycols = eval_cols, .ny = 1,
+        .xlabel = "step (optimizer updates)", .ylabel = "held-out cross-entropy (nats/token)",
+        .logy = true, .y2cols = acc_cols, .ny2 = 1, .y2label = "token accuracy (fraction, 0-1)"};
+    TESS_CHECK(tess_run_plot(run, a->train_csv, "loss.png", &loss_plot));
+    TESS_CHECK(tess_run_plot(run, a->eval_csv, "eval.png", &eval_plot));
 
     tess_log_info("tinylm: task %s n=%lld, model L=%lld C=%lld heads=%lld F=%lld %s/%s, "
                   "%lld parameters, %.1f MiB activations/rank",
@@ -200,6 +209,13 @@ static tess_status tinylm_setup(tess_run *run, void *ctx) {
     tess_log_info("tinylm: %lld steps, global batch %lld = %d ranks x %lld, %lld tokens/step",
                   (long long)steps, (long long)a->global_B, dp->size, (long long)a->b,
                   (long long)(a->global_B * a->mc.T));
+    char subtitle[256];
+    snprintf(subtitle, sizeof subtitle,
+             "task %s n=%lld, L=%lld C=%lld heads=%lld, %lld parameters, batch %lld, lr %g, %d ranks",
+             tess_config_string(c, "task.kind"), (long long)a->task.n, (long long)a->mc.L,
+             (long long)a->mc.C, (long long)a->mc.NH, (long long)tess_registry_global_total(a->reg),
+             (long long)a->global_B, tess_config_real(c, "optim.lr"), dp->size);
+    tess_run_plot_subtitle(run, subtitle);
     a->first_loss = a->loss = a->eval_loss = a->eval_acc = NAN;
     a->t_log = tess_timer_now();
     return TESS_OK;
@@ -282,8 +298,31 @@ static tess_status tinylm_step(tess_run *run, void *ctx, int64_t step, tess_run_
     return TESS_OK;
 }
 
+/* train.logits_out: the model's logits on the first b held-out sequences, with their ids, as
+ * safetensors "ids" i64 (B, T) and "logits" f32 (B, T, V). Rank 0 (every rank holds the model). */
+static tess_status write_logits(const tinylm *a, const char *path) {
+    const int64_t B = a->b, T = a->mc.T, V = a->mc.V;
+    tinylm_task_batch(&a->task, TINYLM_SPLIT_EVAL, 0, B, a->ids, a->targets);
+    tess_tfm_forward(a->model, a->ids, a->targets, B);
+    int64_t *ids = malloc((size_t)(B * T) * sizeof *ids);
+    TESS_REQUIRE(ids, TESS_ERR_MEM, "no memory for %lld ids", (long long)(B * T));
+    for (int64_t i = 0; i < B * T; i++) ids[i] = a->ids[i];
+    const tess_safetensors_entry e[2] = {
+        {.name = "ids", .dtype = TESS_I64, .ndim = 2, .shape = {B, T}, .data = ids},
+        {.name = "logits", .dtype = TESS_F32, .ndim = 3, .shape = {B, T, V},
+         .data = tess_tfm_logits(a->model)}};
+    static const char *const meta[] = {"source", "tinylm train.logits_out"};
+    const tess_status s = tess_safetensors_write(path, e, 2, meta, 1, NULL, NULL);
+    free(ids);
+    TESS_CHECK(s);
+    tess_log_info("tinylm: wrote the logits of %lld held-out sequences to %s", (long long)B, path);
+    return TESS_OK;
+}
+
 static tess_status tinylm_finish(tess_run *run, void *ctx) {
     tinylm *a = ctx;
+    const char *logits_out = tess_config_string(tess_run_config(run), "train.logits_out");
+    if (logits_out[0] && tess_run_group(run)->rank == 0) TESS_CHECK(write_logits(a, logits_out));
     const double seconds = tess_timer_elapsed(tess_run_timers(run),
                                               tess_timer_get(tess_run_timers(run), "step"));
     tess_log_info("tinylm: loss %.4g -> %.4g; held-out loss %.4g, token accuracy %.2f%%; "

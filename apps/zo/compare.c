@@ -149,12 +149,22 @@ tess_status zoapp_compare_step(tess_run *run, zoapp *a, tess_run_step_out *out) 
 
 static tess_status compare_plots(const tess_config *c, const char *dir, const bool *ran, bool l1) {
     char s[8192];
+    /* The run's parameters as the second title line of every plot. */
+    char sub[256];
+    snprintf(sub, sizeof sub, "%s problem, d=%lld, %s chain tau=%g, %lld samples per method",
+             tess_config_string(c, "problem.kind"), (long long)tess_config_int(c, "problem.dim"),
+             tess_config_string(c, "chain.kind"), tess_config_real(c, "chain.tau"),
+             (long long)tess_config_int(c, "budget.samples"));
     int n = snprintf(s, sizeof s,
-                     "set terminal pngcairo size 900,560 noenhanced\nset datafile separator ','\n"
-                     "set logscale xy\nset grid\nset key outside right\nset format x '%%.0e'\n"
-                     "set output '%s/plots/error.png'\nset title 'relative error ||x-x*||^2/||x*||^2'\n"
+                     "set terminal pngcairo size 900,560 noenhanced font ',11'\n"
+                     "set datafile separator ','\nset logscale xy\nset grid\n"
+                     "set key inside bottom left opaque box samplen 2\n"
+                     "set format x '%%g'\nset format y '%%g'\n"
+                     "set ylabel 'relative error ||x-x*||^2/||x*||^2 (dimensionless)'\n"
+                     "set output '%s/plots/error.png'\n"
+                     "set title \"relative error of the iterate\\n%s\"\n"
                      "set xlabel 'chain samples (oracle calls)'\nplot ",
-                     dir);
+                     dir, sub);
     const char *sep = "";
     for (int m = 0; m < M_COUNT; m++)
         if (ran[m]) {
@@ -164,10 +174,10 @@ static tess_status compare_plots(const tess_config *c, const char *dir, const bo
             sep = ", ";
         }
     n += snprintf(s + n, sizeof s - (size_t)n,
-                  "\nset output '%s/plots/error_cost.png'\nset title 'relative error against cost "
-                  "(ZO: evaluations; FO: gradient calls x d)'\nset xlabel 'cost in function "
-                  "evaluations'\nplot ",
-                  dir);
+                  "\nset output '%s/plots/error_cost.png'\nset title \"relative error against cost "
+                  "(ZO: evaluations; FO: gradient calls x d)\\n%s\"\nset xlabel 'cost (function "
+                  "evaluations)'\nplot ",
+                  dir, sub);
     sep = "";
     for (int m = 0; m < M_COUNT; m++)
         if (ran[m]) {
@@ -178,9 +188,10 @@ static tess_status compare_plots(const tess_config *c, const char *dir, const bo
         }
     if (l1) {
         n += snprintf(s + n, sizeof s - (size_t)n,
-                      "\nset output '%s/plots/gap.png'\nset title 'f(x) - f*'\nset xlabel 'chain "
-                      "samples'\nplot ",
-                      dir);
+                      "\nset output '%s/plots/gap.png'\nset title \"optimality gap\\n%s\"\n"
+                      "set ylabel 'f(x) - f* (objective units)'\nset xlabel 'chain "
+                      "samples (oracle calls)'\nplot ",
+                      dir, sub);
         sep = "";
         for (int m = 0; m < M_COUNT; m++)
             if (ran[m]) {

@@ -167,21 +167,45 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static tess_status sweep_plots(const char *dir, const bool *use, const double *dims, int nd) {
+/* The three sweep plots; has[w][d][m]: whether series (what w, dimension d, method m) has a
+ * value (series without one stay out of the legend). */
+static tess_status sweep_plots(const tess_config *c, const char *dir, const bool *use,
+                               const double *dims, int nd,
+                               bool has[3][ZOAPP_MAX_LIST][M_NLOPT]) {
     char s[16384];
+    /* The run's parameters as the second title line of every plot. */
+    char sub[256];
+    snprintf(sub, sizeof sub, "%s problem, %s chain, taus %s, dims %s, %lld seed(s), eps %g",
+             tess_config_string(c, "problem.kind"), tess_config_string(c, "chain.kind"),
+             tess_config_string(c, "sweep.taus"), tess_config_string(c, "sweep.dims"),
+             (long long)tess_config_int(c, "sweep.seeds"), tess_config_real(c, "sweep.eps"));
     int n = snprintf(s, sizeof s,
-                     "set terminal pngcairo size 1000,620 noenhanced\nset datafile separator ','\n"
-                     "set logscale xy\nset grid\nset key outside right\nset xlabel 'tau / d'\n");
-    const char *what[3][2] = {{"floor", "constant-step error floor (mean R over [N/4, N/2])"},
-                              {"neps", "chain samples (oracle calls) to R <= eps"},
-                              {"costeps", "cost to R <= eps (ZO: evaluations; FO: gradients x d)"}};
+                     "set terminal pngcairo size 1000,620 noenhanced font ',11'\n"
+                     "set datafile separator ','\nset logscale xy\nset grid\n"
+                     "set key inside bottom right opaque box samplen 2\n"
+                     "set format x '%%g'\nset format y '%%g'\n"
+                     "set xlabel 'mixing time / dimension, tau / d (dimensionless)'\n");
+    const char *what[3][3] = {
+        {"floor", "constant-step error floor (mean R over [N/4, N/2])",
+         "error floor R = ||x-x*||^2/||x*||^2 (dimensionless)"},
+        {"neps", "chain samples to R <= eps", "chain samples (oracle calls)"},
+        {"costeps", "cost to R <= eps (ZO: evaluations; FO: gradients x d)",
+         "cost (function evaluations)"}};
     for (int w = 0; w < 3; w++) {
-        n += snprintf(s + n, sizeof s - (size_t)n, "set output '%s/plots/%s.png'\nset title '%s'\nplot ",
-                      dir, what[w][0], what[w][1]);
+        bool any = false;
+        for (int k = 0; k < nd; k++)
+            for (int m = 0; m < M_NLOPT; m++) any |= use[m] && has[w][k][m];
+        if (!any) {
+            tess_log_info("zo: plots/%s.png not drawn: no run has a value for it", what[w][0]);
+            continue;
+        }
+        n += snprintf(s + n, sizeof s - (size_t)n,
+                      "set output '%s/plots/%s.png'\nset title \"%s\\n%s\"\nset ylabel '%s'\nplot ",
+                      dir, what[w][0], what[w][1], sub, what[w][2]);
         const char *sep = "";
         for (int k = 0; k < nd; k++)
             for (int m = 0; m < M_NLOPT; m++) {
-                if (!use[m]) continue;
+                if (!use[m] || !has[w][k][m]) continue;
                 n += snprintf(s + n, sizeof s - (size_t)n,
                               "%s'%s/metrics.csv' using (column('d')==%g ? column('tau_over_d') : "
                               "1/0):'%s_%s' with linespoints lw 2 lc %d dt %d pt %d title '%s d=%g'",
@@ -224,6 +248,7 @@ tess_status zoapp_sweep_finish(tess_run *run, zoapp *a) {
         if (s->use[m]) fprintf(f, "---|---|---|");
     fprintf(f, "\n");
     tess_status st = TESS_OK;
+    bool has[3][ZOAPP_MAX_LIST][M_NLOPT] = {{{false}}};
     for (int id = 0; id < s->nd && st == TESS_OK; id++)
         for (int it = 0; it < s->nt && st == TESS_OK; it++) {
             double row[32];
@@ -245,7 +270,10 @@ tess_status zoapp_sweep_finish(tess_run *run, zoapp *a) {
                         nv++;
                     }
                 }
-                for (int w = 0; w < 3; w++) row[k++] = nv ? median(v[w], nv) : NAN;
+                for (int w = 0; w < 3; w++) {
+                    row[k++] = nv ? median(v[w], nv) : NAN;
+                    has[w][id][m] |= isfinite(row[k - 1]) != 0;
+                }
                 fprintf(f, " %.3e | %.3g | %.3g |", row[k - 3], row[k - 2], row[k - 1]);
             }
             fprintf(f, "\n");
@@ -256,7 +284,7 @@ tess_status zoapp_sweep_finish(tess_run *run, zoapp *a) {
     TESS_REQUIRE(closed, TESS_ERR_IO, "cannot write %s", path);
     tess_log_info("zo sweep: done in %.1f s; wrote %s/metrics.csv (medians), runs.csv, results.md",
                   tess_timer_now() - s->t0, dir);
-    if (tess_config_bool(c, "run.plots") && sweep_plots(dir, s->use, s->dims, s->nd) != TESS_OK) {
+    if (tess_config_bool(c, "run.plots") && sweep_plots(c, dir, s->use, s->dims, s->nd, has) != TESS_OK) {
         tess_log_warn("zo: plots skipped:\n%s", tess_error_text());
         tess_error_clear();
     }

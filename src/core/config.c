@@ -84,13 +84,13 @@ static void cfg_error_at(cfg_errors *e, tess_status s, int line, const char *fun
 
 static tess_status cfg_errors_finish(const cfg_errors *e) {
     if (e->count == 0) return TESS_OK;
+    if (e->count == 1) return e->status; /* the one error is in the record already: no count */
     if (e->count > CFG_MAX_REPORTED)
         return tess_error_push(e->status, __FILE__, __LINE__, __func__,
                                "%lld errors in the command line or configuration (first %d shown)",
                                (long long)e->count, CFG_MAX_REPORTED);
     return tess_error_push(e->status, __FILE__, __LINE__, __func__,
-                           "%lld error%s in the command line or configuration",
-                           (long long)e->count, e->count == 1 ? "" : "s");
+                           "%lld errors in the command line or configuration", (long long)e->count);
 }
 
 /* ---------- growing text buffer (setup only) ---------- */

@@ -3,7 +3,7 @@
 
 #include <stdio.h>
 
-#include "core/log.h"      /* tess_log_init */
+#include "core/log.h"      /* tess_log_init, tess_log_error_record */
 #include "core/mpicheck.h" /* TESS_MPI_CHECK */
 
 static void runtime_abort(int exit_code, void *ctx) {
@@ -33,11 +33,14 @@ int tess_runtime_finish(tess_runtime *rt, tess_status s, bool collective) {
     int code = tess_status_exit_code(s);
     bool local_failure = s != TESS_OK && !collective;
     if (s != TESS_OK && (local_failure || rt->rank == 0)) {
-        tess_error_push(s, __FILE__, __LINE__, __func__, "run failed: %s error (exit code %d)%s",
-                        tess_status_name(s), code,
-                        local_failure ? ", aborting all ranks" : "");
+        /* A failure every rank agrees on (bad options, a refused checkpoint) is the user's to
+         * fix: the messages alone, the traceback at log level debug (-v). */
+        const bool brief = !local_failure && tess_log_get_level() < TESS_LOG_DEBUG;
+        if (!brief)
+            tess_error_push(s, __FILE__, __LINE__, __func__, "run failed: %s error (exit code %d)%s",
+                            tess_status_name(s), code, local_failure ? ", aborting all ranks" : "");
         fflush(NULL);
-        tess_error_write();
+        tess_log_error_record(brief);
     }
     int initialized = 0;
     if (MPI_Initialized(&initialized) != MPI_SUCCESS || !initialized) return code;

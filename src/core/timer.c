@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/log.h" /* tess_log_info */
 #include "par/coll.h" /* tess_par_bcast_bytes, tess_par_allreduce_f64 */
 
 double tess_timer_now(void) {
@@ -85,18 +86,11 @@ tess_status tess_timer_report(const tess_timers *t, const tess_group *g) {
     TESS_CHECK(tess_par_allreduce_f64(g, sum, n, TESS_PAR_SUM));
     TESS_CHECK(tess_par_allreduce_f64(g, hi, n, TESS_PAR_MAX));
     if (rank != 0) return TESS_OK;
-    char buf[128 * (TESS_TIMER_MAX + 2)];
-    int len = snprintf(buf, sizeof buf, "%-32s %10s %11s %11s %11s   (%d ranks)\n", "timer",
-                       "calls", "min s", "mean s", "max s", size);
-    for (int i = 0; i < n && len > 0 && (size_t)len < sizeof buf; i++)
-        len += snprintf(buf + len, sizeof buf - (size_t)len, "%-32s %10lld %11.4f %11.4f %11.4f\n",
-                        names[i], (long long)t->calls[i], lo[i], sum[i] / size, hi[i]);
-    fflush(stdout);
-    size_t total = len > 0 && (size_t)len < sizeof buf ? (size_t)len : strlen(buf), off = 0;
-    while (off < total) {
-        ssize_t w = write(STDOUT_FILENO, buf + off, total - off);
-        if (w <= 0) break;
-        off += (size_t)w;
-    }
+    /* Through the log (rank 0's info): quiet runs skip it, the run's log file keeps it. */
+    tess_log_info("%-32s %10s %11s %11s %11s   (%d ranks)", "timer", "calls", "min s", "mean s",
+                  "max s", size);
+    for (int i = 0; i < n; i++)
+        tess_log_info("%-32s %10lld %11.4f %11.4f %11.4f", names[i], (long long)t->calls[i], lo[i],
+                      sum[i] / size, hi[i]);
     return TESS_OK;
 }

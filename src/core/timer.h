@@ -49,7 +49,7 @@ int64_t tess_timer_calls(const tess_timers *t, tess_timer_id id);
 
 /* Collective on comm. Rank 0's timer names define the report; a rank without one of them counts
  * 0 s for it (ranks may create timers in different orders; names only other ranks have are left
- * out). Rank 0 prints, for each name, the calls on rank 0 and min/mean/max seconds over ranks. */
+ * out). Rank 0 logs (tess_log_info), for each name, the calls on rank 0 and min/mean/max seconds over ranks. */
 tess_status tess_timer_report(const tess_timers *t, const tess_group *g);
 
 #endif

@@ -29,10 +29,8 @@ typedef struct {
 
 typedef struct {
     int id;
-    const char *png, *title;
-    const char *const *ycols;
-    int ny;
-    bool logy;
+    const char *png;
+    tess_plot_spec spec;
 } run_plot;
 
 struct tess_run {
@@ -58,6 +56,7 @@ struct tess_run {
     int nmetrics;
     run_plot plots[TESS_RUN_MAX_PLOTS];
     int nplots;
+    char subtitle[256]; /* of every plot; "" until set: the default */
 };
 
 static const tess_opt ckpt_opts[] = {
@@ -73,9 +72,23 @@ static const tess_opt ckpt_opts[] = {
 static const tess_opt_enum log_level_names[] = {{"error", TESS_LOG_ERROR}, {"warn", TESS_LOG_WARN},
                                                {"info", TESS_LOG_INFO}, {"debug", TESS_LOG_DEBUG}};
 TESS_OPT_ENUM_TABLE_CHECK(log_level_names, TESS_LOG_DEBUG + 1);
+static const tess_opt_enum progress_names[] = {{"auto", TESS_PROGRESS_AUTO},
+                                              {"tty", TESS_PROGRESS_TTY},
+                                              {"lines", TESS_PROGRESS_LINES},
+                                              {"off", TESS_PROGRESS_OFF}};
+TESS_OPT_ENUM_TABLE_CHECK(progress_names, TESS_PROGRESS_OFF + 1);
 static const tess_opt log_opts[] = {
     TESS_OPT_ENUM("level", "info", log_level_names,
-                    "messages shown: error, warn, info or debug (per-rank detail)"),
+                  "messages shown: error, warn, info or debug (per-rank detail); -v is debug, "
+                  "-q is warn"),
+    TESS_OPT_ENUM("progress", "auto", progress_names,
+                  "progress line: tty (rewritten in place), lines (one line every "
+                  "log.progress_every seconds), off, or auto (tty on a terminal outside mpiexec "
+                  "and srun, else lines)"),
+    TESS_OPT_REAL("progress_every", 10.0, 0.1, 86400.0,
+                  "seconds between progress lines under lines, and in the log file"),
+    TESS_OPT_BOOL("per_rank", false,
+                  "every rank r > 0 also writes <run.dir>/run.rank<r>.log (rank 0: run.log)"),
 };
 
 /* ---- accessors ------------------------------------------------------------------------------ */
@@ -150,25 +163,40 @@ tess_status tess_run_metrics_row(tess_run *run, int id, const double *values) {
     return TESS_OK;
 }
 
-tess_status tess_run_plot(tess_run *run, int id, const char *png, const char *title,
-                          const char *const *ycols, int ny, bool logy) {
+tess_status tess_run_plot(tess_run *run, int id, const char *png, const tess_plot_spec *spec) {
     TESS_REQUIRE(run->nplots < TESS_RUN_MAX_PLOTS, TESS_ERR_ARG, "more than %d plots",
                  TESS_RUN_MAX_PLOTS);
     TESS_REQUIRE(id >= 0 && id < run->nmetrics, TESS_ERR_ARG, "plot '%s': no metrics file %d",
                  png, id);
-    run->plots[run->nplots++] = (run_plot){id, png, title, ycols, ny, logy};
+    TESS_REQUIRE(spec->title && spec->ny >= 1 && spec->xlabel && spec->ylabel &&
+                     (spec->ny2 == 0 || spec->y2label),
+                 TESS_ERR_ARG, "plot '%s': a title, columns and a label with units on every axis "
+                 "are required", png);
+    run->plots[run->nplots++] = (run_plot){id, png, *spec};
     return TESS_OK;
+}
+
+void tess_run_plot_subtitle(tess_run *run, const char *text) {
+    snprintf(run->subtitle, sizeof run->subtitle, "%s", text);
 }
 
 /* Rank 0, after a finished run: every declared plot; failures are warnings. */
 static void draw_plots(tess_run *run) {
     if (run->rt->rank != 0 || !tess_config_bool(run->cfg, "run.plots")) return;
+    char subtitle[sizeof run->subtitle];
+    if (run->subtitle[0])
+        snprintf(subtitle, sizeof subtitle, "%s", run->subtitle);
+    else
+        snprintf(subtitle, sizeof subtitle, "%s, %d rank%s, run.seed %llu", run->app->name,
+                 run->group->size, run->group->size == 1 ? "" : "s",
+                 (unsigned long long)tess_run_seed(run));
     for (int i = 0; i < run->nplots; i++) {
         const run_plot *p = &run->plots[i];
         char png[RUN_PATH_MAX];
         snprintf(png, sizeof png, "%s/plots/%s", tess_run_dir(run), p->png);
-        if (tess_plot_csv(run->metrics[p->id].path, png, p->title, run->metrics[p->id].names[0],
-                          p->ycols, p->ny, p->logy) == TESS_OK) {
+        tess_plot_spec spec = p->spec;
+        if (!spec.subtitle) spec.subtitle = subtitle;
+        if (tess_plot_csv(run->metrics[p->id].path, png, &spec) == TESS_OK) {
             tess_log_info("%s: wrote %s", run->app->name, png);
         } else {
             tess_log_warn("%s: plot %s skipped:\n%s", run->app->name, png, tess_error_text());
@@ -311,7 +339,9 @@ static tess_status loop(tess_run *run) {
         return TESS_OK;
     }
     tess_progress progress;
-    tess_progress_init(&progress, run->total > 0 ? (int64_t)run->total : 0, app->rate_unit);
+    tess_progress_init(&progress, run->total > 0 ? (int64_t)run->total : 0, app->rate_unit,
+                       (tess_progress_style)tess_config_enum(run->cfg, "log.progress"),
+                       tess_config_real(run->cfg, "log.progress_every"));
     run->t0 = tess_timer_now();
     for (int64_t step = run->start_step;; step++) {
         run->step = step + 1;
@@ -332,6 +362,7 @@ static tess_status loop(tess_run *run) {
         const bool periodic = every > 0 && run->step % every == 0;
         if (periodic || stop) TESS_CHECK(save(run));
         if (stop) {
+            tess_progress_end();
             tess_log_info("%s: stop requested: checkpoint after %s %lld, exiting %d (resume with "
                           "--resume auto)", name, unit, (long long)run->step, TESS_EXIT_STOPPED);
             run->stopped = true;
@@ -378,7 +409,8 @@ static tess_status build_sections(tess_run *run, int64_t *n) {
     return TESS_OK;
 }
 
-/* Remove "--print-params" from argv (the config parser does not know it); true if present. */
+/* Remove flag (e.g. "--print-params", which the config parser does not know) from argv; true if
+ * present. */
 static bool take_flag(int *argc, char **argv, const char *flag) {
     bool found = false;
     int k = 1;
@@ -413,9 +445,27 @@ static void print_state(const tess_run *run) {
     printf("%lld entries, %lld elements\n", (long long)n, (long long)total);
 }
 
+/* The run's log file in the run directory: rank 0 run.log, other ranks run.rank<r>.log when
+ * log.per_rank is on (opened after the directory exists; earlier lines are kept by core/log). */
+static tess_status open_log_file(const tess_run *run) {
+    const int rank = run->rt->rank;
+    if (rank != 0 && !tess_config_bool(run->cfg, "log.per_rank")) return TESS_OK;
+    char path[RUN_PATH_MAX];
+    const int n = rank == 0 ? snprintf(path, sizeof path, "%s/run.log", tess_run_dir(run))
+                            : snprintf(path, sizeof path, "%s/run.rank%d.log", tess_run_dir(run),
+                                       rank);
+    TESS_REQUIRE(n > 0 && n < (int)sizeof path, TESS_ERR_CONFIG, "run.dir is too long");
+    TESS_CHECK(tess_log_open_file(path));
+    return TESS_OK;
+}
+
 static tess_status run_all(tess_run *run, int argc, char **argv) {
     const tess_run_app *app = run->app;
     const bool print_params = take_flag(&argc, argv, "--print-params");
+    /* -v and -q set log.level to debug or warn over what the file and --set say. */
+    const bool verbose = take_flag(&argc, argv, "-v"), quiet = take_flag(&argc, argv, "-q");
+    TESS_REQUIRE(!(verbose && quiet), TESS_ERR_CONFIG, "-v and -q contradict each other");
+    if (verbose) tess_log_init(run->rt->rank, TESS_LOG_DEBUG); /* tracebacks of option errors */
     int64_t nsections = 0;
     TESS_CHECK(build_sections(run, &nsections));
     TESS_CHECK(tess_config_create(&run->cfg, run->sections, nsections));
@@ -423,6 +473,8 @@ static tess_status run_all(tess_run *run, int argc, char **argv) {
     tess_config_action action;
     TESS_CHECK(tess_config_parse_args(run->cfg, run->group, argc, argv, &action));
     if (action != TESS_CONFIG_ACTION_RUN) return TESS_OK;
+    if (verbose || quiet)
+        TESS_CHECK(tess_config_set(run->cfg, "log.level", verbose ? "debug" : "warn"));
     tess_log_init(run->rt->rank, (tess_log_level)tess_config_enum(run->cfg, "log.level"));
     TESS_CHECK(tess_state_create(&run->state));
     TESS_CHECK(tess_state_add_i64(run->state, "run/finished", &run->finished));
@@ -444,6 +496,9 @@ static tess_status run_all(tess_run *run, int argc, char **argv) {
     run->collective = false;
     TESS_CHECK(tess_rundir_prepare(run->group, tess_run_dir(run),
                                    tess_config_resolved_text(run->cfg)));
+    TESS_CHECK(open_log_file(run));
+    tess_log_info("%s: %d rank%s, run directory %s (log in run.log)", app->name, run->group->size,
+                  run->group->size == 1 ? "" : "s", tess_run_dir(run));
     /* The checkpoint directory and resume verdicts are agreed by every rank: a refusal ends the
      * run collectively. */
     run->collective = true;
@@ -469,5 +524,6 @@ int tess_run_main(const tess_run_app *app, void *ctx, int argc, char **argv) {
     tess_state_destroy(&run.state);
     tess_config_destroy(&run.cfg);
     const int code = tess_runtime_finish(&rt, s, run.collective);
+    tess_log_close_file();
     return code == 0 && run.stopped ? TESS_EXIT_STOPPED : code;
 }

@@ -11,9 +11,11 @@
  *   - MPI start-up (MPI_THREAD_FUNNELED: the checkpoint load hashes on a worker thread), the
  *     stop signals, the run's group, the exit code (core/runtime.h);
  *   - the options every run has, in sections run.* (dir, seed, plots, stop_at), ckpt.* (dir,
- *     every, keep, at_end, resume; also --resume) and log.* (level), next to the app's own
- *     sections; --help, --print-config, --print-params;
- *   - the run directory (config.ini, metrics files, plots/, checkpoints/);
+ *     every, keep, at_end, resume; also --resume) and log.* (level, also -v/-q; progress,
+ *     progress_every, per_rank), next to the app's own sections; --help, --print-config,
+ *     --print-params;
+ *   - the run directory (config.ini, run.log, metrics files .csv and .jsonl, plots/,
+ *     checkpoints/);
  *   - resume: after setup, `ckpt.resume` = auto|FILE loads the checkpoint into the state the app
  *     described (tess_run_state) after checking that it was written by the same app with the same
  *     run.seed and that its step does not exceed the run's length;
@@ -41,6 +43,7 @@
 #include "core/config.h" /* tess_config, tess_opt, tess_config_section */
 #include "core/status.h" /* tess_status */
 #include "core/timer.h"  /* tess_timers */
+#include "io/plot.h"     /* tess_plot_spec */
 #include "nn/state.h"    /* tess_state */
 #include "par/mesh.h"    /* tess_group */
 
@@ -121,7 +124,8 @@ bool tess_run_resumed(const tess_run *run);
 int64_t tess_run_start_step(const tess_run *run);
 int64_t tess_run_data_cursor(const tess_run *run);
 
-/* A metrics file <run.dir>/<file>.csv with the app's columns. Declare in setup.
+/* A metrics file <run.dir>/<file>.csv with the app's columns, and next to it <file>.jsonl with the
+ * same rows as JSON objects (io/metrics.h). Declare in setup.
  * per_step: the driver writes the step as the first column ("step") and the cumulative wall
  *   seconds of the run as the last ("seconds"); the app gives the columns between. On resume the
  *   rows up to the resumed step are kept and `seconds` continues from the last of them.
@@ -136,10 +140,15 @@ tess_status tess_run_metrics(tess_run *run, const char *file, const char *const 
  * other ranks return TESS_OK. */
 tess_status tess_run_metrics_row(tess_run *run, int id, const double *values);
 
-/* A PNG plot <run.dir>/plots/<png> of columns ycols of metrics file id against its first column,
- * drawn with gnuplot by rank 0 at the end of a finished run when run.plots is on. A missing
- * gnuplot is a warning, not a failure. Declare in setup; strings must outlive the run. */
-tess_status tess_run_plot(tess_run *run, int id, const char *png, const char *title,
-                          const char *const *ycols, int ny, bool logy);
+/* A PNG plot <run.dir>/plots/<png> of metrics file id (io/plot.h: both axes labelled with units,
+ * an optional right axis, columns without values left out), drawn with gnuplot by rank 0 at the
+ * end of a finished run when run.plots is on. spec->subtitle NULL gets the run's subtitle
+ * (tess_run_plot_subtitle); spec->xcol NULL is the file's first column. A missing gnuplot or a
+ * plot that cannot be drawn is a warning, not a failure. Declare in setup; the spec is copied,
+ * its strings must outlive the run. TESS_ERR_ARG for a spec without labels. */
+tess_status tess_run_plot(tess_run *run, int id, const char *png, const tess_plot_spec *spec);
+/* The second title line of the run's plots: its parameters, e.g. "L=2 C=64 heads=4, 83648
+ * parameters, 2 ranks". Copied (up to 255 bytes). Default: "<app>, <P> rank(s), run.seed <s>". */
+void tess_run_plot_subtitle(tess_run *run, const char *text);
 
 #endif

@@ -73,7 +73,10 @@ static tess_status setup(tess_run *run, void *ctx) {
     TESS_CHECK(tess_adamw_describe(a->opt, tess_run_state(run), "optim"));
     static const char *const cols[] = {"loss"};
     TESS_CHECK(tess_run_metrics(run, "metrics", cols, 1, true, &a->csv));
-    TESS_CHECK(tess_run_plot(run, a->csv, "loss.png", "first_app: training loss", cols, 1, true));
+    const tess_plot_spec loss_plot = {.title = "first_app: training loss", .ycols = cols, .ny = 1,
+                                      .xlabel = "step (optimizer updates)",
+                                      .ylabel = "loss (mean squared error)", .logy = true};
+    TESS_CHECK(tess_run_plot(run, a->csv, "loss.png", &loss_plot));
     return TESS_OK;
 }
 
