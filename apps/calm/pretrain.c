@@ -326,12 +326,21 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
                                         "mse_ridge_ar",  "mse_copy_last", "score",
                                         "score_anchored", "score_ridge_ar"};
     TESS_CHECK(tess_run_metrics(run, "forecast", fcols, 8, false, &p->fc_csv));
-    TESS_CHECK(tess_run_plot(run, p->tok_csv, "tokenizer.png", "calm: tokenizer loss", tcols, 2, true));
-    TESS_CHECK(tess_run_plot(run, p->dat_csv, "dat_ce.png", "calm: DAT next-token CE", dcols, 1, false));
     static const char *const fplot[] = {"mse_model", "mse_anchored", "mse_ridge_ar",
                                         "mse_copy_last"};
-    TESS_CHECK(tess_run_plot(run, p->fc_csv, "forecast.png", "calm: test MSE per horizon frame",
-                             fplot, 4, false));
+    const tess_plot_spec tok_plot = {.title = "calm: tokenizer loss", .xlabel = "step (updates)",
+                                     .ycols = tcols, .ny = 2,
+                                     .ylabel = "loss, reconstruction MSE (z-scored units^2)",
+                                     .logy = true};
+    const tess_plot_spec dat_plot = {.title = "calm: dual-axis transformer next-token loss",
+                                     .xlabel = "step (updates)", .ycols = dcols, .ny = 1,
+                                     .ylabel = "cross-entropy (nats/token)"};
+    const tess_plot_spec fc_plot = {.title = "calm: test MSE per forecast horizon",
+                                    .xlabel = "horizon (frames ahead)", .ycols = fplot, .ny = 4,
+                                    .ylabel = "MSE (z-scored units^2)"};
+    TESS_CHECK(tess_run_plot(run, p->tok_csv, "tokenizer.png", &tok_plot));
+    TESS_CHECK(tess_run_plot(run, p->dat_csv, "dat_ce.png", &dat_plot));
+    TESS_CHECK(tess_run_plot(run, p->fc_csv, "forecast.png", &fc_plot));
     tess_log_info("pretrain: %lld sessions, %lld units, %lld training / %lld test windows of "
                   "%lld frames",
                   (long long)p->nsess, (long long)p->units, (long long)p->ntrain,

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 
 #include "core/rng.h"  /* tess_rng_* */
-#include "io/dataset.h" /* tess_ds_quiet_*, tess_ds_h5_reason */
+#include "io/h5.h" /* tess_h5_quiet_*, tess_h5_reason */
 #include "par/coll.h"  /* tess_par_agree */
 
 static const calm_sim_indicator_params INDICATORS[CALM_SIM_INDICATOR_COUNT] = {
@@ -549,15 +549,15 @@ tess_status calm_sim_write(const char *path, const calm_sim_session *s, const ca
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
     H5Pset_obj_track_times(fcpl, 0);
-    tess_ds_quiet q;
-    tess_ds_quiet_begin(&q);
+    tess_h5_quiet q;
+    tess_h5_quiet_begin(&q);
     hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
     H5Pclose(fcpl);
     herr_t e = f >= 0 ? write_all(f, s, c) : -1;
     herr_t ec = f >= 0 ? H5Fclose(f) : -1;
     char why[256];
-    tess_ds_h5_reason(why, sizeof why);
-    tess_ds_quiet_end(&q);
+    tess_h5_reason(why, sizeof why);
+    tess_h5_quiet_end(&q);
     if (e < 0 || ec < 0) remove(tmp);
     TESS_REQUIRE(e >= 0 && ec >= 0, TESS_ERR_IO, "cannot write '%s': %s", tmp, why);
     TESS_REQUIRE(rename(tmp, path) == 0, TESS_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, path,

@@ -20,6 +20,12 @@
 #include "par/coll.h"     /* tess_par_allreduce_* */
 #include "run/run.h"      /* tess_run_* */
 
+/* The names of model.method: values from the table, never from list positions. */
+static const tess_opt_enum method_names[] = {{"selftrain", FK_SELFTRAIN}, {"fedavg", FK_FEDAVG},
+                                             {"fedstar", FK_FEDSTAR}, {"fedkalter", FK_FEDKALTER},
+                                             {"fedprox", FK_FEDPROX}};
+TESS_OPT_ENUM_TABLE_CHECK(method_names, FK_FEDPROX + 1);
+
 static const tess_opt data_opts[] = {
     TESS_OPT_CHOICE("setting", "synthetic", "synthetic|SM|SM-CV",
                     "clients: generated graphs, or one TU dataset per client (SM: 7 molecule "
@@ -30,7 +36,7 @@ static const tess_opt data_opts[] = {
     TESS_OPT_INT("split_seed", 123, 0, UINT32_MAX, "seed of the stratified 80/10/10 splits"),
 };
 static const tess_opt model_opts[] = {
-    TESS_OPT_CHOICE("method", "fedkalter", "selftrain|fedavg|fedstar|fedkalter|fedprox",
+    TESS_OPT_ENUM("method", "fedkalter", method_names,
                     "Self-train (no sharing), FedAvg (GIN shared), FedStar (structure channel "
                     "shared), Fed-Kalter (Kalman structure channel shared), FedProx (FedAvg and "
                     "a proximal term)"),
@@ -161,7 +167,7 @@ static tess_status setup(tess_run *run, void *ctx) {
     fk_app *a = ctx;
     const tess_config *c = tess_run_config(run);
     const tess_group *g = tess_run_group(run);
-    a->method = (fk_method)tess_config_choice(c, "model.method");
+    a->method = (fk_method)tess_config_enum(c, "model.method");
     a->rounds = tess_config_int(c, "train.rounds");
     a->batch = tess_config_int(c, "train.batch");
     a->eval_every = tess_config_int(c, "train.eval_every");
@@ -263,10 +269,14 @@ static tess_status setup(tess_run *run, void *ctx) {
     static const char *const loss_col[] = {"loss"};
     TESS_CHECK(tess_run_metrics(run, "metrics", cols, 3, true, &a->csv));
     TESS_CHECK(tess_run_metrics(run, "accuracy", acc_cols, 3, true, &a->csv_acc));
-    TESS_CHECK(tess_run_plot(run, a->csv, "loss.png", "fedkalter: mean client training loss",
-                             loss_col, 1, true));
-    TESS_CHECK(tess_run_plot(run, a->csv_acc, "accuracy.png",
-                             "fedkalter: mean client accuracy", acc_cols, 3, false));
+    const tess_plot_spec loss_plot = {.title = "fedkalter: mean client training loss",
+                                      .xlabel = "federated round", .ycols = loss_col, .ny = 1,
+                                      .ylabel = "cross-entropy (nats/graph)", .logy = true};
+    const tess_plot_spec acc_plot = {.title = "fedkalter: mean client accuracy",
+                                     .xlabel = "federated round", .ycols = acc_cols, .ny = 3,
+                                     .ylabel = "accuracy (fraction of graphs, 0-1)"};
+    TESS_CHECK(tess_run_plot(run, a->csv, "loss.png", &loss_plot));
+    TESS_CHECK(tess_run_plot(run, a->csv_acc, "accuracy.png", &acc_plot));
     return TESS_OK;
 }
 

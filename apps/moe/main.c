@@ -278,18 +278,22 @@ static tess_status declare_metrics(tess_run *run, moe_app *a) {
     TESS_CHECK(tess_run_metrics(run, "metrics", train_cols, 9, true, &a->train_csv));
     TESS_CHECK(tess_run_metrics(run, "eval", eval_cols, 8, true, &a->eval_csv));
     TESS_CHECK(tess_run_metrics(run, "routing", a->route_cols, n, true, &a->route_csv));
-    TESS_CHECK(tess_run_plot(run, a->train_csv, "loss.png", "moe training loss (cross-entropy)",
-                             loss_plot, 1, true));
-    TESS_CHECK(tess_run_plot(run, a->train_csv, "aux.png", "moe L_lb, R_sp, R_cp (sums over layers)",
-                             aux_plot, 3, false));
-    TESS_CHECK(tess_run_plot(run, a->eval_csv, "eval.png",
-                             "moe held-out loss and the unigram baseline", eval_plot, 2, false));
-    TESS_CHECK(tess_run_plot(run, a->route_csv, "entropy.png",
-                             "moe normalised routing entropy per MoE layer", a->entropy_cols,
-                             (int)a->nmoe, false));
-    TESS_CHECK(tess_run_plot(run, a->route_csv, "mi_domain.png",
-                             "moe mutual information of top-1 expert and domain (nats)",
-                             a->mi_cols, (int)a->nmoe, false));
+    const char *const step = "step (optimizer updates)";
+    const tess_plot_spec plots[5] = {
+        {.title = "moe: training loss", .xlabel = step, .ycols = loss_plot, .ny = 1,
+         .ylabel = "cross-entropy (nats/token)", .logy = true},
+        {.title = "moe: auxiliary losses (sums over MoE layers)", .xlabel = step,
+         .ycols = aux_plot, .ny = 3, .ylabel = "L_lb, R_sp, R_cp (dimensionless)"},
+        {.title = "moe: held-out loss and the unigram baseline", .xlabel = step,
+         .ycols = eval_plot, .ny = 2, .ylabel = "cross-entropy (nats/token)"},
+        {.title = "moe: routing entropy per MoE layer", .xlabel = step, .ycols = a->entropy_cols,
+         .ny = (int)a->nmoe, .ylabel = "entropy / log E (fraction, 0-1)"},
+        {.title = "moe: mutual information of top-1 expert and domain", .xlabel = step,
+         .ycols = a->mi_cols, .ny = (int)a->nmoe, .ylabel = "mutual information (nats)"}};
+    const int ids[5] = {a->train_csv, a->train_csv, a->eval_csv, a->route_csv, a->route_csv};
+    static const char *const pngs[5] = {"loss.png", "aux.png", "eval.png", "entropy.png",
+                                        "mi_domain.png"};
+    for (int i = 0; i < 5; i++) TESS_CHECK(tess_run_plot(run, ids[i], pngs[i], &plots[i]));
     return TESS_OK;
 }
 
