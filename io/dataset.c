@@ -183,7 +183,7 @@ static tess_status attr_object(const tess_ds_file *f, const char *obj, const cha
 }
 
 tess_status tess_ds_attr_int(const tess_ds_file *f, const char *obj, const char *attr, int64_t *v) {
-    hid_t o;
+    hid_t o = H5I_INVALID_HID;
     TESS_CHECK(attr_object(f, obj, attr, H5T_INTEGER, "integer", &o));
     int rc = tess_h5_attr_read_i64(o, attr, v);
     H5Oclose(o);
@@ -194,7 +194,7 @@ tess_status tess_ds_attr_int(const tess_ds_file *f, const char *obj, const char 
 
 tess_status tess_ds_attr_double(const tess_ds_file *f, const char *obj, const char *attr,
                                 double *v) {
-    hid_t o;
+    hid_t o = H5I_INVALID_HID;
     TESS_CHECK(attr_object(f, obj, attr, H5T_FLOAT, "float", &o));
     int rc = tess_h5_attr_read_double(o, attr, v);
     H5Oclose(o);
@@ -205,7 +205,7 @@ tess_status tess_ds_attr_double(const tess_ds_file *f, const char *obj, const ch
 
 tess_status tess_ds_attr_string(const tess_ds_file *f, const char *obj, const char *attr, char *buf,
                                 size_t n) {
-    hid_t o;
+    hid_t o = H5I_INVALID_HID;
     TESS_CHECK(attr_object(f, obj, attr, H5T_STRING, "string", &o));
     int rc = tess_h5_attr_read_str(o, attr, buf, n);
     H5Oclose(o);
@@ -324,21 +324,21 @@ static tess_status attr_written(tess_ds_writer *w, const char *obj, const char *
 
 tess_status tess_ds_write_attr_int(tess_ds_writer *w, const char *obj, const char *attr,
                                    int64_t v) {
-    hid_t o;
+    hid_t o = H5I_INVALID_HID;
     TESS_CHECK(attr_target(w, obj, attr, &o));
     return attr_written(w, obj, attr, o, tess_h5_attr_write_i64(o, attr, v));
 }
 
 tess_status tess_ds_write_attr_double(tess_ds_writer *w, const char *obj, const char *attr,
                                       double v) {
-    hid_t o;
+    hid_t o = H5I_INVALID_HID;
     TESS_CHECK(attr_target(w, obj, attr, &o));
     return attr_written(w, obj, attr, o, tess_h5_attr_write_double(o, attr, v));
 }
 
 tess_status tess_ds_write_attr_string(tess_ds_writer *w, const char *obj, const char *attr,
                                       const char *v) {
-    hid_t o;
+    hid_t o = H5I_INVALID_HID;
     TESS_CHECK(attr_target(w, obj, attr, &o));
     return attr_written(w, obj, attr, o, tess_h5_attr_write_str(o, attr, v));
 }

@@ -330,7 +330,7 @@ static tess_status loop(tess_run *run) {
     }
     /* A stop that came during start-up ends the run before the first step, with nothing new to
      * save. */
-    bool stop;
+    bool stop = false;
     TESS_CHECK(stop_vote(run, &stop));
     if (stop) {
         tess_log_info("%s: stop requested before %s %lld: exiting %d without a checkpoint", name,
