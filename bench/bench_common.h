@@ -2,7 +2,7 @@
  * peak, OpenBLAS facts, /proc/self/status readers, and the fixed shapes of the block benchmark.
  *
  * Benchmarks report ratios against a peer or a physical limit measured in the same run
- * (DESIGN.md, "Performance rules"); bench/run_foundation.sh runs them and prints the tables.
+ * (docs/benchmarks.md); bench/run_foundation.sh runs them and prints the tables.
  * Each program prints "key value" lines (one fact per line) that the driver collects.
  * Not collective; single-process. */
 #ifndef TESS_BENCH_COMMON_H

@@ -2,7 +2,7 @@
 # cluster/slurm1.sh - a throwaway one-node Slurm cluster on localhost, for jobs/ and tests/slurm.
 # Real daemons (munged, slurmctld, slurmd) with a minimal config: sbatch, srun --mpi=pmix, signals,
 # --requeue and time limits behave as on a site cluster. Debian 12, no systemd, run as root.
-# Details and the reasons behind every setting: docs/cluster.md (and OPERATIONS.md section 1).
+# Details and the reasons behind every setting: docs/cluster.md.
 #
 # usage: cluster/slurm1.sh up | selftest | status | env | down
 #   up        start the cluster (about 2 s) and wait until the node is idle; does nothing if this
@@ -54,7 +54,7 @@ cgroup_layout() {
 
 # host: slurmd sees the host's cgroups (right for "v1"). private: slurmd runs in a private mount
 # namespace with a tmpfs on /sys/fs/cgroup and a named v1 hierarchy name=systemd, which is all
-# 22.05 needs (OPERATIONS.md 1.7); needs CAP_SYS_ADMIN and unshare. auto picks host for "v1".
+# 22.05 needs at start-up; needs CAP_SYS_ADMIN and unshare. auto picks host for "v1".
 cgroup_mode() {
   case "${TESS_SLURM_CGROUP:-auto}" in
     host|private) echo "$TESS_SLURM_CGROUP" ;;

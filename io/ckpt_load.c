@@ -1,6 +1,6 @@
 /* ckpt_load.c - loading a checkpoint into a state on any rank count (see ckpt.h).
  *
- * Order (OPERATIONS.md 4 and 5): the plan is agreed, rank 0 checks the file's structure alone
+ * Order (verdicts before data moves, so no rank waits on a failed peer): the plan is agreed, rank 0 checks the file's structure alone
  * (ckpt_probe), and only a file that passed is opened collectively. The tensors are then read in
  * batches of LOAD_BATCH datasets: every rank opens the batch's datasets and reads their stored
  * hashes (collective metadata reads: rank 0 reads, the others receive), then reads its own

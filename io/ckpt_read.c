@@ -1,7 +1,7 @@
 /* ckpt_read.c - opening, checking and verifying checkpoints (see ckpt.h; loading is in
  * ckpt_load.c, the resume policy in ckpt_resume.c).
  *
- * Every collective function follows the same order (OPERATIONS.md 4 and 5): rank 0 opens the
+ * Every collective function follows the same order (verdicts before data moves): rank 0 opens the
  * file alone and checks its structure, pushes its problem list to its record and the verdict is
  * agreed (tess_par_agree forwards that record to every rank), and only a file that passed is
  * opened collectively. Reads then run on every rank in the same sequence;

@@ -1,7 +1,7 @@
 /* traces.h - multi-session recordings in HDF5 (neural traces, time x neurons, with behaviour on
  * the same frames), read so that each rank holds only its sessions or its block of frames; the
- * writer; and the importer of the Flavell-lab calcium files shipped in shared/data/calcium
- * (tess-convert calcium wraps it).
+ * writer; and the importer of the public Flavell-lab calcium recordings (tess-convert calcium
+ * wraps it).
  *
  * File layout, format "tessera.traces" version 1 (docs/datasets.md has the h5ls listing):
  *   /                          attributes format, format_version
@@ -66,7 +66,7 @@ void tess_traces_free(tess_traces *tr);
  * unique, without '/') to path through path.tmp and a rename. Not collective: one process. */
 tess_status tess_traces_write(const char *path, const tess_traces *tr);
 
-/* Import one Flavell-lab file (shared/data/calcium/SOURCES.md) as a whole session s: traces from
+/* Import one Flavell-lab file (the Flavell-lab HDF5 layout) as a whole session s: traces from
  * /gcamp/<trace_name> (T, N) float64 -> float32; behaviour columns /behavior/<name> (T) for each
  * name of the comma-separated behavior_names (any numeric type); the sampling rate from the
  * median frame interval of the first T values of /timing/timestamp_confocal; the name from the

@@ -30,7 +30,7 @@ export HDF5_USE_FILE_LOCKING=FALSE
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 
 # mpirun answers SIGINT/SIGTERM by killing the ranks a few seconds later, but forwards SIGUSR1
-# (OPERATIONS.md 1.5). So mpirun runs in its own session, out of reach of the terminal's Ctrl-C,
+# (measured with Open MPI 4.1). So mpirun runs in its own session, out of reach of the terminal's Ctrl-C,
 # and this script turns every stop request into one SIGUSR1 for it.
 stop=0 child=""
 # shellcheck disable=SC2317 # called by the trap

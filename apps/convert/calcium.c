@@ -1,5 +1,5 @@
-/* tess-convert calcium - Flavell-lab calcium recordings (one HDF5 file per animal, as shipped in
- * shared/data/calcium) into one Tessera multi-session trace file (io/traces.h).
+/* tess-convert calcium - Flavell-lab calcium recordings (one HDF5 file per animal, as the public
+ * recordings ship) into one Tessera multi-session trace file (io/traces.h).
  *
  * --traces: the dataset under /gcamp/ (default trace_array, z-scored per neuron).
  * --behavior: variables under /behavior/ (default velocity,head_angle,reversal_vec; pumping is

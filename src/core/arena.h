@@ -1,7 +1,7 @@
 /* arena.h - one buffer sized up front, carved by 64-byte-aligned bump allocation.
  *
  * Setup allocates activations and workspaces from an arena; the step loop never calls malloc
- * (STYLE.md 2.5). Scratch space that lives for one phase is taken after a mark and given back by
+ * (as ggml reserves its compute buffers). Scratch space that lives for one phase is taken after a mark and given back by
  * resetting to it. Running out is an error that says how much was needed and how much was left.
  *
  * Sizing: run the same allocation code once on a measuring arena (tess_arena_init_measure), which

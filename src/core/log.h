@@ -1,6 +1,6 @@
 /* log.h - leveled messages and the progress line of long loops.
  *
- * Rank 0 talks; any rank can be asked (STYLE.md 2.11):
+ * Rank 0 talks; any rank can be asked:
  *   error  any rank, stderr, "[rank r] error: ..."
  *   warn   rank 0 only, stderr, "warning: ..."
  *   info   rank 0 only, stdout

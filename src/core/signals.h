@@ -1,9 +1,9 @@
 /* signals.h - the stop flag: SIGTERM, SIGUSR1 and SIGINT ask the run to stop at the next step.
  *
  * Slurm sends SIGUSR1 (--signal) or SIGTERM before a time limit or preemption; mpirun forwards
- * them to every rank (OPERATIONS.md 1.5). The handler only sets a volatile sig_atomic_t flag; the
+ * SIGUSR1 to every rank (it kills the ranks on SIGTERM/SIGINT). The handler only sets a volatile sig_atomic_t flag; the
  * training loop polls tess_signals_stop_requested() at step boundaries and agrees on it over the
- * run communicator (OPERATIONS.md 2.1), checkpoints, and exits 75.
+ * run communicator (so every rank stops after the same step), checkpoints, and exits 75.
  */
 #ifndef TESS_CORE_SIGNALS_H
 #define TESS_CORE_SIGNALS_H

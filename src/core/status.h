@@ -29,7 +29,7 @@ typedef enum {
     TESS_STATUS_COUNT
 } tess_status;
 
-/* Process exit code for a status (OPERATIONS.md 2.3): 0, 64, 71, 1, 74, 66, 78, 65, 3, 1. */
+/* Process exit code for a status (sysexits.h where one fits; docs/architecture.md): 0, 64, 71, 1, 74, 66, 78, 65, 3, 1. */
 int tess_status_exit_code(tess_status s);
 /* Short upper-case name, e.g. "CONFIG". */
 const char *tess_status_name(tess_status s);

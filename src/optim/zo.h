@@ -18,7 +18,7 @@
  * (tess_zo_direction); the MLMC level from the same counter at index TESS_ZO_LEVEL_INDEX. Nothing
  * depends on which rank draws, so a restart that restores the state continues the exact run.
  *
- * Parallelism ("evaluation parallel", DESIGN.md). Two groups, either may be NULL (size 1):
+ * Parallelism ("evaluation parallel"). Two groups, either may be NULL (size 1):
  *   eval   ranks split the active samples of an iteration (contiguous blocks in sample order) and
  *          exchange ONLY the function values (2 doubles per sample, 3 when sharded sphere
  *          directions add their squared norm; one all-reduce in which each entry has exactly one

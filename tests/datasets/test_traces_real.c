@@ -1,6 +1,6 @@
 /* test_traces_real - a trace file made by tess-convert calcium from the shared Flavell-lab
  * recordings, read at any rank count, against the original files (imported here with the
- * library) and the shapes and frame intervals listed in shared/data/calcium/SOURCES.md.
+ * library) and the shapes and frame intervals listed with the public recordings.
  *   test_traces_real <nprocs> <traces.h5> <session.h5>...
  * Every rank imports the originals (serial reads); the trace file is read collectively, by
  * sessions and by blocks of frames. */

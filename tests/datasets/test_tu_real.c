@@ -1,5 +1,5 @@
 /* test_tu_real - the TU converter on every dataset of the shared data present
- * (<root>/<NAME>/), checked against the statistics in shared/data/tu/SOURCES.md and
+ * (<root>/<NAME>/), checked against the statistics the TU collection publishes and
  * docs/methods/fedkalter.md (graphs, classes, label values, feature width, mean nodes and
  * undirected edges per graph, max degree, isolated nodes); each is then written by rank 0 and
  * read back collectively, each rank its block. Exits 77 (skip) when no dataset is present.

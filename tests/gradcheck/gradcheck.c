@@ -1,4 +1,4 @@
-/* gradcheck.c - THE gradient-check harness of Tessera (STYLE.md 4.2 and 7): one table, one row
+/* gradcheck.c - THE gradient-check harness of Tessera (as ggml's test-backend-ops): one table, one row
  * per layer. Every layer with a hand-written backward must have a row here.
  *
  * ---------------------------------------------------------------------------------------------

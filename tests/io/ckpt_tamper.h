@@ -1,4 +1,4 @@
-/* ckpt_tamper.h - damage a checkpoint file in the ways OPERATIONS.md 5 lists, with serial HDF5
+/* ckpt_tamper.h - damage a checkpoint file in the ways docs/checkpoints.md lists, with serial HDF5
  * and plain file I/O. Header-only, for tests; each returns 0 on success, -1 on failure. Run on
  * one rank while the others wait. */
 #ifndef TESS_TEST_CKPT_TAMPER_H

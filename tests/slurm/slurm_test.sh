@@ -7,7 +7,7 @@
 #                  COMPLETED, world size 2, metrics.csv complete
 #   bad_config     an unknown key: exit 78 passed through, FAILED, Restarts=0, the config error
 #                  in job.out, no requeue, within seconds
-#   preempt_usr1   once a checkpoint exists, `scancel --signal=USR1 --batch` (OPERATIONS.md 1.6):
+#   preempt_usr1   once a checkpoint exists, `scancel --signal=USR1 --batch` (the batch shell forwards it):
 #                  the job checkpoints, exits 75, requeues, resumes (SLURM_RESTART_COUNT=1),
 #                  finishes; its final checkpoint and loss rows equal an uninterrupted run's
 #   preempt_term   the same with `scancel --signal=TERM --full` (every process gets SIGTERM) and
