@@ -1,4 +1,4 @@
-/* chain.h - Markov noise sources with a tunable mixing time for the zo app (docs/zo.md 3.1).
+/* chain.h - Markov noise sources with a tunable mixing time for the zo app (docs/zo.md 4).
  *
  * Every chain lives on the states {0, ..., n-1} with the uniform invariant law, so any problem
  * indexed by a state can be driven by any chain:

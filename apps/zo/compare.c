@@ -132,12 +132,14 @@ tess_status zoapp_compare_step(tess_run *run, zoapp *a, tess_run_step_out *out) 
     zoapp_method *m = &cmp->methods[cmp->current];
     TESS_CHECK(zoapp_method_iterate(m));
     if (m->finished) {
+        char neps[32];
         const zoapp_result *r = &m->res;
         tess_log_info("zo: %-24s eta %.3g: %lld samples, %lld evals, %lld iterations in %.2f s; "
-                      "floor %.3e, final %.3e, samples to eps %.4g, %.0f B/iteration sent",
+                      "floor %.3e, final %.3e, samples to eps %s, %.0f B/iteration sent",
                       zoapp_method_title(tess_run_config(run), (zoapp_method_id)cmp->current),
                       m->cfg.eta, (long long)r->samples, (long long)r->evals, (long long)r->iters,
-                      r->seconds, r->floor, r->final_err, r->n_eps, r->comm_bytes_per_iter);
+                      r->seconds, r->floor, r->final_err,
+                      zoapp_num(neps, sizeof neps, "%.4g", r->n_eps), r->comm_bytes_per_iter);
         cmp->current = next_method(cmp, cmp->current + 1);
     }
     const double after = samples_done(cmp);
@@ -235,6 +237,10 @@ tess_status zoapp_compare_finish(tess_run *run, zoapp *a) {
 
     const zoapp_run_opts *ro = &cmp->ro;
     for (int64_t j = 0; j < ro->npoints; j++) {
+        /* small budgets round neighbouring log-spaced points to one sample count: one row each */
+        if (j > 0 && zoapp_traj_point(ro->budget, ro->npoints, j) ==
+                         zoapp_traj_point(ro->budget, ro->npoints, j - 1))
+            continue;
         double row[32];
         int k = 0;
         row[k++] = (double)zoapp_traj_point(ro->budget, ro->npoints, j);
@@ -268,15 +274,18 @@ tess_status zoapp_compare_finish(tess_run *run, zoapp *a) {
             snprintf(fin, sizeof fin, "%.3e (%.3e)", res[m]->final_err, res[m]->final_gap);
         else
             snprintf(fin, sizeof fin, "%.3e", res[m]->final_err);
-        fprintf(f, "| %s | %.3e | %s | %.4g | %.4g | %lld | %.2f |\n",
-                zoapp_method_title(c, (zoapp_method_id)m), res[m]->floor, fin, res[m]->n_eps,
-                res[m]->evals_eps * cost, (long long)res[m]->evals, res[m]->seconds);
+        char neps[32], ceps[32];
+        fprintf(f, "| %s | %.3e | %s | %s | %s | %lld | %.2f |\n",
+                zoapp_method_title(c, (zoapp_method_id)m), res[m]->floor, fin,
+                zoapp_num(neps, sizeof neps, "%.4g", res[m]->n_eps),
+                zoapp_num(ceps, sizeof ceps, "%.4g", res[m]->evals_eps * cost),
+                (long long)res[m]->evals, res[m]->seconds);
     }
     TESS_REQUIRE(fclose(f) == 0, TESS_ERR_IO, "cannot write %s", path);
     if (tess_config_bool(c, "run.plots")) {
         if (compare_plots(c, dir, cmp->want, cmp->l1) == TESS_OK) {
             tess_log_info("zo: wrote %s/metrics.csv, %s/results.md, %s/plots/error.png, "
-                          "error_cost.png", dir, dir, dir);
+                          "error_cost.png%s", dir, dir, dir, cmp->l1 ? ", gap.png" : "");
         } else {
             tess_log_warn("zo: plots skipped:\n%s", tess_error_text());
             tess_error_clear();

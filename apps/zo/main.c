@@ -65,7 +65,7 @@ static const tess_opt run_opts[] = {
                     "compare: one problem, all methods (seconds); sweep: tau x d grid (minutes)"),
 };
 static const tess_opt problem_opts[] = {
-    TESS_OPT_ENUM("kind", "quadratic", problem_names, "test problem (docs/zo.md 3.2)"),
+    TESS_OPT_ENUM("kind", "quadratic", problem_names, "test problem (docs/zo.md 4)"),
     TESS_OPT_INT("dim", 64, 1, (int64_t)1 << 40, "dimension d"),
     TESS_OPT_INT("states", 64, 1, INT32_MAX, "states n of the chain (data rows)"),
     TESS_OPT_REAL("mu", 1.0, 1e-12, 1e12, "strong convexity (quadratic, l1)"),
@@ -74,7 +74,7 @@ static const tess_opt problem_opts[] = {
     TESS_OPT_REAL("lambda", 0.1, 0.0, 1e6, "l2 regularisation (ridge, logistic)"),
 };
 static const tess_opt chain_opts[] = {
-    TESS_OPT_ENUM("kind", "sticky", chain_names, "Markov noise source (docs/zo.md 3.1)"),
+    TESS_OPT_ENUM("kind", "sticky", chain_names, "Markov noise source (docs/zo.md 4)"),
     TESS_OPT_REAL("tau", 16.0, 1.0, 1e12, "mixing time tau (>= 1)"),
 };
 static const tess_opt optim_opts[] = {
@@ -134,6 +134,12 @@ const char *const zoapp_method_names[M_COUNT] = {"zo", "zo_plain", "fo", "fo_pla
 static const char *const method_titles[M_COUNT] = {
     "zero-order, MLMC", "zero-order, fixed batch", "first-order, MLMC", "first-order, fixed batch",
     "NLopt"};
+
+const char *zoapp_num(char *buf, size_t n, const char *fmt, double v) {
+    if (isnan(v)) snprintf(buf, n, "-");
+    else snprintf(buf, n, fmt, v);
+    return buf;
+}
 
 const char *zoapp_method_title(const tess_config *c, zoapp_method_id m) {
     const bool fixed = tess_config_enum(c, "optim.batching") == TESS_ZO_BATCH_FIXED;

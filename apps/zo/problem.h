@@ -1,4 +1,4 @@
-/* problem.h - the zo app's strongly convex test problems with exact minimisers (docs/zo.md 3.2).
+/* problem.h - the zo app's strongly convex test problems with exact minimisers (docs/zo.md 4).
  *
  * F(x, z) for a chain state z in {0..n-1} (uniform invariant law), f(x) = mean_z F(x, z):
  *   QUADRATIC  F = sum_j (lambda_j/2) x_j^2 - (bbar_j + sigma xi_{z,j}) x_j, lambda log-spaced in

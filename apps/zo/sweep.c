@@ -146,10 +146,12 @@ tess_status zoapp_sweep_step(tess_run *run, zoapp *a, int64_t lap, tess_run_step
                                       TESS_PAR_SUM));
     for (int64_t i = first; i < first + n; i++) {
         const double *q = s->rows + i * ZOAPP_RUN_FIELDS;
+        char neps[32];
         tess_log_info("zo sweep: run %lld/%lld d=%g tau=%g %s seed %g: floor %.3e, samples to eps "
-                      "%.4g (%.1f s, %.0f s total)",
+                      "%s (%.1f s, %.0f s total)",
                       (long long)(i + 1), (long long)s->nruns, q[0], q[1],
-                      zoapp_method_names[(int)q[2]], q[3], q[4], q[5], q[8],
+                      zoapp_method_names[(int)q[2]], q[3], q[4],
+                      zoapp_num(neps, sizeof neps, "%.4g", q[5]), q[8],
                       tess_timer_now() - s->t0);
     }
     *out = (tess_run_step_out){.done = lap + 1 == s->nlaps, .loss = NAN, .items = (double)n,
@@ -274,7 +276,10 @@ tess_status zoapp_sweep_finish(tess_run *run, zoapp *a) {
                     row[k++] = nv ? median(v[w], nv) : NAN;
                     has[w][id][m] |= isfinite(row[k - 1]) != 0;
                 }
-                fprintf(f, " %.3e | %.3g | %.3g |", row[k - 3], row[k - 2], row[k - 1]);
+                char neps[32], ceps[32];
+                fprintf(f, " %.3e | %s | %s |", row[k - 3],
+                        zoapp_num(neps, sizeof neps, "%.3g", row[k - 2]),
+                        zoapp_num(ceps, sizeof ceps, "%.3g", row[k - 1]));
             }
             fprintf(f, "\n");
             st = tess_run_metrics_row(run, s->csv, row);

@@ -4,6 +4,7 @@
 #define ZOAPP_ZOAPP_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "chain.h"     /* zoapp_chain */
@@ -66,6 +67,8 @@ typedef struct {
     zoapp_sweep swp;
 } zoapp;
 
+/* v formatted with fmt into buf (n bytes), or "-" when v is NaN (never reached, not measured). */
+const char *zoapp_num(char *buf, size_t n, const char *fmt, double v);
 /* Title of method m under the options: zo and fo follow optim.batching. */
 const char *zoapp_method_title(const tess_config *c, zoapp_method_id m);
 /* The problem's configuration at dimension d. */
