@@ -41,10 +41,6 @@
  * adjacent pair, within the 32 columns of a metrics file. */
 enum { ROUTE_COLS = 5, MAX_MOE_LAYERS = 5, NAME_LEN = 24 };
 
-static const tess_opt_enum sched_kind_names[] = {
-    {"cosine", TESS_SCHED_COSINE}, {"linear", TESS_SCHED_LINEAR}, {"constant", TESS_SCHED_CONSTANT}};
-TESS_OPT_ENUM_TABLE_CHECK(sched_kind_names, TESS_SCHED_COSINE + 1);
-
 static const tess_opt run_opts[] = {
     TESS_OPT_INT("log_every", 10, 1, INT32_MAX, "steps between metrics.csv rows"),
 };
@@ -91,7 +87,7 @@ static const tess_opt optim_opts[] = {
     TESS_OPT_REAL("lr", 3e-3, 0.0, 10.0, "peak AdamW learning rate"),
     TESS_OPT_REAL("min_lr", 1e-4, 0.0, 10.0, "final learning rate of the decay"),
     TESS_OPT_INT("warmup_steps", 30, 0, INT64_MAX / 2, "linear warm-up steps"),
-    TESS_OPT_ENUM("schedule", "cosine", sched_kind_names, "decay after warm-up"),
+    TESS_OPT_ENUM("schedule", "cosine", tess_sched_kind_names, "decay after warm-up"),
     TESS_OPT_REAL("beta1", 0.9, 0.0, 0.999999, "AdamW beta1"),
     TESS_OPT_REAL("beta2", 0.98, 0.0, 0.999999, "AdamW beta2"),
     TESS_OPT_REAL("eps", 1e-8, 1e-30, 1.0, "AdamW epsilon"),

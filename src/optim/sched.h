@@ -14,13 +14,19 @@
 
 #include <stdint.h>
 
+#include "core/config.h" /* tess_opt_enum */
 #include "core/status.h" /* tess_status */
 
 typedef enum {
     TESS_SCHED_CONSTANT = 0,
     TESS_SCHED_LINEAR,
-    TESS_SCHED_COSINE,
+    TESS_SCHED_COSINE, /* the last kind: the table below names all TESS_SCHED_COSINE + 1 */
 } tess_sched_kind;
+
+/* The names of a schedule option: TESS_OPT_ENUM("schedule", "cosine", tess_sched_kind_names, ...). */
+static const tess_opt_enum tess_sched_kind_names[] = {
+    {"cosine", TESS_SCHED_COSINE}, {"linear", TESS_SCHED_LINEAR}, {"constant", TESS_SCHED_CONSTANT}};
+TESS_OPT_ENUM_TABLE_CHECK(tess_sched_kind_names, TESS_SCHED_COSINE + 1);
 
 typedef struct {
     tess_sched_kind kind;
