@@ -12,8 +12,13 @@
  * 1 tess-poshash64-v1, 2 and 3 tess-poshash32x-v2. Format 3 stores counters (1-element int64
  * entries such as optim/step_count) as datasets; formats 1 and 2 stored them as attributes
  * (attribute step_count of group /optim): loading a format 1 or 2 file, a 1-element int64 entry
- * "g/name" with no dataset /g/name reads attribute name of group /g instead. Every function here
- * reads all three formats.
+ * "g/name" with no dataset /g/name reads attribute name of group /g instead. Format 4 is format 3
+ * with fixed-length strings only (no HDF5 global heap) and an integrity record in an HDF5 user
+ * block: the file's length, step, data_cursor, seed, world_size, the byte extents of the entry
+ * datasets' raw data and a digest over every other byte of the file, checked with plain reads
+ * before HDF5 parses anything (io/ckpt_seal.c). Every function here reads all four formats and
+ * goes through that check first; formats 1-3 have no record ("unprotected": a damaged header can
+ * still reach HDF5's parser) and are read as before, with tess_ckpt_info.sealed false.
  *
  * Which ranks hold what: the non-private entries must agree on every rank of the group (name,
  * dtype, global shape, layout kind, in the same order), and each rank holds the block its layout
@@ -55,7 +60,7 @@
 #define TESS_CKPT_HASH_ALGORITHM_V1 "tess-poshash64-v1" /* format_version 1, read only */
 
 enum {
-    TESS_CKPT_FORMAT_VERSION = 3, /* the format this build writes; it reads 1, 2 and 3 */
+    TESS_CKPT_FORMAT_VERSION = 4, /* the format this build writes; it reads 1 to 4 */
     TESS_CKPT_PATH_MAX = 4096,    /* bytes of a checkpoint path, including the NUL */
 };
 
@@ -79,6 +84,8 @@ typedef struct {
     char tessera_version[32];
     char created_utc[32];  /* "2024-05-01T12:00:00Z" */
     char model_digest[24]; /* 16 hex digits, see tess_ckpt_model_digest */
+    bool sealed; /* format 4: the integrity record was checked before HDF5 opened the file;
+                    false: an unprotected older format (its metadata is covered by no check) */
 } tess_ckpt_info;
 
 /* --- the position-keyed hashes ----------------------------------------------------------------
@@ -123,9 +130,10 @@ uint64_t tess_ckpt_model_digest(const tess_registry *reg);
  * Collective on g: the non-private entries agree on every rank, step, data_cursor and seed too.
  * Test hook: TESS_CKPT_TEST_KILL_AT=after_write|before_rename|after_rename makes rank 0 SIGKILL
  * itself at that point (after the data writes, before H5Fclose / before / after the rename).
- * Test hook: TESS_CKPT_TEST_FORMAT_VERSION=1 or 2 (the same on every rank) writes that
- * format_version as builds before format 3 did: counters (1-element int64 entries that are not
- * private) as attributes, and format 1 with tess-poshash64-v1 hashes, to test reading old files. */
+ * Test hook: TESS_CKPT_TEST_FORMAT_VERSION=1, 2 or 3 (the same on every rank) writes that
+ * format_version as the builds before format 4 did: variable-length string attributes and no
+ * integrity record; 1 and 2 also counters (1-element int64 entries that are not private) as
+ * attributes, and 1 tess-poshash64-v1 hashes, to test reading old files. */
 tess_status tess_ckpt_write(const tess_group *g, const char *path, const tess_ckpt_state *st);
 
 /* Save the checkpoint of step st->step in directory dir (created if missing) as
@@ -143,10 +151,14 @@ tess_status tess_ckpt_clean(const tess_group *g, const char *dir);
 /* --- reading ---------------------------------------------------------------------------------- */
 
 /* Open path read-only with the serial driver and check it is a checkpoint this build reads:
- * exists (else TESS_ERR_NOINPUT), is a complete HDF5 file, has format TESS_CKPT_FORMAT and a
- * format_version in 1..TESS_CKPT_FORMAT_VERSION (else TESS_ERR_DATA). Fills *info (may be NULL)
- * and returns the open file in *file (close with H5Fclose). Not collective: for tools and for
- * rank 0. */
+ * exists (else TESS_ERR_NOINPUT); for format 4, its integrity record matches every byte outside
+ * the tensor data BEFORE HDF5 opens it; it is a complete HDF5 file with format TESS_CKPT_FORMAT,
+ * a format_version in 1..TESS_CKPT_FORMAT_VERSION agreeing with the record, step >= 0,
+ * data_cursor >= 0, world_size >= 1 (equal to the record's) and the structure tess_ckpt_verify
+ * checks (manifest, every listed dataset with a hash, /config and /manifest matching their
+ * hashes; else TESS_ERR_DATA naming the file and what failed). The tensor hashes are not
+ * checked here. Fills *info (may be NULL) and returns the open file in *file (close with
+ * H5Fclose). Not collective: for tools and for rank 0. */
 tess_status tess_ckpt_open(const char *path, hid_t *file, tess_ckpt_info *info);
 
 /* Integrity check without a model: the file opens, its format is known, every dataset of the
@@ -176,10 +188,13 @@ tess_status tess_ckpt_count(const tess_group *g, const char *dir, int64_t *count
 
 /* Start-up: delete stale tmp files in dir (tess_ckpt_clean), then by spec
  *   ""     do not resume;
- *   "auto" load the newest committed checkpoint in dir that loads cleanly (by step in the file
- *          name); each one that fails is skipped with a warning naming the file and the reason.
- *          No checkpoint in dir: start fresh. Checkpoints present but none valid: TESS_ERR_DATA
- *          (starting over would soon prune them);
+ *   "auto" rank 0 checks every committed checkpoint of dir as tess_ckpt_open does (the
+ *          integrity record first) and orders them by their STORED step; one that fails, or
+ *          whose stored step differs from the step in its name, is skipped with a warning
+ *          naming the file and the reason. Then the newest that loads cleanly wins (each
+ *          failure skipped the same way). `latest` is not consulted. No checkpoint in dir:
+ *          start fresh. Checkpoints present but none valid: TESS_ERR_DATA (starting over would
+ *          soon prune them);
  *   PATH   load that file; any failure is returned.
  * *resumed tells whether st was loaded; the loaded path goes to path_out (n bytes; may be NULL).
  * Logs "resumed from step N (path)" on rank 0. Collective on g. */

@@ -115,6 +115,32 @@ void ckpt_rfail(ckpt_read_err *r, tess_status s, const char *fmt, const char *ar
  * line (ckpt_load.c). Collective on g. */
 tess_status ckpt_load_state(const tess_group *g, const char *path, tess_ckpt_state *st);
 
+/* --- the integrity record of format 4 (ckpt_seal.c) ------------------------------------------
+ * Format 4 files start with a user block holding a record: magic, format_version, the file's
+ * length, step, data_cursor, seed, world_size, the (offset, length) of every entry dataset's raw
+ * data, and a digest over every other byte of the file. Rank 0 writes it after H5Fclose and
+ * checks it with plain reads before any H5Fopen, so a flipped byte or a truncation anywhere
+ * outside the tensor data (which the per-dataset hashes cover) is found before HDF5 parses it. */
+typedef struct {
+    int64_t off, len; /* absolute file offset and bytes of one dataset's contiguous raw data */
+} ckpt_extent;
+typedef struct {
+    int64_t format_version, userblock, file_bytes, step, data_cursor, world_size, nextents;
+    uint64_t seed;
+} ckpt_seal_info;
+/* The user block size (a power of two >= 512) that holds the record with n extents. */
+int64_t ckpt_seal_userblock(int64_t nextents);
+/* True if head (n bytes, the file's start) begins with the record's magic. */
+bool ckpt_seal_magic(const unsigned char *head, size_t n);
+/* Fill the user block of the closed file path: every field of in but file_bytes (taken from the
+ * file), the extents ext (in->nextents, sorted here) and the digest. TESS_ERR_IO naming the
+ * file. Not collective (rank 0). */
+tess_status ckpt_seal_write(const char *path, const ckpt_seal_info *in, ckpt_extent *ext);
+/* Check path's record with plain reads: magic, field ranges, length == file size, extents sorted
+ * and inside the file, digest. Fills *in. TESS_OK, or TESS_ERR_DATA / TESS_ERR_NOINPUT with the
+ * problem (naming the file) added to m. Not collective. */
+tess_status ckpt_seal_check(const char *path, ckpt_seal_info *in, ckpt_msgs *m);
+
 /* --- files ----------------------------------------------------------------------------------- */
 /* The options of every parallel checkpoint file access (tess_h5_fapl_mpio, io/h5.h): collective
  * metadata, format bounds v18..v18, no file locking (our own tmp + rename protocol protects the

@@ -200,6 +200,10 @@ tess_status ckpt_load_state(const tess_group *g, const char *path, tess_ckpt_sta
     if (s == TESS_OK) s = ckpt_probe(g, path, &p, &info);
     hid_t f = -1;
     ckpt_read_err r = {TESS_OK, ""};
+    if (s == TESS_OK && !info.sealed)
+        tess_log_warn("checkpoint '%s' has the unprotected format %lld (no integrity record): "
+                      "its metadata is covered by no check; the next save writes format %d",
+                      path, (long long)info.format_version, TESS_CKPT_FORMAT_VERSION);
     if (s == TESS_OK) {
         if (info.world_size != g->size)
             tess_log_info("checkpoint '%s' was written by %lld ranks, now %d: resharding", path,

@@ -21,9 +21,71 @@ enum { VERIFY_ROUND_ELEMS = 4 << 20 };
 
 /* --- opening --------------------------------------------------------------------------------- */
 
+static tess_status verify_structure(hid_t f, const char *path, int64_t version, char **manifest,
+                                    ckpt_msgs *m);
+
+/* The first bytes of path: a format 4 file starts with its integrity record, older formats with
+ * the HDF5 signature (they have no user block). */
+static const unsigned char hdf5_signature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+
+/* Before HDF5 sees the file: a format 4 file passes its integrity record (*sealed), an older one
+ * starts with the HDF5 signature (*sealed false). Anything else is refused here, so that HDF5
+ * never searches further into a damaged file for a superblock. */
+static tess_status precheck(const char *path, const struct stat *sb, ckpt_seal_info *seal,
+                            bool *sealed, ckpt_msgs *m) {
+    unsigned char head[8] = {0};
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        ckpt_msgs_add(m, "cannot open checkpoint '%s': %s", path, strerror(errno));
+        return TESS_ERR_NOINPUT;
+    }
+    const size_t got = fread(head, 1, sizeof head, fp);
+    fclose(fp);
+    *sealed = ckpt_seal_magic(head, got);
+    if (*sealed) return ckpt_seal_check(path, seal, m);
+    if (got == sizeof head && memcmp(head, hdf5_signature, sizeof head) == 0) return TESS_OK;
+    if (H5Fis_hdf5(path) > 0)
+        ckpt_msgs_add(m, "corrupt checkpoint '%s' (%lld bytes): no integrity record (its start "
+                      "is damaged)",
+                      path, (long long)sb->st_size);
+    else
+        ckpt_msgs_add(m, "checkpoint '%s' is not an HDF5 file (%lld bytes)", path,
+                      (long long)sb->st_size);
+    return TESS_ERR_DATA;
+}
+
+/* The root attributes against their ranges and, for format 4, against the integrity record. */
+static const char *check_ranges(const tess_ckpt_info *in, const ckpt_seal_info *seal,
+                                bool sealed, char *buf, size_t n) {
+    if (in->step < 0)
+        snprintf(buf, n, "root attribute step = %lld is negative", (long long)in->step);
+    else if (in->data_cursor < 0)
+        snprintf(buf, n, "root attribute data_cursor = %lld is negative",
+                 (long long)in->data_cursor);
+    else if (in->world_size < 1)
+        snprintf(buf, n, "root attribute world_size = %lld is not positive",
+                 (long long)in->world_size);
+    else if (sealed && (in->format_version != seal->format_version || in->step != seal->step ||
+                        in->data_cursor != seal->data_cursor || in->seed != seal->seed ||
+                        in->world_size != seal->world_size))
+        snprintf(buf, n, "root attributes (format_version %lld, step %lld, data_cursor %lld, "
+                 "world_size %lld) differ from the integrity record's (%lld, %lld, %lld, %lld)",
+                 (long long)in->format_version, (long long)in->step, (long long)in->data_cursor,
+                 (long long)in->world_size, (long long)seal->format_version,
+                 (long long)seal->step, (long long)seal->data_cursor,
+                 (long long)seal->world_size);
+    else if (!sealed && in->format_version >= 4)
+        snprintf(buf, n, "format_version %lld without its integrity record",
+                 (long long)in->format_version);
+    else
+        return NULL;
+    return buf;
+}
+
 static tess_status open_checked(const char *path, hid_t *file, tess_ckpt_info *info,
-                                ckpt_msgs *m) {
+                                char **manifest_out, ckpt_msgs *m) {
     *file = -1;
+    if (manifest_out) *manifest_out = NULL;
     struct stat sb;
     if (access(path, R_OK) != 0) {
         ckpt_msgs_add(m, "cannot open checkpoint '%s': %s", path, strerror(errno));
@@ -33,11 +95,10 @@ static tess_status open_checked(const char *path, hid_t *file, tess_ckpt_info *i
         ckpt_msgs_add(m, "cannot open checkpoint '%s': it is a directory", path);
         return TESS_ERR_NOINPUT;
     }
-    if (H5Fis_hdf5(path) <= 0) {
-        ckpt_msgs_add(m, "checkpoint '%s' is not an HDF5 file (%lld bytes)", path,
-                      (long long)sb.st_size);
-        return TESS_ERR_DATA;
-    }
+    ckpt_seal_info seal;
+    bool sealed;
+    tess_status ps = precheck(path, &sb, &seal, &sealed, m);
+    if (ps != TESS_OK) return ps;
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     if (fapl >= 0) H5Pset_file_locking(fapl, 0, 1);
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl >= 0 ? fapl : H5P_DEFAULT);
@@ -101,6 +162,20 @@ static tess_status open_checked(const char *path, hid_t *file, tess_ckpt_info *i
         H5Fclose(f);
         return TESS_ERR_DATA;
     }
+    in.sealed = sealed;
+    char why[320];
+    if (check_ranges(&in, &seal, sealed, why, sizeof why)) {
+        ckpt_msgs_add(m, "corrupt checkpoint '%s': %s", path, why);
+        H5Fclose(f);
+        return TESS_ERR_DATA;
+    }
+    char *manifest = NULL;
+    if (verify_structure(f, path, in.format_version, &manifest, m) != TESS_OK) {
+        H5Fclose(f);
+        return TESS_ERR_DATA;
+    }
+    if (manifest_out) *manifest_out = manifest;
+    else free(manifest);
     if (info) *info = in;
     *file = f;
     return TESS_OK;
@@ -112,7 +187,7 @@ tess_status tess_ckpt_open(const char *path, hid_t *file, tess_ckpt_info *info) 
     tess_h5_quiet_begin(&q);
     ckpt_msgs m = {.lines = 0};
     m.text[0] = '\0';
-    tess_status s = open_checked(path, file, info, &m);
+    tess_status s = open_checked(path, file, info, NULL, &m);
     tess_h5_quiet_end(&q);
     if (s != TESS_OK) return CKPT_MSGS_PUSH(s, &m);
     return TESS_OK;
@@ -249,7 +324,7 @@ tess_status ckpt_probe(const tess_group *g, const char *path, const ckpt_plan *p
         ckpt_msgs m = {.lines = 0};
         m.text[0] = '\0';
         hid_t f;
-        s = open_checked(path, &f, info, &m);
+        s = open_checked(path, &f, info, NULL, &m);
         if (s == TESS_OK && p) s = check_compat(f, path, info, p, &m);
         if (f >= 0) H5Fclose(f);
         if (s != TESS_OK) CKPT_MSGS_PUSH(s, &m);
@@ -350,7 +425,38 @@ static tess_status read_manifest(hid_t f, const char *path, char **out, ckpt_msg
     return TESS_OK;
 }
 
-static tess_status verify_structure(hid_t f, const char *path, char **manifest, ckpt_msgs *m) {
+/* Rank 0: text dataset ds (/config or /manifest, fixed-length strings) against its stored hash
+ * under scheme h; a problem goes to m. */
+static void check_text_hash(hid_t f, const char *ds, tess_ckpt_hash_scheme h, ckpt_msgs *m) {
+    hid_t d = tess_h5_path_exists(f, ds) ? H5Dopen2(f, ds, H5P_DEFAULT) : -1;
+    uint64_t stored = 0;
+    if (d < 0 || tess_h5_attr_read_u64(d, "hash", &stored) != 0) {
+        ckpt_msgs_add(m, "dataset %s is missing or has no hash attribute", ds);
+        if (d >= 0) H5Dclose(d);
+        return;
+    }
+    hid_t t = H5Dget_type(d), space = H5Dget_space(d);
+    const hssize_t rows = space >= 0 ? H5Sget_simple_extent_npoints(space) : -1;
+    const size_t width = t >= 0 ? H5Tget_size(t) : 0;
+    const int64_t total = rows > 0 ? (int64_t)rows * (int64_t)width : 0;
+    char *raw = total > 0 && total < ((int64_t)1 << 31) ? malloc((size_t)total) : NULL;
+    if (t < 0 || H5Tget_class(t) != H5T_STRING || H5Tis_variable_str(t) != 0 || !raw ||
+        H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw) < 0) {
+        ckpt_msgs_add(m, "dataset %s is not a readable fixed-length string", ds);
+    } else {
+        const uint64_t got = tess_ckpt_hash_final(tess_ckpt_hash_add(h, 0, raw, 1, 0, total), total);
+        if (got != stored)
+            ckpt_msgs_add(m, "dataset %s does not match its hash (stored %016llx, data %016llx)",
+                          ds, (unsigned long long)stored, (unsigned long long)got);
+    }
+    free(raw);
+    if (space >= 0) H5Sclose(space);
+    if (t >= 0) H5Tclose(t);
+    H5Dclose(d);
+}
+
+static tess_status verify_structure(hid_t f, const char *path, int64_t version, char **manifest,
+                                    ckpt_msgs *m) {
     TESS_CHECK(read_manifest(f, path, manifest, m) == TESS_OK ? TESS_OK : TESS_ERR_DATA);
     int before = m->lines;
     char *p = *manifest;
@@ -368,10 +474,8 @@ static tess_status verify_structure(hid_t f, const char *path, char **manifest, 
         *nl = '\n';
         p = nl + 1;
     }
-    hid_t d = tess_h5_path_exists(f, "/config") ? H5Dopen2(f, "/config", H5P_DEFAULT) : -1;
-    if (d < 0 || !tess_h5_attr_exists(d, "hash"))
-        ckpt_msgs_add(m, "dataset /config is missing or has no hash attribute");
-    if (d >= 0) H5Dclose(d);
+    check_text_hash(f, "/config", ckpt_scheme(version), m);
+    check_text_hash(f, "/manifest", ckpt_scheme(version), m);
     visit_ctx c = {*manifest, m};
     H5Lvisit(f, H5_INDEX_NAME, H5_ITER_INC, find_unlisted, &c);
     if (m->lines == before && m->dropped == 0) return TESS_OK;
@@ -478,8 +582,7 @@ static tess_status verify_impl(const tess_group *g, const char *path, tess_ckpt_
         ckpt_msgs m = {.lines = 0};
         m.text[0] = '\0';
         hid_t f;
-        s = open_checked(path, &f, &in, &m);
-        if (s == TESS_OK) s = verify_structure(f, path, &manifest, &m);
+        s = open_checked(path, &f, &in, &manifest, &m);
         if (f >= 0) H5Fclose(f);
         if (s != TESS_OK) CKPT_MSGS_PUSH(s, &m);
     }
@@ -512,10 +615,10 @@ static tess_status verify_impl(const tess_group *g, const char *path, tess_ckpt_
     size_t cap = 0;
     ckpt_msgs bad = {.lines = 0};
     bad.text[0] = '\0';
-    /* the manifest's datasets, then /config and /manifest themselves */
-    int64_t ndatasets = 2;
+    /* the manifest's datasets (rank 0 checked /config and /manifest in open_checked) */
+    int64_t ndatasets = 0;
     for (const char *p = manifest; *p; p++) ndatasets += *p == '\n';
-    const char **paths = malloc((size_t)ndatasets * sizeof *paths);
+    const char **paths = malloc((size_t)(ndatasets ? ndatasets : 1) * sizeof *paths);
     s = tess_par_agree(
         g, CKPT_FAILED(paths ? TESS_OK : TESS_ERR_MEM, "allocating the dataset list"));
     if (s != TESS_OK) {
@@ -530,8 +633,6 @@ static tess_status verify_impl(const tess_group *g, const char *path, tess_ckpt_
         *nl = '\0';
         paths[np++] = p;
     }
-    paths[np++] = "/config";
-    paths[np++] = "/manifest";
     for (int64_t k = 0; k < np; k++) {
         uint64_t sum, total, stored;
         int64_t count;

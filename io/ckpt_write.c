@@ -35,8 +35,8 @@ static tess_status share_meta(const tess_group *g, const tess_ckpt_state *st, sh
         strftime(m->created_utc, sizeof m->created_utc, "%Y-%m-%dT%H:%M:%SZ", &tm);
         m->config_len = (int64_t)strlen(text);
         const char *v = getenv("TESS_CKPT_TEST_FORMAT_VERSION"); /* test hook, see ckpt.h */
-        m->version = v && (strcmp(v, "1") == 0 || strcmp(v, "2") == 0) ? v[0] - '0'
-                                                                       : TESS_CKPT_FORMAT_VERSION;
+        m->version = v && v[0] >= '1' && v[0] <= '3' && v[1] == '\0' ? v[0] - '0'
+                                                                     : TESS_CKPT_FORMAT_VERSION;
     }
     TESS_MPI_CHECK(MPI_Bcast(m->created_utc, (int)sizeof m->created_utc, MPI_CHAR, 0, comm));
     TESS_MPI_CHECK(MPI_Bcast(&m->config_len, 1, MPI_INT64_T, 0, comm));
@@ -83,11 +83,21 @@ static void layout_text(const ckpt_item *it, char *buf, size_t n) {
 }
 
 /* Records the first HDF5 failure of this rank and keeps going, so every rank still makes every
- * collective call; the verdict is agreed after H5Fclose. */
+ * collective call; the verdict is agreed after H5Fclose. Also carries what format 4 needs: its
+ * strings are fixed-length, and the raw data extents of the entry datasets go to the integrity
+ * record (ckpt_seal.c). */
 typedef struct {
     tess_status status;
     char what[TESS_CKPT_PATH_MAX + 768];
+    bool fixed_strings;  /* format >= 4: no variable-length string (no global heap) */
+    ckpt_extent *ext;    /* format >= 4: room for every entry dataset; NULL otherwise */
+    int64_t next;
 } write_err;
+
+static int write_str(hid_t loc, const char *name, const char *value, const write_err *w) {
+    return w->fixed_strings ? tess_h5_attr_write_str_fixed(loc, name, value)
+                            : tess_h5_attr_write_str(loc, name, value);
+}
 
 static void fail(write_err *w, tess_status s, const char *fmt, const char *arg) {
     if (w->status != TESS_OK) return;
@@ -127,8 +137,16 @@ static void write_dataset(hid_t file, const char *path, hid_t ftype, hid_t mtype
     if (d < 0) fail(w, TESS_ERR_IO, "cannot create dataset %s", path);
     if (d >= 0 && tess_h5_attr_write_u64(d, "hash", hash) < 0)
         fail(w, TESS_ERR_IO, "cannot write the hash of %s", path);
-    if (d >= 0 && layout && tess_h5_attr_write_str(d, "layout", layout) < 0)
+    if (d >= 0 && layout && write_str(d, "layout", layout, w) < 0)
         fail(w, TESS_ERR_IO, "cannot write the layout of %s", path);
+    if (d >= 0 && layout && w->ext) { /* an entry dataset: its raw data is an extent */
+        const haddr_t off = H5Dget_offset(d);
+        const hsize_t len = H5Dget_storage_size(d);
+        if (off != HADDR_UNDEF && len > 0)
+            w->ext[w->next++] = (ckpt_extent){(int64_t)off, (int64_t)len};
+        else if (H5Sget_simple_extent_npoints(space) > 0)
+            fail(w, TESS_ERR_IO, "dataset %s has no contiguous storage", path);
+    }
     if (d >= 0 && H5Dwrite(d, mtype, memsel, filesel, dxpl, buf) < 0)
         fail(w, TESS_ERR_IO, "cannot write dataset %s", path);
     if (d >= 0) H5Dclose(d);
@@ -205,7 +223,7 @@ static void write_root_attrs(hid_t file, const tess_ckpt_state *st, const ckpt_p
                 {"data_cursor", st->data_cursor},
                 {"world_size", size}};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
-        if (tess_h5_attr_write_str(file, strs[i].name, strs[i].value) < 0)
+        if (write_str(file, strs[i].name, strs[i].value, w) < 0)
             fail(w, TESS_ERR_IO, "cannot write root attribute %s", strs[i].name);
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (tess_h5_attr_write_i64(file, ints[i].name, ints[i].value) < 0)
@@ -307,15 +325,24 @@ static tess_status write_tmp(const tess_group *g, const char *tmp, const tess_ck
     TESS_CHECK(tess_par_agree(
         g, CKPT_FAILED(manifest ? TESS_OK : TESS_ERR_MEM, "allocating the manifest")));
 
-    write_err w = {TESS_OK, ""};
+    write_err w = {TESS_OK, "", .fixed_strings = meta->version >= 4};
+    const bool sealed = meta->version >= 4;
+    const int64_t userblock = ckpt_seal_userblock(p->n);
+    if (sealed) w.ext = malloc((size_t)(p->n ? p->n : 1) * sizeof *w.ext);
+    if (sealed && !w.ext) fail(&w, TESS_ERR_MEM, "cannot allocate the extents of '%s'", tmp);
+    hid_t fcpl = sealed ? H5Pcreate(H5P_FILE_CREATE) : H5P_DEFAULT;
+    if (sealed && (fcpl < 0 || H5Pset_userblock(fcpl, (hsize_t)userblock) < 0))
+        fail(&w, TESS_ERR_IO, "cannot set the user block of '%s'", tmp);
     hid_t fapl = tess_h5_fapl_mpio(g, CKPT_FAPL);
-    hid_t file = fapl >= 0 ? H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl) : -1;
+    hid_t file = fapl >= 0 && fcpl >= 0 ? H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, fapl) : -1;
     if (file < 0) fail(&w, TESS_ERR_IO, "cannot create '%s'", tmp);
     if (fapl >= 0) H5Pclose(fapl);
+    if (sealed && fcpl >= 0) H5Pclose(fcpl);
     tess_status s = tess_par_agree(g, CKPT_FAILED(w.status, w.what));
     if (s != TESS_OK) {
         if (file >= 0) H5Fclose(file);
         free(manifest);
+        free(w.ext);
         return s;
     }
     hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
@@ -333,9 +360,15 @@ static tess_status write_tmp(const tess_group *g, const char *tmp, const tess_ck
     free(manifest);
     if (dxpl >= 0) H5Pclose(dxpl);
     if (H5Fclose(file) < 0) fail(&w, TESS_ERR_IO, "cannot close '%s'", tmp);
-    TESS_CHECK(s);
-    TESS_CHECK(tess_par_agree(g, CKPT_FAILED(w.status, w.what)));
-    return TESS_OK;
+    if (s == TESS_OK) s = tess_par_agree(g, CKPT_FAILED(w.status, w.what));
+    if (s == TESS_OK && sealed) { /* the file is complete: rank 0 writes its integrity record */
+        const ckpt_seal_info in = {.format_version = meta->version, .userblock = userblock,
+                                   .step = st->step, .data_cursor = st->data_cursor,
+                                   .seed = st->seed, .world_size = g->size, .nextents = w.next};
+        s = tess_par_agree(g, g->rank == 0 ? ckpt_seal_write(tmp, &in, w.ext) : TESS_OK);
+    }
+    free(w.ext);
+    return s;
 }
 
 /* Rank 0: fsync src, rename to dst, fsync the directory. */

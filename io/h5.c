@@ -89,6 +89,18 @@ int tess_h5_attr_write_str(hid_t loc, const char *name, const char *value) {
     return rc;
 }
 
+int tess_h5_attr_write_str_fixed(hid_t loc, const char *name, const char *value) {
+    hid_t t = H5Tcopy(H5T_C_S1);
+    if (t < 0) return -1;
+    int rc = -1;
+    const size_t len = strlen(value);
+    if (H5Tset_size(t, len ? len : 1) >= 0 && H5Tset_strpad(t, H5T_STR_NULLPAD) >= 0 &&
+        H5Tset_cset(t, H5T_CSET_UTF8) >= 0)
+        rc = attr_write(loc, name, t, t, len ? value : "");
+    H5Tclose(t);
+    return rc;
+}
+
 int tess_h5_attr_write_i64(hid_t loc, const char *name, int64_t v) {
     return attr_write(loc, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &v);
 }

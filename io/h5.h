@@ -4,7 +4,8 @@
  * Error printing: callers switch HDF5's own printing off around their calls (tess_h5_quiet_*)
  * and quote its innermost message in theirs (tess_h5_reason). Read the reason right after the
  * failing call: every HDF5 API call clears the error stack on entry.
- * Attributes are scalar: strings are written as variable-length UTF-8 (h5py: str), integers as
+ * Attributes are scalar: strings are written as variable-length UTF-8 (h5py: str) or, with
+ * tess_h5_attr_write_str_fixed, fixed-length (no global heap), integers as
  * little-endian int64/uint64, floats as little-endian float64; readers accept any string type
  * (variable- or fixed-length), any integer type for the integer readers, any float type for
  * tess_h5_attr_read_double, and fail on anything else or on more than one value.
@@ -51,6 +52,9 @@ void tess_h5_shape_text(char *buf, size_t n, int ndim, const int64_t *dims, cons
 /* --- attributes of an open object loc (0 on success, -1 on failure) ------------------------- */
 
 int tess_h5_attr_write_str(hid_t loc, const char *name, const char *value);
+/* A fixed-length string (NULL-padded UTF-8 of strlen(value) bytes, at least 1): stored in the
+ * attribute's object header, not in HDF5's global heap (h5py: bytes, .decode() gives str). */
+int tess_h5_attr_write_str_fixed(hid_t loc, const char *name, const char *value);
 int tess_h5_attr_write_i64(hid_t loc, const char *name, int64_t v);
 int tess_h5_attr_write_u64(hid_t loc, const char *name, uint64_t v);
 int tess_h5_attr_write_double(hid_t loc, const char *name, double v);

@@ -16,6 +16,7 @@
  * identical), 1 diff found differences, 64 bad command line or unknown NAME, 65 not a valid
  * checkpoint, 66 missing file.
  */
+#include <errno.h>
 #include <hdf5.h>
 #include <math.h>
 #include <mpi.h>
@@ -29,6 +30,7 @@
 #include "core/runtime.h"  /* tess_runtime_* */
 #include "core/version.h"  /* tess_version_line */
 #include "io/ckpt.h"       /* tess_ckpt_* */
+#include "io/h5.h"         /* tess_h5_attr_read_str, tess_h5_quiet_*, tess_h5_reason */
 #include "io/safetensors.h" /* tess_safetensors_write */
 #include "par/mesh.h"      /* tess_group_* */
 
@@ -48,21 +50,35 @@ static const char usage[] =
     "CKPT is a checkpoint file or a directory holding a 'latest' pointer. NAME is a dataset path,\n"
     "a name under /params, or an unambiguous suffix of a dataset path ('0.attn.w_qkv').\n";
 
-/* A checkpoint directory means the file its `latest` names. */
+/* A checkpoint directory means the file its `latest` names: one line holding the name of a
+ * file in that directory. A missing, unreadable, empty or malformed `latest` is an error naming
+ * it; path is always set (to arg on failure). */
 static tess_status resolve(const char *arg, char *path, size_t n) {
+    snprintf(path, n, "%s", arg);
     struct stat sb;
-    if (stat(arg, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        snprintf(path, n, "%s", arg);
-        return TESS_OK;
-    }
+    if (stat(arg, &sb) != 0 || !S_ISDIR(sb.st_mode)) return TESS_OK;
     char latest[TESS_CKPT_PATH_MAX], name[256] = "";
     snprintf(latest, sizeof latest, "%s/latest", arg);
+    TESS_REQUIRE(stat(latest, &sb) == 0, TESS_ERR_NOINPUT,
+                 "'%s' is a directory without a 'latest' pointer (%s): name a checkpoint file",
+                 arg, strerror(errno));
+    TESS_REQUIRE(S_ISREG(sb.st_mode), TESS_ERR_DATA,
+                 "'%s' is not a file: expected one line naming a checkpoint", latest);
     FILE *f = fopen(latest, "r");
-    TESS_REQUIRE(f, TESS_ERR_NOINPUT, "'%s' is a directory without a 'latest' pointer", arg);
-    bool ok = fgets(name, sizeof name, f) != NULL;
+    TESS_REQUIRE(f, TESS_ERR_NOINPUT, "cannot read '%s': %s", latest, strerror(errno));
+    const bool got = fgets(name, sizeof name, f) != NULL;
     fclose(f);
-    name[strcspn(name, "\n")] = '\0';
-    TESS_REQUIRE(ok && name[0], TESS_ERR_DATA, "'%s' is empty", latest);
+    const size_t len = strcspn(name, "\n");
+    const bool one_line = got && name[len] == '\n';
+    name[len] = '\0';
+    TESS_REQUIRE(len > 0, TESS_ERR_DATA, "'%s' is empty: expected one line naming a checkpoint",
+                 latest);
+    TESS_REQUIRE(one_line && !strchr(name, '/') && strcmp(name, "..") != 0 &&
+                     strcmp(name, ".") != 0,
+                 TESS_ERR_DATA,
+                 "'%s' does not hold one line naming a file of its directory (e.g. "
+                 "ckpt_00000400.h5)",
+                 latest);
     snprintf(path, n, "%s/%s", arg, name);
     return TESS_OK;
 }
@@ -128,14 +144,9 @@ static herr_t print_attr(hid_t loc, const char *name, const H5A_info_t *ai, void
             H5Aread(a, H5T_NATIVE_LLONG, &v);
             printf(fmt_i, name, v);
         }
-    } else if (H5Tget_class(t) == H5T_STRING && H5Tis_variable_str(t) > 0) {
-        char *s = NULL;
-        hid_t mt = H5Tcopy(H5T_C_S1);
-        H5Tset_size(mt, H5T_VARIABLE);
-        H5Tset_cset(mt, H5Tget_cset(t));
-        if (H5Aread(a, mt, &s) >= 0 && s) printf(fmt_s, name, s);
-        H5free_memory(s);
-        H5Tclose(mt);
+    } else if (H5Tget_class(t) == H5T_STRING) { /* fixed-length (format 4) or variable */
+        char s[512];
+        if (tess_h5_attr_read_str(loc, name, s, sizeof s) == 0) printf(fmt_s, name, s);
     }
     H5Tclose(t);
     H5Aclose(a);
@@ -165,16 +176,7 @@ static herr_t ls_one(hid_t root, const char *name, const H5L_info_t *li, void *d
         int64_t count = shape_text(space, sh, sizeof sh);
         double bytes = (double)count * (double)H5Tget_size(t);
         human_bytes(hb, sizeof hb, bytes);
-        if (H5Aexists(o, "layout") > 0) {
-            hid_t a = H5Aopen(o, "layout", H5P_DEFAULT), mt = H5Tcopy(H5T_C_S1);
-            char *s = NULL;
-            H5Tset_size(mt, H5T_VARIABLE);
-            H5Tset_cset(mt, H5T_CSET_UTF8);
-            if (a >= 0 && H5Aread(a, mt, &s) >= 0 && s) snprintf(layout, sizeof layout, "%s", s);
-            H5free_memory(s);
-            H5Tclose(mt);
-            if (a >= 0) H5Aclose(a);
-        }
+        if (H5Aexists(o, "layout") > 0) tess_h5_attr_read_str(o, "layout", layout, sizeof layout);
         printf("%-40s %-8s %-14s %10s  %s\n", path, tt, sh, hb, layout);
         tot->datasets++;
         tot->bytes += bytes;
@@ -200,7 +202,14 @@ static tess_status cmd_ls(const char *arg) {
     TESS_CHECK(tess_ckpt_open(path, &f, &in));
     print_headline(path, &in);
     ls_totals tot = {0, 0.0};
-    H5Lvisit(f, H5_INDEX_NAME, H5_ITER_INC, ls_one, &tot);
+    const herr_t visited = H5Lvisit(f, H5_INDEX_NAME, H5_ITER_INC, ls_one, &tot);
+    if (visited < 0) {
+        char h5[256];
+        tess_h5_reason(h5, sizeof h5);
+        H5Fclose(f);
+        TESS_REQUIRE(false, TESS_ERR_DATA, "corrupt checkpoint '%s': cannot list its objects: %s",
+                     path, h5);
+    }
     struct stat sb;
     char db[32], fb[32];
     human_bytes(db, sizeof db, tot.bytes);
@@ -426,8 +435,14 @@ static tess_status cmd_meta(const char *arg) {
     print_headline(path, &in);
     static int one_per_line;
     printf("root attributes:\n");
-    H5Aiterate2(f, H5_INDEX_NAME, H5_ITER_INC, NULL, print_attr, &one_per_line);
-    H5Lvisit(f, H5_INDEX_NAME, H5_ITER_INC, print_counters, NULL);
+    if (H5Aiterate2(f, H5_INDEX_NAME, H5_ITER_INC, NULL, print_attr, &one_per_line) < 0 ||
+        H5Lvisit(f, H5_INDEX_NAME, H5_ITER_INC, print_counters, NULL) < 0) {
+        char h5[256];
+        tess_h5_reason(h5, sizeof h5);
+        H5Fclose(f);
+        TESS_REQUIRE(false, TESS_ERR_DATA, "corrupt checkpoint '%s': cannot list its attributes: %s",
+                     path, h5);
+    }
     printf("config (/config):\n");
     hid_t d = H5Dopen2(f, "/config", H5P_DEFAULT);
     tess_status s = d >= 0 ? show_text(d, "/config") : TESS_ERR_DATA;
@@ -660,10 +675,16 @@ static tess_status cmd_verify(const tess_runtime *rt, int n, char **args) {
         tess_ckpt_info in;
         if (s == TESS_OK) s = tess_ckpt_verify(g, path, &in);
         if (s == TESS_OK) {
-            if (rt->rank == 0)
-                printf("%s: ok (step %lld, written by %lld rank%s, every hash matches)\n",
+            if (rt->rank == 0 && in.sealed)
+                printf("%s: ok (step %lld, written by %lld rank%s, integrity record and every "
+                       "hash match)\n",
                        path, (long long)in.step, (long long)in.world_size,
                        in.world_size == 1 ? "" : "s");
+            else if (rt->rank == 0)
+                printf("%s: ok, unprotected format %lld (step %lld, written by %lld rank%s, every "
+                       "hash matches; no integrity record covers its metadata)\n",
+                       path, (long long)in.format_version, (long long)in.step,
+                       (long long)in.world_size, in.world_size == 1 ? "" : "s");
         } else {
             if (rt->rank == 0) {
                 printf("%s: FAILED\n", path);
@@ -864,6 +885,8 @@ static tess_status run(const tess_runtime *rt, int argc, char **argv, bool *diff
     if (strcmp(cmd, "verify") == 0 && argc >= 3) return cmd_verify(rt, argc - 2, argv + 2);
     tess_status s = TESS_OK;
     if (rt->rank == 0) {
+        tess_h5_quiet q; /* failures are reported in one line each, never as HDF5's stack */
+        tess_h5_quiet_begin(&q);
         if (strcmp(cmd, "ls") == 0 && argc == 3) {
             s = cmd_ls(argv[2]);
         } else if (strcmp(cmd, "show") == 0 && (argc == 4 || argc == 6)) {
@@ -887,6 +910,7 @@ static tess_status run(const tess_runtime *rt, int argc, char **argv, bool *diff
             s = tess_error_push(TESS_ERR_ARG, __FILE__, __LINE__, __func__,
                                 "bad command line%s%s\n%s", cmd[0] ? " for " : "", cmd, usage);
         }
+        tess_h5_quiet_end(&q);
         fflush(stdout);
     }
     int v[2] = {(int)s, (int)*differ};

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """check_h5py.py CKPT - a Tessera checkpoint reads cleanly outside Tessera.
 
-h5py reads every dataset and every attribute; text attributes come back as str and numbers as
-numpy integers; the config (a fixed-length UTF-8 string dataset) reads as str through .asstr();
-every dataset's stored hash is recomputed here, independently of the C code, from the definitions
-in io/ckpt.h (tess-poshash64-v1 for format_version 1, tess-poshash32x-v2 for 2 and 3); h5dump and
-h5ls read the whole file. Exits 77 (skipped) when h5py is not installed.
+h5py reads every dataset and every attribute; text attributes come back as str (formats 1-3,
+variable-length) or numpy bytes (format 4, fixed-length) and numbers as numpy integers; the config
+(a fixed-length UTF-8 string dataset) reads as str through .asstr(); every dataset's stored hash
+is recomputed here, independently of the C code, from the definitions in io/ckpt.h
+(tess-poshash64-v1 for format_version 1, tess-poshash32x-v2 for 2 to 4), and so is format 4's
+integrity record (io/ckpt_seal.c: its fields, its data extents against h5py's dataset offsets,
+its digest); h5dump and h5ls read the whole file. Exits 77 (skipped) when h5py is not installed.
 
 python3 check_h5py.py --pins prints the hash values pinned in test_ckpt_hash.c.
 """
@@ -119,20 +121,57 @@ def check(cond, what):
         print("FAIL:", what)
 
 
+def text(v):
+    """A text attribute as str: variable-length ones are str, fixed-length ones numpy bytes."""
+    return v.decode("utf-8") if isinstance(v, (bytes, np.bytes_)) else v
+
+
+def check_record(path, f, manifest):
+    """Format 4: the integrity record at the file's start, recomputed from the raw bytes."""
+    raw = np.fromfile(path, dtype=np.uint8)
+    head = raw[:128].tobytes()
+    check(head[:8] == b"TESSCKPT", "record magic")
+    fields = np.frombuffer(head[16:88], dtype="<i8")
+    version, userblock, nbytes, step, cursor, seed, world, next = (int(x) for x in fields[:8])
+    digest = int(np.frombuffer(head[80:88], dtype="<u8")[0])
+    check(version == 4 and nbytes == len(raw), f"record: format {version}, {nbytes} bytes")
+    check(userblock == f.userblock_size, f"record user block {userblock}, h5py {f.userblock_size}")
+    check((step, cursor, world) == (int(f.attrs["step"]), int(f.attrs["data_cursor"]),
+                                    int(f.attrs["world_size"])), "record step, cursor, ranks")
+    check(np.uint64(seed) == f.attrs["seed"].astype(np.uint64), "record seed")
+    ext = np.frombuffer(raw[128:128 + 16 * next].tobytes(), dtype="<i8").reshape(-1, 2)
+    mine = sorted((f[p].id.get_offset(), f[p].id.get_storage_size()) for p in manifest
+                  if f[p].id.get_storage_size() > 0)
+    check([tuple(int(v) for v in e) for e in ext] == mine, "record extents = dataset offsets")
+    keep = np.ones(len(raw), dtype=bool)
+    keep[80:88] = False  # the digest field itself
+    for off, length in ext:
+        keep[off:off + length] = False
+    idx = np.nonzero(keep)[0]
+    with np.errstate(over="ignore"):  # word k = the byte at file offset k
+        k = idx.astype(np.uint64)
+        lo = (k & np.uint64(0xFFFFFFFF)).astype(np.uint32) * np.uint32(0x9E3779B1)
+        hi = (k >> np.uint64(32)).astype(np.uint32) * np.uint32(0x85EBCA77)
+        terms = fmix32(raw[idx].astype(np.uint32) ^ lo ^ hi).astype(np.uint64)
+        got = final(int(np.sum(terms, dtype=np.uint64)), len(idx))
+    check(got == digest, f"record digest stored {digest:016x}, recomputed {got:016x}")
+    print(f"integrity record: {next} data extents, digest over {len(idx)} bytes matches")
+
+
 path = sys.argv[1]
 with h5py.File(path, "r") as f:
     text_attrs = ["format", "tessera_version", "app", "created_utc", "model_digest",
                   "hash_algorithm", "rng"]
     int_attrs = ["format_version", "step", "data_cursor", "world_size", "seed"]
     for name in text_attrs:
-        check(isinstance(f.attrs.get(name), str), f"root attribute {name} is a str")
+        check(isinstance(text(f.attrs.get(name)), str), f"root attribute {name} is text")
     for name in int_attrs:
         check(isinstance(f.attrs.get(name), np.integer), f"root attribute {name} is an integer")
-    check(f.attrs["format"] == "tessera-checkpoint", "format")
+    check(text(f.attrs["format"]) == "tessera-checkpoint", "format")
     version = int(f.attrs["format_version"])
-    expected = {1: "tess-poshash64-v1", 2: "tess-poshash32x-v2",
-                3: "tess-poshash32x-v2"}.get(version)
-    check(f.attrs["hash_algorithm"] == expected,
+    expected = {1: "tess-poshash64-v1", 2: "tess-poshash32x-v2", 3: "tess-poshash32x-v2",
+                4: "tess-poshash32x-v2"}.get(version)
+    check(text(f.attrs["hash_algorithm"]) == expected,
           f"hash algorithm {f.attrs['hash_algorithm']} for format_version {version}")
     config = f["config"].asstr()[()]
     check(isinstance(config, str) and config.startswith("[run]"), "config reads as str")
@@ -150,7 +189,8 @@ with h5py.File(path, "r") as f:
     def visit(name, obj):
         for key, value in obj.attrs.items():  # reads every attribute
             seen["attributes"] += 1
-            check(isinstance(value, (str, np.integer)), f"/{name} attribute {key}: {type(value)}")
+            check(isinstance(text(value), (str, np.integer)),
+                  f"/{name} attribute {key}: {type(value)}")
         if isinstance(obj, h5py.Dataset):
             seen["datasets"] += 1
             obj[()]  # reads every dataset
@@ -163,11 +203,13 @@ with h5py.File(path, "r") as f:
         if p in manifest:
             check(ds.dtype in (np.dtype("<f4"), np.dtype("<f8"), np.dtype("<i8")),
                   f"{p} is little-endian float32, float64 or int64")
-            check(isinstance(ds.attrs["layout"], str), f"{p} layout is a str")
+            check(isinstance(text(ds.attrs["layout"]), str), f"{p} layout is text")
         stored = int(ds.attrs["hash"])
         mine = poshash(dataset_elems(ds), version)
         check(mine == stored, f"{p}: stored hash {stored:016x}, recomputed {mine:016x}")
     print(f"recomputed {len(manifest) + 2} hashes (format_version {version}, {expected})")
+    if version >= 4:
+        check_record(path, f, manifest)
 
 for tool, args in (("h5dump", []), ("h5dump", ["-A"]), ("h5ls", ["-r", "-v"])):
     exe = shutil.which(tool)

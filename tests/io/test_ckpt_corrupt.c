@@ -2,9 +2,11 @@
  * message naming the file and the dataset and saying what was expected and what was found:
  * truncated, bit-flipped data, missing / extra dataset, wrong shape, wrong dtype, a different
  * model, missing counter or state set, unknown format, format_version + 1, not HDF5, missing file.
- * A good copy is written collectively, damaged on rank 0 with serial HDF5 (ckpt_tamper.h), then
- * loaded (and verified) on all ranks. Also checks that a failed load leaves HDF5's error printing
- * as it was. */
+ * A good copy (format 4) is written collectively, damaged on rank 0 with serial HDF5 or plain
+ * writes (ckpt_tamper.h), then loaded (and verified) on all ranks. An HDF5 edit is caught first by
+ * the integrity record ("its metadata changed"); the edits marked RESEALED then rewrite the record
+ * as a forger would, to reach the checks behind it: structure, ranges (step = -5, data_cursor <
+ * 0), hashes. Also checks that a failed load leaves HDF5's error printing as it was. */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
@@ -51,6 +53,8 @@ static void expect(const tess_group *g, int rank, int size, const char *label, o
         MPI_Bcast(&ok_, 1, MPI_INT, 0, (comm));                                             \
         TESS_TEST_CHECK(ok_, "tampering failed: %s", #call);                                \
     } while (0)
+/* The same, then the integrity record rewritten to match (tamper_reseal). */
+#define RESEALED(comm, rank, call) TAMPER(comm, rank, (call) == 0 ? tamper_reseal(bad) : -1)
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
@@ -78,10 +82,17 @@ int main(int argc, char **argv) {
            "checkpoint 'bad.h5' is not an HDF5 file", NULL);
     TAMPER(comm, rank, tamper_truncate(bad, 5000));
     expect(g, rank, size, "truncated to 5000 bytes", OP_LOAD, bad, TESS_ERR_DATA,
-           "checkpoint 'bad.h5' is truncated or damaged (5000 bytes)", "truncated file");
+           "corrupt checkpoint 'bad.h5': it has 5000 bytes, its integrity record says",
+           "(truncated or extended)");
     TAMPER(comm, rank, tamper_truncate(bad, 5000));
     expect(g, rank, size, "truncated: verify", OP_VERIFY, bad, TESS_ERR_DATA,
-           "is truncated or damaged", NULL);
+           "it has 5000 bytes", NULL);
+    TAMPER(comm, rank, tamper_flip(bad, 0, 0x04));
+    expect(g, rank, size, "record magic flipped", OP_LOAD, bad, TESS_ERR_DATA,
+           "corrupt checkpoint 'bad.h5'", "no integrity record");
+    TAMPER(comm, rank, tamper_flip(bad, 100, 0x01));
+    expect(g, rank, size, "record padding flipped", OP_VERIFY, bad, TESS_ERR_DATA,
+           "corrupt checkpoint 'bad.h5': its metadata changed since it was written", NULL);
 
     TAMPER(comm, rank, tamper_flip_dataset(bad, "/params/emb.w", 17));
     expect(g, rank, size, "flipped byte", OP_LOAD, bad, TESS_ERR_DATA,
@@ -92,66 +103,93 @@ int main(int argc, char **argv) {
            TESS_ERR_DATA, "dataset /optim/v/grid.a does not match its hash", NULL);
     TAMPER(comm, rank, tamper_flip_dataset(bad, "/optim/m/layers.0.norm.g", 27));
     expect(g, rank, size, "flipped byte: verify", OP_VERIFY, bad, TESS_ERR_DATA,
-           "1 of 27 datasets fail their hash check",
+           "1 of 25 datasets fail their hash check",
            "dataset /optim/m/layers.0.norm.g does not match its hash");
+    TAMPER(comm, rank, tamper_flip_dataset(bad, "/optim/step_count", 0));
+    expect(g, rank, size, "edited optimizer step count", OP_LOAD, bad, TESS_ERR_DATA,
+           "dataset /optim/step_count does not match its hash", NULL);
     TAMPER(comm, rank, tamper_flip_dataset(bad, "/config", 3));
-    expect(g, rank, size, "flipped config byte: verify", OP_VERIFY, bad, TESS_ERR_DATA,
+    expect(g, rank, size, "flipped config byte: load", OP_LOAD, bad, TESS_ERR_DATA,
+           "corrupt checkpoint 'bad.h5': its metadata changed since it was written", NULL);
+    RESEALED(comm, rank, tamper_flip_dataset(bad, "/config", 3));
+    expect(g, rank, size, "flipped config byte, resealed: load", OP_LOAD, bad, TESS_ERR_DATA,
            "dataset /config does not match its hash", NULL);
+    RESEALED(comm, rank, tamper_flip_dataset(bad, "/manifest", 2));
+    expect(g, rank, size, "flipped manifest byte, resealed: verify", OP_VERIFY, bad,
+           TESS_ERR_DATA, "dataset /manifest does not match its hash", NULL);
+
+    /* root attributes a resume uses, edited (as with h5py) */
+    TAMPER(comm, rank, tamper_set_int_attr(bad, "/", "step", -5));
+    expect(g, rank, size, "step = -5", OP_LOAD, bad, TESS_ERR_DATA,
+           "its metadata changed since it was written", NULL);
+    RESEALED(comm, rank, tamper_set_int_attr(bad, "/", "step", -5));
+    expect(g, rank, size, "step = -5, resealed", OP_LOAD, bad, TESS_ERR_DATA,
+           "corrupt checkpoint 'bad.h5': root attribute step = -5 is negative", NULL);
+    RESEALED(comm, rank, tamper_set_int_attr(bad, "/", "data_cursor", -1));
+    expect(g, rank, size, "data_cursor = -1, resealed", OP_VERIFY, bad, TESS_ERR_DATA,
+           "root attribute data_cursor = -1 is negative", NULL);
+    TAMPER(comm, rank, tamper_set_int_attr(bad, "/", "data_cursor", 7));
+    expect(g, rank, size, "data_cursor = 7", OP_VERIFY, bad, TESS_ERR_DATA,
+           "its metadata changed since it was written", NULL);
 
     TAMPER(comm, rank, tamper_delete(bad, "/params/head.b"));
+    expect(g, rank, size, "missing dataset, record not updated", OP_LOAD, bad, TESS_ERR_DATA,
+           "its metadata changed since it was written", NULL);
+    RESEALED(comm, rank, tamper_delete(bad, "/params/head.b"));
+    /* a dataset the manifest lists is gone: the load checks the structure as verify does */
     expect(g, rank, size, "missing dataset", OP_LOAD, bad, TESS_ERR_DATA,
-           "incompatible checkpoint 'bad.h5' (step 100): 1 problem",
+           "corrupt checkpoint 'bad.h5': 1 structural problem",
            "dataset /params/head.b is missing");
-    TAMPER(comm, rank, tamper_delete(bad, "/params/head.b"));
+    RESEALED(comm, rank, tamper_delete(bad, "/params/head.b"));
     expect(g, rank, size, "missing dataset: verify", OP_VERIFY, bad, TESS_ERR_DATA,
            "dataset /params/head.b is missing", NULL);
     {
         hsize_t d2[1] = {2};
-        TAMPER(comm, rank, tamper_replace(bad, "/params/bogus", H5T_IEEE_F32LE, 1, d2));
+        RESEALED(comm, rank, tamper_replace(bad, "/params/bogus", H5T_IEEE_F32LE, 1, d2));
     }
     expect(g, rank, size, "extra dataset", OP_LOAD, bad, TESS_ERR_DATA,
-           "dataset /params/bogus is not in the state", NULL);
+           "dataset /params/bogus is not in the manifest", NULL);
     {
         hsize_t d2[1] = {2};
-        TAMPER(comm, rank, tamper_replace(bad, "/params/bogus", H5T_IEEE_F32LE, 1, d2));
+        RESEALED(comm, rank, tamper_replace(bad, "/params/bogus", H5T_IEEE_F32LE, 1, d2));
     }
     expect(g, rank, size, "extra dataset: verify", OP_VERIFY, bad, TESS_ERR_DATA,
            "dataset /params/bogus is not in the manifest", NULL);
     {
         hsize_t d2[2] = {11, 7};
-        TAMPER(comm, rank, tamper_replace(bad, "/params/emb.w", H5T_IEEE_F32LE, 2, d2));
+        RESEALED(comm, rank, tamper_replace(bad, "/params/emb.w", H5T_IEEE_F32LE, 2, d2));
     }
     expect(g, rank, size, "wrong shape", OP_LOAD, bad, TESS_ERR_DATA,
            "dataset /params/emb.w has shape [11,7], expected [11,6]", NULL);
     {
         hsize_t d2[2] = {11, 6};
-        TAMPER(comm, rank, tamper_replace(bad, "/optim/m/emb.w", H5T_IEEE_F64LE, 2, d2));
+        RESEALED(comm, rank, tamper_replace(bad, "/optim/m/emb.w", H5T_IEEE_F64LE, 2, d2));
     }
     expect(g, rank, size, "wrong dtype", OP_LOAD, bad, TESS_ERR_DATA,
            "dataset /optim/m/emb.w has type float64, expected float32", NULL);
     expect(g, rank, size, "different model", OP_LOAD_OTHER_MODEL, good, TESS_ERR_DATA,
            "written for a different model (model_digest",
            "dataset /params/emb.w has shape [11,6], expected [11,8]");
-    TAMPER(comm, rank, tamper_delete(bad, "/optim/step_count"));
+    RESEALED(comm, rank, tamper_delete(bad, "/optim/step_count"));
     expect(g, rank, size, "missing counter", OP_LOAD, bad, TESS_ERR_DATA,
-           "dataset /optim/step_count is missing (expected int64 [1])", NULL);
+           "dataset /optim/step_count is missing", NULL);
     {
         hsize_t d1[1] = {1};
-        TAMPER(comm, rank, tamper_replace(bad, "/optim/step_count", H5T_IEEE_F64LE, 1, d1));
+        RESEALED(comm, rank, tamper_replace(bad, "/optim/step_count", H5T_IEEE_F64LE, 1, d1));
     }
     expect(g, rank, size, "counter of the wrong type", OP_LOAD, bad, TESS_ERR_DATA,
            "dataset /optim/step_count has type float64, expected int64", NULL);
-    TAMPER(comm, rank, tamper_delete(bad, "/optim/v"));
+    RESEALED(comm, rank, tamper_delete(bad, "/optim/v"));
     expect(g, rank, size, "missing state set", OP_LOAD, bad, TESS_ERR_DATA,
-           "dataset /optim/v/emb.w is missing (expected float32 [11,6])", "8 problems");
-    TAMPER(comm, rank,
-           tamper_set_int_attr(bad, "/", "format_version", TESS_CKPT_FORMAT_VERSION + 1));
+           "dataset /optim/v/emb.w is missing", "8 structural problems");
+    RESEALED(comm, rank,
+             tamper_set_int_attr(bad, "/", "format_version", TESS_CKPT_FORMAT_VERSION + 1));
     expect(g, rank, size, "format_version + 1", OP_LOAD, bad, TESS_ERR_DATA,
-           "checkpoint 'bad.h5' has format_version 4, newer than this build reads (3)", NULL);
-    TAMPER(comm, rank, tamper_delete_attr(bad, "/", "format"));
+           "checkpoint 'bad.h5' has format_version 5, newer than this build reads (4)", NULL);
+    RESEALED(comm, rank, tamper_delete_attr(bad, "/", "format"));
     expect(g, rank, size, "no format attribute", OP_VERIFY, bad, TESS_ERR_DATA,
            "'bad.h5' is not a Tessera checkpoint (no 'format' attribute)", NULL);
-    TAMPER(comm, rank, tamper_delete_attr(bad, "/", "step"));
+    RESEALED(comm, rank, tamper_delete_attr(bad, "/", "step"));
     expect(g, rank, size, "missing root attribute", OP_LOAD, bad, TESS_ERR_DATA,
            "root attribute 'step' is missing", NULL);
 
