@@ -119,6 +119,18 @@ static inline int tamper_write_text(const char *path, const char *text) {
     return fclose(f) == 0 ? rc : -1;
 }
 
+/* Format 4: the user block size from path's integrity record (where the superblock starts), or
+ * -1. */
+static inline int64_t tamper_userblock(const char *path) {
+    unsigned char b[8];
+    FILE *f = fopen(path, "rb");
+    int ok = f && fseek(f, 24, SEEK_SET) == 0 && fread(b, 1, 8, f) == 8;
+    if (f) fclose(f);
+    int64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (int64_t)b[i] << (8 * i);
+    return ok ? v : -1;
+}
+
 /* Format 4: rewrite path's integrity record after an HDF5 edit, as a forger who knows the
  * format would, so that the checks behind it (ranges, structure, hashes) are what a test sees.
  * The record's fields come from the root attributes where they can be read, else from the old

@@ -5,6 +5,7 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ckpt_model.h"
@@ -13,6 +14,10 @@
 #include "tess_test.h"
 
 static bool exists(const char *path) { return access(path, F_OK) == 0; }
+static int64_t file_size(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (int64_t)sb.st_size : -1;
+}
 
 /* Empty dir (left by an earlier run of this test); 0 on success or if it does not exist. */
 static int empty_dir(const char *dir) {
@@ -146,6 +151,24 @@ int main(int argc, char **argv) {
                     "steps 40 and 45 should remain");
     read_latest("ck", latest, sizeof latest);
     TESS_TEST_CHECK(strcmp(latest, "ckpt_00000045.h5") == 0, "latest = '%s'", latest);
+    resume(g, &cm, "ck", "auto", TESS_OK, true, 45, NULL);
+
+    /* resume auto goes by the stored step: a file named for step 99 that holds step 40 is
+     * skipped (issue: it won over the real newest and was then overwritten) */
+    ON_ROOT(comm, rank, tamper_copy("ck/ckpt_00000040.h5", "ck/ckpt_00000099.h5"));
+    resume(g, &cm, "ck", "auto", TESS_OK, true, 45, NULL);
+    ON_ROOT(comm, rank, remove("ck/ckpt_00000099.h5"));
+    /* one flipped metadata byte in the newest (the first byte of its superblock, and a byte of
+     * its trailing metadata): auto falls back to step 40; the file alone is refused */
+    ON_ROOT(comm, rank, tamper_copy("ck/ckpt_00000045.h5", "good45.h5"));
+    ON_ROOT(comm, rank, tamper_flip("ck/ckpt_00000045.h5", tamper_userblock("good45.h5"), 0x02));
+    resume(g, &cm, "ck", "auto", TESS_OK, true, 40, NULL);
+    resume(g, &cm, "ck", "ck/ckpt_00000045.h5", TESS_ERR_DATA, false, 0,
+           "corrupt checkpoint 'ck/ckpt_00000045.h5': its metadata changed since it was written");
+    ON_ROOT(comm, rank, tamper_copy("good45.h5", "ck/ckpt_00000045.h5"));
+    ON_ROOT(comm, rank, tamper_flip("ck/ckpt_00000045.h5", file_size("good45.h5") - 3, 0x40));
+    resume(g, &cm, "ck", "auto", TESS_OK, true, 40, NULL);
+    ON_ROOT(comm, rank, tamper_copy("good45.h5", "ck/ckpt_00000045.h5"));
     resume(g, &cm, "ck", "auto", TESS_OK, true, 45, NULL);
 
     /* a write that cannot create its file fails on every rank with IO, leaving nothing */

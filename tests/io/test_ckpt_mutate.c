@@ -161,7 +161,8 @@ int main(int argc, char **argv) {
     if (rt.rank == 0) {
         printf("%lld flips and %lld truncations (%s): %lld undetected; slowest case %.4f s, "
                "mean %.5f s\n",
-               (long long)flips, (long long)(m.cases - flips), full ? "full" : sample ? "sample" : "default",
+               (long long)flips, (long long)(m.cases - flips),
+               full ? "full" : sample ? "sample" : "default",
                (long long)m.missed, m.slowest, m.total / (double)(m.cases ? m.cases : 1));
         close(m.fd);
         remove(bad);
