@@ -161,19 +161,22 @@ tess_status tess_ckpt_clean(const tess_group *g, const char *dir);
  * H5Fclose). Not collective: for tools and for rank 0. */
 tess_status tess_ckpt_open(const char *path, hid_t *file, tess_ckpt_info *info);
 
-/* Integrity check without a model: the file opens, its format is known, every dataset of the
- * manifest exists and carries a hash, no tensor dataset is missing from the manifest, and every
- * stored hash matches the data (/config and /manifest included). Each rank hashes a block of rows
+/* Integrity check without a model: rank 0 runs the checks of tess_ckpt_open (the integrity
+ * record before HDF5, root attributes, structure, /config and /manifest hashes), then every
+ * stored hash of the manifest's datasets must match the data. A format 1-3 file passes without
+ * a record (info->sealed false: "unprotected"). Each rank hashes a block of rows
  * of every dataset, in rounds of at most 4 Mi elements. Fills *info (may be NULL) on success.
  * Collective on g; all ranks return the same status and record. */
 tess_status tess_ckpt_verify(const tess_group *g, const char *path, tess_ckpt_info *info);
 
 /* Load path into st: first the entries are agreed as for a write (the union of every rank's
- * entries is the state), then rank 0 checks the file against them (every entry present as a
+ * entries is the state), then rank 0 runs the checks of tess_ckpt_open (so a load refuses
+ * whatever tess_ckpt_verify refuses) and checks the file against them (every entry present as a
  * dataset of its dtype and global shape with a hash, no other dataset: TESS_ERR_DATA naming the
  * dataset with the expected and the found type or shape), then every rank reads the part of each
  * entry it lists, and the hashes are compared. Fills every entry's data, st->step, data_cursor
- * and seed. A different world size is logged ("resharding") and is not an error.
+ * and seed. A different world size is logged ("resharding") and is not an error; a format 1-3
+ * file (no integrity record) loads with a warning that it is unprotected.
  * Threads: if MPI was initialised with MPI_THREAD_FUNNELED or higher and this is MPI's main
  * thread, a worker thread (no MPI or HDF5 calls) hashes each slab while the next is read; under
  * MPI_THREAD_SINGLE the load hashes on the calling thread. Apps call MPI_Init_thread(...,

@@ -444,7 +444,8 @@ static void check_text_hash(hid_t f, const char *ds, tess_ckpt_hash_scheme h, ck
         H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw) < 0) {
         ckpt_msgs_add(m, "dataset %s is not a readable fixed-length string", ds);
     } else {
-        const uint64_t got = tess_ckpt_hash_final(tess_ckpt_hash_add(h, 0, raw, 1, 0, total), total);
+        const uint64_t got =
+            tess_ckpt_hash_final(tess_ckpt_hash_add(h, 0, raw, 1, 0, total), total);
         if (got != stored)
             ckpt_msgs_add(m, "dataset %s does not match its hash (stored %016llx, data %016llx)",
                           ds, (unsigned long long)stored, (unsigned long long)got);

@@ -440,8 +440,8 @@ static tess_status cmd_meta(const char *arg) {
         char h5[256];
         tess_h5_reason(h5, sizeof h5);
         H5Fclose(f);
-        TESS_REQUIRE(false, TESS_ERR_DATA, "corrupt checkpoint '%s': cannot list its attributes: %s",
-                     path, h5);
+        TESS_REQUIRE(false, TESS_ERR_DATA,
+                     "corrupt checkpoint '%s': cannot list its attributes: %s", path, h5);
     }
     printf("config (/config):\n");
     hid_t d = H5Dopen2(f, "/config", H5P_DEFAULT);

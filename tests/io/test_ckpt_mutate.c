@@ -69,7 +69,8 @@ static void run_case(const tess_group *g, mutate_run *m, ckpt_model *cm, int64_t
     const double t0 = tess_timer_now();
     for (int op = 0; op < 2; op++) {
         tess_error_clear();
-        const tess_status s = op == 0 ? tess_ckpt_verify(g, bad, NULL) : tess_ckpt_load(g, bad, &cm->st);
+        const tess_status s =
+            op == 0 ? tess_ckpt_verify(g, bad, NULL) : tess_ckpt_load(g, bad, &cm->st);
         const bool named = strstr(tess_error_text(), "'mutate_bad.h5'") != NULL;
         if (s != TESS_ERR_DATA || !named) {
             m->missed++;
