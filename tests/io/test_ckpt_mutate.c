@@ -27,7 +27,7 @@
 #include "core/timer.h"   /* tess_timer_now */
 #include "tess_test.h"
 
-enum { CASE_SECONDS = 30 };
+enum { CASE_SECONDS = 60 };
 
 static const char *good = "mutate_good.h5", *bad = "mutate_bad.h5";
 static char current[128] = "none"; /* the case under way, for the watchdog */
