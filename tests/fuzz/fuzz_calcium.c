@@ -31,7 +31,7 @@
 #include "io/h5.h"     /* tess_h5_quiet_* */
 #include "io/traces.h" /* tess_traces_import_flavell */
 
-enum { FZ_MAXV = 64, FZ_NAMES = 48, FZ_MAXTOK = 16 };
+enum { FZ_MAXV = 125, FZ_NAMES = 48, FZ_MAXTOK = 16 }; /* 5^3 values: rank 3, dimensions <= 5 */
 
 typedef enum { FZ_F64 = 0, FZ_F32, FZ_I64, FZ_I8, FZ_STR, FZ_NTYPES } fz_type;
 

@@ -10,11 +10,13 @@
  *   - an accepted dataset passes tess_graphs_check, is one whole collection, and its CSR is what
  *     graphs.h promises: every row sorted, without duplicates or self loops, every edge stored in
  *     both directions; the report's edge count is nnz / 2; node features are one-hot rows where
- *     the choice makes them one-hot (labels, degree).
+ *     the choice makes them one-hot (labels, degree);
+ *   - blank lines appended to every file (docs/datasets.md: accepted) change nothing.
  */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -68,14 +70,12 @@ static void fz_check(const tess_graphs *gs, const tess_tu_report *rep, tess_tu_f
     }
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (size == 0) return 0;
-    tess_tu_features feat = (tess_tu_features)(data[0] % 5);
-    char prefix[300], path[300];
-    fuzz_path(prefix, sizeof prefix, "FZ");
-    size_t at = 1;
+/* Write the files of the input (after its first byte) to <scratch>/FZ_*.txt, each followed by
+ * `tail` (a NUL-terminated suffix); absent parts remove their file. */
+static void fz_write_files(const uint8_t *data, size_t size, const char *tail) {
+    size_t at = 1, nt = strlen(tail);
     for (int k = 0; k < FZ_NFILES; k++) {
-        char name[64];
+        char name[64], path[300];
         snprintf(name, sizeof name, "FZ_%s.txt", fz_files[k]);
         fuzz_path(path, sizeof path, name);
         if (at > size) {
@@ -84,15 +84,44 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         const uint8_t *end = memchr(data + at, 0, size - at);
         size_t len = end ? (size_t)(end - (data + at)) : size - at;
-        fuzz_write_file(path, data + at, len);
+        uint8_t *text = malloc(len + nt + 1);
+        if (!text) fuzz_fail("out of memory");
+        memcpy(text, data + at, len);
+        memcpy(text + len, tail, nt);
+        fuzz_write_file(path, text, len + nt);
+        free(text);
         at += len + 1;
     }
+}
+
+/* docs/datasets.md: blank lines at the end of a file are accepted. So a dataset that converts
+ * converts to the same collection with blank lines appended to every file. */
+static void fz_check_blank_tail(const uint8_t *data, size_t size, const char *prefix,
+                                tess_tu_features feat, const tess_graphs *gs) {
+    fz_write_files(data, size, "\n\n \r\n");
+    tess_graphs again;
+    tess_status s = tess_graphs_from_tu(&again, prefix, feat, NULL);
+    fuzz_verdict("from_tu with blank lines appended", s);
+    if (s != TESS_OK) fuzz_fail("refused once blank lines are appended to the files");
+    if (again.num_graphs != gs->num_graphs || again.num_nodes != gs->num_nodes ||
+        again.nnz != gs->nnz || again.num_features != gs->num_features)
+        fuzz_fail("blank lines at the end change the collection");
+    tess_graphs_free(&again);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size == 0) return 0;
+    tess_tu_features feat = (tess_tu_features)(data[0] % 5);
+    char prefix[300];
+    fuzz_path(prefix, sizeof prefix, "FZ");
+    fz_write_files(data, size, "");
     tess_graphs gs;
     tess_tu_report rep;
     tess_status s = tess_graphs_from_tu(&gs, prefix, feat, &rep);
     fuzz_verdict("from_tu", s);
     if (s == TESS_OK) {
         fz_check(&gs, &rep, feat);
+        fz_check_blank_tail(data, size, prefix, feat, &gs);
     } else {
         if (tess_error_text()[0] == '\0') fuzz_fail("failed without an error record");
         if (gs.x || gs.indptr || gs.indices || gs.node_ptr || gs.num_graphs)
