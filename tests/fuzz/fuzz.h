@@ -135,16 +135,4 @@ static inline double fuzz_real(fuzz_bytes *b) {
     return d;
 }
 
-/* Up to max - 1 bytes of text (length byte, then the bytes) into buf (max bytes, NUL-terminated;
- * an embedded NUL ends the text early). */
-static inline void fuzz_text(fuzz_bytes *b, char *buf, size_t max) {
-    size_t len = fuzz_u8(b) % max, i = 0;
-    for (; i < len; i++) {
-        char c = (char)fuzz_u8(b);
-        if (c == '\0') break;
-        buf[i] = c;
-    }
-    buf[i] = '\0';
-}
-
 #endif

@@ -4,7 +4,8 @@
  * The input is not an HDF5 file (fuzzing HDF5's own parser is not the point here) but a
  * description of one, decoded with the fuzz.h cursor and written with the HDF5 API to
  * "<scratch>/fz-data.h5":
- *   behaviour list   text over the alphabet "abc,/ ." (the importer's behavior_names argument)
+ *   behaviour list   0..5 comma-separated words of "a", "b", "c", "", "a/b", "d e", ".", "bb"
+ *                    (the importer's behavior_names argument)
  *   trace name       one of "raw", "zs", "", "a/b" (dataset /gcamp/<name>)
  *   /gcamp/<name>    a dataset, or absent
  *   /timing/timestamp_confocal   a dataset (optionally increasing by the decoded steps), or absent
@@ -126,11 +127,13 @@ static int fz_split(const char *list, char tok[][FZ_NAMES], int max) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fuzz_bytes b = {data, size, 0};
-    static const char alphabet[] = "abc,/ .";
+    static const char *const name_words[] = {"a", "b", "c", "", "a/b", "d e", ".", "bb"};
     static const char *const trace_names[] = {"raw", "zs", "", "a/b"};
-    char names[FZ_NAMES];
-    fuzz_text(&b, names, sizeof names);
-    for (char *c = names; *c; c++) *c = alphabet[(uint8_t)*c % (sizeof alphabet - 1)];
+    char names[FZ_NAMES] = "";
+    for (int k = 0, n = fuzz_pick(&b, 6); k < n; k++) {
+        size_t at = strlen(names);
+        snprintf(names + at, sizeof names - at, "%s%s", k ? "," : "", name_words[fuzz_pick(&b, 8)]);
+    }
     const char *trace_name = trace_names[fuzz_pick(&b, 4)];
 
     static fz_dset gcamp, ts, beh[FZ_MAXTOK];
