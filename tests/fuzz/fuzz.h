@@ -16,6 +16,7 @@
 
 #include <dirent.h>
 #include <mpi.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -72,7 +73,14 @@ static inline void fuzz_fail(const char *fmt, ...) {
 static inline int fuzz_start(int *argc, char ***argv) {
     if (fuzz_env.started) return 0;
     fuzz_env.started = 1;
+    /* MPI_Init may install its own handlers of fatal signals (Open MPI prints a backtrace and
+     * exits): put back the ones before it (the sanitizers', libFuzzer's), so that a crash or a
+     * failed property is reported, and saved as an input, by them. */
+    static const int fatal[] = {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+    struct sigaction before[sizeof fatal / sizeof fatal[0]];
+    for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++) sigaction(fatal[i], NULL, &before[i]);
     MPI_Init(argc, argv);
+    for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++) sigaction(fatal[i], &before[i], NULL);
     if (tess_runtime_start(&fuzz_env.rt, MPI_COMM_WORLD) != TESS_OK)
         fuzz_fail("tess_runtime_start failed");
     int size;
