@@ -68,9 +68,10 @@ static tess_status tu_open(tu_file *f, const char *prefix, const char *suffix) {
     return TESS_OK;
 }
 
+/* Only spaces, tabs and line ends (a line, or the rest of a file). */
 static bool is_blank(const char *s) {
     for (; *s; s++)
-        if (*s != ' ' && *s != '\t' && *s != '\r') return false;
+        if (*s != ' ' && *s != '\t' && *s != '\r' && *s != '\n') return false;
     return true;
 }
 

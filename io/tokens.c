@@ -91,11 +91,12 @@ static tess_status open_meta(tess_tokens *r, const tess_tokens_opts *o) {
     r->begin = (int64_t)floor(o->begin_frac * (double)r->n_tokens);
     r->end = (int64_t)floor(o->end_frac * (double)r->n_tokens);
     r->T = o->seq_len;
-    TESS_REQUIRE(r->end - r->begin >= r->T + 1, TESS_ERR_CONFIG,
+    /* T < end - begin: the range holds T + 1 tokens (T + 1 overflows for T = INT64_MAX) */
+    TESS_REQUIRE(r->T < r->end - r->begin, TESS_ERR_CONFIG,
                  "'%s': tokens [%lld, %lld) (fractions %g..%g of %lld) hold fewer than seq_len + "
-                 "1 = %lld tokens",
+                 "1 = %llu tokens",
                  f->path, (long long)r->begin, (long long)r->end, o->begin_frac, o->end_frac,
-                 (long long)r->n_tokens, (long long)(r->T + 1));
+                 (long long)r->n_tokens, (unsigned long long)r->T + 1u);
     r->W = (r->end - r->begin - 1) / r->T;
     if (tess_ds_exists(f, "/vocab")) {
         hid_t v;

@@ -326,6 +326,14 @@ static tess_status flavell_rate(const tess_ds_file *f, int64_t T, double *rate) 
     TESS_REQUIRE(T >= 2, TESS_ERR_DATA, "'%s': %lld frames, need 2 to measure the frame rate",
                  f->path, (long long)T);
     TESS_CHECK(read_column(f, "/timing/timestamp_confocal", T, &ts, &n));
+    int64_t bad = -1;
+    for (int64_t i = 0; i < T && bad < 0; i++)
+        if (!isfinite(ts[i])) bad = i;
+    double bad_value = bad >= 0 ? ts[bad] : 0.0;
+    if (bad >= 0) free(ts);
+    TESS_REQUIRE(bad < 0, TESS_ERR_DATA,
+                 "'%s': /timing/timestamp_confocal[%lld] is %g (frame times must be finite)",
+                 f->path, (long long)bad, bad_value);
     for (int64_t i = 0; i + 1 < T; i++) ts[i] = ts[i + 1] - ts[i];
     qsort(ts, (size_t)(T - 1), sizeof *ts, double_cmp);
     double dt = ts[(T - 1) / 2];
@@ -397,6 +405,16 @@ tess_status tess_traces_import_flavell(tess_traces_session *s, const char *path,
     *s = (tess_traces_session){0};
     TESS_REQUIRE(strlen(behavior_names) < TESS_TRACES_NAMES_MAX, TESS_ERR_ARG,
                  "behaviour list too long");
+    /* every name of the list becomes a column: an empty one ("a,,b", "a,", ",") has no data */
+    int64_t k = 1;
+    for (const char *c = behavior_names; *c; c++) {
+        TESS_REQUIRE(!(*c == ',' && (c == behavior_names || c[1] == ',' || c[1] == '\0')),
+                     TESS_ERR_ARG,
+                     "behaviour list '%s': name %lld is empty (expected comma-separated names "
+                     "of datasets under /behavior, e.g. velocity,head_angle)",
+                     behavior_names, (long long)(c == behavior_names ? k : k + 1));
+        k += *c == ',';
+    }
     FILE *probe = fopen(path, "rb");
     TESS_REQUIRE(probe != NULL, TESS_ERR_NOINPUT, "cannot open '%s': %s", path, strerror(errno));
     fclose(probe);

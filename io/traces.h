@@ -68,10 +68,10 @@ tess_status tess_traces_write(const char *path, const tess_traces *tr);
 
 /* Import one Flavell-lab file (the Flavell-lab HDF5 layout) as a whole session s: traces from
  * /gcamp/<trace_name> (T, N) float64 -> float32; behaviour columns /behavior/<name> (T) for each
- * name of the comma-separated behavior_names (any numeric type); the sampling rate from the
- * median frame interval of the first T values of /timing/timestamp_confocal; the name from the
- * file name without "-data.h5". Non-finite values are errors (e.g. /behavior/pumping is NaN in
- * some files). s->traces and s->behavior are malloc'ed: free them, or hand s to a tess_traces.
+ * name of the comma-separated behavior_names (any numeric type; an empty name, as in "a,,b" or
+ * "a,", is TESS_ERR_ARG); the sampling rate from the median frame interval of the first T values
+ * of /timing/timestamp_confocal; the name from the file name without "-data.h5". Non-finite
+ * values, timestamps included, are errors (e.g. /behavior/pumping is NaN in some files). s->traces and s->behavior are malloc'ed: free them, or hand s to a tess_traces.
  * Not collective. */
 tess_status tess_traces_import_flavell(tess_traces_session *s, const char *path,
                                        const char *trace_name, const char *behavior_names);
