@@ -37,24 +37,39 @@ static void topk_select(int32_t *ids, const float *score, const float *bias, int
     }
 }
 
-void tess_nn_moe_router_forward(float *probs, float *lse, int32_t *topk, float *gates, float *mass,
-                                const float *logits, const float *bias, int64_t N, int64_t E,
-                                int64_t k) {
-    /* probs (N,E), lse (N), topk (N,k), gates (N,k), mass (N); logits (N,E); bias (E) or NULL */
-    TESS_ASSERT(k >= 1 && k <= E);
-    for (int64_t t = 0; t < N; t++) {
-        const float *h = logits + t * E;
-        float *p = probs + t * E;
-        float mx = h[0];
-        for (int64_t e = 1; e < E; e++) mx = h[e] > mx ? h[e] : mx;
-        double sum = 0.0;
+/* p (E) = the scores of h (E); returns logsumexp(h). */
+static float scores(float *p, const float *h, int64_t E, tess_nn_moe_score score) {
+    float mx = h[0];
+    for (int64_t e = 1; e < E; e++) mx = h[e] > mx ? h[e] : mx;
+    double sum = 0.0;
+    if (score == TESS_NN_MOE_SCORE_SOFTMAX) {
         for (int64_t e = 0; e < E; e++) {
             p[e] = tess_tensor_expf(h[e] - mx);
             sum += p[e];
         }
         const float inv = (float)(1.0 / sum);
         for (int64_t e = 0; e < E; e++) p[e] *= inv;
-        lse[t] = mx + (float)log(sum);
+        return mx + (float)log(sum);
+    }
+    double ssum = 0.0;
+    for (int64_t e = 0; e < E; e++) {
+        sum += tess_tensor_expf(h[e] - mx);
+        p[e] = 1.0f / (1.0f + tess_tensor_expf(-h[e]));
+        ssum += p[e];
+    }
+    const float inv = (float)(1.0 / ssum);
+    for (int64_t e = 0; e < E; e++) p[e] *= inv;
+    return mx + (float)log(sum);
+}
+
+void tess_nn_moe_router_forward(float *probs, float *lse, int32_t *topk, float *gates, float *mass,
+                                const float *logits, const float *bias, int64_t N, int64_t E,
+                                int64_t k, tess_nn_moe_score score) {
+    /* probs (N,E), lse (N), topk (N,k), gates (N,k), mass (N); logits (N,E); bias (E) or NULL */
+    TESS_ASSERT(k >= 1 && k <= E);
+    for (int64_t t = 0; t < N; t++) {
+        float *p = probs + t * E;
+        lse[t] = scores(p, logits + t * E, E, score);
         int32_t *ids = topk + t * k;
         topk_select(ids, p, bias, E, k);
         double m = 0.0;
@@ -66,14 +81,20 @@ void tess_nn_moe_router_forward(float *probs, float *lse, int32_t *topk, float *
 
 void tess_nn_moe_router_forward_ref(float *probs, float *lse, int32_t *topk, float *gates,
                                     float *mass, const float *logits, const float *bias,
-                                    int64_t N, int64_t E, int64_t k) {
-    /* Softmax in double; top-k by k passes of "largest, lowest id among equals, not yet taken". */
+                                    int64_t N, int64_t E, int64_t k, tess_nn_moe_score score) {
+    /* Scores in double; top-k by k passes of "largest, lowest id among equals, not yet taken". */
     for (int64_t t = 0; t < N; t++) {
         const float *h = logits + t * E;
-        double mx = h[0], sum = 0.0;
+        double mx = h[0], sum = 0.0, ssum = 0.0;
         for (int64_t e = 1; e < E; e++) mx = fmax(mx, h[e]);
-        for (int64_t e = 0; e < E; e++) sum += exp((double)h[e] - mx);
-        for (int64_t e = 0; e < E; e++) probs[t * E + e] = (float)(exp((double)h[e] - mx) / sum);
+        for (int64_t e = 0; e < E; e++) {
+            sum += exp((double)h[e] - mx);
+            ssum += 1.0 / (1.0 + exp(-(double)h[e]));
+        }
+        for (int64_t e = 0; e < E; e++)
+            probs[t * E + e] = score == TESS_NN_MOE_SCORE_SOFTMAX
+                                   ? (float)(exp((double)h[e] - mx) / sum)
+                                   : (float)(1.0 / (1.0 + exp(-(double)h[e])) / ssum);
         lse[t] = (float)(mx + log(sum));
         for (int64_t s = 0; s < k; s++) {
             int64_t best = -1;
@@ -121,6 +142,96 @@ void tess_nn_moe_softmax_backward(float *dlogits, const float *dprobs, const flo
         double pdp = 0.0;
         for (int64_t e = 0; e < E; e++) pdp += (double)p[e] * dp[e];
         for (int64_t e = 0; e < E; e++) dlogits[t * E + e] += p[e] * (float)(dp[e] - pdp);
+    }
+}
+
+void tess_nn_moe_sigmoid_backward(float *dlogits, const float *dprobs, const float *probs,
+                                  const float *logits, int64_t N, int64_t E) {
+    /* p_j = s_j / S: dp_e/ds_j = (delta_ej - p_e) / S, ds_j/dh_j = s_j (1 - s_j) = S p_j (1 - s_j) */
+    for (int64_t t = 0; t < N; t++) {
+        const float *p = probs + t * E, *dp = dprobs + t * E, *h = logits + t * E;
+        double pdp = 0.0;
+        for (int64_t e = 0; e < E; e++) pdp += (double)p[e] * dp[e];
+        for (int64_t e = 0; e < E; e++) {
+            const float sg = 1.0f / (1.0f + tess_tensor_expf(-h[e]));
+            dlogits[t * E + e] += p[e] * (1.0f - sg) * (float)(dp[e] - pdp);
+        }
+    }
+}
+
+/* ---------- capacity and permutation ---------- */
+
+int64_t tess_nn_moe_capacity(int64_t N, int64_t E, int64_t k, double cf) {
+    return (int64_t)ceil((double)N * (double)k * cf / (double)E);
+}
+
+/* Sort key of pair i with score p in [0, 1]: ascending keys = descending p, then ascending i
+ * (the bits of a non-negative float order like the float). */
+static uint64_t rank_key(float p, int64_t i) {
+    uint32_t b;
+    memcpy(&b, &p, sizeof b);
+    return ((uint64_t)(UINT32_MAX - b) << 32) | (uint64_t)(uint32_t)i;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int64_t tess_nn_moe_permute(int64_t *kept, int64_t *offs, int32_t *row_of, int32_t *row_tok,
+                            int64_t *pos, uint64_t *work, const int32_t *topk, const float *probs,
+                            int64_t N, int64_t E, int64_t k, int64_t cap, tess_nn_moe_drop drop,
+                            bool pad) {
+    const int64_t R = N * k;
+    const bool capped = cap >= 0 && drop != TESS_NN_MOE_DROP_NONE;
+    /* mark: row_of 0 kept, -1 dropped; kept (E) counts the kept pairs */
+    memset(kept, 0, (size_t)E * sizeof *kept);
+    for (int64_t i = 0; i < R; i++) {
+        const int32_t e = topk[i];
+        row_of[i] = 0;
+        if (capped && drop == TESS_NN_MOE_DROP_POSITION && kept[e] >= cap)
+            row_of[i] = -1;
+        else
+            kept[e]++;
+    }
+    if (capped && drop == TESS_NN_MOE_DROP_PROBS)
+        for (int64_t e = 0; e < E; e++) {
+            if (kept[e] <= cap) continue;
+            int64_t n = 0;
+            for (int64_t i = 0; i < R; i++)
+                if (topk[i] == e) work[n++] = rank_key(probs[(i / k) * E + e], i);
+            qsort(work, (size_t)n, sizeof *work, cmp_u64);
+            for (int64_t j = cap; j < n; j++) row_of[work[j] & UINT32_MAX] = -1;
+            kept[e] = cap;
+        }
+    /* blocks; a stable counting sort of the kept pairs into them */
+    offs[0] = 0;
+    for (int64_t e = 0; e < E; e++) offs[e + 1] = offs[e] + (capped && pad ? cap : kept[e]);
+    memcpy(pos, offs, (size_t)E * sizeof *pos);
+    for (int64_t i = 0; i < R; i++) {
+        if (row_of[i] < 0) continue;
+        const int64_t r = pos[topk[i]]++;
+        row_of[i] = (int32_t)r;
+        row_tok[r] = (int32_t)(i / k);
+    }
+    for (int64_t e = 0; e < E; e++)
+        for (int64_t r = pos[e]; r < offs[e + 1]; r++) row_tok[r] = -1;
+    return offs[E];
+}
+
+void tess_nn_moe_keep_ref(uint8_t *keep, const int32_t *topk, const float *probs, int64_t N,
+                          int64_t E, int64_t k, int64_t cap, tess_nn_moe_drop drop) {
+    const int64_t R = N * k;
+    for (int64_t i = 0; i < R; i++) {
+        const int32_t e = topk[i];
+        const float pi = probs[(i / k) * E + e];
+        int64_t ahead = 0;
+        for (int64_t j = 0; j < R; j++) {
+            if (j == i || topk[j] != e) continue;
+            const float pj = probs[(j / k) * E + e];
+            ahead += drop == TESS_NN_MOE_DROP_POSITION ? j < i : (pj > pi || (pj == pi && j < i));
+        }
+        keep[i] = drop == TESS_NN_MOE_DROP_NONE || cap < 0 || ahead < cap;
     }
 }
 
@@ -206,6 +317,8 @@ static float phi_slope(tess_nn_moe_phi phi, float c) {
 static void token_cos(float *nrm, float *cs, float *den, const float *z, const int32_t *rows,
                       int64_t k, int64_t F) {
     for (int64_t s = 0; s < k; s++) {
+        nrm[s] = 0.0f;
+        if (rows[s] < 0) continue; /* dropped: in no pair */
         const float *u = z + (int64_t)rows[s] * F;
         double q = 0.0;
         for (int64_t f = 0; f < F; f++) q += (double)u[f] * u[f];
@@ -213,6 +326,11 @@ static void token_cos(float *nrm, float *cs, float *den, const float *z, const i
     }
     for (int64_t s = 0; s < k; s++)
         for (int64_t r = s + 1; r < k; r++) {
+            if (rows[s] < 0 || rows[r] < 0) {
+                den[s * k + r] = den[r * k + s] = 1.0f;
+                cs[s * k + r] = cs[r * k + s] = 0.0f;
+                continue;
+            }
             const float *u = z + (int64_t)rows[s] * F, *v = z + (int64_t)rows[r] * F;
             double d = 0.0;
             for (int64_t f = 0; f < F; f++) d += (double)u[f] * v[f];
@@ -231,9 +349,11 @@ float tess_nn_moe_rsp_forward(const float *z, const int32_t *row_of, int64_t N, 
     float nrm[MOE_KMAX], cs[MOE_KMAX * MOE_KMAX], den[MOE_KMAX * MOE_KMAX];
     double acc = 0.0;
     for (int64_t t = 0; t < N; t++) {
-        token_cos(nrm, cs, den, z, row_of + t * k, k, F);
+        const int32_t *rows = row_of + t * k;
+        token_cos(nrm, cs, den, z, rows, k, F);
         for (int64_t s = 0; s < k; s++)
-            for (int64_t r = s + 1; r < k; r++) acc += 2.0 * phi_value(phi, cs[s * k + r]);
+            for (int64_t r = s + 1; r < k; r++)
+                if (rows[s] >= 0 && rows[r] >= 0) acc += 2.0 * phi_value(phi, cs[s * k + r]);
     }
     return (float)(acc / ((double)N * (double)(k * (k - 1))));
 }
@@ -249,10 +369,11 @@ void tess_nn_moe_rsp_backward(float *dz, float dloss, const float *z, const int3
         const int32_t *rows = row_of + t * k;
         token_cos(nrm, cs, den, z, rows, k, F);
         for (int64_t s = 0; s < k; s++) {
+            if (rows[s] < 0) continue;
             const float *u = z + (int64_t)rows[s] * F;
             float *du = dz + (int64_t)rows[s] * F;
             for (int64_t r = 0; r < k; r++) {
-                if (r == s) continue;
+                if (r == s || rows[r] < 0) continue;
                 const float *v = z + (int64_t)rows[r] * F;
                 const float c = cs[s * k + r], dn = den[s * k + r];
                 const float a = (float)(w * phi_slope(phi, c));
@@ -272,7 +393,7 @@ float tess_nn_moe_rsp_forward_ref(const float *z, const int32_t *row_of, int64_t
     for (int64_t t = 0; t < N; t++)
         for (int64_t s = 0; s < k; s++)
             for (int64_t r = 0; r < k; r++) {
-                if (r == s) continue;
+                if (r == s || row_of[t * k + s] < 0 || row_of[t * k + r] < 0) continue;
                 const float *u = z + (int64_t)row_of[t * k + s] * F;
                 const float *v = z + (int64_t)row_of[t * k + r] * F;
                 double uv = 0, uu = 0, vv = 0;
@@ -294,8 +415,8 @@ void tess_nn_moe_rsp_backward_ref(float *dz, float dloss, const float *z, const 
     for (int64_t t = 0; t < N; t++)
         for (int64_t s = 0; s < k; s++)
             for (int64_t r = 0; r < k; r++) {
-                if (r == s) continue;
                 const int64_t ru = row_of[t * k + s], rv = row_of[t * k + r];
+                if (r == s || ru < 0 || rv < 0) continue;
                 const float *u = z + ru * F, *v = z + rv * F;
                 double uv = 0, uu = 0, vv = 0;
                 for (int64_t f = 0; f < F; f++) {

@@ -6,7 +6,8 @@
  * difference over max magnitude): outputs, aux terms, input gradients, each rank's expert
  * gradients times the ep size against the reference's rows of its experts (moe.h: expert
  * gradients are divided by the ep size), and the router gradients summed over the ranks. Also: the registry entries (sharded layout, EXPERT tag, the edp group) and the
- * config error for E not divisible by the ep size. */
+ * config error for E not divisible by the ep size. Three configurations: dropless softmax;
+ * sigmoid scores with capacity by score, padding and router jitter; capacity by position. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +94,82 @@ static double rel(const float *a, const float *b, int64_t n) {
     return d / m;
 }
 
+/* The layer pair sharded over world (edp = self) against the single-rank pair on every rank's
+ * rows in turn, for config base (ep and edp unset). Training step 2 (router jitter when
+ * configured), rank q's first token q N. */
+static void check_ep(const tess_nn_moe_config *base, const char *label, tess_group *world,
+                     tess_group *self, int rank, int size) {
+    pair ep, ref;
+    tess_nn_moe_config epc = *base;
+    epc.ep = world, epc.edp = self;
+    DIST_TEST_OK(pair_build(&ep, &epc));
+    DIST_TEST_OK(pair_build(&ref, base));
+    const int64_t wi = tess_registry_find(ep.reg, "m1.w_gate");
+    const tess_registry_entry *we = tess_registry_get(ep.reg, wi);
+    TESS_TEST_CHECK(we->local_shape[0] == E / size && (we->tags & TESS_TAG_EXPERT) &&
+                        we->group == self,
+                    "expert entry: %lld local experts, tags %u", (long long)we->local_shape[0],
+                    we->tags);
+    TESS_TEST_CHECK((tess_registry_get(ep.reg, tess_registry_find(ep.reg, "m1.router"))->tags &
+                     TESS_TAG_DENSE) != 0,
+                    "router is DENSE");
+    /* global batch */
+    float *x = malloc((size_t)(size * N * C) * sizeof(float));
+    float *dout = malloc((size_t)(size * N * C) * sizeof(float));
+    float y[N * C], dx[N * C], ry[N * C], rdx[N * C];
+    tess_ref_fill_uniform(x, size * N * C, 7, 1.0f);
+    tess_ref_fill_uniform(dout, size * N * C, 8, 1.0f);
+    memset(dx, 0, sizeof dx);
+    tess_registry_zero_grads(ep.reg);
+    tess_nn_moe_stack_set_step(ep.st, true, 2, rank * N);
+    const double aux = pair_run(&ep, y, dx, x + rank * N * C, dout + rank * N * C);
+    DIST_TEST_OK(tess_nn_moe_stack_status(ep.st));
+    tess_registry_zero_grads(ref.reg);
+    double raux = 0;
+    for (int q = 0; q < size; q++) {
+        float yq[N * C], dxq[N * C];
+        memset(dxq, 0, sizeof dxq);
+        tess_nn_moe_stack_set_step(ref.st, true, 2, q * N);
+        const double a = pair_run(&ref, yq, dxq, x + q * N * C, dout + q * N * C);
+        if (q == rank) raux = a, memcpy(ry, yq, sizeof ry), memcpy(rdx, dxq, sizeof rdx);
+    }
+    const double ey = rel(y, ry, N * C), edx = rel(dx, rdx, N * C);
+    TESS_TEST_CHECK(ey <= 1e-6, "%s: outputs: %.3g", label, ey);
+    TESS_TEST_CHECK(edx <= 1e-6, "%s: input gradients: %.3g", label, edx);
+    TESS_TEST_CHECK(fabs(aux - raux) <= 1e-6 * fabs(raux), "%s: aux %.9g vs %.9g", label, aux, raux);
+    double worst = 0;
+    for (int64_t i = 0; i < tess_registry_count(ep.reg); i++) {
+        const tess_registry_entry *e = tess_registry_get(ep.reg, i);
+        const float *g = tess_registry_grad(ep.reg, i);
+        const float *rg = tess_registry_grad(ref.reg, i);
+        double err;
+        if (e->tags & TESS_TAG_EXPERT) {
+            const int64_t per = e->local_count / e->local_shape[0];
+            /* the layer divides expert gradients by the ep size (moe.h) */
+            float *gs = malloc((size_t)e->local_count * sizeof(float));
+            for (int64_t j = 0; j < e->local_count; j++) gs[j] = g[j] * (float)size;
+            err = rel(gs, rg + e->global_offset[0] * per, e->local_count);
+            free(gs);
+        } else {
+            double *sum = malloc((size_t)e->local_count * sizeof(double));
+            float *sf = malloc((size_t)e->local_count * sizeof(float));
+            for (int64_t j = 0; j < e->local_count; j++) sum[j] = g[j];
+            DIST_TEST_OK(tess_par_allreduce_f64(world, sum, e->local_count, TESS_PAR_SUM));
+            for (int64_t j = 0; j < e->local_count; j++) sf[j] = (float)sum[j];
+            err = rel(sf, rg, e->local_count);
+            free(sum), free(sf);
+        }
+        TESS_TEST_CHECK(err <= 1e-6, "%s: gradient of %s: %.3g", label, e->name, err);
+        worst = fmax(worst, err);
+    }
+    if (rank == 0)
+        printf("moe ep=%d %s: outputs %.2e, input grads %.2e, parameter grads %.2e (max rel)\n",
+               size, label, ey, edx, worst);
+    free(x), free(dout);
+    pair_free(&ep);
+    pair_free(&ref);
+}
+
 int main(int argc, char **argv) {
     int rank, size;
     par_test_init(&argc, &argv, &rank, &size);
@@ -105,71 +182,15 @@ int main(int argc, char **argv) {
     tess_nn_moe_config epc = base;
     epc.ep = world, epc.edp = self;
     if (E % size == 0) {
-        pair ep, ref;
-        DIST_TEST_OK(pair_build(&ep, &epc));
-        DIST_TEST_OK(pair_build(&ref, &base));
-        const int64_t wi = tess_registry_find(ep.reg, "m1.w_gate");
-        const tess_registry_entry *we = tess_registry_get(ep.reg, wi);
-        TESS_TEST_CHECK(we->local_shape[0] == E / size && (we->tags & TESS_TAG_EXPERT) &&
-                            we->group == self,
-                        "expert entry: %lld local experts, tags %u", (long long)we->local_shape[0],
-                        we->tags);
-        TESS_TEST_CHECK((tess_registry_get(ep.reg, tess_registry_find(ep.reg, "m1.router"))->tags &
-                         TESS_TAG_DENSE) != 0,
-                        "router is DENSE");
-        /* global batch */
-        float *x = malloc((size_t)(size * N * C) * sizeof(float));
-        float *dout = malloc((size_t)(size * N * C) * sizeof(float));
-        float y[N * C], dx[N * C], ry[N * C], rdx[N * C];
-        tess_ref_fill_uniform(x, size * N * C, 7, 1.0f);
-        tess_ref_fill_uniform(dout, size * N * C, 8, 1.0f);
-        memset(dx, 0, sizeof dx);
-        tess_registry_zero_grads(ep.reg);
-        const double aux = pair_run(&ep, y, dx, x + rank * N * C, dout + rank * N * C);
-        DIST_TEST_OK(tess_nn_moe_stack_status(ep.st));
-        tess_registry_zero_grads(ref.reg);
-        double raux = 0;
-        for (int q = 0; q < size; q++) {
-            float yq[N * C], dxq[N * C];
-            memset(dxq, 0, sizeof dxq);
-            const double a = pair_run(&ref, yq, dxq, x + q * N * C, dout + q * N * C);
-            if (q == rank) raux = a, memcpy(ry, yq, sizeof ry), memcpy(rdx, dxq, sizeof rdx);
-        }
-        const double ey = rel(y, ry, N * C), edx = rel(dx, rdx, N * C);
-        TESS_TEST_CHECK(ey <= 1e-6, "outputs: %.3g", ey);
-        TESS_TEST_CHECK(edx <= 1e-6, "input gradients: %.3g", edx);
-        TESS_TEST_CHECK(fabs(aux - raux) <= 1e-6 * fabs(raux), "aux %.9g vs %.9g", aux, raux);
-        double worst = 0;
-        for (int64_t i = 0; i < tess_registry_count(ep.reg); i++) {
-            const tess_registry_entry *e = tess_registry_get(ep.reg, i);
-            const float *g = tess_registry_grad(ep.reg, i);
-            const float *rg = tess_registry_grad(ref.reg, i);
-            double err;
-            if (e->tags & TESS_TAG_EXPERT) {
-                const int64_t per = e->local_count / e->local_shape[0];
-                /* the layer divides expert gradients by the ep size (moe.h) */
-                float *gs = malloc((size_t)e->local_count * sizeof(float));
-                for (int64_t j = 0; j < e->local_count; j++) gs[j] = g[j] * (float)size;
-                err = rel(gs, rg + e->global_offset[0] * per, e->local_count);
-                free(gs);
-            } else {
-                double *sum = malloc((size_t)e->local_count * sizeof(double));
-                float *sf = malloc((size_t)e->local_count * sizeof(float));
-                for (int64_t j = 0; j < e->local_count; j++) sum[j] = g[j];
-                DIST_TEST_OK(tess_par_allreduce_f64(world, sum, e->local_count, TESS_PAR_SUM));
-                for (int64_t j = 0; j < e->local_count; j++) sf[j] = (float)sum[j];
-                err = rel(sf, rg, e->local_count);
-                free(sum), free(sf);
-            }
-            TESS_TEST_CHECK(err <= 1e-6, "gradient of %s: %.3g", e->name, err);
-            worst = fmax(worst, err);
-        }
-        if (rank == 0)
-            printf("moe ep=%d: outputs %.2e, input grads %.2e, parameter grads %.2e (max rel)\n",
-                   size, ey, edx, worst);
-        free(x), free(dout);
-        pair_free(&ep);
-        pair_free(&ref);
+        check_ep(&base, "dropless", world, self, rank, size);
+        /* sigmoid scores, capacity 0.75 by score with padding, jitter */
+        tess_nn_moe_config cap = base;
+        cap.score = TESS_NN_MOE_SCORE_SIGMOID, cap.lambda_z = 0, cap.jitter = 0.2, cap.seed = 3;
+        cap.drop = TESS_NN_MOE_DROP_PROBS, cap.capacity_factor = 0.75, cap.pad = true;
+        check_ep(&cap, "sigmoid+capacity+pad+jitter", world, self, rank, size);
+        cap.score = TESS_NN_MOE_SCORE_SOFTMAX, cap.lambda_z = 0.3;
+        cap.drop = TESS_NN_MOE_DROP_POSITION, cap.pad = false;
+        check_ep(&cap, "capacity by position", world, self, rank, size);
     }
     /* E not divisible by the ep size */
     tess_nn_moe_config bad = epc;
