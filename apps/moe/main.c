@@ -75,6 +75,8 @@ static const tess_opt moe_opts[] = {
     TESS_OPT_REAL("capacity_factor", 1.0, 0.0, 1e3,
                   "capacity ceil(tokens * top_k * factor / experts) per expert and rank (with drop)"),
     TESS_OPT_BOOL("pad", false, "pad every expert's rows to the capacity (with drop)"),
+    TESS_OPT_REAL("lambda_ortho", 0.0, 0.0, 1e3, "Guo et al. orthogonality loss weight (ablation 'Guo o+v')"),
+    TESS_OPT_REAL("lambda_var", 0.0, 0.0, 1e3, "Guo et al. routing-variance weight (maximised)"),
 };
 static const tess_opt data_opts[] = {
     TESS_OPT_INT("vocab", 256, 2, 1 << 24, "vocabulary V shared by the domains"),
@@ -184,7 +186,9 @@ static tess_status read_options(moe_app *a, const tess_config *c, int nranks, ui
                                   .seed = seed,
                                   .drop = (tess_nn_moe_drop)tess_config_enum(c, "moe.drop"),
                                   .capacity_factor = tess_config_real(c, "moe.capacity_factor"),
-                                  .pad = tess_config_bool(c, "moe.pad")};
+                                  .pad = tess_config_bool(c, "moe.pad"),
+                                  .lambda_o = tess_config_real(c, "moe.lambda_ortho"),
+                                  .lambda_v = tess_config_real(c, "moe.lambda_var")};
     a->bias_rate = tess_config_real(c, "moe.bias_rate");
     a->lb_global = tess_config_bool(c, "moe.lb_global");
     TESS_CHECK(tess_nn_moe_check_config(&a->moe));
@@ -374,10 +378,14 @@ static tess_status moe_setup(tess_run *run, void *ctx) {
                   (long long)a->mc.L, (long long)a->mc.C, (long long)a->mc.NH,
                   (long long)a->nmoe, (long long)E, (long long)a->moe.k, (long long)a->moe.F,
                   (long long)tess_registry_global_total(a->reg));
-    tess_log_info("moe: lambda lb %g z %g sp %g cp %g, bias balance %s; %lld steps, global batch "
+    tess_log_info("moe: lambda lb %g z %g sp %g cp %g ortho %g var %g, bias balance %s; %s "
+                  "scores, jitter %g, drop %s (capacity factor %g%s); %lld steps, global batch "
                   "%lld = %d ranks x %lld",
                   a->moe.lambda_lb, a->moe.lambda_z, a->moe.lambda_sp, a->moe.lambda_cp,
-                  a->moe.bias_balance ? "on" : "off", (long long)steps, (long long)a->global_B,
+                  a->moe.lambda_o, a->moe.lambda_v, a->moe.bias_balance ? "on" : "off",
+                  tess_nn_moe_score_names[a->moe.score].name, a->moe.jitter,
+                  tess_nn_moe_drop_names[a->moe.drop].name, a->moe.capacity_factor,
+                  a->moe.pad ? ", padded" : "", (long long)steps, (long long)a->global_B,
                   dp->size, (long long)a->b);
     a->first_loss = a->loss = a->eval_loss = NAN;
     a->t_log = tess_timer_now();

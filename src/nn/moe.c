@@ -439,6 +439,168 @@ void tess_nn_moe_rsp_backward_ref(float *dz, float dloss, const float *z, const 
             }
 }
 
+/* ---------- the baselines of Guo et al. ---------- */
+
+/* Solve (G + eps I) w = b for the m x m Gram block G (row stride ld), by Cholesky in double;
+ * L (m,m) scratch. G + eps I is positive definite for eps > 0. */
+static void ridge_solve(double *w, double *L, const double *G, int64_t ld, const double *b,
+                        int64_t m) {
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j <= i; j++) {
+            double v = G[i * ld + j] + (i == j ? TESS_NN_MOE_ORTHO_EPS : 0.0);
+            for (int64_t q = 0; q < j; q++) v -= L[i * m + q] * L[j * m + q];
+            L[i * m + j] = i == j ? sqrt(v) : v / L[j * m + j];
+        }
+    for (int64_t i = 0; i < m; i++) { /* L u = b */
+        double v = b[i];
+        for (int64_t q = 0; q < i; q++) v -= L[i * m + q] * w[q];
+        w[i] = v / L[i * m + i];
+    }
+    for (int64_t i = m - 1; i >= 0; i--) { /* L^T w = u */
+        double v = w[i];
+        for (int64_t q = i + 1; q < m; q++) v -= L[q * m + i] * w[q];
+        w[i] = v / L[i * m + i];
+    }
+}
+
+/* One token's kept rows (up to k) into kr, their Gram matrix (n,n) into G; returns n. */
+static int64_t token_gram(int32_t *kr, double *G, const float *y, const int32_t *rows, int64_t k,
+                          int64_t C) {
+    int64_t n = 0;
+    for (int64_t s = 0; s < k; s++)
+        if (rows[s] >= 0) kr[n++] = rows[s];
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j <= i; j++) {
+            const float *u = y + (int64_t)kr[i] * C, *v = y + (int64_t)kr[j] * C;
+            double d = 0.0;
+            for (int64_t c = 0; c < C; c++) d += (double)u[c] * v[c];
+            G[i * MOE_KMAX + j] = G[j * MOE_KMAX + i] = d;
+        }
+    return n;
+}
+
+/* For kept slot s of n: the Gram block of the others (n-1, n-1) into Go, b into bo, and w. */
+static void others_solve(double *w, double *Go, double *bo, double *L, const double *G, int64_t n,
+                         int64_t s) {
+    for (int64_t i = 0, ii = 0; i < n; i++) {
+        if (i == s) continue;
+        bo[ii] = G[i * MOE_KMAX + s];
+        for (int64_t j = 0, jj = 0; j < n; j++) {
+            if (j == s) continue;
+            Go[ii * (n - 1) + jj++] = G[i * MOE_KMAX + j];
+        }
+        ii++;
+    }
+    ridge_solve(w, L, Go, n - 1, bo, n - 1);
+}
+
+float tess_nn_moe_ortho_forward(const float *y, const int32_t *row_of, int64_t N, int64_t k,
+                                int64_t C) {
+    TESS_ASSERT(k >= 2 && k <= MOE_KMAX);
+    double G[MOE_KMAX * MOE_KMAX], Go[MOE_KMAX * MOE_KMAX], L[MOE_KMAX * MOE_KMAX];
+    double bo[MOE_KMAX], w[MOE_KMAX], acc = 0.0;
+    int32_t kr[MOE_KMAX];
+    for (int64_t t = 0; t < N; t++) {
+        const int64_t n = token_gram(kr, G, y, row_of + t * k, k, C);
+        for (int64_t s = 0; n >= 2 && s < n; s++) {
+            others_solve(w, Go, bo, L, G, n, s);
+            for (int64_t j = 0; j < n - 1; j++) acc += w[j] * bo[j];
+        }
+    }
+    return (float)(acc / ((double)N * (double)k));
+}
+
+void tess_nn_moe_ortho_backward(float *dy, float dloss, const float *y, const int32_t *row_of,
+                                int64_t N, int64_t k, int64_t C) {
+    TESS_ASSERT(k >= 2 && k <= MOE_KMAX);
+    double G[MOE_KMAX * MOE_KMAX], Go[MOE_KMAX * MOE_KMAX], L[MOE_KMAX * MOE_KMAX];
+    double bo[MOE_KMAX], w[MOE_KMAX];
+    int32_t kr[MOE_KMAX];
+    const double sc = 2.0 * (double)dloss / ((double)N * (double)k);
+    for (int64_t t = 0; t < N; t++) {
+        const int64_t n = token_gram(kr, G, y, row_of + t * k, k, C);
+        for (int64_t s = 0; n >= 2 && s < n; s++) {
+            others_solve(w, Go, bo, L, G, n, s);
+            const float *ys = y + (int64_t)kr[s] * C;
+            float *dys = dy + (int64_t)kr[s] * C;
+            for (int64_t c = 0; c < C; c++) {
+                /* p = A w (the projection); dy_s += sc p; dy_j += sc w_j (y_s - p) */
+                double p = 0.0;
+                for (int64_t i = 0, j = 0; i < n; i++)
+                    if (i != s) p += w[j++] * y[(int64_t)kr[i] * C + c];
+                dys[c] += (float)(sc * p);
+                const double r = (double)ys[c] - p;
+                for (int64_t i = 0, j = 0; i < n; i++)
+                    if (i != s) dy[(int64_t)kr[i] * C + c] += (float)(sc * w[j++] * r);
+            }
+        }
+    }
+}
+
+float tess_nn_moe_ortho_forward_ref(const float *y, const int32_t *row_of, int64_t N, int64_t k,
+                                    int64_t C) {
+    double acc = 0.0;
+    double *basis = malloc((size_t)(k * C) * sizeof *basis);
+    TESS_ASSERT(basis);
+    for (int64_t t = 0; t < N; t++)
+        for (int64_t s = 0; s < k; s++) {
+            if (row_of[t * k + s] < 0) continue;
+            int64_t nb = 0;
+            for (int64_t r = 0; r < k; r++) {
+                if (r == s || row_of[t * k + r] < 0) continue;
+                double *u = basis + nb * C, len = 0.0, res = 0.0;
+                for (int64_t c = 0; c < C; c++) {
+                    u[c] = y[(int64_t)row_of[t * k + r] * C + c];
+                    len += u[c] * u[c];
+                }
+                for (int64_t q = 0; q < nb; q++) {
+                    double d = 0.0;
+                    for (int64_t c = 0; c < C; c++) d += basis[q * C + c] * u[c];
+                    for (int64_t c = 0; c < C; c++) u[c] -= d * basis[q * C + c];
+                }
+                for (int64_t c = 0; c < C; c++) res += u[c] * u[c];
+                if (res <= 1e-24 * len || res == 0.0) continue;
+                for (int64_t c = 0; c < C; c++) u[c] /= sqrt(res);
+                nb++;
+            }
+            const float *ys = y + (int64_t)row_of[t * k + s] * C;
+            for (int64_t q = 0; q < nb; q++) {
+                double d = 0.0;
+                for (int64_t c = 0; c < C; c++) d += basis[q * C + c] * ys[c];
+                acc += d * d;
+            }
+        }
+    free(basis);
+    return (float)(acc / ((double)N * (double)k));
+}
+
+float tess_nn_moe_variance_forward(const float *probs, int64_t N, int64_t E) {
+    TESS_ASSERT(E >= 2);
+    double acc = 0.0;
+    for (int64_t t = 0; t < N; t++) {
+        const float *p = probs + t * E;
+        double mean = 0.0, v = 0.0;
+        for (int64_t e = 0; e < E; e++) mean += p[e];
+        mean /= (double)E;
+        for (int64_t e = 0; e < E; e++) v += ((double)p[e] - mean) * ((double)p[e] - mean);
+        acc += v / (double)(E - 1);
+    }
+    return (float)(acc / (double)N);
+}
+
+void tess_nn_moe_variance_backward(float *dprobs, float dloss, const float *probs, int64_t N,
+                                   int64_t E) {
+    TESS_ASSERT(E >= 2);
+    const double sc = 2.0 * (double)dloss / ((double)(E - 1) * (double)N);
+    for (int64_t t = 0; t < N; t++) {
+        const float *p = probs + t * E;
+        double mean = 0.0;
+        for (int64_t e = 0; e < E; e++) mean += p[e];
+        mean /= (double)E;
+        for (int64_t e = 0; e < E; e++) dprobs[t * E + e] += (float)(sc * ((double)p[e] - mean));
+    }
+}
+
 /* ---------- one expert ---------- */
 
 void tess_nn_moe_expert_forward(float *y, float *a, float *b, float *z, const float *x,

@@ -23,7 +23,10 @@
  * Aux losses (per layer): L_lb = E sum_e f_e P_e, f_e = c_e/(kN), P_e = mean_t p_{t,e};
  *   L_z = mean_t lse_t^2;
  *   R_sp = (1/N) sum_t (1/(k(k-1))) sum_{e != v in K_t} phi(cos(z_t^(e), z_t^(v)));
- *   R_cp between adjacent MoE layers a, b = -(1/N) sum_t M_t^(a) M_t^(b).
+ *   R_cp between adjacent MoE layers a, b = -(1/N) sum_t M_t^(a) M_t^(b);
+ *   the baselines of Guo et al. (arXiv:2505.22323): L_o = (1/(N k)) sum_t sum_s |P_{t,-s} y_{t,s}|^2,
+ *   the squared projection of each selected expert's output onto the span of the token's other
+ *   selected outputs, and L_v = mean_t var_e(p_{t,e}) (unbiased), which the objective maximises.
  *
  * The kernels below follow nn/'s convention (docs/nn.md): inputs const, outputs overwritten,
  * backward ADDS into every gradient, no allocation, void. The layer (tess_nn_moe_stack_make_ffn)
@@ -174,6 +177,31 @@ float tess_nn_moe_rsp_forward_ref(const float *z, const int32_t *row_of, int64_t
 void tess_nn_moe_rsp_backward_ref(float *dz, float dloss, const float *z, const int32_t *row_of,
                                   int64_t N, int64_t k, int64_t F, tess_nn_moe_phi phi);
 
+/* ---------- the baselines of Guo et al. ---------- */
+
+/* The ridge of the orthogonality loss's normal equations (in double). */
+#define TESS_NN_MOE_ORTHO_EPS 1e-12
+
+/* Orthogonality loss of one layer: y (rows, C) the experts' outputs before the gates, row_of
+ * (N,k) as for R_sp (-1: dropped, in no projection). For token t and kept slot s with A the
+ * (C, m) matrix of the token's other kept outputs: f = b^T (A^T A + eps I)^-1 b, b = A^T y_s (the
+ * squared length of the orthogonal projection of y_s onto span A, which Guo et al. build by
+ * Gram-Schmidt), L_o = (1/(N k)) sum_t sum_s f. backward: dy (rows, C) += dloss dL_o/dy, with
+ * w = (A^T A + eps I)^-1 b: df/dy_s = 2 A w, df/da_j = 2 w_j (y_s - A w). 2 <= k <= 16. */
+float tess_nn_moe_ortho_forward(const float *y, const int32_t *row_of, int64_t N, int64_t k,
+                                int64_t C);
+void tess_nn_moe_ortho_backward(float *dy, float dloss, const float *y, const int32_t *row_of,
+                                int64_t N, int64_t k, int64_t C);
+/* The same value by modified Gram-Schmidt of the other outputs (in double, no ridge; a vector
+ * whose residual is below 1e-12 of its length adds no direction). */
+float tess_nn_moe_ortho_forward_ref(const float *y, const int32_t *row_of, int64_t N, int64_t k,
+                                    int64_t C);
+/* Variance loss: L_v = (1/N) sum_t var_e(probs_t), the unbiased variance over E >= 2 scores;
+ * backward: dprobs (N,E) += dloss 2 (p_{t,e} - mean_t) / ((E - 1) N). */
+float tess_nn_moe_variance_forward(const float *probs, int64_t N, int64_t E);
+void tess_nn_moe_variance_backward(float *dprobs, float dloss, const float *probs, int64_t N,
+                                   int64_t E);
+
 /* ---------- one SwiGLU expert on its n rows ---------- */
 
 /* y (n,C) = z @ w_down^T; caches a = x @ w_gate^T, b = x @ w_up^T, z = silu(a) * b, all (n,F);
@@ -226,13 +254,18 @@ typedef struct {
     tess_nn_moe_drop drop;
     double capacity_factor;
     bool pad;
+    /* Guo et al.'s baselines: weights of sum_l L_o (added) and sum_l L_v (subtracted: the
+     * variance of the scores is maximised); fixed weights (their automatic scaling of the weights
+     * to powers of ten is not done) */
+    double lambda_o, lambda_v;
 } tess_nn_moe_config;
 
 /* TESS_ERR_CONFIG naming the field: E < 1, k outside [1, E], F < 1, every < 1, a negative lambda,
  * k = 1 with lambda_sp > 0 (R_sp needs two co-activated experts), an unknown phi, score or drop,
  * std < 0, E not divisible by the size of ep, jitter outside [0, 1), capacity_factor <= 0 with a
  * drop policy, pad without one, lambda_z > 0 with sigmoid scores (the z-loss is defined on the
- * softmax router). */
+ * softmax router), lambda_o > 0 with k = 1, lambda_v > 0 with E = 1, a negative lambda_o or
+ * lambda_v. */
 tess_status tess_nn_moe_check_config(const tess_nn_moe_config *cfg);
 
 /* The auxiliary terms of the last forward, summed over the MoE layers (unweighted), and the
@@ -240,7 +273,9 @@ tess_status tess_nn_moe_check_config(const tess_nn_moe_config *cfg);
 typedef struct {
     int64_t layers;          /* MoE layers */
     double lb, z, sp, cp;    /* sum_l L_lb, sum_l L_z, sum_l R_sp (0 when lambda_sp = 0), R_cp */
-    double total;            /* lambda_lb lb + lambda_z z + lambda_sp sp + lambda_cp cp */
+    double o, v;             /* sum_l L_o (0 when lambda_o = 0), sum_l L_v */
+    double total;            /* lambda_lb lb + lambda_z z + lambda_sp sp + lambda_cp cp
+                              * + lambda_o o - lambda_v v */
     double dropped;          /* dropped (token, slot) pairs / routed pairs, over the layers */
 } tess_nn_moe_aux;
 

@@ -62,7 +62,7 @@ struct moe_layer {
     int64_t *rows;               /* (nle) rows of each local expert in the last forward */
     const float *in;             /* (N,C) of the last forward, borrowed */
     int64_t N;                   /* rows of the last forward */
-    float lb, zl, sp;            /* aux values of the last forward */
+    float lb, zl, sp, ol, vl;    /* aux values of the last forward */
 };
 
 static float *P(const moe_layer *m, int64_t i) { return tess_registry_param(m->base.reg, i); }
@@ -107,6 +107,14 @@ tess_status tess_nn_moe_check_config(const tess_nn_moe_config *c) {
                  "moe.lambda_z = %g needs moe.score = softmax (the z-loss is the softmax "
                  "router's), got sigmoid",
                  c->lambda_z);
+    TESS_REQUIRE(c->lambda_o >= 0 && c->lambda_v >= 0, TESS_ERR_CONFIG,
+                 "moe.lambda_ortho, lambda_var must be >= 0, got %g %g", c->lambda_o, c->lambda_v);
+    TESS_REQUIRE(!(c->k == 1 && c->lambda_o > 0), TESS_ERR_CONFIG,
+                 "moe.lambda_ortho = %g needs moe.top_k >= 2 (it projects co-activated experts' "
+                 "outputs), got moe.top_k = 1",
+                 c->lambda_o);
+    TESS_REQUIRE(!(c->E == 1 && c->lambda_v > 0), TESS_ERR_CONFIG,
+                 "moe.lambda_var = %g needs moe.experts >= 2, got 1", c->lambda_v);
     TESS_REQUIRE(!c->ep || c->E % c->ep->size == 0, TESS_ERR_CONFIG,
                  "moe.experts = %lld must be divisible by the expert-parallel size %d",
                  (long long)c->E, c->ep ? c->ep->size : 1);
@@ -346,6 +354,8 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
     m->lb = tess_nn_moe_lb_forward(m->probs, m->lbc, N, m->lbc[E], E, k);
     m->zl = tess_nn_moe_zloss_forward(m->lse, N);
     m->sp = cfg->lambda_sp > 0 ? tess_nn_moe_rsp_forward(m->z, m->row_of, N, k, F, cfg->phi) : 0;
+    m->ol = cfg->lambda_o > 0 ? tess_nn_moe_ortho_forward(m->y, m->row_of, N, k, C) : 0;
+    m->vl = E >= 2 ? tess_nn_moe_variance_forward(m->probs, N, E) : 0;
 }
 
 static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float *dout,
@@ -381,6 +391,9 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
             dgates[t * k + s] = (float)acc;
         }
     }
+    /* the orthogonality loss's gradient of the outputs y, at home */
+    if (cfg->lambda_o > 0)
+        tess_nn_moe_ortho_backward(dy, sc * (float)cfg->lambda_o, m->y, m->row_of, N, k, C);
     /* R_sp's gradient of z, at home; then both to the experts' ranks */
     memset(dz, 0, (size_t)(Rn * F) * sizeof(float));
     if (cfg->lambda_sp > 0)
@@ -434,6 +447,8 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
     tess_nn_moe_gates_backward(dprobs, dgates, m->gates, m->mass, m->topk, N, E, k);
     if (cfg->lambda_lb > 0)
         tess_nn_moe_lb_backward(dprobs, sc * (float)cfg->lambda_lb, m->lbc, N, m->lbc[E], E, k);
+    if (cfg->lambda_v > 0) /* maximised */
+        tess_nn_moe_variance_backward(dprobs, -sc * (float)cfg->lambda_v, m->probs, N, E);
     if (cfg->lambda_cp > 0 && m->stack->n > 1) {
         memset(dmass, 0, (size_t)N * sizeof(float));
         const float dl = sc * (float)cfg->lambda_cp;
@@ -584,12 +599,14 @@ void tess_nn_moe_stack_aux(const tess_nn_moe_stack *s, tess_nn_moe_aux *aux) {
         aux->lb += m->lb;
         aux->z += m->zl;
         aux->sp += m->sp;
+        aux->o += m->ol;
+        aux->v += m->vl;
         if (i + 1 < s->n) aux->cp += tess_nn_moe_rcp_forward(m->mass, s->layer[i + 1]->mass, m->N);
     }
     aux->dropped = routed > 0 ? aux->dropped / routed : 0.0;
     const tess_nn_moe_config *c = &s->cfg;
     aux->total = c->lambda_lb * aux->lb + c->lambda_z * aux->z + c->lambda_sp * aux->sp +
-                 c->lambda_cp * aux->cp;
+                 c->lambda_cp * aux->cp + c->lambda_o * aux->o - c->lambda_v * aux->v;
 }
 
 int64_t tess_nn_moe_stack_layers(const tess_nn_moe_stack *s) { return s->n; }

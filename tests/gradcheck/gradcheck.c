@@ -1007,13 +1007,57 @@ static void moe_rsp_forward_ref(gc_ctx *c) { moe_rsp_run_forward(c, true); }
 static void moe_rsp_backward(gc_ctx *c) { moe_rsp_run_backward(c, false); }
 static void moe_rsp_backward_ref(gc_ctx *c) { moe_rsp_run_backward(c, true); }
 
+/* moe_ortho: dims {N, k, C, dropped}: Guo et al.'s orthogonality loss of outputs y (R,C), rows
+ * paired by token through the scrambled row_of of moe_rsp_swiglu; with dropped, slot 0 of token 1
+ * is dropped (-1). */
+static void moe_ortho_setup(gc_ctx *c) {
+    const int64_t N = c->dims[0], k = c->dims[1], C = c->dims[2], R = N * k;
+    gc_input(c, "y", R * C, -1, 1);
+    int32_t *row_of = gc_ids(c, "row_of", R, 0, 0);
+    for (int64_t i = 0; i < R; i++) row_of[i] = (int32_t)((7 * i + 3) % R);
+    if (c->dims[3]) row_of[k] = -1;
+    gc_output(c, "loss", 1);
+}
+static void moe_ortho_forward(gc_ctx *c) {
+    gc_x(c, "loss")[0] = tess_nn_moe_ortho_forward(gc_x(c, "y"), gc_i(c, "row_of"), c->dims[0],
+                                                   c->dims[1], c->dims[2]);
+}
+static void moe_ortho_forward_ref(gc_ctx *c) {
+    gc_x(c, "loss")[0] = tess_nn_moe_ortho_forward_ref(gc_x(c, "y"), gc_i(c, "row_of"),
+                                                       c->dims[0], c->dims[1], c->dims[2]);
+}
+static void moe_ortho_backward(gc_ctx *c) {
+    tess_nn_moe_ortho_backward(gc_g(c, "y"), gc_g(c, "loss")[0], gc_x(c, "y"), gc_i(c, "row_of"),
+                               c->dims[0], c->dims[1], c->dims[2]);
+}
+
+/* moe_variance: dims {N, E}: mean over tokens of the variance of softmax(logits) */
+static void moe_variance_setup(gc_ctx *c) {
+    const int64_t N = c->dims[0], E = c->dims[1];
+    gc_input(c, "logits", N * E, -2, 2);
+    gc_cache(c, "probs", N * E);
+    gc_cache(c, "lse", N);
+    gc_work(c, "dprobs", N * E);
+    gc_output(c, "loss", 1);
+}
+static void moe_variance_forward(gc_ctx *c) {
+    moe_softmax_only(c, gc_x(c, "probs"), gc_x(c, "lse"), gc_x(c, "logits"));
+    gc_x(c, "loss")[0] = tess_nn_moe_variance_forward(gc_x(c, "probs"), c->dims[0], c->dims[1]);
+}
+static void moe_variance_backward(gc_ctx *c) {
+    const int64_t N = c->dims[0], E = c->dims[1];
+    tess_nn_moe_variance_backward(gc_x(c, "dprobs"), gc_g(c, "loss")[0], gc_x(c, "probs"), N, E);
+    tess_nn_moe_softmax_backward(gc_g(c, "logits"), gc_x(c, "dprobs"), gc_x(c, "probs"), N, E);
+}
+
 /* moe_layers: dims {N, C, F, E, k, shared_F, variant}: two MoE layers of one stack (with a
  * shared SwiGLU expert of width shared_F when > 0), y2 = moe2(moe1(x)), with every
  * aux loss on (lambda_lb 0.5, lambda_z 0.3, lambda_sp 0.7, lambda_cp 0.9); outputs y2 (N,C) and
  * the weighted aux total, whose dout is the stack's loss scale. forward_ref is the same
  * composition token by token from the _ref kernels. variant 0: softmax, dropless; 1: sigmoid
  * scores (lambda_z 0), capacity factor 0.75 dropping by score, padded blocks; 2: capacity 0.75
- * dropping by position, training with router jitter 0.3 (step 3). */
+ * dropping by position, training with router jitter 0.3 (step 3); 3: Guo et al.'s baselines on
+ * as well (lambda_o 0.6, lambda_v 0.8). */
 static struct {
     tess_registry *reg;
     tess_nn_moe_stack *stack;
@@ -1030,6 +1074,8 @@ static tess_nn_moe_config gc_moe_cfg(const gc_ctx *c) {
         mc.drop = TESS_NN_MOE_DROP_PROBS, mc.capacity_factor = 0.75, mc.pad = true;
     } else if (c->dims[6] == 2) {
         mc.drop = TESS_NN_MOE_DROP_POSITION, mc.capacity_factor = 0.75, mc.jitter = 0.3;
+    } else if (c->dims[6] == 3) {
+        mc.lambda_o = 0.6, mc.lambda_v = 0.8;
     }
     return mc;
 }
@@ -1120,12 +1166,12 @@ static double moe_layer_ref(float *y, float *mass, const float *x, const char *p
     float *h = calloc((size_t)(N * E), sizeof(float)), *p = calloc((size_t)(N * E), sizeof(float));
     float *lse = calloc((size_t)N, sizeof(float)), *g = calloc((size_t)(N * k), sizeof(float));
     float *z = calloc((size_t)(N * k * F), sizeof(float)), *ab = calloc((size_t)(2 * F), sizeof(float));
-    float *yr = calloc((size_t)C, sizeof(float));
+    float *yk = calloc((size_t)(N * k * C), sizeof(float)); /* each slot's expert output */
     int32_t *topk = calloc((size_t)(N * k), sizeof(int32_t)), *row = calloc((size_t)(N * k), sizeof(int32_t));
     float *xr = calloc((size_t)(N * C), sizeof(float));
     uint8_t *keep = calloc((size_t)(N * k), 1);
     int64_t counts[64];
-    if (!h || !p || !lse || !g || !z || !ab || !yr || !topk || !row || !xr || !keep)
+    if (!h || !p || !lse || !g || !z || !ab || !yk || !topk || !row || !xr || !keep)
         gc_die("out of memory in", "moe_layer_ref");
     /* the router's input: x, or x u with the jitter u of this layer and step */
     memcpy(xr, x, (size_t)(N * C) * sizeof(float));
@@ -1144,6 +1190,7 @@ static double moe_layer_ref(float *y, float *mass, const float *x, const char *p
             const int64_t e = topk[t * k + s];
             row[t * k + s] = keep[t * k + s] ? (int32_t)(t * k + s) : -1;
             if (!keep[t * k + s]) continue;
+            float *yr = yk + (t * k + s) * C;
             tess_nn_moe_expert_forward_ref(yr, ab, ab + F, z + (t * k + s) * F, x + t * C,
                                            wg + e * F * C, wu + e * F * C, wd + e * C * F, 1, C,
                                            F);
@@ -1167,8 +1214,10 @@ static double moe_layer_ref(float *y, float *mass, const float *x, const char *p
     tess_nn_moe_counts(counts, topk, N, E, k);
     double aux = mc.lambda_lb * tess_nn_moe_lb_forward(p, counts, N, N, E, k) +
                  mc.lambda_z * tess_nn_moe_zloss_forward(lse, N) +
-                 mc.lambda_sp * tess_nn_moe_rsp_forward_ref(z, row, N, k, F, mc.phi);
-    free(h), free(p), free(lse), free(g), free(z), free(ab), free(yr), free(topk), free(row);
+                 mc.lambda_sp * tess_nn_moe_rsp_forward_ref(z, row, N, k, F, mc.phi) -
+                 mc.lambda_v * tess_nn_moe_variance_forward(p, N, E);
+    if (mc.lambda_o > 0) aux += mc.lambda_o * tess_nn_moe_ortho_forward_ref(yk, row, N, k, C);
+    free(h), free(p), free(lse), free(g), free(z), free(ab), free(yk), free(topk), free(row);
     free(xr), free(keep);
     return aux;
 }
@@ -1722,7 +1771,8 @@ static const gc_row gc_rows[] = {
     {"blocks_two_axes_ln_gelu", {1, 3, 3, 4, 2, 1}, blocks_setup, blocks_forward, blocks_backward,
      blocks_forward_ref, blocks_backward_ref, 0, false, blocks_teardown, NULL},
     /* MoE (nn/moe.h): gates and mass {N,E,k,score}; LB {N,E,k}; z-loss {N,E}; R_cp {N,E,k};
-     * R_sp through SwiGLU {N,k,C,F,phi}; two coupled layers {N,C,F,E,k,shared_F,variant} */
+     * R_sp through SwiGLU {N,k,C,F,phi}; two coupled layers {N,C,F,E,k,shared_F,variant};
+     * Guo et al.'s orthogonality {N,k,C,dropped} and variance {N,E} */
     {"moe_gates", {7, 6, 2, TESS_NN_MOE_SCORE_SOFTMAX}, moe_gates_setup, moe_gates_forward,
      moe_gates_backward, moe_gates_forward_ref, NULL, 0, true, NULL, NULL},
     {"moe_gates_k3", {5, 8, 3, TESS_NN_MOE_SCORE_SOFTMAX}, moe_gates_setup, moe_gates_forward,
@@ -1747,6 +1797,14 @@ static const gc_row gc_rows[] = {
     {"moe_layers_sigmoid_cap_probs_pad", {8, 8, 6, 4, 2, 0, 1}, moe_layers_setup,
      moe_layers_forward, moe_layers_backward, moe_layers_forward_ref, NULL, 0, true,
      moe_layers_teardown, NULL},
+    {"moe_layers_guo_ov", {9, 8, 6, 4, 2, 0, 3}, moe_layers_setup, moe_layers_forward,
+     moe_layers_backward, moe_layers_forward_ref, NULL, 0, true, moe_layers_teardown, NULL},
+    {"moe_ortho_k2", {5, 2, 4, 0}, moe_ortho_setup, moe_ortho_forward, moe_ortho_backward,
+     moe_ortho_forward_ref, NULL, 0, false, NULL, NULL},
+    {"moe_ortho_k4_dropped", {3, 4, 6, 1}, moe_ortho_setup, moe_ortho_forward, moe_ortho_backward,
+     moe_ortho_forward_ref, NULL, 0, false, NULL, NULL},
+    {"moe_variance", {6, 5}, moe_variance_setup, moe_variance_forward, moe_variance_backward, NULL,
+     NULL, 0, false, NULL, NULL},
     {"moe_layers_cap_position_jitter", {9, 8, 6, 4, 2, 0, 2}, moe_layers_setup,
      moe_layers_forward, moe_layers_backward, moe_layers_forward_ref, NULL, 0, true,
      moe_layers_teardown, NULL},

@@ -3,7 +3,8 @@
  * activation cosine), R_cp against a brute-force double sum and its renormalised-gates
  * degeneracy, R_sp pairing by token id, the balancing-bias rule, sigmoid scores, the capacity
  * permutation against its definition (both drop policies, padding, count conservation), the
- * dropped fraction and the router jitter of a layer, config errors, and an MoE transformer (MoE
+ * dropped fraction and the router jitter of a layer, Guo et al.'s orthogonality and variance
+ * losses by hand, config errors, and an MoE transformer (MoE
  * every other layer) whose gradient of CE + aux matches finite differences. */
 #include <math.h>
 #include <stdlib.h>
@@ -261,6 +262,33 @@ static void check_permute(void) {
                     "probs keeps tokens 0, 2 on expert 1");
 }
 
+/* Guo et al.'s baselines by hand: the orthogonality loss of two outputs and of three with one in
+ * the span of the others, and the variance of uniform and one-hot scores. */
+static void check_guo(void) {
+    /* y1 = (1,0), y2 = (1,1): |proj_y2 y1|^2 = 1/2, |proj_y1 y2|^2 = 1; (1/2 + 1) / (N k = 2) */
+    const float y[4] = {1.f, 0.f, 1.f, 1.f};
+    const int32_t row[2] = {0, 1};
+    TESS_TEST_CLOSE(tess_nn_moe_ortho_forward(y, row, 1, 2, 2), 0.75, 1e-6, 0, "L_o by hand");
+    TESS_TEST_CLOSE(tess_nn_moe_ortho_forward_ref(y, row, 1, 2, 2), 0.75, 1e-6, 0,
+                    "L_o by Gram-Schmidt");
+    /* y3 = y1 + y2 lies in the span of the others: each projection is the whole vector, so
+     * L_o = (|y1|^2 + |y2|^2 + |y3|^2) / 3 = (1 + 2 + 5) / 3 */
+    const float y3[6] = {1.f, 0.f, 1.f, 1.f, 2.f, 1.f};
+    const int32_t row3[3] = {2, 0, 1};
+    TESS_TEST_CLOSE(tess_nn_moe_ortho_forward(y3, row3, 1, 3, 2), 8.0 / 3.0, 1e-6, 0,
+                    "L_o of dependent outputs");
+    /* orthogonal outputs: 0; a dropped slot takes part in no projection */
+    const float yo[4] = {2.f, 0.f, 0.f, 3.f};
+    TESS_TEST_CLOSE(tess_nn_moe_ortho_forward(yo, row, 1, 2, 2), 0.0, 1e-12, 0, "L_o orthogonal");
+    const int32_t rowd[2] = {0, -1};
+    TESS_TEST_CLOSE(tess_nn_moe_ortho_forward(y, rowd, 1, 2, 2), 0.0, 1e-12, 0,
+                    "L_o with the partner dropped");
+    const float pu[4] = {0.25f, 0.25f, 0.25f, 0.25f}, ph[4] = {1.f, 0.f, 0.f, 0.f};
+    TESS_TEST_CLOSE(tess_nn_moe_variance_forward(pu, 1, 4), 0.0, 1e-12, 0, "L_v uniform");
+    /* mean 1/4: (9/16 + 3/16) / 3 = 1/4 */
+    TESS_TEST_CLOSE(tess_nn_moe_variance_forward(ph, 1, 4), 0.25, 1e-7, 0, "L_v one-hot");
+}
+
 static void check_config(void) {
     const tess_nn_moe_config ok = {.E = 8, .k = 2, .F = 16, .every = 1, .lambda_lb = 1e-2,
                                    .lambda_sp = 2e-3, .lambda_cp = 1e-3, .std = 0.02};
@@ -301,6 +329,11 @@ static void check_config(void) {
     TESS_TEST_CHECK(tess_nn_moe_check_config(&c) == TESS_ERR_CONFIG &&
                         strstr(tess_error_text(), "moe.jitter must be in [0, 1)"),
                     "jitter 1: %s", tess_error_text());
+    c = ok;
+    c.k = 1, c.lambda_sp = 0, c.lambda_o = 1e-2;
+    TESS_TEST_CHECK(tess_nn_moe_check_config(&c) == TESS_ERR_CONFIG &&
+                        strstr(tess_error_text(), "moe.lambda_ortho = 0.01 needs moe.top_k >= 2"),
+                    "orthogonality loss with k = 1: %s", tess_error_text());
     c = ok;
     c.score = TESS_NN_MOE_SCORE_SIGMOID, c.lambda_z = 1e-3;
     TESS_TEST_CHECK(tess_nn_moe_check_config(&c) == TESS_ERR_CONFIG &&
@@ -494,6 +527,7 @@ int main(int argc, char **argv) {
     check_bias_update();
     check_sigmoid();
     check_permute();
+    check_guo();
     check_config();
     check_layer_stats_and_jitter();
     check_transformer();

@@ -7,7 +7,8 @@
  * gradients times the ep size against the reference's rows of its experts (moe.h: expert
  * gradients are divided by the ep size), and the router gradients summed over the ranks. Also: the registry entries (sharded layout, EXPERT tag, the edp group) and the
  * config error for E not divisible by the ep size. Three configurations: dropless softmax;
- * sigmoid scores with capacity by score, padding and router jitter; capacity by position. */
+ * sigmoid scores with capacity by score, padding and router jitter; capacity by position with
+ * Guo et al.'s orthogonality and variance losses. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,8 +190,8 @@ int main(int argc, char **argv) {
         cap.drop = TESS_NN_MOE_DROP_PROBS, cap.capacity_factor = 0.75, cap.pad = true;
         check_ep(&cap, "sigmoid+capacity+pad+jitter", world, self, rank, size);
         cap.score = TESS_NN_MOE_SCORE_SOFTMAX, cap.lambda_z = 0.3;
-        cap.drop = TESS_NN_MOE_DROP_POSITION, cap.pad = false;
-        check_ep(&cap, "capacity by position", world, self, rank, size);
+        cap.drop = TESS_NN_MOE_DROP_POSITION, cap.pad = false, cap.lambda_o = 0.6, cap.lambda_v = 0.8;
+        check_ep(&cap, "capacity by position, Guo o+v", world, self, rank, size);
     }
     /* E not divisible by the ep size */
     tess_nn_moe_config bad = epc;
