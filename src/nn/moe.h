@@ -240,6 +240,9 @@ typedef struct {
      * reduced over (the ranks holding the same experts). Both borrowed, NULL: every expert on
      * this rank. With ep, forward and backward are collective on ep. */
     const struct tess_group *ep, *edp;
+    /* With ep: exchange through the all-gather dispatcher (par/dispatch.h, the correctness
+     * oracle: same results, P times the traffic) instead of the all-to-all one. */
+    bool ep_allgather;
     /* L_lb's counts and token total summed over this group (borrowed; collective on it in
      * forward), e.g. every data-parallel rank: the global-batch L_lb, so the objective does not
      * depend on how the batch is split over ranks. NULL: each rank's own (the per-micro-batch
@@ -324,6 +327,9 @@ const float *tess_nn_moe_stack_probs(const tess_nn_moe_stack *s, int64_t i, int6
 const int32_t *tess_nn_moe_stack_topk(const tess_nn_moe_stack *s, int64_t i);
 /* (token, slot) pairs MoE layer i dropped in its last forward (0 when dropless). */
 int64_t tess_nn_moe_stack_dropped(const tess_nn_moe_stack *s, int64_t i);
+/* Rows (padding included) this rank's experts processed in MoE layer i's last forward: summed
+ * over the ep group, the rows its ranks sent (count conservation). */
+int64_t tess_nn_moe_stack_expert_rows(const tess_nn_moe_stack *s, int64_t i);
 /* Top-k mass (N) of MoE layer i's last forward. */
 const float *tess_nn_moe_stack_mass(const tess_nn_moe_stack *s, int64_t i);
 /* R_sp's statistic of MoE layer i's last forward with the given phi, whatever lambda_sp is:

@@ -568,7 +568,9 @@ tess_status tess_nn_moe_stack_make_ffn(void *ctx, int64_t layer, const tess_tfm_
                      (long long)cfg->E);
     }
     if (cfg->ep) {
-        const tess_status ps = tess_dispatch_create(&m->plan, cfg->ep, m->nle);
+        const tess_status ps = cfg->ep_allgather
+                                   ? tess_dispatch_create_allgather(&m->plan, cfg->ep, m->nle)
+                                   : tess_dispatch_create(&m->plan, cfg->ep, m->nle);
         if (ps != TESS_OK) {
             moe_destroy(&m->base);
             return ps;
@@ -631,6 +633,13 @@ float *tess_nn_moe_stack_bias(tess_nn_moe_stack *s, int64_t i) {
 
 int64_t tess_nn_moe_stack_dropped(const tess_nn_moe_stack *s, int64_t i) {
     return s->layer[i]->dropped;
+}
+
+int64_t tess_nn_moe_stack_expert_rows(const tess_nn_moe_stack *s, int64_t i) {
+    const moe_layer *m = s->layer[i];
+    int64_t n = 0;
+    for (int64_t j = 0; j < m->nle; j++) n += m->rows[j];
+    return n;
 }
 
 const float *tess_nn_moe_stack_mass(const tess_nn_moe_stack *s, int64_t i) {

@@ -6,7 +6,9 @@
  * difference over max magnitude): outputs, aux terms, input gradients, each rank's expert
  * gradients times the ep size against the reference's rows of its experts (moe.h: expert
  * gradients are divided by the ep size), and the router gradients summed over the ranks. Also: the registry entries (sharded layout, EXPERT tag, the edp group) and the
- * config error for E not divisible by the ep size. Three configurations: dropless softmax;
+ * config error for E not divisible by the ep size. The same layers over the all-gather dispatcher
+ * (the oracle of par/dispatch.h) give the same outputs, aux terms and gradients within 1e-6, and
+ * the experts of all ranks process exactly the rows all ranks sent (count conservation). Three configurations: dropless softmax;
  * sigmoid scores with capacity by score, padding and router jitter; capacity by position with
  * Guo et al.'s orthogonality and variance losses. */
 #include <math.h>
@@ -100,11 +102,13 @@ static double rel(const float *a, const float *b, int64_t n) {
  * configured), rank q's first token q N. */
 static void check_ep(const tess_nn_moe_config *base, const char *label, tess_group *world,
                      tess_group *self, int rank, int size) {
-    pair ep, ref;
+    pair ep, ref, ag;
     tess_nn_moe_config epc = *base;
     epc.ep = world, epc.edp = self;
     DIST_TEST_OK(pair_build(&ep, &epc));
     DIST_TEST_OK(pair_build(&ref, base));
+    epc.ep_allgather = true;
+    DIST_TEST_OK(pair_build(&ag, &epc));
     const int64_t wi = tess_registry_find(ep.reg, "m1.w_gate");
     const tess_registry_entry *we = tess_registry_get(ep.reg, wi);
     TESS_TEST_CHECK(we->local_shape[0] == E / size && (we->tags & TESS_TAG_EXPERT) &&
@@ -125,6 +129,31 @@ static void check_ep(const tess_nn_moe_config *base, const char *label, tess_gro
     tess_nn_moe_stack_set_step(ep.st, true, 2, rank * N);
     const double aux = pair_run(&ep, y, dx, x + rank * N * C, dout + rank * N * C);
     DIST_TEST_OK(tess_nn_moe_stack_status(ep.st));
+    /* count conservation: the rows the experts of all ranks processed are the pairs kept by all
+     * ranks (every expert's block of capacity rows with padding) */
+    for (int l = 0; l < 2; l++) {
+        int64_t c[2] = {tess_nn_moe_stack_expert_rows(ep.st, l),
+                        base->pad ? E * tess_nn_moe_capacity(N, E, K, base->capacity_factor)
+                                  : N * K - tess_nn_moe_stack_dropped(ep.st, l)};
+        DIST_TEST_OK(tess_par_allreduce_i64(world, c, 2, TESS_PAR_SUM));
+        TESS_TEST_CHECK(c[0] == c[1], "%s: layer %d: experts processed %lld rows, ranks sent %lld",
+                        label, l, (long long)c[0], (long long)c[1]);
+    }
+    /* the all-gather oracle on the same rows */
+    float ay[N * C], adx[N * C];
+    memset(adx, 0, sizeof adx);
+    tess_registry_zero_grads(ag.reg);
+    tess_nn_moe_stack_set_step(ag.st, true, 2, rank * N);
+    const double aaux = pair_run(&ag, ay, adx, x + rank * N * C, dout + rank * N * C);
+    DIST_TEST_OK(tess_nn_moe_stack_status(ag.st));
+    double oworst = fmax(rel(y, ay, N * C), rel(dx, adx, N * C));
+    TESS_TEST_CHECK(fabs(aux - aaux) <= 1e-6 * fabs(aaux), "%s: aux %.9g vs the all-gather "
+                    "oracle's %.9g", label, aux, aaux);
+    for (int64_t i = 0; i < tess_registry_count(ep.reg); i++)
+        oworst = fmax(oworst, rel(tess_registry_grad(ep.reg, i), tess_registry_grad(ag.reg, i),
+                                  tess_registry_get(ep.reg, i)->local_count));
+    TESS_TEST_CHECK(oworst <= 1e-6, "%s: outputs and gradients vs the all-gather oracle: %.3g",
+                    label, oworst);
     tess_registry_zero_grads(ref.reg);
     double raux = 0;
     for (int q = 0; q < size; q++) {
@@ -164,11 +193,13 @@ static void check_ep(const tess_nn_moe_config *base, const char *label, tess_gro
         worst = fmax(worst, err);
     }
     if (rank == 0)
-        printf("moe ep=%d %s: outputs %.2e, input grads %.2e, parameter grads %.2e (max rel)\n",
-               size, label, ey, edx, worst);
+        printf("moe ep=%d %s: vs 1 rank: outputs %.2e, input grads %.2e, parameter grads %.2e; "
+               "vs the all-gather oracle %.2e (max rel)\n",
+               size, label, ey, edx, worst, oworst);
     free(x), free(dout);
     pair_free(&ep);
     pair_free(&ref);
+    pair_free(&ag);
 }
 
 int main(int argc, char **argv) {
