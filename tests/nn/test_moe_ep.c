@@ -34,7 +34,8 @@ typedef struct {
 
 static const tess_tfm_config tcfg = {.V = 8, .T = N, .C = C, .NH = 1, .F = 4, .L = 2};
 
-static tess_status pair_build(pair *p, const tess_nn_moe_config *mc) {
+/* The pair for up to `rows` rows. */
+static tess_status pair_build_rows(pair *p, const tess_nn_moe_config *mc, int64_t rows) {
     *p = (pair){0};
     TESS_CHECK(tess_registry_create(&p->reg));
     TESS_CHECK(tess_nn_moe_stack_create(&p->st, mc));
@@ -45,12 +46,12 @@ static tess_status pair_build(pair *p, const tess_nn_moe_config *mc) {
     TESS_CHECK(tess_registry_finalize(p->reg));
     tess_arena m;
     tess_arena_init_measure(&m);
-    for (int l = 0; l < 2; l++) TESS_CHECK(tess_nn_ffn_carve(p->f[l], &m, N));
+    for (int l = 0; l < 2; l++) TESS_CHECK(tess_nn_ffn_carve(p->f[l], &m, rows));
     TESS_CHECK(tess_arena_init(&p->arena, tess_arena_high_water(&m)));
-    for (int l = 0; l < 2; l++) TESS_CHECK(tess_nn_ffn_carve(p->f[l], &p->arena, N));
-    p->y1 = calloc(N * C, sizeof(float));
-    p->dy1 = calloc(N * C, sizeof(float));
-    p->scratch = calloc((size_t)tess_nn_ffn_scratch_floats(p->f[0], N), sizeof(float));
+    for (int l = 0; l < 2; l++) TESS_CHECK(tess_nn_ffn_carve(p->f[l], &p->arena, rows));
+    p->y1 = calloc((size_t)(rows * C), sizeof(float));
+    p->dy1 = calloc((size_t)(rows * C), sizeof(float));
+    p->scratch = calloc((size_t)tess_nn_ffn_scratch_floats(p->f[0], rows), sizeof(float));
     TESS_REQUIRE(p->y1 && p->dy1 && p->scratch, TESS_ERR_MEM, "pair buffers");
     /* every entry from its global values: element g of entry i is the same at any ep size */
     for (int64_t i = 0; i < tess_registry_count(p->reg); i++) {
@@ -67,6 +68,10 @@ static tess_status pair_build(pair *p, const tess_nn_moe_config *mc) {
     return TESS_OK;
 }
 
+static tess_status pair_build(pair *p, const tess_nn_moe_config *mc) {
+    return pair_build_rows(p, mc, N);
+}
+
 static void pair_free(pair *p) {
     for (int l = 0; l < 2; l++) tess_nn_ffn_destroy(&p->f[l]);
     tess_nn_moe_stack_destroy(&p->st);
@@ -75,17 +80,23 @@ static void pair_free(pair *p) {
     free(p->y1), free(p->dy1), free(p->scratch);
 }
 
-/* forward y2 = m2(m1(x)), aux total; backward with dy2 (scale 1) into dx and the registry */
-static double pair_run(pair *p, float *y2, float *dx, const float *x, const float *dy2) {
-    tess_nn_ffn_forward(p->f[0], p->y1, x, N);
-    tess_nn_ffn_forward(p->f[1], y2, p->y1, N);
+/* forward y2 = m2(m1(x)) on n rows, aux total; backward with dy2 and the aux terms scaled by
+ * `scale` into dx and the registry (accumulating) */
+static double pair_run_n(pair *p, float *y2, float *dx, const float *x, const float *dy2,
+                         int64_t n, float scale) {
+    tess_nn_ffn_forward(p->f[0], p->y1, x, n);
+    tess_nn_ffn_forward(p->f[1], y2, p->y1, n);
     tess_nn_moe_aux aux;
     tess_nn_moe_stack_aux(p->st, &aux);
-    memset(p->dy1, 0, N * C * sizeof(float));
-    tess_nn_moe_stack_set_loss_scale(p->st, 1.0f);
-    tess_nn_ffn_backward(p->f[1], p->dy1, p->scratch, dy2, N);
-    tess_nn_ffn_backward(p->f[0], dx, p->scratch, p->dy1, N);
+    memset(p->dy1, 0, (size_t)(n * C) * sizeof(float));
+    tess_nn_moe_stack_set_loss_scale(p->st, scale);
+    tess_nn_ffn_backward(p->f[1], p->dy1, p->scratch, dy2, n);
+    tess_nn_ffn_backward(p->f[0], dx, p->scratch, p->dy1, n);
     return aux.total;
+}
+
+static double pair_run(pair *p, float *y2, float *dx, const float *x, const float *dy2) {
+    return pair_run_n(p, y2, dx, x, dy2, N, 1.0f);
 }
 
 static double rel(const float *a, const float *b, int64_t n) {
@@ -202,6 +213,80 @@ static void check_ep(const tess_nn_moe_config *base, const char *label, tess_gro
     pair_free(&ag);
 }
 
+/* The objective on a global batch of P N rows, (1/P) sum_r [P <dout_r, y_r> + aux_r] with the
+ * global-batch L_lb (lb_group = world), has the gradients of one rank on all P N rows at once
+ * (`whole`), whether split over the ranks as data parallelism (dense gradients averaged over
+ * the ranks) or as data and expert parallelism (experts sharded over world, expert gradients
+ * already the mean: moe.h). And one rank running the P N rows as P micro-batches of N with
+ * aux scale 1/P accumulates the gradients of `whole` when lambda_lb = 0 (the per-micro-batch
+ * L_lb depends on the split by definition). Dropless: a capacity is per rank and micro-batch. */
+static void check_split(const tess_nn_moe_config *base, tess_group *world, tess_group *self,
+                        int rank, int size) {
+    const int64_t B = (int64_t)size * N;
+    float *x = malloc((size_t)(B * C) * sizeof(float)), *dout = malloc((size_t)(B * C) * sizeof(float));
+    float *wy = malloc((size_t)(B * C) * sizeof(float)), *wdx = calloc((size_t)(B * C), sizeof(float));
+    float *my = malloc((size_t)(B * C) * sizeof(float)), *mdx = calloc((size_t)(B * C), sizeof(float));
+    float y[N * C], dx[N * C], dsc[N * C];
+    tess_ref_fill_uniform(x, B * C, 17, 1.0f);
+    tess_ref_fill_uniform(dout, B * C, 18, 1.0f);
+    for (int64_t i = 0; i < N * C; i++) dsc[i] = dout[rank * N * C + i] * (float)size;
+    for (int mode = 0; mode < 3; mode++) { /* 0: dp; 1: dp and ep; 2: micro-batches */
+        tess_nn_moe_config wc = *base, sc = *base;
+        if (mode == 2) wc.lambda_lb = sc.lambda_lb = 0;
+        if (mode < 2) sc.lb_group = world;
+        if (mode == 1) sc.ep = world, sc.edp = self;
+        pair whole, split;
+        DIST_TEST_OK(pair_build_rows(&whole, &wc, B));
+        DIST_TEST_OK(pair_build_rows(&split, &sc, N));
+        tess_registry_zero_grads(whole.reg);
+        memset(wdx, 0, (size_t)(B * C) * sizeof(float));
+        const double waux = pair_run_n(&whole, wy, wdx, x, dout, B, 1.0f);
+        tess_registry_zero_grads(split.reg);
+        double saux = 0, err = 0;
+        if (mode < 2) {
+            memset(dx, 0, sizeof dx);
+            saux = pair_run_n(&split, y, dx, x + rank * N * C, dsc, N, 1.0f);
+            DIST_TEST_OK(tess_nn_moe_stack_status(split.st));
+            DIST_TEST_OK(tess_par_allreduce_f64(world, &saux, 1, TESS_PAR_MEAN));
+            for (int64_t i = 0; i < N * C; i++) dx[i] /= (float)size;
+            err = fmax(rel(y, wy + rank * N * C, N * C), rel(dx, wdx + rank * N * C, N * C));
+        } else {
+            memset(mdx, 0, (size_t)(B * C) * sizeof(float));
+            for (int q = 0; q < size; q++)
+                saux += pair_run_n(&split, my + q * N * C, mdx + q * N * C, x + q * N * C,
+                                   dout + q * N * C, N, 1.0f / (float)size) / size;
+            err = fmax(rel(my, wy, B * C), rel(mdx, wdx, B * C));
+        }
+        for (int64_t i = 0; i < tess_registry_count(split.reg); i++) {
+            const tess_registry_entry *e = tess_registry_get(split.reg, i);
+            const int64_t n = e->local_count;
+            double *g = malloc((size_t)n * sizeof(double));
+            float *gf = malloc((size_t)n * sizeof(float));
+            for (int64_t j = 0; j < n; j++) g[j] = tess_registry_grad(split.reg, i)[j];
+            if (mode < 2 && !(e->tags & TESS_TAG_EXPERT && mode == 1))
+                DIST_TEST_OK(tess_par_allreduce_f64(world, g, n, TESS_PAR_MEAN));
+            for (int64_t j = 0; j < n; j++) gf[j] = (float)g[j];
+            const int64_t per = e->ndim > 0 && e->local_shape[0] > 0 ? n / e->local_shape[0] : 0;
+            const float *wg = tess_registry_grad(whole.reg, i) +
+                              (e->tags & TESS_TAG_EXPERT ? e->global_offset[0] * per : 0);
+            const double eg = rel(gf, wg, n);
+            TESS_TEST_CHECK(eg <= 1e-5, "split %d: gradient of %s: %.3g", mode, e->name, eg);
+            err = fmax(err, eg);
+            free(g), free(gf);
+        }
+        TESS_TEST_CHECK(err <= 1e-5, "split %d: outputs, gradients vs the whole batch: %.3g", mode,
+                        err);
+        TESS_TEST_CHECK(fabs(saux - waux) <= 1e-5 * fabs(waux), "split %d: aux %.9g vs %.9g",
+                        mode, saux, waux);
+        if (rank == 0)
+            printf("moe split %s on %d ranks: max rel difference to the whole batch %.2e\n",
+                   mode == 0 ? "dp" : mode == 1 ? "dp+ep" : "micro-batches", size, err);
+        pair_free(&whole);
+        pair_free(&split);
+    }
+    free(x), free(dout), free(wy), free(wdx), free(my), free(mdx);
+}
+
 int main(int argc, char **argv) {
     int rank, size;
     par_test_init(&argc, &argv, &rank, &size);
@@ -223,6 +308,9 @@ int main(int argc, char **argv) {
         cap.score = TESS_NN_MOE_SCORE_SOFTMAX, cap.lambda_z = 0.3;
         cap.drop = TESS_NN_MOE_DROP_POSITION, cap.pad = false, cap.lambda_o = 0.6, cap.lambda_v = 0.8;
         check_ep(&cap, "capacity by position, Guo o+v", world, self, rank, size);
+        tess_nn_moe_config all = base;
+        all.lambda_o = 0.6, all.lambda_v = 0.8;
+        check_split(&all, world, self, rank, size);
     }
     /* E not divisible by the ep size */
     tess_nn_moe_config bad = epc;
