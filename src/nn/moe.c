@@ -319,10 +319,7 @@ static void token_cos(float *nrm, float *cs, float *den, const float *z, const i
     for (int64_t s = 0; s < k; s++) {
         nrm[s] = 0.0f;
         if (rows[s] < 0) continue; /* dropped: in no pair */
-        const float *u = z + (int64_t)rows[s] * F;
-        double q = 0.0;
-        for (int64_t f = 0; f < F; f++) q += (double)u[f] * u[f];
-        nrm[s] = (float)sqrt(q);
+        nrm[s] = (float)sqrt(tess_tensor_sqnorm(z + (int64_t)rows[s] * F, F));
     }
     for (int64_t s = 0; s < k; s++)
         for (int64_t r = s + 1; r < k; r++) {
@@ -331,9 +328,7 @@ static void token_cos(float *nrm, float *cs, float *den, const float *z, const i
                 cs[s * k + r] = cs[r * k + s] = 0.0f;
                 continue;
             }
-            const float *u = z + (int64_t)rows[s] * F, *v = z + (int64_t)rows[r] * F;
-            double d = 0.0;
-            for (int64_t f = 0; f < F; f++) d += (double)u[f] * v[f];
+            const double d = tess_tensor_dot(z + (int64_t)rows[s] * F, z + (int64_t)rows[r] * F, F);
             float dn = fmaxf(nrm[s] * nrm[r], TESS_NN_MOE_COS_EPS);
             den[s * k + r] = den[r * k + s] = dn;
             cs[s * k + r] = cs[r * k + s] = (float)(d / dn);
@@ -380,7 +375,8 @@ void tess_nn_moe_rsp_backward(float *dz, float dloss, const float *z, const int3
                 const bool clamped = nrm[s] * nrm[r] < TESS_NN_MOE_COS_EPS;
                 const float bu = clamped ? 0.0f : a * c / (nrm[s] * nrm[s]);
                 const float av = a / dn;
-                for (int64_t f = 0; f < F; f++) du[f] += av * v[f] - bu * u[f];
+                tess_tensor_axpy(du, av, v, F);
+                tess_tensor_axpy(du, -bu, u, F);
             }
         }
     }

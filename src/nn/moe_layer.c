@@ -10,6 +10,7 @@
 #include "nn/linear.h"    /* tess_nn_linear_* */
 #include "nn/mlp.h"       /* tess_nn_mlp_swiglu_* */
 #include "nn/moe.h"
+#include "tensor/tensor.h" /* tess_tensor_axpy, tess_tensor_dot */
 #include "par/coll.h"      /* tess_par_allreduce_i64 */
 #include "par/dispatch.h"  /* tess_dispatch_* */
 #include "par/mesh.h"      /* tess_group */
@@ -253,6 +254,16 @@ static int64_t moe_scratch_floats(const tess_nn_ffn *f, int64_t max_N) {
     return scratch_head(m, max_N) + (m->Fs > 0 ? tess_nn_mlp_scratch_size(max_N, m->Fs) : 0);
 }
 
+/* y (n) = alpha x, in blocks of a known trip count (vectorised at -O2, as tess_tensor_axpy). */
+static inline void scale_block(float *restrict y, float alpha, const float *restrict x, int64_t m) {
+    for (int64_t i = 0; i < m; i++) y[i] = alpha * x[i];
+}
+static void scale_copy(float *y, float alpha, const float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) scale_block(y + i, alpha, x + i, 16);
+    scale_block(y + i, alpha, x + i, n - i);
+}
+
 /* Keep the first failure of an exchange. */
 static void keep(moe_layer *m, tess_status st) {
     if (st != TESS_OK && m->stack->status == TESS_OK) m->stack->status = st;
@@ -335,9 +346,9 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
             if (r < 0) continue;
             const float g = m->gates[t * k + s], *yr = m->y + r * C;
             if (first)
-                for (int64_t c = 0; c < C; c++) o[c] = g * yr[c];
+                scale_copy(o, g, yr, C);
             else
-                for (int64_t c = 0; c < C; c++) o[c] += g * yr[c];
+                tess_tensor_axpy(o, g, yr, C);
             first = false;
         }
         if (first) memset(o, 0, (size_t)C * sizeof(float));
@@ -381,14 +392,8 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
                 dgates[t * k + s] = 0.0f;
                 continue;
             }
-            const float g = m->gates[t * k + s], *yr = m->y + r * C;
-            float *dyr = dy + r * C;
-            double acc = 0.0;
-            for (int64_t c = 0; c < C; c++) {
-                acc += (double)d[c] * yr[c];
-                dyr[c] = g * d[c];
-            }
-            dgates[t * k + s] = (float)acc;
+            dgates[t * k + s] = (float)tess_tensor_dot(d, m->y + r * C, C);
+            scale_copy(dy + r * C, m->gates[t * k + s], d, C);
         }
     }
     /* the orthogonality loss's gradient of the outputs y, at home */
@@ -433,8 +438,7 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
     for (int64_t t = 0; t < N; t++)
         for (int64_t s = 0; s < k; s++) {
             if (m->row_of[t * k + s] < 0) continue;
-            const float *dr = dxp + (int64_t)m->row_of[t * k + s] * C;
-            for (int64_t c = 0; c < C; c++) din[t * C + c] += dr[c];
+            tess_tensor_axpy(din + t * C, 1.0f, dxp + (int64_t)m->row_of[t * k + s] * C, C);
         }
     if (m->Fs > 0) {
         float *ms = dgates + scratch_head(m, N);
