@@ -67,6 +67,16 @@ static const tess_opt moe_opts[] = {
     TESS_OPT_BOOL("bias_balance", false, "aux-loss-free balancing: a selection bias per expert"),
     TESS_OPT_REAL("bias_rate", 1e-3, 0.0, 1.0, "step of the balancing bias per training step"),
     TESS_OPT_REAL("init_std", 0.02, 0.0, 10.0, "init std of the router and expert input weights"),
+    TESS_OPT_ENUM("score", "softmax", tess_nn_moe_score_names,
+                  "router scores: softmax, or sigmoid normalised over the experts"),
+    TESS_OPT_REAL("jitter", 0.0, 0.0, 1.0, "router input jitter eps (x * U[1-eps, 1+eps), training only), 0: off"),
+    TESS_OPT_ENUM("drop", "none", tess_nn_moe_drop_names,
+                  "capacity drop policy: none (dropless), probs (keep highest scores), position"),
+    TESS_OPT_REAL("capacity_factor", 1.0, 0.0, 1e3,
+                  "capacity ceil(tokens * top_k * factor / experts) per expert and rank (with drop)"),
+    TESS_OPT_BOOL("pad", false, "pad every expert's rows to the capacity (with drop)"),
+    TESS_OPT_REAL("lambda_ortho", 0.0, 0.0, 1e3, "Guo et al. orthogonality loss weight (ablation 'Guo o+v')"),
+    TESS_OPT_REAL("lambda_var", 0.0, 0.0, 1e3, "Guo et al. routing-variance weight (maximised)"),
 };
 static const tess_opt data_opts[] = {
     TESS_OPT_INT("vocab", 256, 2, 1 << 24, "vocabulary V shared by the domains"),
@@ -170,7 +180,15 @@ static tess_status read_options(moe_app *a, const tess_config *c, int nranks, ui
                                   .lambda_cp = tess_config_real(c, "moe.lambda_cp"),
                                   .phi = (tess_nn_moe_phi)tess_config_enum(c, "moe.phi"),
                                   .bias_balance = tess_config_bool(c, "moe.bias_balance"),
-                                  .std = tess_config_real(c, "moe.init_std")};
+                                  .std = tess_config_real(c, "moe.init_std"),
+                                  .score = (tess_nn_moe_score)tess_config_enum(c, "moe.score"),
+                                  .jitter = tess_config_real(c, "moe.jitter"),
+                                  .seed = seed,
+                                  .drop = (tess_nn_moe_drop)tess_config_enum(c, "moe.drop"),
+                                  .capacity_factor = tess_config_real(c, "moe.capacity_factor"),
+                                  .pad = tess_config_bool(c, "moe.pad"),
+                                  .lambda_o = tess_config_real(c, "moe.lambda_ortho"),
+                                  .lambda_v = tess_config_real(c, "moe.lambda_var")};
     a->bias_rate = tess_config_real(c, "moe.bias_rate");
     a->lb_global = tess_config_bool(c, "moe.lb_global");
     TESS_CHECK(tess_nn_moe_check_config(&a->moe));
@@ -360,10 +378,14 @@ static tess_status moe_setup(tess_run *run, void *ctx) {
                   (long long)a->mc.L, (long long)a->mc.C, (long long)a->mc.NH,
                   (long long)a->nmoe, (long long)E, (long long)a->moe.k, (long long)a->moe.F,
                   (long long)tess_registry_global_total(a->reg));
-    tess_log_info("moe: lambda lb %g z %g sp %g cp %g, bias balance %s; %lld steps, global batch "
+    tess_log_info("moe: lambda lb %g z %g sp %g cp %g ortho %g var %g, bias balance %s; %s "
+                  "scores, jitter %g, drop %s (capacity factor %g%s); %lld steps, global batch "
                   "%lld = %d ranks x %lld",
                   a->moe.lambda_lb, a->moe.lambda_z, a->moe.lambda_sp, a->moe.lambda_cp,
-                  a->moe.bias_balance ? "on" : "off", (long long)steps, (long long)a->global_B,
+                  a->moe.lambda_o, a->moe.lambda_v, a->moe.bias_balance ? "on" : "off",
+                  tess_nn_moe_score_names[a->moe.score].name, a->moe.jitter,
+                  tess_nn_moe_drop_names[a->moe.drop].name, a->moe.capacity_factor,
+                  a->moe.pad ? ", padded" : "", (long long)steps, (long long)a->global_B,
                   dp->size, (long long)a->b);
     a->first_loss = a->loss = a->eval_loss = NAN;
     a->t_log = tess_timer_now();
@@ -399,6 +421,7 @@ static tess_status evaluate(tess_run *run, moe_app *a, const tess_group *g) {
     const int64_t lo = share * g->rank < a->eval_batch ? share * g->rank : a->eval_batch;
     const int64_t hi = lo + share < a->eval_batch ? lo + share : a->eval_batch;
     memset(a->stats, 0, (size_t)nst * sizeof *a->stats);
+    tess_nn_moe_stack_set_step(a->stack, false, 0, 0);
     for (int64_t first = lo; first < hi; first += a->b) {
         const int64_t B = hi - first < a->b ? hi - first : a->b, N = B * T;
         moe_data_batch(&a->data, MOE_SPLIT_EVAL, first, B, a->ids, a->targets, a->domain);
@@ -475,6 +498,8 @@ static tess_status moe_step(tess_run *run, void *ctx, int64_t step, tess_run_ste
     moe_data_batch(&a->data, MOE_SPLIT_TRAIN, cursor + dp->rank * a->b, a->b, a->ids, a->targets,
                    NULL);
     tess_registry_zero_grads(a->reg);
+    tess_nn_moe_stack_set_step(a->stack, true, (uint64_t)step,
+                               (cursor + dp->rank * a->b) * a->mc.T);
     const double ce = tess_tfm_forward(a->model, a->ids, a->targets, a->b);
     tess_nn_moe_aux aux;
     tess_nn_moe_stack_aux(a->stack, &aux);

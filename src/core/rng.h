@@ -33,6 +33,7 @@ typedef enum {
     TESS_RNG_PURPOSE_DROPOUT = 3, /* dropout masks; n = step */
     TESS_RNG_PURPOSE_ZO = 4,     /* zero-order directions; n = step */
     TESS_RNG_PURPOSE_NOISE = 5,  /* simulated noise, e.g. Kalman process/measurement; n = step */
+    TESS_RNG_PURPOSE_JITTER = 6, /* MoE router input jitter; n = step */
 } tess_rng_purpose;
 
 /* Counter for (purpose, n): purpose in the top 16 bits, n (a step, an epoch, a layer) in the low

@@ -37,24 +37,39 @@ static void topk_select(int32_t *ids, const float *score, const float *bias, int
     }
 }
 
-void tess_nn_moe_router_forward(float *probs, float *lse, int32_t *topk, float *gates, float *mass,
-                                const float *logits, const float *bias, int64_t N, int64_t E,
-                                int64_t k) {
-    /* probs (N,E), lse (N), topk (N,k), gates (N,k), mass (N); logits (N,E); bias (E) or NULL */
-    TESS_ASSERT(k >= 1 && k <= E);
-    for (int64_t t = 0; t < N; t++) {
-        const float *h = logits + t * E;
-        float *p = probs + t * E;
-        float mx = h[0];
-        for (int64_t e = 1; e < E; e++) mx = h[e] > mx ? h[e] : mx;
-        double sum = 0.0;
+/* p (E) = the scores of h (E); returns logsumexp(h). */
+static float scores(float *p, const float *h, int64_t E, tess_nn_moe_score score) {
+    float mx = h[0];
+    for (int64_t e = 1; e < E; e++) mx = h[e] > mx ? h[e] : mx;
+    double sum = 0.0;
+    if (score == TESS_NN_MOE_SCORE_SOFTMAX) {
         for (int64_t e = 0; e < E; e++) {
             p[e] = tess_tensor_expf(h[e] - mx);
             sum += p[e];
         }
         const float inv = (float)(1.0 / sum);
         for (int64_t e = 0; e < E; e++) p[e] *= inv;
-        lse[t] = mx + (float)log(sum);
+        return mx + (float)log(sum);
+    }
+    double ssum = 0.0;
+    for (int64_t e = 0; e < E; e++) {
+        sum += tess_tensor_expf(h[e] - mx);
+        p[e] = 1.0f / (1.0f + tess_tensor_expf(-h[e]));
+        ssum += p[e];
+    }
+    const float inv = (float)(1.0 / ssum);
+    for (int64_t e = 0; e < E; e++) p[e] *= inv;
+    return mx + (float)log(sum);
+}
+
+void tess_nn_moe_router_forward(float *probs, float *lse, int32_t *topk, float *gates, float *mass,
+                                const float *logits, const float *bias, int64_t N, int64_t E,
+                                int64_t k, tess_nn_moe_score score) {
+    /* probs (N,E), lse (N), topk (N,k), gates (N,k), mass (N); logits (N,E); bias (E) or NULL */
+    TESS_ASSERT(k >= 1 && k <= E);
+    for (int64_t t = 0; t < N; t++) {
+        float *p = probs + t * E;
+        lse[t] = scores(p, logits + t * E, E, score);
         int32_t *ids = topk + t * k;
         topk_select(ids, p, bias, E, k);
         double m = 0.0;
@@ -66,14 +81,20 @@ void tess_nn_moe_router_forward(float *probs, float *lse, int32_t *topk, float *
 
 void tess_nn_moe_router_forward_ref(float *probs, float *lse, int32_t *topk, float *gates,
                                     float *mass, const float *logits, const float *bias,
-                                    int64_t N, int64_t E, int64_t k) {
-    /* Softmax in double; top-k by k passes of "largest, lowest id among equals, not yet taken". */
+                                    int64_t N, int64_t E, int64_t k, tess_nn_moe_score score) {
+    /* Scores in double; top-k by k passes of "largest, lowest id among equals, not yet taken". */
     for (int64_t t = 0; t < N; t++) {
         const float *h = logits + t * E;
-        double mx = h[0], sum = 0.0;
+        double mx = h[0], sum = 0.0, ssum = 0.0;
         for (int64_t e = 1; e < E; e++) mx = fmax(mx, h[e]);
-        for (int64_t e = 0; e < E; e++) sum += exp((double)h[e] - mx);
-        for (int64_t e = 0; e < E; e++) probs[t * E + e] = (float)(exp((double)h[e] - mx) / sum);
+        for (int64_t e = 0; e < E; e++) {
+            sum += exp((double)h[e] - mx);
+            ssum += 1.0 / (1.0 + exp(-(double)h[e]));
+        }
+        for (int64_t e = 0; e < E; e++)
+            probs[t * E + e] = score == TESS_NN_MOE_SCORE_SOFTMAX
+                                   ? (float)(exp((double)h[e] - mx) / sum)
+                                   : (float)(1.0 / (1.0 + exp(-(double)h[e])) / ssum);
         lse[t] = (float)(mx + log(sum));
         for (int64_t s = 0; s < k; s++) {
             int64_t best = -1;
@@ -121,6 +142,96 @@ void tess_nn_moe_softmax_backward(float *dlogits, const float *dprobs, const flo
         double pdp = 0.0;
         for (int64_t e = 0; e < E; e++) pdp += (double)p[e] * dp[e];
         for (int64_t e = 0; e < E; e++) dlogits[t * E + e] += p[e] * (float)(dp[e] - pdp);
+    }
+}
+
+void tess_nn_moe_sigmoid_backward(float *dlogits, const float *dprobs, const float *probs,
+                                  const float *logits, int64_t N, int64_t E) {
+    /* p_j = s_j / S: dp_e/ds_j = (delta_ej - p_e) / S, ds_j/dh_j = s_j (1 - s_j) = S p_j (1 - s_j) */
+    for (int64_t t = 0; t < N; t++) {
+        const float *p = probs + t * E, *dp = dprobs + t * E, *h = logits + t * E;
+        double pdp = 0.0;
+        for (int64_t e = 0; e < E; e++) pdp += (double)p[e] * dp[e];
+        for (int64_t e = 0; e < E; e++) {
+            const float sg = 1.0f / (1.0f + tess_tensor_expf(-h[e]));
+            dlogits[t * E + e] += p[e] * (1.0f - sg) * (float)(dp[e] - pdp);
+        }
+    }
+}
+
+/* ---------- capacity and permutation ---------- */
+
+int64_t tess_nn_moe_capacity(int64_t N, int64_t E, int64_t k, double cf) {
+    return (int64_t)ceil((double)N * (double)k * cf / (double)E);
+}
+
+/* Sort key of pair i with score p in [0, 1]: ascending keys = descending p, then ascending i
+ * (the bits of a non-negative float order like the float). */
+static uint64_t rank_key(float p, int64_t i) {
+    uint32_t b;
+    memcpy(&b, &p, sizeof b);
+    return ((uint64_t)(UINT32_MAX - b) << 32) | (uint64_t)(uint32_t)i;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int64_t tess_nn_moe_permute(int64_t *kept, int64_t *offs, int32_t *row_of, int32_t *row_tok,
+                            int64_t *pos, uint64_t *work, const int32_t *topk, const float *probs,
+                            int64_t N, int64_t E, int64_t k, int64_t cap, tess_nn_moe_drop drop,
+                            bool pad) {
+    const int64_t R = N * k;
+    const bool capped = cap >= 0 && drop != TESS_NN_MOE_DROP_NONE;
+    /* mark: row_of 0 kept, -1 dropped; kept (E) counts the kept pairs */
+    memset(kept, 0, (size_t)E * sizeof *kept);
+    for (int64_t i = 0; i < R; i++) {
+        const int32_t e = topk[i];
+        row_of[i] = 0;
+        if (capped && drop == TESS_NN_MOE_DROP_POSITION && kept[e] >= cap)
+            row_of[i] = -1;
+        else
+            kept[e]++;
+    }
+    if (capped && drop == TESS_NN_MOE_DROP_PROBS)
+        for (int64_t e = 0; e < E; e++) {
+            if (kept[e] <= cap) continue;
+            int64_t n = 0;
+            for (int64_t i = 0; i < R; i++)
+                if (topk[i] == e) work[n++] = rank_key(probs[(i / k) * E + e], i);
+            qsort(work, (size_t)n, sizeof *work, cmp_u64);
+            for (int64_t j = cap; j < n; j++) row_of[work[j] & UINT32_MAX] = -1;
+            kept[e] = cap;
+        }
+    /* blocks; a stable counting sort of the kept pairs into them */
+    offs[0] = 0;
+    for (int64_t e = 0; e < E; e++) offs[e + 1] = offs[e] + (capped && pad ? cap : kept[e]);
+    memcpy(pos, offs, (size_t)E * sizeof *pos);
+    for (int64_t i = 0; i < R; i++) {
+        if (row_of[i] < 0) continue;
+        const int64_t r = pos[topk[i]]++;
+        row_of[i] = (int32_t)r;
+        row_tok[r] = (int32_t)(i / k);
+    }
+    for (int64_t e = 0; e < E; e++)
+        for (int64_t r = pos[e]; r < offs[e + 1]; r++) row_tok[r] = -1;
+    return offs[E];
+}
+
+void tess_nn_moe_keep_ref(uint8_t *keep, const int32_t *topk, const float *probs, int64_t N,
+                          int64_t E, int64_t k, int64_t cap, tess_nn_moe_drop drop) {
+    const int64_t R = N * k;
+    for (int64_t i = 0; i < R; i++) {
+        const int32_t e = topk[i];
+        const float pi = probs[(i / k) * E + e];
+        int64_t ahead = 0;
+        for (int64_t j = 0; j < R; j++) {
+            if (j == i || topk[j] != e) continue;
+            const float pj = probs[(j / k) * E + e];
+            ahead += drop == TESS_NN_MOE_DROP_POSITION ? j < i : (pj > pi || (pj == pi && j < i));
+        }
+        keep[i] = drop == TESS_NN_MOE_DROP_NONE || cap < 0 || ahead < cap;
     }
 }
 
@@ -206,20 +317,34 @@ static float phi_slope(tess_nn_moe_phi phi, float c) {
 static void token_cos(float *nrm, float *cs, float *den, const float *z, const int32_t *rows,
                       int64_t k, int64_t F) {
     for (int64_t s = 0; s < k; s++) {
-        const float *u = z + (int64_t)rows[s] * F;
-        double q = 0.0;
-        for (int64_t f = 0; f < F; f++) q += (double)u[f] * u[f];
-        nrm[s] = (float)sqrt(q);
+        nrm[s] = 0.0f;
+        if (rows[s] < 0) continue; /* dropped: in no pair */
+        nrm[s] = (float)sqrt(tess_tensor_sqnorm(z + (int64_t)rows[s] * F, F));
     }
     for (int64_t s = 0; s < k; s++)
         for (int64_t r = s + 1; r < k; r++) {
-            const float *u = z + (int64_t)rows[s] * F, *v = z + (int64_t)rows[r] * F;
-            double d = 0.0;
-            for (int64_t f = 0; f < F; f++) d += (double)u[f] * v[f];
+            if (rows[s] < 0 || rows[r] < 0) {
+                den[s * k + r] = den[r * k + s] = 1.0f;
+                cs[s * k + r] = cs[r * k + s] = 0.0f;
+                continue;
+            }
+            const double d = tess_tensor_dot(z + (int64_t)rows[s] * F, z + (int64_t)rows[r] * F, F);
             float dn = fmaxf(nrm[s] * nrm[r], TESS_NN_MOE_COS_EPS);
             den[s * k + r] = den[r * k + s] = dn;
             cs[s * k + r] = cs[r * k + s] = (float)(d / dn);
         }
+}
+
+/* du (n) += a v + b u in one pass, in blocks of a known trip count (vectorised at -O2, as
+ * tess_tensor_axpy); du must not alias u or v. */
+static inline void add2_block(float *restrict du, float a, const float *restrict v, float b,
+                              const float *restrict u, int64_t m) {
+    for (int64_t i = 0; i < m; i++) du[i] += a * v[i] + b * u[i];
+}
+static void add2(float *du, float a, const float *v, float b, const float *u, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) add2_block(du + i, a, v + i, b, u + i, 16);
+    add2_block(du + i, a, v + i, b, u + i, n - i);
 }
 
 /* Slots per token handled by the fast R_sp without allocation. */
@@ -231,9 +356,11 @@ float tess_nn_moe_rsp_forward(const float *z, const int32_t *row_of, int64_t N, 
     float nrm[MOE_KMAX], cs[MOE_KMAX * MOE_KMAX], den[MOE_KMAX * MOE_KMAX];
     double acc = 0.0;
     for (int64_t t = 0; t < N; t++) {
-        token_cos(nrm, cs, den, z, row_of + t * k, k, F);
+        const int32_t *rows = row_of + t * k;
+        token_cos(nrm, cs, den, z, rows, k, F);
         for (int64_t s = 0; s < k; s++)
-            for (int64_t r = s + 1; r < k; r++) acc += 2.0 * phi_value(phi, cs[s * k + r]);
+            for (int64_t r = s + 1; r < k; r++)
+                if (rows[s] >= 0 && rows[r] >= 0) acc += 2.0 * phi_value(phi, cs[s * k + r]);
     }
     return (float)(acc / ((double)N * (double)(k * (k - 1))));
 }
@@ -249,17 +376,18 @@ void tess_nn_moe_rsp_backward(float *dz, float dloss, const float *z, const int3
         const int32_t *rows = row_of + t * k;
         token_cos(nrm, cs, den, z, rows, k, F);
         for (int64_t s = 0; s < k; s++) {
+            if (rows[s] < 0) continue;
             const float *u = z + (int64_t)rows[s] * F;
             float *du = dz + (int64_t)rows[s] * F;
             for (int64_t r = 0; r < k; r++) {
-                if (r == s) continue;
+                if (r == s || rows[r] < 0) continue;
                 const float *v = z + (int64_t)rows[r] * F;
                 const float c = cs[s * k + r], dn = den[s * k + r];
                 const float a = (float)(w * phi_slope(phi, c));
                 const bool clamped = nrm[s] * nrm[r] < TESS_NN_MOE_COS_EPS;
                 const float bu = clamped ? 0.0f : a * c / (nrm[s] * nrm[s]);
                 const float av = a / dn;
-                for (int64_t f = 0; f < F; f++) du[f] += av * v[f] - bu * u[f];
+                add2(du, av, v, -bu, u, F);
             }
         }
     }
@@ -272,7 +400,7 @@ float tess_nn_moe_rsp_forward_ref(const float *z, const int32_t *row_of, int64_t
     for (int64_t t = 0; t < N; t++)
         for (int64_t s = 0; s < k; s++)
             for (int64_t r = 0; r < k; r++) {
-                if (r == s) continue;
+                if (r == s || row_of[t * k + s] < 0 || row_of[t * k + r] < 0) continue;
                 const float *u = z + (int64_t)row_of[t * k + s] * F;
                 const float *v = z + (int64_t)row_of[t * k + r] * F;
                 double uv = 0, uu = 0, vv = 0;
@@ -294,8 +422,8 @@ void tess_nn_moe_rsp_backward_ref(float *dz, float dloss, const float *z, const 
     for (int64_t t = 0; t < N; t++)
         for (int64_t s = 0; s < k; s++)
             for (int64_t r = 0; r < k; r++) {
-                if (r == s) continue;
                 const int64_t ru = row_of[t * k + s], rv = row_of[t * k + r];
+                if (r == s || ru < 0 || rv < 0) continue;
                 const float *u = z + ru * F, *v = z + rv * F;
                 double uv = 0, uu = 0, vv = 0;
                 for (int64_t f = 0; f < F; f++) {
@@ -318,7 +446,207 @@ void tess_nn_moe_rsp_backward_ref(float *dz, float dloss, const float *z, const 
             }
 }
 
+/* ---------- the baselines of Guo et al. ---------- */
+
+/* Solve (G + eps I) w = b for the m x m Gram block G (row stride ld), by Cholesky in double;
+ * L (m,m) scratch. G + eps I is positive definite for eps > 0. */
+static void ridge_solve(double *w, double *L, const double *G, int64_t ld, const double *b,
+                        int64_t m) {
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j <= i; j++) {
+            double v = G[i * ld + j] + (i == j ? TESS_NN_MOE_ORTHO_EPS : 0.0);
+            for (int64_t q = 0; q < j; q++) v -= L[i * m + q] * L[j * m + q];
+            L[i * m + j] = i == j ? sqrt(v) : v / L[j * m + j];
+        }
+    for (int64_t i = 0; i < m; i++) { /* L u = b */
+        double v = b[i];
+        for (int64_t q = 0; q < i; q++) v -= L[i * m + q] * w[q];
+        w[i] = v / L[i * m + i];
+    }
+    for (int64_t i = m - 1; i >= 0; i--) { /* L^T w = u */
+        double v = w[i];
+        for (int64_t q = i + 1; q < m; q++) v -= L[q * m + i] * w[q];
+        w[i] = v / L[i * m + i];
+    }
+}
+
+/* One token's kept rows (up to k) into kr, their Gram matrix (n,n) into G; returns n. */
+static int64_t token_gram(int32_t *kr, double *G, const float *y, const int32_t *rows, int64_t k,
+                          int64_t C) {
+    int64_t n = 0;
+    for (int64_t s = 0; s < k; s++)
+        if (rows[s] >= 0) kr[n++] = rows[s];
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j <= i; j++) {
+            const float *u = y + (int64_t)kr[i] * C, *v = y + (int64_t)kr[j] * C;
+            double d = 0.0;
+            for (int64_t c = 0; c < C; c++) d += (double)u[c] * v[c];
+            G[i * MOE_KMAX + j] = G[j * MOE_KMAX + i] = d;
+        }
+    return n;
+}
+
+/* For kept slot s of n: the Gram block of the others (n-1, n-1) into Go, b into bo, and w. */
+static void others_solve(double *w, double *Go, double *bo, double *L, const double *G, int64_t n,
+                         int64_t s) {
+    for (int64_t i = 0, ii = 0; i < n; i++) {
+        if (i == s) continue;
+        bo[ii] = G[i * MOE_KMAX + s];
+        for (int64_t j = 0, jj = 0; j < n; j++) {
+            if (j == s) continue;
+            Go[ii * (n - 1) + jj++] = G[i * MOE_KMAX + j];
+        }
+        ii++;
+    }
+    ridge_solve(w, L, Go, n - 1, bo, n - 1);
+}
+
+float tess_nn_moe_ortho_forward(const float *y, const int32_t *row_of, int64_t N, int64_t k,
+                                int64_t C) {
+    TESS_ASSERT(k >= 2 && k <= MOE_KMAX);
+    double G[MOE_KMAX * MOE_KMAX], Go[MOE_KMAX * MOE_KMAX], L[MOE_KMAX * MOE_KMAX];
+    double bo[MOE_KMAX], w[MOE_KMAX], acc = 0.0;
+    int32_t kr[MOE_KMAX];
+    for (int64_t t = 0; t < N; t++) {
+        const int64_t n = token_gram(kr, G, y, row_of + t * k, k, C);
+        for (int64_t s = 0; n >= 2 && s < n; s++) {
+            others_solve(w, Go, bo, L, G, n, s);
+            for (int64_t j = 0; j < n - 1; j++) acc += w[j] * bo[j];
+        }
+    }
+    return (float)(acc / ((double)N * (double)k));
+}
+
+void tess_nn_moe_ortho_backward(float *dy, float dloss, const float *y, const int32_t *row_of,
+                                int64_t N, int64_t k, int64_t C) {
+    TESS_ASSERT(k >= 2 && k <= MOE_KMAX);
+    double G[MOE_KMAX * MOE_KMAX], Go[MOE_KMAX * MOE_KMAX], L[MOE_KMAX * MOE_KMAX];
+    double bo[MOE_KMAX], w[MOE_KMAX];
+    int32_t kr[MOE_KMAX];
+    const double sc = 2.0 * (double)dloss / ((double)N * (double)k);
+    for (int64_t t = 0; t < N; t++) {
+        const int64_t n = token_gram(kr, G, y, row_of + t * k, k, C);
+        for (int64_t s = 0; n >= 2 && s < n; s++) {
+            others_solve(w, Go, bo, L, G, n, s);
+            const float *ys = y + (int64_t)kr[s] * C;
+            float *dys = dy + (int64_t)kr[s] * C;
+            for (int64_t c = 0; c < C; c++) {
+                /* p = A w (the projection); dy_s += sc p; dy_j += sc w_j (y_s - p) */
+                double p = 0.0;
+                for (int64_t i = 0, j = 0; i < n; i++)
+                    if (i != s) p += w[j++] * y[(int64_t)kr[i] * C + c];
+                dys[c] += (float)(sc * p);
+                const double r = (double)ys[c] - p;
+                for (int64_t i = 0, j = 0; i < n; i++)
+                    if (i != s) dy[(int64_t)kr[i] * C + c] += (float)(sc * w[j++] * r);
+            }
+        }
+    }
+}
+
+float tess_nn_moe_ortho_forward_ref(const float *y, const int32_t *row_of, int64_t N, int64_t k,
+                                    int64_t C) {
+    double acc = 0.0;
+    double *basis = malloc((size_t)(k * C) * sizeof *basis);
+    TESS_ASSERT(basis);
+    for (int64_t t = 0; t < N; t++)
+        for (int64_t s = 0; s < k; s++) {
+            if (row_of[t * k + s] < 0) continue;
+            int64_t nb = 0;
+            for (int64_t r = 0; r < k; r++) {
+                if (r == s || row_of[t * k + r] < 0) continue;
+                double *u = basis + nb * C, len = 0.0, res = 0.0;
+                for (int64_t c = 0; c < C; c++) {
+                    u[c] = y[(int64_t)row_of[t * k + r] * C + c];
+                    len += u[c] * u[c];
+                }
+                for (int64_t q = 0; q < nb; q++) {
+                    double d = 0.0;
+                    for (int64_t c = 0; c < C; c++) d += basis[q * C + c] * u[c];
+                    for (int64_t c = 0; c < C; c++) u[c] -= d * basis[q * C + c];
+                }
+                for (int64_t c = 0; c < C; c++) res += u[c] * u[c];
+                if (res <= 1e-24 * len || res == 0.0) continue;
+                for (int64_t c = 0; c < C; c++) u[c] /= sqrt(res);
+                nb++;
+            }
+            const float *ys = y + (int64_t)row_of[t * k + s] * C;
+            for (int64_t q = 0; q < nb; q++) {
+                double d = 0.0;
+                for (int64_t c = 0; c < C; c++) d += basis[q * C + c] * ys[c];
+                acc += d * d;
+            }
+        }
+    free(basis);
+    return (float)(acc / ((double)N * (double)k));
+}
+
+float tess_nn_moe_variance_forward(const float *probs, int64_t N, int64_t E) {
+    TESS_ASSERT(E >= 2);
+    double acc = 0.0;
+    for (int64_t t = 0; t < N; t++) {
+        const float *p = probs + t * E;
+        double mean = 0.0, v = 0.0;
+        for (int64_t e = 0; e < E; e++) mean += p[e];
+        mean /= (double)E;
+        for (int64_t e = 0; e < E; e++) v += ((double)p[e] - mean) * ((double)p[e] - mean);
+        acc += v / (double)(E - 1);
+    }
+    return (float)(acc / (double)N);
+}
+
+void tess_nn_moe_variance_backward(float *dprobs, float dloss, const float *probs, int64_t N,
+                                   int64_t E) {
+    TESS_ASSERT(E >= 2);
+    const double sc = 2.0 * (double)dloss / ((double)(E - 1) * (double)N);
+    for (int64_t t = 0; t < N; t++) {
+        const float *p = probs + t * E;
+        double mean = 0.0;
+        for (int64_t e = 0; e < E; e++) mean += p[e];
+        mean /= (double)E;
+        for (int64_t e = 0; e < E; e++) dprobs[t * E + e] += (float)(sc * ((double)p[e] - mean));
+    }
+}
+
 /* ---------- one expert ---------- */
+
+/* The elementwise SwiGLU loops vectorise (tess_tensor_expf is written for it) when the pointers
+ * are restrict and, under -O2's very-cheap cost model, when a vector loop needs no scalar
+ * epilogue: so they run in blocks of MOE_VEC elements (an inner loop of known trip count) and a
+ * scalar tail. */
+#define MOE_VEC 16
+
+/* z = silu(a) * b on m elements (inlined with m = MOE_VEC: a loop of known trip count). */
+static inline void silu_mul_block(float *restrict z, const float *restrict a,
+                                  const float *restrict b, int64_t m) {
+    for (int64_t j = 0; j < m; j++) z[j] = a[j] / (1.0f + tess_tensor_expf(-a[j])) * b[j];
+}
+
+static void silu_mul(float *z, const float *a, const float *b, int64_t n) {
+    int64_t i = 0;
+    for (; i + MOE_VEC <= n; i += MOE_VEC) silu_mul_block(z + i, a + i, b + i, MOE_VEC);
+    silu_mul_block(z + i, a + i, b + i, n - i);
+}
+
+/* In place on m elements: dz -> da = dz b s (1 + a (1 - s)), s = sigmoid(a); db = dz silu(a). */
+static inline void silu_mul_grad_block(float *restrict dz, float *restrict db,
+                                       const float *restrict a, const float *restrict b,
+                                       int64_t m) {
+    for (int64_t j = 0; j < m; j++) {
+        const float g = a[j], d = dz[j];
+        const float q = tess_tensor_expf(-g);
+        const float s = 1.0f / (1.0f + q);
+        db[j] = d * g * s;
+        dz[j] = d * b[j] * s * (1.0f + g * (q * s));
+    }
+}
+
+static void silu_mul_backward(float *dz, float *db, const float *a, const float *b, int64_t n) {
+    int64_t i = 0;
+    for (; i + MOE_VEC <= n; i += MOE_VEC)
+        silu_mul_grad_block(dz + i, db + i, a + i, b + i, MOE_VEC);
+    silu_mul_grad_block(dz + i, db + i, a + i, b + i, n - i);
+}
 
 void tess_nn_moe_expert_forward(float *y, float *a, float *b, float *z, const float *x,
                                 const float *w_gate, const float *w_up, const float *w_down,
@@ -326,10 +654,7 @@ void tess_nn_moe_expert_forward(float *y, float *a, float *b, float *z, const fl
     if (n == 0) return;
     tess_nn_linear_forward(a, x, w_gate, NULL, n, C, F);
     tess_nn_linear_forward(b, x, w_up, NULL, n, C, F);
-    for (int64_t i = 0; i < n * F; i++) {
-        float g = a[i];
-        z[i] = g / (1.0f + tess_tensor_expf(-g)) * b[i];
-    }
+    silu_mul(z, a, b, n * F);
     tess_nn_linear_forward(y, z, w_down, NULL, n, F, C);
 }
 
@@ -342,13 +667,7 @@ void tess_nn_moe_expert_backward(float *dx, float *dw_gate, float *dw_up, float 
     /* dz += dy @ w_down; dw_down += dy^T z */
     tess_nn_linear_backward(dz, dw_down, NULL, dy, z, w_down, n, F, C);
     /* da (into dz) = dz * b * s (1 + a (1 - s)); db = dz * silu(a) */
-    for (int64_t i = 0; i < n * F; i++) {
-        float g = a[i], d = dz[i];
-        float q = tess_tensor_expf(-g);
-        float s = 1.0f / (1.0f + q);
-        db[i] = d * g * s;
-        dz[i] = d * b[i] * s * (1.0f + g * (q * s));
-    }
+    silu_mul_backward(dz, db, a, b, n * F);
     tess_nn_linear_backward(dx, dw_gate, NULL, dz, x, w_gate, n, C, F);
     tess_nn_linear_backward(dx, dw_up, NULL, db, x, w_up, n, C, F);
 }

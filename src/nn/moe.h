@@ -8,18 +8,25 @@
  * E routed experts, k experts per token; R = N*k routed (token, slot) rows (dropless).
  *
  * Forward of one MoE layer on x (N,C):
- *   h = x @ w_router^T (N,E), fp32            router logits
+ *   h = (x * u) @ w_router^T (N,E), fp32      router logits; u = 1 or, when training with router
+ *                                             jitter eps, u ~ U[1 - eps, 1 + eps) per element
  *   p = softmax(h) over all E (N,E)           scores; lse (N) = logsumexp(h)
+ *       or sigmoid scores p_e = s(h_e) / sum_j s(h_j), s the logistic function
  *   K_t = top-k of p_t + bias (ties -> lower id); bias (E) is the aux-loss-free selection bias
  *   M_t = sum_{e in K_t} p_{t,e}              top-k mass (N)
  *   g_{t,s} = p_{t,K_t[s]} / M_t              gates (N,k), slots in descending score order
  *   expert e on its rows X_e: z = silu(X_e w_gate_e^T) * (X_e w_up_e^T), y = z w_down_e^T
- *   out_t = sum_s g_{t,s} y[row_of(t,s)]      combine in slot order (deterministic)
+ *   capacity (optional): each expert keeps at most cap = ceil(N k cf / E) of this rank's
+ *   (token, slot) pairs, by score or by position; a dropped pair contributes nothing
+ *   out_t = sum_s g_{t,s} y[row_of(t,s)]      combine in slot order (deterministic), kept slots
  *           (+ shared(x_t), a dense SwiGLU expert on every token, when configured)
  * Aux losses (per layer): L_lb = E sum_e f_e P_e, f_e = c_e/(kN), P_e = mean_t p_{t,e};
  *   L_z = mean_t lse_t^2;
  *   R_sp = (1/N) sum_t (1/(k(k-1))) sum_{e != v in K_t} phi(cos(z_t^(e), z_t^(v)));
- *   R_cp between adjacent MoE layers a, b = -(1/N) sum_t M_t^(a) M_t^(b).
+ *   R_cp between adjacent MoE layers a, b = -(1/N) sum_t M_t^(a) M_t^(b);
+ *   the baselines of Guo et al. (arXiv:2505.22323): L_o = (1/(N k)) sum_t sum_s |P_{t,-s} y_{t,s}|^2,
+ *   the squared projection of each selected expert's output onto the span of the token's other
+ *   selected outputs, and L_v = mean_t var_e(p_{t,e}) (unbiased), which the objective maximises.
  *
  * The kernels below follow nn/'s convention (docs/nn.md): inputs const, outputs overwritten,
  * backward ADDS into every gradient, no allocation, void. The layer (tess_nn_moe_stack_make_ffn)
@@ -48,20 +55,47 @@ static const tess_opt_enum tess_nn_moe_phi_names[] = {
     {"sq", TESS_NN_MOE_PHI_SQ}, {"abs", TESS_NN_MOE_PHI_ABS}, {"signed", TESS_NN_MOE_PHI_SIGNED}};
 TESS_OPT_ENUM_TABLE_CHECK(tess_nn_moe_phi_names, TESS_NN_MOE_PHI_COUNT);
 
+/* Router scores: softmax over all E (default), or sigmoid normalised over all E (the gates are
+ * renormalised over the top-k either way). */
+typedef enum {
+    TESS_NN_MOE_SCORE_SOFTMAX = 0,
+    TESS_NN_MOE_SCORE_SIGMOID,
+    TESS_NN_MOE_SCORE_COUNT
+} tess_nn_moe_score;
+
+static const tess_opt_enum tess_nn_moe_score_names[] = {{"softmax", TESS_NN_MOE_SCORE_SOFTMAX},
+                                                        {"sigmoid", TESS_NN_MOE_SCORE_SIGMOID}};
+TESS_OPT_ENUM_TABLE_CHECK(tess_nn_moe_score_names, TESS_NN_MOE_SCORE_COUNT);
+
+/* Capacity drop policy: none (dropless, default); probs keeps each expert's cap pairs of highest
+ * score (ties to the lower token id); position keeps its first cap pairs in token order. */
+typedef enum {
+    TESS_NN_MOE_DROP_NONE = 0,
+    TESS_NN_MOE_DROP_PROBS,
+    TESS_NN_MOE_DROP_POSITION,
+    TESS_NN_MOE_DROP_COUNT
+} tess_nn_moe_drop;
+
+static const tess_opt_enum tess_nn_moe_drop_names[] = {{"none", TESS_NN_MOE_DROP_NONE},
+                                                       {"probs", TESS_NN_MOE_DROP_PROBS},
+                                                       {"position", TESS_NN_MOE_DROP_POSITION}};
+TESS_OPT_ENUM_TABLE_CHECK(tess_nn_moe_drop_names, TESS_NN_MOE_DROP_COUNT);
+
 /* The cosine's denominator floor eps_c: c = <u,v> / max(|u||v|, eps_c). */
 #define TESS_NN_MOE_COS_EPS 1e-8f
 
 /* ---------- router ---------- */
 
-/* probs (N,E) = softmax(logits); lse (N); topk (N,k) expert ids, descending by probs + bias
- * (bias (E) or NULL = 0), ties to the lower id; gates (N,k) = probs / mass; mass (N) = sum of the
- * selected probs. logits (N,E). 1 <= k <= E. */
+/* probs (N,E) = the scores of logits (softmax, or sigmoid normalised over E); lse (N) =
+ * logsumexp(logits) either way; topk (N,k) expert ids, descending by probs + bias (bias (E) or
+ * NULL = 0), ties to the lower id; gates (N,k) = probs / mass; mass (N) = sum of the selected
+ * probs. logits (N,E). 1 <= k <= E. */
 void tess_nn_moe_router_forward(float *probs, float *lse, int32_t *topk, float *gates, float *mass,
                                 const float *logits, const float *bias, int64_t N, int64_t E,
-                                int64_t k);
+                                int64_t k, tess_nn_moe_score score);
 void tess_nn_moe_router_forward_ref(float *probs, float *lse, int32_t *topk, float *gates,
                                     float *mass, const float *logits, const float *bias,
-                                    int64_t N, int64_t E, int64_t k);
+                                    int64_t N, int64_t E, int64_t k, tess_nn_moe_score score);
 /* Gate Jacobian: dprobs (N,E) += d/dp of <dgates, gates>: for m in K_t,
  * (dg_m - sum_s g_s dg_s) / M_t; 0 elsewhere. dgates, gates (N,k); mass (N); topk (N,k). */
 void tess_nn_moe_gates_backward(float *dprobs, const float *dgates, const float *gates,
@@ -73,6 +107,31 @@ void tess_nn_moe_mass_backward(float *dprobs, const float *dmass, const int32_t 
 /* Softmax backward: dlogits (N,E) += p (dp - <p, dp>). dprobs, probs (N,E). */
 void tess_nn_moe_softmax_backward(float *dlogits, const float *dprobs, const float *probs,
                                   int64_t N, int64_t E);
+/* Backward of the sigmoid scores p_j = s(h_j) / sum_e s(h_e): dlogits (N,E) += p_j (1 - s(h_j))
+ * (dp_j - <p, dp>). dprobs, probs, logits (N,E). */
+void tess_nn_moe_sigmoid_backward(float *dlogits, const float *dprobs, const float *probs,
+                                  const float *logits, int64_t N, int64_t E);
+
+/* ---------- capacity and permutation ---------- */
+
+/* Capacity of one expert for N tokens: ceil(N k cf / E). */
+int64_t tess_nn_moe_capacity(int64_t N, int64_t E, int64_t k, double cf);
+/* The routed (token, slot) pairs of topk (N,k) into expert blocks, rows of a block in token
+ * order. cap < 0 or drop NONE: dropless (pad ignored); else each expert keeps at most cap pairs
+ * by the policy drop (PROBS ranks a full expert's pairs by probs (N,E), higher kept, ties to the
+ * lower token id). Outputs: kept (E) pairs kept per expert; offs (E+1) block starts, block e
+ * holding kept[e] rows, or cap rows with pad (its last cap - kept[e] rows are padding); row_of
+ * (N,k) the row of pair (t,s), -1 if dropped; row_tok (offs[E]) the token of each row, -1 for
+ * padding. Scratch: pos (E), work (N k). Returns the rows offs[E]. */
+int64_t tess_nn_moe_permute(int64_t *kept, int64_t *offs, int32_t *row_of, int32_t *row_tok,
+                            int64_t *pos, uint64_t *work, const int32_t *topk, const float *probs,
+                            int64_t N, int64_t E, int64_t k, int64_t cap, tess_nn_moe_drop drop,
+                            bool pad);
+/* keep (N,k) = 1 if pair (t,s) is kept, else 0, by the definition: a pair of expert e is kept
+ * iff fewer than cap pairs of e precede it (POSITION: a lower pair index t k + s; PROBS: a
+ * higher score, or an equal one and a lower index). O((N k)^2). */
+void tess_nn_moe_keep_ref(uint8_t *keep, const int32_t *topk, const float *probs, int64_t N,
+                          int64_t E, int64_t k, int64_t cap, tess_nn_moe_drop drop);
 
 /* ---------- balancing ---------- */
 
@@ -105,7 +164,8 @@ void tess_nn_moe_rcp_backward(float *dmass_a, float *dmass_b, float dloss, const
                               const float *mass_b, int64_t N);
 
 /* R_sp of one layer: z (rows, F) holds the experts' SwiGLU intermediates in any row order;
- * row_of (N,k) gives the row of token t's slot s, so pairs are matched by token id.
+ * row_of (N,k) gives the row of token t's slot s, so pairs are matched by token id; a slot with
+ * row -1 (dropped) takes part in no pair.
  * R_sp = (1/N) sum_t (1/(k(k-1))) sum_{s != s'} phi(c_t(s, s')), c with denominator
  * max(|u||v|, TESS_NN_MOE_COS_EPS). k >= 2. backward: dz (rows, F) += dloss * dR_sp/dz. */
 float tess_nn_moe_rsp_forward(const float *z, const int32_t *row_of, int64_t N, int64_t k,
@@ -116,6 +176,31 @@ float tess_nn_moe_rsp_forward_ref(const float *z, const int32_t *row_of, int64_t
                                   int64_t F, tess_nn_moe_phi phi);
 void tess_nn_moe_rsp_backward_ref(float *dz, float dloss, const float *z, const int32_t *row_of,
                                   int64_t N, int64_t k, int64_t F, tess_nn_moe_phi phi);
+
+/* ---------- the baselines of Guo et al. ---------- */
+
+/* The ridge of the orthogonality loss's normal equations (in double). */
+#define TESS_NN_MOE_ORTHO_EPS 1e-12
+
+/* Orthogonality loss of one layer: y (rows, C) the experts' outputs before the gates, row_of
+ * (N,k) as for R_sp (-1: dropped, in no projection). For token t and kept slot s with A the
+ * (C, m) matrix of the token's other kept outputs: f = b^T (A^T A + eps I)^-1 b, b = A^T y_s (the
+ * squared length of the orthogonal projection of y_s onto span A, which Guo et al. build by
+ * Gram-Schmidt), L_o = (1/(N k)) sum_t sum_s f. backward: dy (rows, C) += dloss dL_o/dy, with
+ * w = (A^T A + eps I)^-1 b: df/dy_s = 2 A w, df/da_j = 2 w_j (y_s - A w). 2 <= k <= 16. */
+float tess_nn_moe_ortho_forward(const float *y, const int32_t *row_of, int64_t N, int64_t k,
+                                int64_t C);
+void tess_nn_moe_ortho_backward(float *dy, float dloss, const float *y, const int32_t *row_of,
+                                int64_t N, int64_t k, int64_t C);
+/* The same value by modified Gram-Schmidt of the other outputs (in double, no ridge; a vector
+ * whose residual is below 1e-12 of its length adds no direction). */
+float tess_nn_moe_ortho_forward_ref(const float *y, const int32_t *row_of, int64_t N, int64_t k,
+                                    int64_t C);
+/* Variance loss: L_v = (1/N) sum_t var_e(probs_t), the unbiased variance over E >= 2 scores;
+ * backward: dprobs (N,E) += dloss 2 (p_{t,e} - mean_t) / ((E - 1) N). */
+float tess_nn_moe_variance_forward(const float *probs, int64_t N, int64_t E);
+void tess_nn_moe_variance_backward(float *dprobs, float dloss, const float *probs, int64_t N,
+                                   int64_t E);
 
 /* ---------- one SwiGLU expert on its n rows ---------- */
 
@@ -155,16 +240,35 @@ typedef struct {
      * reduced over (the ranks holding the same experts). Both borrowed, NULL: every expert on
      * this rank. With ep, forward and backward are collective on ep. */
     const struct tess_group *ep, *edp;
+    /* With ep: exchange through the all-gather dispatcher (par/dispatch.h, the correctness
+     * oracle: same results, P times the traffic) instead of the all-to-all one. */
+    bool ep_allgather;
     /* L_lb's counts and token total summed over this group (borrowed; collective on it in
      * forward), e.g. every data-parallel rank: the global-batch L_lb, so the objective does not
      * depend on how the batch is split over ranks. NULL: each rank's own (the per-micro-batch
      * variant). */
     const struct tess_group *lb_group;
+    tess_nn_moe_score score; /* router scores, softmax (default) or sigmoid */
+    double jitter;           /* router input jitter eps in [0, 1), 0: off; see stack_set_step */
+    uint64_t seed;           /* the jitter's Philox seed */
+    /* Capacity: with drop != NONE each expert takes at most ceil(N k capacity_factor / E) of a
+     * rank's N tokens' pairs (before the exchange); pad fills every block to that capacity
+     * with zero rows (fixed-size expert GEMMs). L_lb and the bias use the counts before drops. */
+    tess_nn_moe_drop drop;
+    double capacity_factor;
+    bool pad;
+    /* Guo et al.'s baselines: weights of sum_l L_o (added) and sum_l L_v (subtracted: the
+     * variance of the scores is maximised); fixed weights (their automatic scaling of the weights
+     * to powers of ten is not done) */
+    double lambda_o, lambda_v;
 } tess_nn_moe_config;
 
 /* TESS_ERR_CONFIG naming the field: E < 1, k outside [1, E], F < 1, every < 1, a negative lambda,
- * k = 1 with lambda_sp > 0 (R_sp needs two co-activated experts), an unknown phi, std < 0, E not
- * divisible by the size of ep. */
+ * k = 1 with lambda_sp > 0 (R_sp needs two co-activated experts), an unknown phi, score or drop,
+ * std < 0, E not divisible by the size of ep, jitter outside [0, 1), capacity_factor <= 0 with a
+ * drop policy, pad without one, lambda_z > 0 with sigmoid scores (the z-loss is defined on the
+ * softmax router), lambda_o > 0 with k = 1, lambda_v > 0 with E = 1, a negative lambda_o or
+ * lambda_v. */
 tess_status tess_nn_moe_check_config(const tess_nn_moe_config *cfg);
 
 /* The auxiliary terms of the last forward, summed over the MoE layers (unweighted), and the
@@ -172,7 +276,10 @@ tess_status tess_nn_moe_check_config(const tess_nn_moe_config *cfg);
 typedef struct {
     int64_t layers;          /* MoE layers */
     double lb, z, sp, cp;    /* sum_l L_lb, sum_l L_z, sum_l R_sp (0 when lambda_sp = 0), R_cp */
-    double total;            /* lambda_lb lb + lambda_z z + lambda_sp sp + lambda_cp cp */
+    double o, v;             /* sum_l L_o (0 when lambda_o = 0), sum_l L_v */
+    double total;            /* lambda_lb lb + lambda_z z + lambda_sp sp + lambda_cp cp
+                              * + lambda_o o - lambda_v v */
+    double dropped;          /* dropped (token, slot) pairs / routed pairs, over the layers */
 } tess_nn_moe_aux;
 
 typedef struct tess_nn_moe_stack tess_nn_moe_stack;
@@ -205,6 +312,11 @@ tess_status tess_nn_moe_stack_status(const tess_nn_moe_stack *s);
 /* The aux gradients added by each layer's backward are scaled like the main loss: set the
  * model's loss_scale here before tess_tfm_backward (default 1). */
 void tess_nn_moe_stack_set_loss_scale(tess_nn_moe_stack *s, float scale);
+/* The next forwards train (router jitter on, when configured) or evaluate (off, the default).
+ * The jitter of MoE layer i is tess_rng_fill_uniform with key (cfg->seed, i), counter
+ * (TESS_RNG_PURPOSE_JITTER, step), element (token0 + t) C + c: token0 is the global index of
+ * this rank's first token, so the noise does not depend on how a batch is split over ranks. */
+void tess_nn_moe_stack_set_step(tess_nn_moe_stack *s, bool train, uint64_t step, int64_t token0);
 /* The aux terms of the last forward of every MoE layer. */
 void tess_nn_moe_stack_aux(const tess_nn_moe_stack *s, tess_nn_moe_aux *aux);
 int64_t tess_nn_moe_stack_layers(const tess_nn_moe_stack *s);
@@ -213,6 +325,11 @@ int64_t tess_nn_moe_stack_layers(const tess_nn_moe_stack *s);
 const int64_t *tess_nn_moe_stack_counts(const tess_nn_moe_stack *s, int64_t i);
 const float *tess_nn_moe_stack_probs(const tess_nn_moe_stack *s, int64_t i, int64_t *N);
 const int32_t *tess_nn_moe_stack_topk(const tess_nn_moe_stack *s, int64_t i);
+/* (token, slot) pairs MoE layer i dropped in its last forward (0 when dropless). */
+int64_t tess_nn_moe_stack_dropped(const tess_nn_moe_stack *s, int64_t i);
+/* Rows (padding included) this rank's experts processed in MoE layer i's last forward: summed
+ * over the ep group, the rows its ranks sent (count conservation). */
+int64_t tess_nn_moe_stack_expert_rows(const tess_nn_moe_stack *s, int64_t i);
 /* Top-k mass (N) of MoE layer i's last forward. */
 const float *tess_nn_moe_stack_mass(const tess_nn_moe_stack *s, int64_t i);
 /* R_sp's statistic of MoE layer i's last forward with the given phi, whatever lambda_sp is:

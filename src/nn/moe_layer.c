@@ -6,9 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/rng.h"     /* tess_rng_* */
 #include "nn/linear.h"    /* tess_nn_linear_* */
 #include "nn/mlp.h"       /* tess_nn_mlp_swiglu_* */
 #include "nn/moe.h"
+#include "tensor/tensor.h" /* tess_tensor_axpy, tess_tensor_dot */
 #include "par/coll.h"      /* tess_par_allreduce_i64 */
 #include "par/dispatch.h"  /* tess_dispatch_* */
 #include "par/mesh.h"      /* tess_group */
@@ -18,6 +20,9 @@ typedef struct moe_layer moe_layer;
 struct tess_nn_moe_stack {
     tess_nn_moe_config cfg;
     float scale;       /* loss scale of the aux gradients */
+    bool train;        /* router jitter on (stack_set_step) */
+    uint64_t step;     /* the jitter's counter */
+    int64_t token0;    /* global index of this rank's first token */
     tess_status status; /* first exchange failure of a layer (TESS_OK if none) */
     moe_layer **layer; /* MoE layers in model order, borrowed */
     int64_t n, cap;
@@ -32,27 +37,33 @@ struct moe_layer {
     tess_dispatch *plan;         /* the step's exchange plan over ep; NULL without ep */
     double std, out_std;
     int64_t i_router, i_gate, i_up, i_down, i_bias; /* registry indices; i_bias -1 without */
-    int64_t *counts, *offs, *pos; /* (E), (E+1), (E): rows per expert, their offsets, a cursor */
+    int64_t *counts, *offs, *pos; /* (E), (E+1), (E): routed pairs per expert (before drops),
+                                   * block offsets, scratch (then the blocks' rows) */
+    int64_t *kept;               /* (E) pairs kept per expert */
+    uint64_t *work;              /* (N k) permutation scratch */
+    int64_t Rn, dropped;         /* rows (incl. padding) and dropped pairs of the last forward */
     int64_t *lbc;                /* (E+1): L_lb's counts and token total (over lb_group) */
     int64_t Fs, i_sg, i_su, i_sd; /* shared expert width (0: none) and its registry indices */
     float *s_gate, *s_up, *s_h, *s_out; /* (N,Fs) x3 caches, (N,C) its output */
     /* caches for max_N rows (carve) */
     float *logits, *probs;       /* (N,E) */
+    float *noise, *xj;           /* (N,C) with jitter: the factors u and the router input x u */
     float *lse, *mass;           /* (N) */
     float *gates;                /* (N,k) */
     int32_t *topk, *row_of;      /* (N,k): expert of slot s; row of (t,s) in expert order */
-    int32_t *row_tok;            /* (R): token of each row */
-    float *xp, *y;               /* (R,C) home side: gathered inputs (expert order), outputs */
-    float *z;                    /* (R,F) home side: the experts' z of this rank's tokens */
-    /* expert side, for up to Rx = P*R received rows in [local expert][source] order; without ep
-     * these alias the home side (Rx = R) */
+    int32_t *row_tok;            /* (Rm): token of each row, -1 padding */
+    /* home side, Rm = rows_max(N) rows in expert order (R = N k, or E cap with padding) */
+    float *xp, *y;               /* (Rm,C) gathered inputs, outputs */
+    float *z;                    /* (Rm,F) the experts' z of this rank's tokens */
+    /* expert side, for up to Rx = P*Rm received rows in [local expert][source] order; without ep
+     * these alias the home side (Rx = Rm) */
     float *xg, *yg;              /* (Rx,C) */
     float *a, *b, *zg;           /* (Rx,F) */
     float *xt;                   /* (Rx, max(C,F)) exchange buffer with ep */
     int64_t *rows;               /* (nle) rows of each local expert in the last forward */
     const float *in;             /* (N,C) of the last forward, borrowed */
     int64_t N;                   /* rows of the last forward */
-    float lb, zl, sp;            /* aux values of the last forward */
+    float lb, zl, sp, ol, vl;    /* aux values of the last forward */
 };
 
 static float *P(const moe_layer *m, int64_t i) { return tess_registry_param(m->base.reg, i); }
@@ -82,6 +93,29 @@ tess_status tess_nn_moe_check_config(const tess_nn_moe_config *c) {
     TESS_REQUIRE(c->std >= 0, TESS_ERR_CONFIG, "moe.init_std must be >= 0, got %g", c->std);
     TESS_REQUIRE(c->shared_F >= 0, TESS_ERR_CONFIG, "moe.shared_hidden must be >= 0, got %lld",
                  (long long)c->shared_F);
+    TESS_REQUIRE(c->score >= 0 && c->score < TESS_NN_MOE_SCORE_COUNT, TESS_ERR_CONFIG,
+                 "moe.score: unknown value %d", (int)c->score);
+    TESS_REQUIRE(c->drop >= 0 && c->drop < TESS_NN_MOE_DROP_COUNT, TESS_ERR_CONFIG,
+                 "moe.drop: unknown value %d", (int)c->drop);
+    TESS_REQUIRE(c->jitter >= 0 && c->jitter < 1, TESS_ERR_CONFIG,
+                 "moe.jitter must be in [0, 1), got %g", c->jitter);
+    TESS_REQUIRE(c->drop == TESS_NN_MOE_DROP_NONE || c->capacity_factor > 0, TESS_ERR_CONFIG,
+                 "moe.capacity_factor must be > 0 with moe.drop = %s, got %g",
+                 c->drop == TESS_NN_MOE_DROP_PROBS ? "probs" : "position", c->capacity_factor);
+    TESS_REQUIRE(!c->pad || c->drop != TESS_NN_MOE_DROP_NONE, TESS_ERR_CONFIG,
+                 "moe.pad pads to the capacity: it needs moe.drop = probs or position, got none");
+    TESS_REQUIRE(c->score == TESS_NN_MOE_SCORE_SOFTMAX || c->lambda_z == 0, TESS_ERR_CONFIG,
+                 "moe.lambda_z = %g needs moe.score = softmax (the z-loss is the softmax "
+                 "router's), got sigmoid",
+                 c->lambda_z);
+    TESS_REQUIRE(c->lambda_o >= 0 && c->lambda_v >= 0, TESS_ERR_CONFIG,
+                 "moe.lambda_ortho, lambda_var must be >= 0, got %g %g", c->lambda_o, c->lambda_v);
+    TESS_REQUIRE(!(c->k == 1 && c->lambda_o > 0), TESS_ERR_CONFIG,
+                 "moe.lambda_ortho = %g needs moe.top_k >= 2 (it projects co-activated experts' "
+                 "outputs), got moe.top_k = 1",
+                 c->lambda_o);
+    TESS_REQUIRE(!(c->E == 1 && c->lambda_v > 0), TESS_ERR_CONFIG,
+                 "moe.lambda_var = %g needs moe.experts >= 2, got 1", c->lambda_v);
     TESS_REQUIRE(!c->ep || c->E % c->ep->size == 0, TESS_ERR_CONFIG,
                  "moe.experts = %lld must be divisible by the expert-parallel size %d",
                  (long long)c->E, c->ep ? c->ep->size : 1);
@@ -153,9 +187,18 @@ static tess_status ints(tess_arena *a, int64_t n, int32_t **p) {
     return TESS_OK;
 }
 
+/* Home-side rows for N tokens: N k, or E cap when blocks are padded to the capacity. */
+static int64_t rows_max(const moe_layer *m, int64_t N) {
+    const tess_nn_moe_config *c = &m->stack->cfg;
+    const int64_t R = N * m->k;
+    if (!c->pad) return R;
+    const int64_t padded = m->E * tess_nn_moe_capacity(N, m->E, m->k, c->capacity_factor);
+    return padded > R ? padded : R;
+}
+
 static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
     moe_layer *m = (moe_layer *)f;
-    const int64_t N = max_N, E = m->E, k = m->k, R = max_N * m->k, C = f->C, F = m->F;
+    const int64_t N = max_N, E = m->E, k = m->k, R = rows_max(m, max_N), C = f->C, F = m->F;
     TESS_CHECK(tess_arena_floats(ar, N * E, &m->logits));
     TESS_CHECK(tess_arena_floats(ar, N * E, &m->probs));
     TESS_CHECK(tess_arena_floats(ar, N, &m->lse));
@@ -164,10 +207,17 @@ static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
     TESS_CHECK(ints(ar, N * k, &m->topk));
     TESS_CHECK(ints(ar, N * k, &m->row_of));
     TESS_CHECK(ints(ar, R, &m->row_tok));
+    void *w;
+    TESS_CHECK(tess_arena_alloc(ar, (size_t)(N * k) * sizeof(uint64_t), &w));
+    m->work = w;
+    if (m->stack->cfg.jitter > 0) {
+        TESS_CHECK(tess_arena_floats(ar, N * C, &m->noise));
+        TESS_CHECK(tess_arena_floats(ar, N * C, &m->xj));
+    }
     TESS_CHECK(tess_arena_floats(ar, R * C, &m->xp));
     TESS_CHECK(tess_arena_floats(ar, R * C, &m->y));
     TESS_CHECK(tess_arena_floats(ar, R * F, &m->z));
-    const int64_t Rx = m->P * R; /* dropless worst case: every rank's rows to this one */
+    const int64_t Rx = m->P * R; /* worst case: every rank's rows to this one */
     if (m->plan) {
         TESS_CHECK(tess_arena_floats(ar, Rx * C, &m->xg));
         TESS_CHECK(tess_arena_floats(ar, Rx * C, &m->yg));
@@ -187,17 +237,31 @@ static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
     return TESS_OK;
 }
 
-/* Rows of the expert side: up to P*R. */
-static int64_t rx_max(const moe_layer *m, int64_t N) { return m->P * N * m->k; }
+/* Rows of the expert side: up to P*Rm. */
+static int64_t rx_max(const moe_layer *m, int64_t N) { return m->P * rows_max(m, N); }
 
-/* Backward scratch: dgates (N,k), dprobs, dlogits (N,E), dmass (N); home side dy, dxp (R,C),
- * dz (R,F); expert side (Rx rows) dyg, dxg (Rx,C), dzg, db (Rx,F); the shared expert's MLP
- * scratch (2 N Fs). */
+/* Backward scratch: dgates (N,k), dprobs, dlogits (N,E), dmass (N); home side dy, dxp (Rm,C),
+ * dz (Rm,F); expert side (Rx rows) dyg, dxg (Rx,C), dzg, db (Rx,F); then, with jitter, the
+ * router's input gradient (N,C); the shared expert's MLP scratch (2 N Fs). */
+static int64_t scratch_head(const moe_layer *m, int64_t N) {
+    const int64_t R = rows_max(m, N), Rx = rx_max(m, N), C = m->base.C, F = m->F;
+    return N * (m->k + 2 * m->E + 1) + R * (2 * C + F) + Rx * (2 * C + 2 * F) +
+           (m->stack->cfg.jitter > 0 ? N * C : 0);
+}
+
 static int64_t moe_scratch_floats(const tess_nn_ffn *f, int64_t max_N) {
     const moe_layer *m = (const moe_layer *)f;
-    const int64_t R = max_N * m->k, Rx = rx_max(m, max_N), C = f->C, F = m->F;
-    return max_N * (m->k + 2 * m->E + 1) + R * (2 * C + F) + Rx * (2 * C + 2 * F) +
-           (m->Fs > 0 ? tess_nn_mlp_scratch_size(max_N, m->Fs) : 0);
+    return scratch_head(m, max_N) + (m->Fs > 0 ? tess_nn_mlp_scratch_size(max_N, m->Fs) : 0);
+}
+
+/* y (n) = alpha x, in blocks of a known trip count (vectorised at -O2, as tess_tensor_axpy). */
+static inline void scale_block(float *restrict y, float alpha, const float *restrict x, int64_t m) {
+    for (int64_t i = 0; i < m; i++) y[i] = alpha * x[i];
+}
+static void scale_copy(float *y, float alpha, const float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) scale_block(y + i, alpha, x + i, 16);
+    scale_block(y + i, alpha, x + i, n - i);
 }
 
 /* Keep the first failure of an exchange. */
@@ -222,29 +286,45 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
     const tess_nn_moe_config *cfg = &m->stack->cfg;
     m->in = in;
     m->N = N;
-    /* route */
-    tess_nn_linear_forward(m->logits, in, P(m, m->i_router), NULL, N, C, E);
-    tess_nn_moe_router_forward(m->probs, m->lse, m->topk, m->gates, m->mass, m->logits,
-                               m->i_bias >= 0 ? P(m, m->i_bias) : NULL, N, E, k);
-    /* permute: stable counting sort of (token, slot) by expert */
-    tess_nn_moe_counts(m->counts, m->topk, N, E, k);
-    m->offs[0] = 0;
-    for (int64_t e = 0; e < E; e++) m->offs[e + 1] = m->offs[e] + m->counts[e];
-    memcpy(m->pos, m->offs, (size_t)E * sizeof *m->pos);
-    for (int64_t i = 0; i < R; i++) {
-        int64_t r = m->pos[m->topk[i]]++;
-        m->row_of[i] = (int32_t)r;
-        m->row_tok[r] = (int32_t)(i / k);
+    /* route, on the jittered input when training with jitter */
+    const float *rin = in;
+    if (m->noise && m->stack->train) {
+        const tess_rng_key key = {.seed = (uint32_t)cfg->seed, .stream = (uint32_t)m->idx};
+        tess_rng_fill_uniform(key, tess_rng_ctr(TESS_RNG_PURPOSE_JITTER, m->stack->step),
+                              m->stack->token0 * C, N * C, m->noise, (float)(1.0 - cfg->jitter),
+                              (float)(1.0 + cfg->jitter));
+        for (int64_t i = 0; i < N * C; i++) m->xj[i] = in[i] * m->noise[i];
+        rin = m->xj;
+    } else if (m->noise) {
+        for (int64_t i = 0; i < N * C; i++) m->noise[i] = 1.0f;
+        memcpy(m->xj, in, (size_t)(N * C) * sizeof(float));
     }
-    for (int64_t r = 0; r < R; r++)
-        memcpy(m->xp + r * C, in + (int64_t)m->row_tok[r] * C, (size_t)C * sizeof(float));
+    tess_nn_linear_forward(m->logits, rin, P(m, m->i_router), NULL, N, C, E);
+    tess_nn_moe_router_forward(m->probs, m->lse, m->topk, m->gates, m->mass, m->logits,
+                               m->i_bias >= 0 ? P(m, m->i_bias) : NULL, N, E, k, cfg->score);
+    /* permute: the kept (token, slot) pairs into expert blocks, in token order */
+    tess_nn_moe_counts(m->counts, m->topk, N, E, k);
+    const int64_t cap = cfg->drop != TESS_NN_MOE_DROP_NONE
+                            ? tess_nn_moe_capacity(N, E, k, cfg->capacity_factor)
+                            : -1;
+    m->Rn = tess_nn_moe_permute(m->kept, m->offs, m->row_of, m->row_tok, m->pos, m->work,
+                                m->topk, m->probs, N, E, k, cap, cfg->drop, cfg->pad);
+    m->dropped = R;
+    for (int64_t e = 0; e < E; e++) m->dropped -= m->kept[e];
+    for (int64_t r = 0; r < m->Rn; r++) {
+        if (m->row_tok[r] >= 0)
+            memcpy(m->xp + r * C, in + (int64_t)m->row_tok[r] * C, (size_t)C * sizeof(float));
+        else
+            memset(m->xp + r * C, 0, (size_t)C * sizeof(float));
+    }
+    for (int64_t e = 0; e < E; e++) m->pos[e] = m->offs[e + 1] - m->offs[e]; /* block rows */
     /* to the experts' ranks: rows in expert order are already grouped by rank */
     if (m->plan) {
-        keep(m, tess_dispatch_plan(m->plan, m->counts));
+        keep(m, tess_dispatch_plan(m->plan, m->pos));
         to_experts(m, m->xp, m->xt, m->xg, C);
         for (int64_t j = 0; j < m->nle; j++) m->rows[j] = tess_dispatch_slot_rows(m->plan, j);
     } else {
-        for (int64_t j = 0; j < m->nle; j++) m->rows[j] = m->counts[j];
+        for (int64_t j = 0; j < m->nle; j++) m->rows[j] = m->pos[j];
     }
     /* local experts on their contiguous rows */
     const float *wg = P(m, m->i_gate), *wu = P(m, m->i_up), *wd = P(m, m->i_down);
@@ -257,16 +337,21 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
         to_home(m, m->yg, m->xt, m->y, C);
         if (cfg->lambda_sp > 0) to_home(m, m->zg, m->xt, m->z, F);
     }
-    /* combine in slot order */
+    /* combine the kept slots in slot order */
     for (int64_t t = 0; t < N; t++) {
         float *o = out + t * C;
+        bool first = true;
         for (int64_t s = 0; s < k; s++) {
-            const float g = m->gates[t * k + s], *yr = m->y + (int64_t)m->row_of[t * k + s] * C;
-            if (s == 0)
-                for (int64_t c = 0; c < C; c++) o[c] = g * yr[c];
+            const int64_t r = m->row_of[t * k + s];
+            if (r < 0) continue;
+            const float g = m->gates[t * k + s], *yr = m->y + r * C;
+            if (first)
+                scale_copy(o, g, yr, C);
             else
-                for (int64_t c = 0; c < C; c++) o[c] += g * yr[c];
+                tess_tensor_axpy(o, g, yr, C);
+            first = false;
         }
+        if (first) memset(o, 0, (size_t)C * sizeof(float));
     }
     if (m->Fs > 0) {
         tess_nn_mlp_swiglu_forward(m->s_out, m->s_gate, m->s_up, m->s_h, in, P(m, m->i_sg),
@@ -280,12 +365,14 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
     m->lb = tess_nn_moe_lb_forward(m->probs, m->lbc, N, m->lbc[E], E, k);
     m->zl = tess_nn_moe_zloss_forward(m->lse, N);
     m->sp = cfg->lambda_sp > 0 ? tess_nn_moe_rsp_forward(m->z, m->row_of, N, k, F, cfg->phi) : 0;
+    m->ol = cfg->lambda_o > 0 ? tess_nn_moe_ortho_forward(m->y, m->row_of, N, k, C) : 0;
+    m->vl = E >= 2 ? tess_nn_moe_variance_forward(m->probs, N, E) : 0;
 }
 
 static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float *dout,
                          int64_t N) {
     moe_layer *m = (moe_layer *)f;
-    const int64_t C = f->C, E = m->E, k = m->k, F = m->F, R = N * k;
+    const int64_t C = f->C, E = m->E, k = m->k, F = m->F, R = rows_max(m, N), Rn = m->Rn;
     const tess_nn_moe_config *cfg = &m->stack->cfg;
     const float sc = m->stack->scale;
     float *dgates = scratch, *dprobs = dgates + N * k, *dlogits = dprobs + N * E;
@@ -293,27 +380,31 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
     float *dmass = dlogits + N * E, *dy = dmass + N, *dxp = dy + R * C, *dz = dxp + R * C;
     float *dyg = dz + R * F, *dxg = dyg + Rx * C, *dzg = dxg + Rx * C, *db = dzg + Rx * F;
     if (!m->plan) dyg = dy, dxg = dxp, dzg = dz; /* the expert side is the home side */
-    /* combine: dg_{t,s} = <dout_t, y_row>, dy_row = g_{t,s} dout_t */
+    /* combine: dg_{t,s} = <dout_t, y_row>, dy_row = g_{t,s} dout_t; 0 for dropped slots and
+     * padding rows */
+    for (int64_t r = 0; r < Rn; r++)
+        if (m->row_tok[r] < 0) memset(dy + r * C, 0, (size_t)C * sizeof(float));
     for (int64_t t = 0; t < N; t++) {
         const float *d = dout + t * C;
         for (int64_t s = 0; s < k; s++) {
             const int64_t r = m->row_of[t * k + s];
-            const float g = m->gates[t * k + s], *yr = m->y + r * C;
-            float *dyr = dy + r * C;
-            double acc = 0.0;
-            for (int64_t c = 0; c < C; c++) {
-                acc += (double)d[c] * yr[c];
-                dyr[c] = g * d[c];
+            if (r < 0) {
+                dgates[t * k + s] = 0.0f;
+                continue;
             }
-            dgates[t * k + s] = (float)acc;
+            dgates[t * k + s] = (float)tess_tensor_dot(d, m->y + r * C, C);
+            scale_copy(dy + r * C, m->gates[t * k + s], d, C);
         }
     }
+    /* the orthogonality loss's gradient of the outputs y, at home */
+    if (cfg->lambda_o > 0)
+        tess_nn_moe_ortho_backward(dy, sc * (float)cfg->lambda_o, m->y, m->row_of, N, k, C);
     /* R_sp's gradient of z, at home; then both to the experts' ranks */
-    memset(dz, 0, (size_t)(R * F) * sizeof(float));
+    memset(dz, 0, (size_t)(Rn * F) * sizeof(float));
     if (cfg->lambda_sp > 0)
         tess_nn_moe_rsp_backward(dz, sc * (float)cfg->lambda_sp, m->z, m->row_of, N, k, F,
                                  cfg->phi);
-    int64_t rx = R;
+    int64_t rx = Rn;
     if (m->plan) {
         to_experts(m, dy, m->xt, dyg, C);
         if (cfg->lambda_sp > 0)
@@ -343,14 +434,14 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
         for (int64_t i = 0; i < rx * C; i++) dxg[i] *= p;
         to_home(m, dxg, m->xt, dxp, C);
     }
-    /* un-permute: din_t += sum over slots in order */
+    /* un-permute: din_t += sum over the kept slots in order */
     for (int64_t t = 0; t < N; t++)
         for (int64_t s = 0; s < k; s++) {
-            const float *dr = dxp + (int64_t)m->row_of[t * k + s] * C;
-            for (int64_t c = 0; c < C; c++) din[t * C + c] += dr[c];
+            if (m->row_of[t * k + s] < 0) continue;
+            tess_tensor_axpy(din + t * C, 1.0f, dxp + (int64_t)m->row_of[t * k + s] * C, C);
         }
     if (m->Fs > 0) {
-        float *ms = dgates + N * (k + 2 * E + 1) + R * (2 * C + F) + rx_max(m, N) * (2 * C + 2 * F);
+        float *ms = dgates + scratch_head(m, N);
         tess_nn_mlp_swiglu_backward(din, G(m, m->i_sg), G(m, m->i_su), G(m, m->i_sd), ms, dout,
                                     m->in, P(m, m->i_sg), P(m, m->i_su), P(m, m->i_sd),
                                     m->s_gate, m->s_up, m->s_h, N, C, m->Fs);
@@ -360,6 +451,8 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
     tess_nn_moe_gates_backward(dprobs, dgates, m->gates, m->mass, m->topk, N, E, k);
     if (cfg->lambda_lb > 0)
         tess_nn_moe_lb_backward(dprobs, sc * (float)cfg->lambda_lb, m->lbc, N, m->lbc[E], E, k);
+    if (cfg->lambda_v > 0) /* maximised */
+        tess_nn_moe_variance_backward(dprobs, -sc * (float)cfg->lambda_v, m->probs, N, E);
     if (cfg->lambda_cp > 0 && m->stack->n > 1) {
         memset(dmass, 0, (size_t)N * sizeof(float));
         const float dl = sc * (float)cfg->lambda_cp;
@@ -370,11 +463,23 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
         tess_nn_moe_mass_backward(dprobs, dmass, m->topk, N, E, k);
     }
     memset(dlogits, 0, (size_t)(N * E) * sizeof(float));
-    tess_nn_moe_softmax_backward(dlogits, dprobs, m->probs, N, E);
+    if (cfg->score == TESS_NN_MOE_SCORE_SIGMOID)
+        tess_nn_moe_sigmoid_backward(dlogits, dprobs, m->probs, m->logits, N, E);
+    else
+        tess_nn_moe_softmax_backward(dlogits, dprobs, m->probs, N, E);
     if (cfg->lambda_z > 0)
         tess_nn_moe_zloss_backward(dlogits, sc * (float)cfg->lambda_z, m->probs, m->lse, N, E);
-    tess_nn_linear_backward(din, G(m, m->i_router), NULL, dlogits, m->in, P(m, m->i_router), N, C,
+    if (!m->noise) {
+        tess_nn_linear_backward(din, G(m, m->i_router), NULL, dlogits, m->in, P(m, m->i_router), N,
+                                C, E);
+        return;
+    }
+    /* jitter: the router saw x u, so din += (dlogits W_r) u */
+    float *dxr = dgates + scratch_head(m, N) - N * C;
+    memset(dxr, 0, (size_t)(N * C) * sizeof(float));
+    tess_nn_linear_backward(dxr, G(m, m->i_router), NULL, dlogits, m->xj, P(m, m->i_router), N, C,
                             E);
+    for (int64_t i = 0; i < N * C; i++) din[i] += dxr[i] * m->noise[i];
 }
 
 static double moe_matmul_params(const tess_nn_ffn *f) {
@@ -390,6 +495,7 @@ static void moe_destroy(tess_nn_ffn *f) {
     free(m->pos);
     free(m->rows);
     free(m->lbc);
+    free(m->kept);
     tess_dispatch_destroy(&m->plan);
     free(m);
 }
@@ -459,13 +565,16 @@ tess_status tess_nn_moe_stack_make_ffn(void *ctx, int64_t layer, const tess_tfm_
     m->pos = calloc((size_t)cfg->E, sizeof *m->pos);
     m->rows = calloc((size_t)m->nle, sizeof *m->rows);
     m->lbc = calloc((size_t)cfg->E + 1, sizeof *m->lbc);
-    if (!m->counts || !m->offs || !m->pos || !m->rows || !m->lbc) {
+    m->kept = calloc((size_t)cfg->E, sizeof *m->kept);
+    if (!m->counts || !m->offs || !m->pos || !m->rows || !m->lbc || !m->kept) {
         moe_destroy(&m->base);
         TESS_REQUIRE(false, TESS_ERR_MEM, "cannot allocate an MoE layer's counts (E=%lld)",
                      (long long)cfg->E);
     }
     if (cfg->ep) {
-        const tess_status ps = tess_dispatch_create(&m->plan, cfg->ep, m->nle);
+        const tess_status ps = cfg->ep_allgather
+                                   ? tess_dispatch_create_allgather(&m->plan, cfg->ep, m->nle)
+                                   : tess_dispatch_create(&m->plan, cfg->ep, m->nle);
         if (ps != TESS_OK) {
             moe_destroy(&m->base);
             return ps;
@@ -478,20 +587,32 @@ tess_status tess_nn_moe_stack_make_ffn(void *ctx, int64_t layer, const tess_tfm_
 
 void tess_nn_moe_stack_set_loss_scale(tess_nn_moe_stack *s, float scale) { s->scale = scale; }
 
+void tess_nn_moe_stack_set_step(tess_nn_moe_stack *s, bool train, uint64_t step, int64_t token0) {
+    s->train = train;
+    s->step = step;
+    s->token0 = token0;
+}
+
 tess_status tess_nn_moe_stack_status(const tess_nn_moe_stack *s) { return s->status; }
 
 void tess_nn_moe_stack_aux(const tess_nn_moe_stack *s, tess_nn_moe_aux *aux) {
     *aux = (tess_nn_moe_aux){.layers = s->n};
+    double routed = 0.0;
     for (int64_t i = 0; i < s->n; i++) {
         const moe_layer *m = s->layer[i];
+        aux->dropped += (double)m->dropped;
+        routed += (double)(m->N * m->k);
         aux->lb += m->lb;
         aux->z += m->zl;
         aux->sp += m->sp;
+        aux->o += m->ol;
+        aux->v += m->vl;
         if (i + 1 < s->n) aux->cp += tess_nn_moe_rcp_forward(m->mass, s->layer[i + 1]->mass, m->N);
     }
+    aux->dropped = routed > 0 ? aux->dropped / routed : 0.0;
     const tess_nn_moe_config *c = &s->cfg;
     aux->total = c->lambda_lb * aux->lb + c->lambda_z * aux->z + c->lambda_sp * aux->sp +
-                 c->lambda_cp * aux->cp;
+                 c->lambda_cp * aux->cp + c->lambda_o * aux->o - c->lambda_v * aux->v;
 }
 
 int64_t tess_nn_moe_stack_layers(const tess_nn_moe_stack *s) { return s->n; }
@@ -512,6 +633,17 @@ const int32_t *tess_nn_moe_stack_topk(const tess_nn_moe_stack *s, int64_t i) {
 float *tess_nn_moe_stack_bias(tess_nn_moe_stack *s, int64_t i) {
     const moe_layer *m = s->layer[i];
     return m->i_bias >= 0 ? P(m, m->i_bias) : NULL;
+}
+
+int64_t tess_nn_moe_stack_dropped(const tess_nn_moe_stack *s, int64_t i) {
+    return s->layer[i]->dropped;
+}
+
+int64_t tess_nn_moe_stack_expert_rows(const tess_nn_moe_stack *s, int64_t i) {
+    const moe_layer *m = s->layer[i];
+    int64_t n = 0;
+    for (int64_t j = 0; j < m->nle; j++) n += m->rows[j];
+    return n;
 }
 
 const float *tess_nn_moe_stack_mass(const tess_nn_moe_stack *s, int64_t i) {

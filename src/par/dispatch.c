@@ -16,6 +16,13 @@ struct tess_dispatch {
     int *rrows, *rdisp;        /* (P) rows and displacements per source */
     int64_t *rcnt64;           /* (P*S) received counts as int64 (the public view) */
     int64_t nsend, nrecv;
+    /* all-gather mode */
+    bool allgather;
+    int *acnt;                 /* (P, P*S) every rank's send counts */
+    int64_t *qoff;             /* (P) offset of the rows for this rank in rank q's send order */
+    int64_t M;                 /* the largest send total over the ranks */
+    float *big;                /* (P M, width) exchange buffer, grown on demand */
+    size_t big_cap;            /* floats */
 };
 
 tess_status tess_dispatch_create(tess_dispatch **d, const tess_group *g, int64_t slots) {
@@ -43,11 +50,25 @@ tess_status tess_dispatch_create(tess_dispatch **d, const tess_group *g, int64_t
     return TESS_OK;
 }
 
+tess_status tess_dispatch_create_allgather(tess_dispatch **d, const tess_group *g, int64_t slots) {
+    TESS_CHECK(tess_dispatch_create(d, g, slots));
+    tess_dispatch *x = *d;
+    x->allgather = true;
+    x->acnt = calloc((size_t)g->size * (size_t)g->size * (size_t)slots, sizeof(int));
+    x->qoff = calloc((size_t)g->size, sizeof(int64_t));
+    if (!x->acnt || !x->qoff) {
+        tess_dispatch_destroy(d);
+        TESS_REQUIRE(false, TESS_ERR_MEM, "dispatch: cannot allocate all-gather counts for %d "
+                     "ranks x %lld", g->size, (long long)slots);
+    }
+    return TESS_OK;
+}
+
 void tess_dispatch_destroy(tess_dispatch **d) {
     if (!d || !*d) return;
     tess_dispatch *x = *d;
     free(x->scnt), free(x->rcnt), free(x->rcnt64), free(x->srows), free(x->sdisp);
-    free(x->rrows), free(x->rdisp);
+    free(x->rrows), free(x->rdisp), free(x->acnt), free(x->qoff), free(x->big);
     free(x);
     *d = NULL;
 }
@@ -78,7 +99,27 @@ tess_status tess_dispatch_plan(tess_dispatch *d, const int64_t *send_counts) {
     }
     TESS_REQUIRE(total < INT_MAX, TESS_ERR_ARG, "dispatch: %lld rows to send reach 2^31",
                  (long long)total);
-    TESS_MPI_CHECK(MPI_Alltoall(d->scnt, (int)S, MPI_INT, d->rcnt, (int)S, MPI_INT, d->g->comm));
+    if (d->allgather) {
+        /* every rank's counts; this rank's share of rank q's: its block r = me */
+        const int me = d->g->rank;
+        TESS_MPI_CHECK(MPI_Allgather(d->scnt, (int)(P * S), MPI_INT, d->acnt, (int)(P * S),
+                                     MPI_INT, d->g->comm));
+        d->M = 0;
+        for (int64_t q = 0; q < P; q++) {
+            const int *c = d->acnt + q * P * S;
+            int64_t tot = 0, off = 0;
+            for (int64_t i = 0; i < P * S; i++) {
+                tot += c[i];
+                if (i < me * S) off += c[i];
+            }
+            for (int64_t j = 0; j < S; j++) d->rcnt[q * S + j] = c[me * S + j];
+            d->qoff[q] = off;
+            d->M = tot > d->M ? tot : d->M;
+        }
+    } else {
+        TESS_MPI_CHECK(MPI_Alltoall(d->scnt, (int)S, MPI_INT, d->rcnt, (int)S, MPI_INT,
+                                    d->g->comm));
+    }
     TESS_REQUIRE(per_rank(d->scnt, P, S, d->srows, d->sdisp) == 0 &&
                      per_rank(d->rcnt, P, S, d->rrows, d->rdisp) == 0,
                  TESS_ERR_ARG, "dispatch: rows per exchange reach 2^31");
@@ -110,12 +151,58 @@ static tess_status exchange(tess_dispatch *d, const float *in, const int *icnt, 
     return TESS_OK;
 }
 
+/* The all-gather mode's buffer for (P M, width) floats (M at least 1). */
+static tess_status big_buffer(tess_dispatch *d, int64_t width) {
+    TESS_REQUIRE(width >= 1 && width <= INT_MAX && d->M * width <= INT_MAX, TESS_ERR_ARG,
+                 "dispatch: %lld rows of width %lld per all-gather block", (long long)d->M,
+                 (long long)width);
+    const size_t need = (size_t)(d->g->size * (d->M > 0 ? d->M : 1) * width);
+    if (need > d->big_cap) {
+        float *b = realloc(d->big, need * sizeof(float));
+        TESS_REQUIRE(b, TESS_ERR_MEM, "dispatch: cannot grow the all-gather buffer to %zu floats",
+                     need);
+        d->big = b, d->big_cap = need;
+    }
+    return TESS_OK;
+}
+
+static tess_status ag_forward(tess_dispatch *d, const float *send, float *recv, int64_t width) {
+    TESS_CHECK(big_buffer(d, width));
+    const int64_t Mb = d->M > 0 ? d->M : 1;
+    /* this rank's rows, padded to M, in its block; then every block from its rank */
+    float *mine = d->big + d->g->rank * Mb * width;
+    memcpy(mine, send, (size_t)(d->nsend * width) * sizeof(float));
+    memset(mine + d->nsend * width, 0, (size_t)((Mb - d->nsend) * width) * sizeof(float));
+    TESS_MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, d->big, (int)(Mb * width),
+                                 MPI_FLOAT, d->g->comm));
+    for (int64_t q = 0; q < d->g->size; q++)
+        memcpy(recv + (int64_t)d->rdisp[q] * width, d->big + (q * Mb + d->qoff[q]) * width,
+               (size_t)((int64_t)d->rrows[q] * width) * sizeof(float));
+    return TESS_OK;
+}
+
+static tess_status ag_reverse(tess_dispatch *d, const float *recv, float *send, int64_t width) {
+    TESS_CHECK(big_buffer(d, width));
+    const int64_t Mb = d->M > 0 ? d->M : 1;
+    memset(d->big, 0, (size_t)(d->g->size * Mb * width) * sizeof(float));
+    for (int64_t q = 0; q < d->g->size; q++)
+        memcpy(d->big + (q * Mb + d->qoff[q]) * width, recv + (int64_t)d->rdisp[q] * width,
+               (size_t)((int64_t)d->rrows[q] * width) * sizeof(float));
+    /* in place: this rank's block of the sum lands at the start of big */
+    TESS_MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, d->big, (int)(Mb * width), MPI_FLOAT,
+                                            MPI_SUM, d->g->comm));
+    memcpy(send, d->big, (size_t)(d->nsend * width) * sizeof(float));
+    return TESS_OK;
+}
+
 tess_status tess_dispatch_forward(tess_dispatch *d, const float *send, float *recv, int64_t width) {
+    if (d->allgather) return ag_forward(d, send, recv, width);
     TESS_CHECK(exchange(d, send, d->srows, d->sdisp, recv, d->rrows, d->rdisp, width));
     return TESS_OK;
 }
 
 tess_status tess_dispatch_reverse(tess_dispatch *d, const float *recv, float *send, int64_t width) {
+    if (d->allgather) return ag_reverse(d, recv, send, width);
     TESS_CHECK(exchange(d, recv, d->rrows, d->rdisp, send, d->srows, d->sdisp, width));
     return TESS_OK;
 }

@@ -14,6 +14,14 @@
  * rows as a contiguous datatype of `width` floats, with no extra agreement on buffer room (the
  * counts are already known on both sides). Counts in rows must stay below 2^31 (Open MPI 4.1 has
  * no large-count all-to-all-v).
+ * The all-gather mode (tess_dispatch_create_allgather) is the correctness oracle of the all-to-all
+ * one (Megatron's AllGather dispatcher): same interface, same results bit for bit, through other
+ * collectives. Its plan all-gathers every rank's P*S counts (MPI_Allgather); a forward exchange
+ * all-gathers every rank's send rows, padded to the largest send total M (MPI_Allgather of M rows),
+ * and each rank keeps the rows addressed to it; a reverse exchange writes each received row back
+ * to its place in a zeroed (P M, width) buffer and sums it over the ranks (MPI_Reduce_scatter_block,
+ * rank q receiving its M rows): every place holds one rank's row and zeros elsewhere, so the sum
+ * is exact. Cost P times the all-to-all's volume and a (P M, width) buffer: for tests.
  * Collective on g: every rank calls plan and each exchange in the same order. */
 #ifndef TESS_PAR_DISPATCH_H
 #define TESS_PAR_DISPATCH_H
@@ -28,6 +36,8 @@ typedef struct tess_dispatch tess_dispatch;
 /* A plan object for group g (borrowed, must outlive it) with `slots` >= 1 slots per rank. Not
  * collective. TESS_ERR_ARG for slots < 1; TESS_ERR_MEM. */
 tess_status tess_dispatch_create(tess_dispatch **d, const tess_group *g, int64_t slots);
+/* The same in the all-gather mode. */
+tess_status tess_dispatch_create_allgather(tess_dispatch **d, const tess_group *g, int64_t slots);
 /* NULL-safe; sets *d = NULL. */
 void tess_dispatch_destroy(tess_dispatch **d);
 
@@ -44,7 +54,8 @@ int64_t tess_dispatch_slot_rows(const tess_dispatch *d, int64_t j);
 
 /* Forward: send (send_rows, width) in [dest][slot] order -> recv (recv_rows, width) in
  * [source][slot] order. Reverse: the adjoint, recv-side rows back to their senders, each landing
- * where its forward row came from. width >= 1 floats. Collective; TESS_ERR_MPI. */
+ * where its forward row came from. width >= 1 floats. Collective; TESS_ERR_MPI, and TESS_ERR_MEM
+ * when the all-gather mode cannot grow its buffer. */
 tess_status tess_dispatch_forward(tess_dispatch *d, const float *send, float *recv, int64_t width);
 tess_status tess_dispatch_reverse(tess_dispatch *d, const float *recv, float *send, int64_t width);
 

@@ -61,6 +61,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/rng.h"      /* tess_rng_* (the MoE router jitter) */
 #include "nn/activation.h" /* tess_nn_gelu_*, tess_nn_silu_* */
 #include "nn/attention.h"  /* tess_nn_attention_* */
 #include "nn/block.h"      /* tess_nn_block_* */
@@ -836,7 +837,8 @@ static void blocks_teardown(gc_ctx *c) {
 
 /* Logits of order 1 with top-k gaps mostly larger than the FD step (kink rows skip the rest). */
 
-/* moe_gates: dims {N, E, k}: outputs gates (N,k) and top-k mass (N) of softmax(logits) */
+/* moe_gates: dims {N, E, k, score}: outputs gates (N,k) and top-k mass (N) of the scores
+ * (softmax or sigmoid, tess_nn_moe_score) of logits */
 static void moe_gates_setup(gc_ctx *c) {
     const int64_t N = c->dims[0], E = c->dims[1], k = c->dims[2];
     gc_input(c, "logits", N * E, -2, 2);
@@ -850,7 +852,8 @@ static void moe_gates_setup(gc_ctx *c) {
 static void moe_gates_run_forward(gc_ctx *c, bool ref) {
     (ref ? tess_nn_moe_router_forward_ref : tess_nn_moe_router_forward)(
         gc_x(c, "probs"), gc_x(c, "lse"), gc_i(c, "topk"), gc_x(c, "gates"), gc_x(c, "mass"),
-        gc_x(c, "logits"), NULL, c->dims[0], c->dims[1], c->dims[2]);
+        gc_x(c, "logits"), NULL, c->dims[0], c->dims[1], c->dims[2],
+        (tess_nn_moe_score)c->dims[3]);
 }
 static void moe_gates_forward(gc_ctx *c) { moe_gates_run_forward(c, false); }
 static void moe_gates_forward_ref(gc_ctx *c) { moe_gates_run_forward(c, true); }
@@ -860,7 +863,11 @@ static void moe_gates_backward(gc_ctx *c) {
     tess_nn_moe_gates_backward(dp, gc_g(c, "gates"), gc_x(c, "gates"), gc_x(c, "mass"),
                                gc_i(c, "topk"), N, E, k);
     tess_nn_moe_mass_backward(dp, gc_g(c, "mass"), gc_i(c, "topk"), N, E, k);
-    tess_nn_moe_softmax_backward(gc_g(c, "logits"), dp, gc_x(c, "probs"), N, E);
+    if (c->dims[3] == TESS_NN_MOE_SCORE_SIGMOID)
+        tess_nn_moe_sigmoid_backward(gc_g(c, "logits"), dp, gc_x(c, "probs"), gc_x(c, "logits"),
+                                     N, E);
+    else
+        tess_nn_moe_softmax_backward(gc_g(c, "logits"), dp, gc_x(c, "probs"), N, E);
 }
 
 /* moe_lb: dims {N, E, k}: L_lb of softmax(logits) with the counts of fixed routings "route"
@@ -881,7 +888,7 @@ static void moe_softmax_only(gc_ctx *c, float *probs, float *lse, const float *l
     float gates[64], mass[64];
     for (int64_t t = 0; t < N; t++)
         tess_nn_moe_router_forward(probs + t * E, lse + t, topk, gates, mass, logits + t * E,
-                                   NULL, 1, E, 1);
+                                   NULL, 1, E, 1, TESS_NN_MOE_SCORE_SOFTMAX);
 }
 static void moe_lb_forward(gc_ctx *c) {
     const int64_t N = c->dims[0], E = c->dims[1], k = c->dims[2];
@@ -939,10 +946,10 @@ static void moe_rcp_forward(gc_ctx *c) {
     const int64_t N = c->dims[0], E = c->dims[1], k = c->dims[2];
     tess_nn_moe_router_forward(gc_x(c, "probs_a"), gc_x(c, "lse"), gc_i(c, "topk_a"),
                                gc_x(c, "gates"), gc_x(c, "mass_a"), gc_x(c, "logits_a"), NULL, N,
-                               E, k);
+                               E, k, TESS_NN_MOE_SCORE_SOFTMAX);
     tess_nn_moe_router_forward(gc_x(c, "probs_b"), gc_x(c, "lse"), gc_i(c, "topk_b"),
                                gc_x(c, "gates"), gc_x(c, "mass_b"), gc_x(c, "logits_b"), NULL, N,
-                               E, k);
+                               E, k, TESS_NN_MOE_SCORE_SOFTMAX);
     gc_x(c, "loss")[0] = tess_nn_moe_rcp_forward(gc_x(c, "mass_a"), gc_x(c, "mass_b"), N);
 }
 static void moe_rcp_backward(gc_ctx *c) {
@@ -1000,11 +1007,57 @@ static void moe_rsp_forward_ref(gc_ctx *c) { moe_rsp_run_forward(c, true); }
 static void moe_rsp_backward(gc_ctx *c) { moe_rsp_run_backward(c, false); }
 static void moe_rsp_backward_ref(gc_ctx *c) { moe_rsp_run_backward(c, true); }
 
-/* moe_layers: dims {N, C, F, E, k, shared_F}: two MoE layers of one stack (with a shared SwiGLU
- * expert of width shared_F when > 0), y2 = moe2(moe1(x)), with every
+/* moe_ortho: dims {N, k, C, dropped}: Guo et al.'s orthogonality loss of outputs y (R,C), rows
+ * paired by token through the scrambled row_of of moe_rsp_swiglu; with dropped, slot 0 of token 1
+ * is dropped (-1). */
+static void moe_ortho_setup(gc_ctx *c) {
+    const int64_t N = c->dims[0], k = c->dims[1], C = c->dims[2], R = N * k;
+    gc_input(c, "y", R * C, -1, 1);
+    int32_t *row_of = gc_ids(c, "row_of", R, 0, 0);
+    for (int64_t i = 0; i < R; i++) row_of[i] = (int32_t)((7 * i + 3) % R);
+    if (c->dims[3]) row_of[k] = -1;
+    gc_output(c, "loss", 1);
+}
+static void moe_ortho_forward(gc_ctx *c) {
+    gc_x(c, "loss")[0] = tess_nn_moe_ortho_forward(gc_x(c, "y"), gc_i(c, "row_of"), c->dims[0],
+                                                   c->dims[1], c->dims[2]);
+}
+static void moe_ortho_forward_ref(gc_ctx *c) {
+    gc_x(c, "loss")[0] = tess_nn_moe_ortho_forward_ref(gc_x(c, "y"), gc_i(c, "row_of"),
+                                                       c->dims[0], c->dims[1], c->dims[2]);
+}
+static void moe_ortho_backward(gc_ctx *c) {
+    tess_nn_moe_ortho_backward(gc_g(c, "y"), gc_g(c, "loss")[0], gc_x(c, "y"), gc_i(c, "row_of"),
+                               c->dims[0], c->dims[1], c->dims[2]);
+}
+
+/* moe_variance: dims {N, E}: mean over tokens of the variance of softmax(logits) */
+static void moe_variance_setup(gc_ctx *c) {
+    const int64_t N = c->dims[0], E = c->dims[1];
+    gc_input(c, "logits", N * E, -2, 2);
+    gc_cache(c, "probs", N * E);
+    gc_cache(c, "lse", N);
+    gc_work(c, "dprobs", N * E);
+    gc_output(c, "loss", 1);
+}
+static void moe_variance_forward(gc_ctx *c) {
+    moe_softmax_only(c, gc_x(c, "probs"), gc_x(c, "lse"), gc_x(c, "logits"));
+    gc_x(c, "loss")[0] = tess_nn_moe_variance_forward(gc_x(c, "probs"), c->dims[0], c->dims[1]);
+}
+static void moe_variance_backward(gc_ctx *c) {
+    const int64_t N = c->dims[0], E = c->dims[1];
+    tess_nn_moe_variance_backward(gc_x(c, "dprobs"), gc_g(c, "loss")[0], gc_x(c, "probs"), N, E);
+    tess_nn_moe_softmax_backward(gc_g(c, "logits"), gc_x(c, "dprobs"), gc_x(c, "probs"), N, E);
+}
+
+/* moe_layers: dims {N, C, F, E, k, shared_F, variant}: two MoE layers of one stack (with a
+ * shared SwiGLU expert of width shared_F when > 0), y2 = moe2(moe1(x)), with every
  * aux loss on (lambda_lb 0.5, lambda_z 0.3, lambda_sp 0.7, lambda_cp 0.9); outputs y2 (N,C) and
  * the weighted aux total, whose dout is the stack's loss scale. forward_ref is the same
- * composition token by token from the _ref kernels. */
+ * composition token by token from the _ref kernels. variant 0: softmax, dropless; 1: sigmoid
+ * scores (lambda_z 0), capacity factor 0.75 dropping by score, padded blocks; 2: capacity 0.75
+ * dropping by position, training with router jitter 0.3 (step 3); 3: Guo et al.'s baselines on
+ * as well (lambda_o 0.6, lambda_v 0.8). */
 static struct {
     tess_registry *reg;
     tess_nn_moe_stack *stack;
@@ -1012,16 +1065,28 @@ static struct {
     tess_arena arena;
     float *y1, *dy1, *scratch;
 } gc_moe;
-static const tess_nn_moe_config gc_moe_cfg = {.every = 1, .lambda_lb = 0.5, .lambda_z = 0.3,
-                                              .lambda_sp = 0.7, .lambda_cp = 0.9,
-                                              .phi = TESS_NN_MOE_PHI_SQ, .std = 0.02};
+static tess_nn_moe_config gc_moe_cfg(const gc_ctx *c) {
+    tess_nn_moe_config mc = {.every = 1, .lambda_lb = 0.5, .lambda_z = 0.3, .lambda_sp = 0.7,
+                             .lambda_cp = 0.9, .phi = TESS_NN_MOE_PHI_SQ, .std = 0.02, .seed = 7};
+    mc.F = c->dims[2], mc.E = c->dims[3], mc.k = c->dims[4], mc.shared_F = c->dims[5];
+    if (c->dims[6] == 1) {
+        mc.score = TESS_NN_MOE_SCORE_SIGMOID, mc.lambda_z = 0;
+        mc.drop = TESS_NN_MOE_DROP_PROBS, mc.capacity_factor = 0.75, mc.pad = true;
+    } else if (c->dims[6] == 2) {
+        mc.drop = TESS_NN_MOE_DROP_POSITION, mc.capacity_factor = 0.75, mc.jitter = 0.3;
+    } else if (c->dims[6] == 3) {
+        mc.lambda_o = 0.6, mc.lambda_v = 0.8;
+    }
+    return mc;
+}
+#define GC_MOE_STEP 3
 static tess_status moe_layers_build(const gc_ctx *c) {
     const int64_t N = c->dims[0], C = c->dims[1];
-    tess_nn_moe_config mc = gc_moe_cfg;
-    mc.F = c->dims[2], mc.E = c->dims[3], mc.k = c->dims[4], mc.shared_F = c->dims[5];
+    const tess_nn_moe_config mc = gc_moe_cfg(c);
     const tess_tfm_config tc = {.V = 8, .T = N, .C = C, .NH = 1, .F = 4, .L = 2};
     TESS_CHECK(tess_registry_create(&gc_moe.reg));
     TESS_CHECK(tess_nn_moe_stack_create(&gc_moe.stack, &mc));
+    tess_nn_moe_stack_set_step(gc_moe.stack, true, GC_MOE_STEP, 0);
     for (int l = 0; l < 2; l++) {
         TESS_CHECK(tess_nn_moe_stack_make_ffn(gc_moe.stack, l, &tc, &gc_moe.f[l]));
         TESS_CHECK(tess_nn_ffn_add_params(gc_moe.f[l], gc_moe.reg, l ? "m2" : "m1"));
@@ -1083,10 +1148,12 @@ static void moe_layers_backward(gc_ctx *c) {
         for (int64_t j = 0; j < e->local_count; j++) dst[j] += g[j];
     }
 }
-/* One MoE layer token by token from the _ref kernels: y (N,C), its top-k mass (N) and its
- * lambda-weighted L_lb + L_z + R_sp. */
-static double moe_layer_ref(float *y, float *mass, const float *x, const char *pre, gc_ctx *c) {
+/* One MoE layer (MoE layer index li) token by token from the _ref kernels: y (N,C), its top-k
+ * mass (N) and its lambda-weighted L_lb + L_z + R_sp. */
+static double moe_layer_ref(float *y, float *mass, const float *x, const char *pre, int li,
+                            gc_ctx *c) {
     const int64_t N = c->dims[0], C = c->dims[1], F = c->dims[2], E = c->dims[3], k = c->dims[4];
+    const tess_nn_moe_config mc = gc_moe_cfg(c);
     char nm[64];
     snprintf(nm, sizeof nm, "%s.router", pre);
     const float *wr = gc_x(c, nm);
@@ -1099,17 +1166,31 @@ static double moe_layer_ref(float *y, float *mass, const float *x, const char *p
     float *h = calloc((size_t)(N * E), sizeof(float)), *p = calloc((size_t)(N * E), sizeof(float));
     float *lse = calloc((size_t)N, sizeof(float)), *g = calloc((size_t)(N * k), sizeof(float));
     float *z = calloc((size_t)(N * k * F), sizeof(float)), *ab = calloc((size_t)(2 * F), sizeof(float));
-    float *yr = calloc((size_t)C, sizeof(float));
+    float *yk = calloc((size_t)(N * k * C), sizeof(float)); /* each slot's expert output */
     int32_t *topk = calloc((size_t)(N * k), sizeof(int32_t)), *row = calloc((size_t)(N * k), sizeof(int32_t));
+    float *xr = calloc((size_t)(N * C), sizeof(float));
+    uint8_t *keep = calloc((size_t)(N * k), 1);
     int64_t counts[64];
-    if (!h || !p || !lse || !g || !z || !ab || !yr || !topk || !row) gc_die("out of memory in", "moe_layer_ref");
-    tess_nn_linear_forward_ref(h, x, wr, NULL, N, C, E);
-    tess_nn_moe_router_forward_ref(p, lse, topk, g, mass, h, NULL, N, E, k);
+    if (!h || !p || !lse || !g || !z || !ab || !yk || !topk || !row || !xr || !keep)
+        gc_die("out of memory in", "moe_layer_ref");
+    /* the router's input: x, or x u with the jitter u of this layer and step */
+    memcpy(xr, x, (size_t)(N * C) * sizeof(float));
+    if (mc.jitter > 0)
+        for (int64_t i = 0; i < N * C; i++)
+            xr[i] *= (float)tess_rng_uniform((tess_rng_key){.seed = (uint32_t)mc.seed, .stream = (uint32_t)li},
+                                             tess_rng_ctr(TESS_RNG_PURPOSE_JITTER, GC_MOE_STEP), (uint64_t)i,
+                                             1.0 - mc.jitter, 1.0 + mc.jitter);
+    tess_nn_linear_forward_ref(h, xr, wr, NULL, N, C, E);
+    tess_nn_moe_router_forward_ref(p, lse, topk, g, mass, h, NULL, N, E, k, mc.score);
+    tess_nn_moe_keep_ref(keep, topk, p, N, E, k,
+                         mc.drop ? tess_nn_moe_capacity(N, E, k, mc.capacity_factor) : -1, mc.drop);
     for (int64_t t = 0; t < N; t++) {
         for (int64_t cc = 0; cc < C; cc++) y[t * C + cc] = 0;
         for (int64_t s = 0; s < k; s++) {
             const int64_t e = topk[t * k + s];
-            row[t * k + s] = (int32_t)(t * k + s);
+            row[t * k + s] = keep[t * k + s] ? (int32_t)(t * k + s) : -1;
+            if (!keep[t * k + s]) continue;
+            float *yr = yk + (t * k + s) * C;
             tess_nn_moe_expert_forward_ref(yr, ab, ab + F, z + (t * k + s) * F, x + t * C,
                                            wg + e * F * C, wu + e * F * C, wd + e * C * F, 1, C,
                                            F);
@@ -1131,20 +1212,23 @@ static double moe_layer_ref(float *y, float *mass, const float *x, const char *p
         free(ys), free(gt), free(up), free(hh);
     }
     tess_nn_moe_counts(counts, topk, N, E, k);
-    double aux = gc_moe_cfg.lambda_lb * tess_nn_moe_lb_forward(p, counts, N, N, E, k) +
-                 gc_moe_cfg.lambda_z * tess_nn_moe_zloss_forward(lse, N) +
-                 gc_moe_cfg.lambda_sp * tess_nn_moe_rsp_forward_ref(z, row, N, k, F, gc_moe_cfg.phi);
-    free(h), free(p), free(lse), free(g), free(z), free(ab), free(yr), free(topk), free(row);
+    double aux = mc.lambda_lb * tess_nn_moe_lb_forward(p, counts, N, N, E, k) +
+                 mc.lambda_z * tess_nn_moe_zloss_forward(lse, N) +
+                 mc.lambda_sp * tess_nn_moe_rsp_forward_ref(z, row, N, k, F, mc.phi) -
+                 mc.lambda_v * tess_nn_moe_variance_forward(p, N, E);
+    if (mc.lambda_o > 0) aux += mc.lambda_o * tess_nn_moe_ortho_forward_ref(yk, row, N, k, C);
+    free(h), free(p), free(lse), free(g), free(z), free(ab), free(yk), free(topk), free(row);
+    free(xr), free(keep);
     return aux;
 }
 static void moe_layers_forward_ref(gc_ctx *c) {
     const int64_t N = c->dims[0];
     float m1[64], m2[64];
-    double aux = moe_layer_ref(gc_moe.y1, m1, gc_x(c, "x"), "m1", c);
-    aux += moe_layer_ref(gc_x(c, "y2"), m2, gc_moe.y1, "m2", c);
+    double aux = moe_layer_ref(gc_moe.y1, m1, gc_x(c, "x"), "m1", 0, c);
+    aux += moe_layer_ref(gc_x(c, "y2"), m2, gc_moe.y1, "m2", 1, c);
     double j = 0;
     for (int64_t t = 0; t < N; t++) j += (double)m1[t] * m2[t];
-    gc_x(c, "aux")[0] = (float)(aux - gc_moe_cfg.lambda_cp * j / (double)N);
+    gc_x(c, "aux")[0] = (float)(aux - gc_moe_cfg(c).lambda_cp * j / (double)N);
 }
 static void moe_layers_teardown(gc_ctx *c) {
     (void)c;
@@ -1686,12 +1770,15 @@ static const gc_row gc_rows[] = {
      blocks_forward_ref, blocks_backward_ref, 0, false, blocks_teardown, NULL},
     {"blocks_two_axes_ln_gelu", {1, 3, 3, 4, 2, 1}, blocks_setup, blocks_forward, blocks_backward,
      blocks_forward_ref, blocks_backward_ref, 0, false, blocks_teardown, NULL},
-    /* MoE (nn/moe.h): gates and mass {N,E,k}; LB {N,E,k}; z-loss {N,E}; R_cp {N,E,k};
-     * R_sp through SwiGLU {N,k,C,F,phi}; two coupled layers {N,C,F,E,k,shared_F} */
-    {"moe_gates", {7, 6, 2}, moe_gates_setup, moe_gates_forward, moe_gates_backward,
-     moe_gates_forward_ref, NULL, 0, true, NULL, NULL},
-    {"moe_gates_k3", {5, 8, 3}, moe_gates_setup, moe_gates_forward, moe_gates_backward,
-     moe_gates_forward_ref, NULL, 0, true, NULL, NULL},
+    /* MoE (nn/moe.h): gates and mass {N,E,k,score}; LB {N,E,k}; z-loss {N,E}; R_cp {N,E,k};
+     * R_sp through SwiGLU {N,k,C,F,phi}; two coupled layers {N,C,F,E,k,shared_F,variant};
+     * Guo et al.'s orthogonality {N,k,C,dropped} and variance {N,E} */
+    {"moe_gates", {7, 6, 2, TESS_NN_MOE_SCORE_SOFTMAX}, moe_gates_setup, moe_gates_forward,
+     moe_gates_backward, moe_gates_forward_ref, NULL, 0, true, NULL, NULL},
+    {"moe_gates_k3", {5, 8, 3, TESS_NN_MOE_SCORE_SOFTMAX}, moe_gates_setup, moe_gates_forward,
+     moe_gates_backward, moe_gates_forward_ref, NULL, 0, true, NULL, NULL},
+    {"moe_gates_sigmoid", {7, 6, 2, TESS_NN_MOE_SCORE_SIGMOID}, moe_gates_setup,
+     moe_gates_forward, moe_gates_backward, moe_gates_forward_ref, NULL, 0, true, NULL, NULL},
     {"moe_lb", {9, 5, 2}, moe_lb_setup, moe_lb_forward, moe_lb_backward, NULL, NULL, 0, false,
      NULL, NULL},
     {"moe_zloss", {6, 7}, moe_zloss_setup, moe_zloss_forward, moe_zloss_backward, NULL, NULL, 0,
@@ -1707,6 +1794,20 @@ static const gc_row gc_rows[] = {
      moe_layers_forward_ref, NULL, 0, true, moe_layers_teardown, NULL},
     {"moe_layers_shared", {6, 8, 6, 4, 2, 5}, moe_layers_setup, moe_layers_forward,
      moe_layers_backward, moe_layers_forward_ref, NULL, 0, true, moe_layers_teardown, NULL},
+    {"moe_layers_sigmoid_cap_probs_pad", {8, 8, 6, 4, 2, 0, 1}, moe_layers_setup,
+     moe_layers_forward, moe_layers_backward, moe_layers_forward_ref, NULL, 0, true,
+     moe_layers_teardown, NULL},
+    {"moe_layers_guo_ov", {9, 8, 6, 4, 2, 0, 3}, moe_layers_setup, moe_layers_forward,
+     moe_layers_backward, moe_layers_forward_ref, NULL, 0, true, moe_layers_teardown, NULL},
+    {"moe_ortho_k2", {5, 2, 4, 0}, moe_ortho_setup, moe_ortho_forward, moe_ortho_backward,
+     moe_ortho_forward_ref, NULL, 0, false, NULL, NULL},
+    {"moe_ortho_k4_dropped", {3, 4, 6, 1}, moe_ortho_setup, moe_ortho_forward, moe_ortho_backward,
+     moe_ortho_forward_ref, NULL, 0, false, NULL, NULL},
+    {"moe_variance", {6, 5}, moe_variance_setup, moe_variance_forward, moe_variance_backward, NULL,
+     NULL, 0, false, NULL, NULL},
+    {"moe_layers_cap_position_jitter", {9, 8, 6, 4, 2, 0, 2}, moe_layers_setup,
+     moe_layers_forward, moe_layers_backward, moe_layers_forward_ref, NULL, 0, true,
+     moe_layers_teardown, NULL},
     {"spmm_adj", {8, 3, 0}, spmm_setup, spmm_forward, spmm_backward, spmm_forward_ref,
      spmm_backward_ref, 0, false, gc_graph_teardown, NULL},
     {"spmm_ahat", {8, 4, 1}, spmm_setup, spmm_forward, spmm_backward, spmm_forward_ref,

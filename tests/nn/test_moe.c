@@ -1,8 +1,11 @@
 /* test_moe.c - the MoE layer's checks beyond the gradcheck rows (nn/moe.h): top-k ties and the
  * selection bias, L_lb at uniform routing, Proposition 1 (gradient cosine of W_down equals the
  * activation cosine), R_cp against a brute-force double sum and its renormalised-gates
- * degeneracy, R_sp pairing by token id, the balancing-bias rule, config errors, and an MoE
- * transformer (MoE every other layer) whose gradient of CE + aux matches finite differences. */
+ * degeneracy, R_sp pairing by token id, the balancing-bias rule, sigmoid scores, the capacity
+ * permutation against its definition (both drop policies, padding, count conservation), the
+ * dropped fraction and the router jitter of a layer, Guo et al.'s orthogonality and variance
+ * losses by hand, config errors, and an MoE transformer (MoE
+ * every other layer) whose gradient of CE + aux matches finite differences. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,24 +22,24 @@ static void check_topk_ties_and_bias(void) {
     const float h[6] = {0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f};
     float p[6], lse, g[3], m;
     int32_t ids[3];
-    tess_nn_moe_router_forward(p, &lse, ids, g, &m, h, NULL, 1, 6, 3);
+    tess_nn_moe_router_forward(p, &lse, ids, g, &m, h, NULL, 1, 6, 3, TESS_NN_MOE_SCORE_SOFTMAX);
     TESS_TEST_CHECK(ids[0] == 0 && ids[1] == 1 && ids[2] == 2, "ties go to the lower id: %d %d %d",
                     ids[0], ids[1], ids[2]);
     TESS_TEST_CLOSE(m, 0.5, 1e-6, 0, "top-3 mass of 6 equal scores");
     TESS_TEST_CLOSE(g[0], 1.0 / 3.0, 1e-6, 0, "renormalised gate");
     /* a tie between ids 4 and 2 below id 5: 5 first, then 2 (lower), then 4 */
     const float h2[6] = {0.f, 0.f, 1.f, 0.f, 1.f, 2.f};
-    tess_nn_moe_router_forward(p, &lse, ids, g, &m, h2, NULL, 1, 6, 3);
+    tess_nn_moe_router_forward(p, &lse, ids, g, &m, h2, NULL, 1, 6, 3, TESS_NN_MOE_SCORE_SOFTMAX);
     TESS_TEST_CHECK(ids[0] == 5 && ids[1] == 2 && ids[2] == 4, "descending, ties lower: %d %d %d",
                     ids[0], ids[1], ids[2]);
     int32_t rids[3];
     float rp[6], rl, rg[3], rm;
-    tess_nn_moe_router_forward_ref(rp, &rl, rids, rg, &rm, h2, NULL, 1, 6, 3);
+    tess_nn_moe_router_forward_ref(rp, &rl, rids, rg, &rm, h2, NULL, 1, 6, 3, TESS_NN_MOE_SCORE_SOFTMAX);
     TESS_TEST_CHECK(memcmp(ids, rids, sizeof ids) == 0, "fast and _ref select alike");
     /* the bias changes the selection only: gates are the unbiased probs renormalised */
     const float bias[6] = {0.f, 0.f, 0.f, 0.f, 0.f, 1.f};
     const float h3[6] = {0.f, 0.f, 0.f, 0.f, 0.f, -3.f};
-    tess_nn_moe_router_forward(p, &lse, ids, g, &m, h3, bias, 1, 6, 2);
+    tess_nn_moe_router_forward(p, &lse, ids, g, &m, h3, bias, 1, 6, 2, TESS_NN_MOE_SCORE_SOFTMAX);
     TESS_TEST_CHECK(ids[0] == 5 && ids[1] == 0, "bias selects expert 5 first: %d %d", ids[0],
                     ids[1]);
     TESS_TEST_CLOSE(g[0], p[5] / (p[5] + p[0]), 1e-7, 1e-6, "gate from unbiased probs");
@@ -105,8 +108,8 @@ static void check_rcp_brute_force(void) {
     int32_t ka[N * K], kb[N * K];
     tess_ref_fill_uniform(ha, N * E, 5, 2.0f);
     tess_ref_fill_uniform(hb, N * E, 6, 2.0f);
-    tess_nn_moe_router_forward(pa, lse, ka, ga, ma, ha, NULL, N, E, K);
-    tess_nn_moe_router_forward(pb, lse, kb, gb, mb, hb, NULL, N, E, K);
+    tess_nn_moe_router_forward(pa, lse, ka, ga, ma, ha, NULL, N, E, K, TESS_NN_MOE_SCORE_SOFTMAX);
+    tess_nn_moe_router_forward(pb, lse, kb, gb, mb, hb, NULL, N, E, K, TESS_NN_MOE_SCORE_SOFTMAX);
     double brute = 0;
     for (int t = 0; t < N; t++)
         for (int s = 0; s < K; s++)
@@ -164,6 +167,128 @@ static void check_bias_update(void) {
                     "overloaded down, underloaded up: %g %g %g", bias[0], bias[1], bias[2]);
 }
 
+static void check_sigmoid(void) {
+    enum { N = 4, E = 6, K = 2 };
+    float h[N * E], p[N * E], rp[N * E], lse[N], rl[N], g[N * K], rg[N * K], m[N], rm[N];
+    int32_t ids[N * K], rids[N * K];
+    tess_ref_fill_uniform(h, N * E, 41, 2.0f);
+    tess_nn_moe_router_forward(p, lse, ids, g, m, h, NULL, N, E, K, TESS_NN_MOE_SCORE_SIGMOID);
+    tess_nn_moe_router_forward_ref(rp, rl, rids, rg, rm, h, NULL, N, E, K,
+                                   TESS_NN_MOE_SCORE_SIGMOID);
+    TESS_TEST_CHECK(memcmp(ids, rids, sizeof ids) == 0, "sigmoid: fast and _ref select alike");
+    for (int t = 0; t < N; t++) {
+        double sum = 0, ssum = 0;
+        for (int e = 0; e < E; e++) sum += p[t * E + e], ssum += 1.0 / (1.0 + exp(-h[t * E + e]));
+        TESS_TEST_CLOSE(sum, 1.0, 1e-6, 0, "sigmoid scores sum to 1");
+        const double s0 = 1.0 / (1.0 + exp(-h[t * E + ids[t * K]]));
+        const double s1 = 1.0 / (1.0 + exp(-h[t * E + ids[t * K + 1]]));
+        TESS_TEST_CLOSE(p[t * E + ids[t * K]], s0 / ssum, 1e-6, 1e-6, "p = s(h) / sum s");
+        TESS_TEST_CLOSE(g[t * K], s0 / (s0 + s1), 1e-6, 1e-6, "gate renormalised over the top-k");
+        TESS_TEST_CLOSE(g[t * K], rg[t * K], 1e-6, 1e-6, "gate fast = _ref");
+        /* the logistic function is monotone: the top-k are the largest logits */
+        for (int e = 0; e < E; e++)
+            TESS_TEST_CHECK(e == ids[t * K] || h[t * E + e] <= h[t * E + ids[t * K]],
+                            "top-1 has the largest logit");
+    }
+}
+
+/* The capacity permutation of random routings against tess_nn_moe_keep_ref, for both policies
+ * with and without padding, and dropless. */
+static void check_permute(void) {
+    enum { N = 37, E = 5, K = 2, R = N * K };
+    float h[N * E], p[N * E], lse[N], g[R], m[N];
+    int32_t topk[R], row_of[R], row_tok[2 * R];
+    int64_t kept[E], offs[E + 1], pos[E], counts[E];
+    uint64_t work[R];
+    uint8_t keep[R];
+    tess_ref_fill_uniform(h, N * E, 43, 1.5f);
+    /* ties for the probs policy: tokens 0..5 route identically */
+    for (int t = 1; t < 6; t++) memcpy(h + t * E, h, E * sizeof(float));
+    tess_nn_moe_router_forward(p, lse, topk, g, m, h, NULL, N, E, K, TESS_NN_MOE_SCORE_SOFTMAX);
+    tess_nn_moe_counts(counts, topk, N, E, K);
+    const int64_t cap = tess_nn_moe_capacity(N, E, K, 0.8);
+    TESS_TEST_CHECK(cap == 12, "capacity ceil(37 * 2 * 0.8 / 5) = 12, got %lld", (long long)cap);
+    const tess_nn_moe_drop pol[3] = {TESS_NN_MOE_DROP_NONE, TESS_NN_MOE_DROP_PROBS,
+                                     TESS_NN_MOE_DROP_POSITION};
+    for (int q = 0; q < 3; q++)
+        for (int pad = 0; pad < 2; pad++) {
+            const int64_t rows = tess_nn_moe_permute(kept, offs, row_of, row_tok, pos, work, topk,
+                                                     p, N, E, K, q ? cap : -1, pol[q], pad);
+            tess_nn_moe_keep_ref(keep, topk, p, N, E, K, q ? cap : -1, pol[q]);
+            int64_t nkept = 0, bad = 0, over = 0;
+            for (int e = 0; e < E; e++) nkept += kept[e], over += kept[e] > cap && q;
+            for (int i = 0; i < R; i++) {
+                bad += (row_of[i] >= 0) != keep[i];
+                if (row_of[i] < 0) continue;
+                const int e = topk[i];
+                bad += row_of[i] < offs[e] || row_of[i] >= offs[e] + kept[e] ||
+                       row_tok[row_of[i]] != i / K;
+            }
+            int64_t dropped = 0;
+            for (int i = 0; i < R; i++) dropped += row_of[i] < 0;
+            TESS_TEST_CHECK(bad == 0 && over == 0, "policy %d pad %d: %lld rows disagree with the "
+                            "definition, %lld experts over capacity", q, pad, (long long)bad,
+                            (long long)over);
+            TESS_TEST_CHECK(nkept + dropped == R, "policy %d: kept + dropped = N k", q);
+            TESS_TEST_CHECK(q ? dropped > 0 : dropped == 0, "policy %d drops %lld pairs", q,
+                            (long long)dropped);
+            TESS_TEST_CHECK(rows == (q && pad ? E * cap : nkept), "policy %d pad %d: %lld rows", q,
+                            pad, (long long)rows);
+            int64_t padding = 0;
+            for (int64_t r = 0; r < rows; r++) padding += row_tok[r] < 0;
+            TESS_TEST_CHECK(padding == rows - nkept, "padding rows are marked -1");
+            /* rows of a block in token order */
+            for (int e = 0; e < E; e++)
+                for (int64_t r = offs[e] + 1; r < offs[e] + kept[e]; r++)
+                    TESS_TEST_CHECK(row_tok[r - 1] < row_tok[r], "block %d in token order", e);
+        }
+    /* hand case: 4 tokens all to experts {0, 1}, cap 2: position keeps tokens 0, 1; probs keeps
+     * the two highest scores of each expert, ties to the lower token */
+    const float hh[4 * 3] = {1.f, 0.f, -9.f, 3.f, 0.f, -9.f, 1.f, 0.f, -9.f, 2.f, 0.5f, -9.f};
+    float hp[12], hl[4], hg[8], hm[4];
+    int32_t ht[8], hro[8], hrt[8];
+    tess_nn_moe_router_forward(hp, hl, ht, hg, hm, hh, NULL, 4, 3, 2, TESS_NN_MOE_SCORE_SOFTMAX);
+    tess_nn_moe_permute(kept, offs, hro, hrt, pos, work, ht, hp, 4, 3, 2, 2,
+                        TESS_NN_MOE_DROP_POSITION, false);
+    TESS_TEST_CHECK(hro[0] >= 0 && hro[2] >= 0 && hro[4] < 0 && hro[6] < 0,
+                    "position keeps the first two tokens of expert 0");
+    tess_nn_moe_permute(kept, offs, hro, hrt, pos, work, ht, hp, 4, 3, 2, 2,
+                        TESS_NN_MOE_DROP_PROBS, false);
+    /* p_{t,0}: token 1 (logit gap 3) > token 3 (gap 1.5) > tokens 0, 2 (gap 1, tied) */
+    TESS_TEST_CHECK(hro[2] >= 0 && hro[6] >= 0 && hro[0] < 0 && hro[4] < 0,
+                    "probs keeps tokens 1, 3 on expert 0");
+    /* expert 1 (slot 1): p_{t,1} highest for tokens 0 and 2 (tied, gap 1) */
+    TESS_TEST_CHECK(hro[1] >= 0 && hro[5] >= 0 && hro[3] < 0 && hro[7] < 0,
+                    "probs keeps tokens 0, 2 on expert 1");
+}
+
+/* Guo et al.'s baselines by hand: the orthogonality loss of two outputs and of three with one in
+ * the span of the others, and the variance of uniform and one-hot scores. */
+static void check_guo(void) {
+    /* y1 = (1,0), y2 = (1,1): |proj_y2 y1|^2 = 1/2, |proj_y1 y2|^2 = 1; (1/2 + 1) / (N k = 2) */
+    const float y[4] = {1.f, 0.f, 1.f, 1.f};
+    const int32_t row[2] = {0, 1};
+    TESS_TEST_CLOSE(tess_nn_moe_ortho_forward(y, row, 1, 2, 2), 0.75, 1e-6, 0, "L_o by hand");
+    TESS_TEST_CLOSE(tess_nn_moe_ortho_forward_ref(y, row, 1, 2, 2), 0.75, 1e-6, 0,
+                    "L_o by Gram-Schmidt");
+    /* y3 = y1 + y2 lies in the span of the others: each projection is the whole vector, so
+     * L_o = (|y1|^2 + |y2|^2 + |y3|^2) / 3 = (1 + 2 + 5) / 3 */
+    const float y3[6] = {1.f, 0.f, 1.f, 1.f, 2.f, 1.f};
+    const int32_t row3[3] = {2, 0, 1};
+    TESS_TEST_CLOSE(tess_nn_moe_ortho_forward(y3, row3, 1, 3, 2), 8.0 / 3.0, 1e-6, 0,
+                    "L_o of dependent outputs");
+    /* orthogonal outputs: 0; a dropped slot takes part in no projection */
+    const float yo[4] = {2.f, 0.f, 0.f, 3.f};
+    TESS_TEST_CLOSE(tess_nn_moe_ortho_forward(yo, row, 1, 2, 2), 0.0, 1e-12, 0, "L_o orthogonal");
+    const int32_t rowd[2] = {0, -1};
+    TESS_TEST_CLOSE(tess_nn_moe_ortho_forward(y, rowd, 1, 2, 2), 0.0, 1e-12, 0,
+                    "L_o with the partner dropped");
+    const float pu[4] = {0.25f, 0.25f, 0.25f, 0.25f}, ph[4] = {1.f, 0.f, 0.f, 0.f};
+    TESS_TEST_CLOSE(tess_nn_moe_variance_forward(pu, 1, 4), 0.0, 1e-12, 0, "L_v uniform");
+    /* mean 1/4: (9/16 + 3/16) / 3 = 1/4 */
+    TESS_TEST_CLOSE(tess_nn_moe_variance_forward(ph, 1, 4), 0.25, 1e-7, 0, "L_v one-hot");
+}
+
 static void check_config(void) {
     const tess_nn_moe_config ok = {.E = 8, .k = 2, .F = 16, .every = 1, .lambda_lb = 1e-2,
                                    .lambda_sp = 2e-3, .lambda_cp = 1e-3, .std = 0.02};
@@ -183,6 +308,115 @@ static void check_config(void) {
     c = ok;
     c.lambda_cp = -1;
     TESS_TEST_CHECK(tess_nn_moe_check_config(&c) == TESS_ERR_CONFIG, "negative lambda");
+    c = ok;
+    c.drop = TESS_NN_MOE_DROP_PROBS;
+    TESS_TEST_CHECK(tess_nn_moe_check_config(&c) == TESS_ERR_CONFIG &&
+                        strstr(tess_error_text(),
+                               "moe.capacity_factor must be > 0 with moe.drop = probs, got 0"),
+                    "capacity 0: %s", tess_error_text());
+    c.drop = TESS_NN_MOE_DROP_POSITION, c.capacity_factor = -1;
+    TESS_TEST_CHECK(tess_nn_moe_check_config(&c) == TESS_ERR_CONFIG &&
+                        strstr(tess_error_text(), "moe.capacity_factor must be > 0"),
+                    "capacity < 0: %s", tess_error_text());
+    c.capacity_factor = 1.25, c.pad = true;
+    TESS_TEST_CHECK(tess_nn_moe_check_config(&c) == TESS_OK, "capacity with padding is fine");
+    c.drop = TESS_NN_MOE_DROP_NONE;
+    TESS_TEST_CHECK(tess_nn_moe_check_config(&c) == TESS_ERR_CONFIG &&
+                        strstr(tess_error_text(), "moe.pad pads to the capacity"),
+                    "pad without a drop policy: %s", tess_error_text());
+    c = ok;
+    c.jitter = 1.0;
+    TESS_TEST_CHECK(tess_nn_moe_check_config(&c) == TESS_ERR_CONFIG &&
+                        strstr(tess_error_text(), "moe.jitter must be in [0, 1)"),
+                    "jitter 1: %s", tess_error_text());
+    c = ok;
+    c.k = 1, c.lambda_sp = 0, c.lambda_o = 1e-2;
+    TESS_TEST_CHECK(tess_nn_moe_check_config(&c) == TESS_ERR_CONFIG &&
+                        strstr(tess_error_text(), "moe.lambda_ortho = 0.01 needs moe.top_k >= 2"),
+                    "orthogonality loss with k = 1: %s", tess_error_text());
+    c = ok;
+    c.score = TESS_NN_MOE_SCORE_SIGMOID, c.lambda_z = 1e-3;
+    TESS_TEST_CHECK(tess_nn_moe_check_config(&c) == TESS_ERR_CONFIG &&
+                        strstr(tess_error_text(), "needs moe.score = softmax"),
+                    "z-loss with sigmoid: %s", tess_error_text());
+}
+
+/* One MoE layer (E = 4, k = 2, C = 6, F = 5) for up to 16 tokens, parameters from fixed draws. */
+typedef struct {
+    tess_registry *reg;
+    tess_nn_moe_stack *st;
+    tess_nn_ffn *f;
+    tess_arena arena;
+} one_layer;
+
+static tess_status one_layer_build(one_layer *o, const tess_nn_moe_config *mc) {
+    *o = (one_layer){0};
+    const tess_tfm_config tc = {.V = 8, .T = 16, .C = 6, .NH = 1, .F = 4, .L = 1};
+    TESS_CHECK(tess_registry_create(&o->reg));
+    TESS_CHECK(tess_nn_moe_stack_create(&o->st, mc));
+    TESS_CHECK(tess_nn_moe_stack_make_ffn(o->st, 0, &tc, &o->f));
+    TESS_CHECK(tess_nn_ffn_add_params(o->f, o->reg, "m"));
+    TESS_CHECK(tess_registry_finalize(o->reg));
+    tess_arena m;
+    tess_arena_init_measure(&m);
+    TESS_CHECK(tess_nn_ffn_carve(o->f, &m, 16));
+    TESS_CHECK(tess_arena_init(&o->arena, tess_arena_high_water(&m)));
+    TESS_CHECK(tess_nn_ffn_carve(o->f, &o->arena, 16));
+    for (int64_t i = 0; i < tess_registry_count(o->reg); i++)
+        tess_ref_fill_uniform(tess_registry_param(o->reg, i),
+                              tess_registry_get(o->reg, i)->local_count, (uint32_t)(60 + i), 1.0f);
+    return TESS_OK;
+}
+
+static void one_layer_free(one_layer *o) {
+    tess_nn_ffn_destroy(&o->f);
+    tess_nn_moe_stack_destroy(&o->st);
+    tess_registry_destroy(&o->reg);
+    tess_arena_free(&o->arena);
+}
+
+/* The dropped fraction in the layer's stats, and the router jitter: off when evaluating, a
+ * function of (step, global token) when training, so a batch split in two gives the same rows. */
+static void check_layer_stats_and_jitter(void) {
+    enum { N = 16, C = 6, K = 2 };
+    float x[N * C], y0[N * C], y1[N * C], y2[N * C];
+    tess_ref_fill_uniform(x, N * C, 45, 1.0f);
+    one_layer o;
+    const tess_nn_moe_config base = {.E = 4, .k = K, .F = 5, .every = 1, .std = 0.02,
+                                     .lambda_lb = 0.01, .seed = 11};
+    tess_nn_moe_config mc = base;
+    mc.drop = TESS_NN_MOE_DROP_POSITION, mc.capacity_factor = 0.5;
+    TESS_TEST_CHECK(one_layer_build(&o, &mc) == TESS_OK, "layer: %s", tess_error_text());
+    tess_nn_ffn_forward(o.f, y0, x, N);
+    tess_nn_moe_aux aux;
+    tess_nn_moe_stack_aux(o.st, &aux);
+    const int64_t dropped = tess_nn_moe_stack_dropped(o.st, 0);
+    /* cap = ceil(16 * 2 * 0.5 / 4) = 4 of 32 pairs per expert: at least 16 dropped */
+    TESS_TEST_CHECK(dropped >= 16 && aux.dropped == (double)dropped / (N * K),
+                    "dropped %lld pairs, fraction %g", (long long)dropped, aux.dropped);
+    one_layer_free(&o);
+    mc = base;
+    TESS_TEST_CHECK(one_layer_build(&o, &mc) == TESS_OK, "layer: %s", tess_error_text());
+    tess_nn_ffn_forward(o.f, y0, x, N);
+    tess_nn_moe_stack_aux(o.st, &aux);
+    TESS_TEST_CHECK(aux.dropped == 0 && tess_nn_moe_stack_dropped(o.st, 0) == 0, "dropless");
+    one_layer_free(&o);
+    mc.jitter = 0.5;
+    TESS_TEST_CHECK(one_layer_build(&o, &mc) == TESS_OK, "layer: %s", tess_error_text());
+    tess_nn_ffn_forward(o.f, y1, x, N);
+    TESS_TEST_CHECK(memcmp(y0, y1, sizeof y0) == 0, "no jitter when evaluating");
+    tess_nn_moe_stack_set_step(o.st, true, 5, 100);
+    tess_nn_ffn_forward(o.f, y1, x, N);
+    TESS_TEST_CHECK(memcmp(y0, y1, sizeof y0) != 0, "jitter changes the routing when training");
+    tess_nn_moe_stack_set_step(o.st, true, 5, 100);
+    tess_nn_ffn_forward(o.f, y2, x, N / 2);
+    tess_nn_moe_stack_set_step(o.st, true, 5, 100 + N / 2);
+    tess_nn_ffn_forward(o.f, y2 + N / 2 * C, x + N / 2 * C, N / 2);
+    TESS_TEST_CHECK(memcmp(y1, y2, sizeof y1) == 0, "jitter depends on the global token only");
+    tess_nn_moe_stack_set_step(o.st, true, 6, 100);
+    tess_nn_ffn_forward(o.f, y2, x, N);
+    TESS_TEST_CHECK(memcmp(y1, y2, sizeof y1) != 0, "another step, other jitter");
+    one_layer_free(&o);
 }
 
 /* An MoE transformer (MoE FFN in layers 1 and 3 of 4, dense elsewhere), every aux loss on: the
@@ -291,7 +525,11 @@ int main(int argc, char **argv) {
     check_rcp_brute_force();
     check_rsp_pairing();
     check_bias_update();
+    check_sigmoid();
+    check_permute();
+    check_guo();
     check_config();
+    check_layer_stats_and_jitter();
     check_transformer();
     int rc = tess_test_finish("nn_moe");
     MPI_Finalize();

@@ -1,7 +1,9 @@
 /* test_dispatch.c - the all-to-all-v plan (par/dispatch.h) at 1, 2 and 4 ranks: uneven counts
  * (including empty slots and a rank that sends nothing), count conservation over the group, rows
  * arriving at the right (rank, slot) in [source][slot] order, regroup/ungroup, the reverse
- * exchange returning every row to its sender, several widths with one plan, bad counts. */
+ * exchange returning every row to its sender, several widths with one plan, bad counts; all of
+ * it in both modes, all-to-all and the all-gather oracle. */
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "par/coll.h"     /* tess_par_allreduce_i64 */
@@ -16,13 +18,9 @@ static int64_t count(int from, int to, int j) {
     return from == 1 ? 0 : (int64_t)((from * 7 + to * 3 + j * 5) % 6);
 }
 
-int main(int argc, char **argv) {
-    int rank, size;
-    par_test_init(&argc, &argv, &rank, &size);
-    tess_group *g = NULL;
-    DIST_TEST_OK(tess_group_create(MPI_COMM_WORLD, "ep", &g));
+static void check_mode(tess_group *g, int rank, int size, bool allgather) {
     tess_dispatch *d = NULL;
-    DIST_TEST_OK(tess_dispatch_create(&d, g, S));
+    DIST_TEST_OK(allgather ? tess_dispatch_create_allgather(&d, g, S) : tess_dispatch_create(&d, g, S));
     int64_t *sc = calloc((size_t)(size * S), sizeof *sc);
     int64_t nsend = 0;
     for (int r = 0; r < size; r++)
@@ -85,6 +83,15 @@ int main(int argc, char **argv) {
     DIST_TEST_FAILS(tess_dispatch_plan(d, sc), TESS_ERR_ARG, "send count -1");
     free(sc);
     tess_dispatch_destroy(&d);
+}
+
+int main(int argc, char **argv) {
+    int rank, size;
+    par_test_init(&argc, &argv, &rank, &size);
+    tess_group *g = NULL;
+    DIST_TEST_OK(tess_group_create(MPI_COMM_WORLD, "ep", &g));
+    check_mode(g, rank, size, false);
+    check_mode(g, rank, size, true);
     tess_group_destroy(&g);
     int rc = tess_test_finish_mpi("par_dispatch", MPI_COMM_WORLD);
     MPI_Finalize();

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# bench/run_moe.sh - the MoE layer benchmark of docs/benchmarks.md ("MoE layer"): one layer forward
+# + backward in Tessera (bench_moe) and in PyTorch (bench_moe_torch.py), alternating in the same
+# run, at the issue's two shapes, without and with R_sp, at 1 and 2 threads. Process CPU time per
+# step (robust to other jobs on the machine, not to their cache and memory traffic), median and
+# spread (min-max) over `reps` steps; the expert-GEMM share is the GEMM FLOPs of a step over the
+# step's CPU time, against the sgemm peak bench_moe measures in the same process.
+# usage: bash bench/run_moe.sh [build_dir=build/ci] [reps=7]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bd=${1:-build/ci}
+reps=${2:-7}
+py=/usr/bin/python3
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc --all) cores; $(date -u +%FT%TZ); $bd"
+echo
+echo "| shape (T, d, d_ff, E, k) | threads | losses | Tessera CPU s/step (min-max) | PyTorch CPU s/step (min-max) | speed-up | expert-GEMM GFLOP/s (share of the sgemm peak) |"
+echo "|---|---:|---|---|---|---:|---|"
+stats() { sort -n | awk '{a[NR]=$1} END{printf "%.4f %.4f %.4f\n", a[int((NR+1)/2)], a[1], a[NR]}'; }
+for shape in "2048 256 512 8 2" "4096 512 1024 16 2"; do
+  set -- $shape
+  args="--tokens $1 --dim $2 --hidden $3 --experts $4 --topk $5 --reps $reps --warmup 1"
+  for th in 1 2; do
+    for sp in 0 1; do
+      out=$(OPENBLAS_NUM_THREADS=$th OMP_NUM_THREADS=1 "$bd/bench/bench_moe" --threads "$th" $args --sp "$sp")
+      read -r tm tlo thi < <(echo "$out" | awk '$1 == "step_cpu_s" {print $2}' | stats)
+      peak=$(echo "$out" | awk '$1 == "peak_cpu_gflops" {print $2}')
+      flops=$(echo "$out" | awk '$1 == "gemm_flops_per_step" {print $2}')
+      read -r pm plo phi < <(OMP_NUM_THREADS=$th "$py" bench/bench_moe_torch.py --threads "$th" $args --sp "$sp" |
+        awk '$1 == "step_cpu_s" {print $2}' | stats)
+      awk -v s="$1, $2, $3, $4, $5" -v th="$th" -v sp="$sp" -v tm="$tm" -v tlo="$tlo" -v thi="$thi" \
+          -v pm="$pm" -v plo="$plo" -v phi="$phi" -v peak="$peak" -v f="$flops" 'BEGIN {
+        g = f / tm / 1e9
+        printf "| %s | %d | %s | %.4f (%.4f-%.4f) | %.4f (%.4f-%.4f) | %.2fx | %.0f (%.0f%% of %.0f) |\n",
+               s, th, sp ? "L_lb + R_sp" : "L_lb", tm, tlo, thi, pm, plo, phi, pm / tm, g,
+               100 * g / peak, peak }'
+    done
+  done
+done
+echo
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg); $(date -u +%FT%TZ)"
