@@ -2,6 +2,7 @@
 #include "data.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +105,43 @@ tess_status fk_dataset_tu(fk_dataset *ds, const char *dir, const char *name) {
     return TESS_OK;
 }
 
+tess_status fk_dataset_tu_count(const char *dir, const char *name, int64_t *G) {
+    char path[4096];
+    const int n = snprintf(path, sizeof path, "%s/%s/%s_graph_labels.txt", dir, name, name);
+    TESS_REQUIRE(n > 0 && n < (int)sizeof path, TESS_ERR_CONFIG, "data.dir '%s' too long", dir);
+    FILE *f = fopen(path, "r");
+    TESS_REQUIRE(f, TESS_ERR_NOINPUT, "cannot open '%s' (TU dataset %s under data.dir)", path,
+                 name);
+    int64_t lines = 0;
+    bool blank = true; /* the current line has no non-space character yet */
+    for (int c; (c = fgetc(f)) != EOF;) {
+        if (c == '\n') {
+            lines += !blank;
+            blank = true;
+        } else if (c != ' ' && c != '\t' && c != '\r') {
+            blank = false;
+        }
+    }
+    lines += !blank; /* a last line without its newline */
+    const bool err = ferror(f) != 0;
+    fclose(f);
+    TESS_REQUIRE(!err, TESS_ERR_IO, "reading '%s'", path);
+    *G = lines;
+    return TESS_OK;
+}
+
+tess_status fk_split_sizes(const char *name, int64_t G, int64_t *n_train, int64_t *n_val,
+                           int64_t *n_test) {
+    const int64_t held = (G * 2 + 9) / 10; /* ceil(0.2 G) */
+    *n_test = (held + 1) / 2;
+    *n_val = held - *n_test;
+    *n_train = G - held;
+    TESS_REQUIRE(*n_train > 0 && *n_val > 0 && *n_test > 0, TESS_ERR_DATA,
+                 "'%s': %lld graphs give an empty split (train %lld, val %lld, test %lld)", name,
+                 (long long)G, (long long)*n_train, (long long)*n_val, (long long)*n_test);
+    return TESS_OK;
+}
+
 /* Split count of n graphs over classes in proportion to cnt (C classes): floor shares, then the
  * remainder to the largest fractional parts (lowest class first on ties). */
 static void allot(int64_t *out, const int64_t *cnt, int64_t C, int64_t total, int64_t n) {
@@ -169,13 +207,13 @@ tess_status fk_dataset_prepare(fk_dataset *ds, int64_t client, uint64_t split_se
             v[j] = t;
         }
     }
-    const int64_t held = (G * 2 + 9) / 10; /* ceil(0.2 G) */
+    tess_status s = fk_split_sizes(gs->name, G, &ds->n_train, &ds->n_val, &ds->n_test);
+    if (s != TESS_OK) free(byclass);
+    TESS_CHECK(s);
+    const int64_t held = ds->n_val + ds->n_test;
     int64_t hold_c[256], test_c[256];
     allot(hold_c, cnt, C, G, held);
-    allot(test_c, hold_c, C, held, (held + 1) / 2); /* test = ceil(held / 2) */
-    ds->n_test = (held + 1) / 2;
-    ds->n_val = held - ds->n_test;
-    ds->n_train = G - held;
+    allot(test_c, hold_c, C, held, ds->n_test);
     int64_t tr = 0, va = ds->n_train, te = ds->n_train + ds->n_val;
     for (int64_t c = 0; c < C; c++) {
         const int64_t *v = byclass + start[c], ntrain = cnt[c] - hold_c[c];
@@ -186,9 +224,5 @@ tess_status fk_dataset_prepare(fk_dataset *ds, int64_t client, uint64_t split_se
         }
     }
     free(byclass);
-    TESS_REQUIRE(ds->n_train > 0 && ds->n_val > 0 && ds->n_test > 0, TESS_ERR_DATA,
-                 "'%s': %lld graphs give an empty split (train %lld, val %lld, test %lld)",
-                 gs->name, (long long)G, (long long)ds->n_train, (long long)ds->n_val,
-                 (long long)ds->n_test);
     return TESS_OK;
 }

@@ -2,8 +2,9 @@
  * dataset or a generated one), structure encodings computed once per graph, and the stratified
  * 80/10/10 split with a fixed split seed (docs/fedkalter.md).
  *
- * Not collective: every rank builds the datasets it needs on its own, from the options only, so
- * every rank sees the same graphs and the same splits. */
+ * Not collective: a rank builds the datasets of its own clients, from the options only, so
+ * every rank that builds a dataset sees the same graphs and the same split; the sizes of all
+ * clients come from fk_dataset_tu_count and fk_split_sizes without parsing the graphs. */
 #ifndef FEDKALTER_DATA_H
 #define FEDKALTER_DATA_H
 
@@ -35,6 +36,16 @@ tess_status fk_dataset_synthetic(fk_dataset *ds, int64_t k, int64_t G, uint64_t 
  * 0..C-1, one-hot node labels of width max - min + 1 (Letter-*: the 2 node coordinates), edges
  * deduplicated, self loops dropped. TESS_ERR_NOINPUT / TESS_ERR_DATA naming the file. */
 tess_status fk_dataset_tu(fk_dataset *ds, const char *dir, const char *name);
+
+/* The graphs of TU dataset <dir>/<name> without parsing it: the non-blank lines of
+ * <name>_graph_labels.txt (tess_graphs_from_tu checks that the other files agree).
+ * TESS_ERR_NOINPUT naming the file, TESS_ERR_IO on a read error. */
+tess_status fk_dataset_tu_count(const char *dir, const char *name, int64_t *G);
+
+/* The split sizes of G graphs: ceil(0.2 G) held out, halved into val (floor) and test (ceil),
+ * the rest train. TESS_ERR_DATA naming the dataset `name` and the sizes when a part is empty. */
+tess_status fk_split_sizes(const char *name, int64_t G, int64_t *n_train, int64_t *n_val,
+                           int64_t *n_test);
 
 /* Structure encodings of every graph and the stratified split: per class c the ids are shuffled
  * (Philox keyed by (split_seed, client)), the test+val part is ceil(0.2 G) graphs, allotted to

@@ -84,6 +84,7 @@ typedef struct {
     char names[FK_MAX_CLIENTS][TESS_GRAPHS_NAME_MAX];
     int64_t n_train[FK_MAX_CLIENTS];
     fk_work *work;
+    tess_graph_batch gb;     /* reserved once for the largest mini-batch, refilled per batch */
     float *X, *Xse;          /* (max nodes, max F), (max nodes, 32) */
     int32_t *y;              /* (batch) */
     double shared_floats;    /* floats of the shared vector per client */
@@ -118,11 +119,12 @@ static void assign(int *owner, const int64_t *n_train, int64_t n, int size) {
     }
 }
 
-/* Nodes of the largest batch of B graphs of a dataset: the sum of its B largest graphs. */
-static int64_t max_batch_nodes(const tess_graphs *gs, int64_t B) {
+/* Nodes (ptr = node_ptr) or A entries (ptr = edge_ptr) of the largest batch of B graphs of a
+ * dataset: the sum over its B largest graphs. -1 if out of memory. */
+static int64_t max_batch(const tess_graphs *gs, const int64_t *ptr, int64_t B) {
     int64_t *n = malloc((size_t)gs->num_graphs * sizeof(int64_t)), total = 0;
     if (!n) return -1;
-    for (int64_t g = 0; g < gs->num_graphs; g++) n[g] = gs->node_ptr[g + 1] - gs->node_ptr[g];
+    for (int64_t g = 0; g < gs->num_graphs; g++) n[g] = ptr[g + 1] - ptr[g];
     for (int64_t k = 0; k < B && k < gs->num_graphs; k++) { /* partial selection of maxima */
         int64_t best = k;
         for (int64_t g = k + 1; g < gs->num_graphs; g++) {
@@ -137,29 +139,50 @@ static int64_t max_batch_nodes(const tess_graphs *gs, int64_t B) {
     return total;
 }
 
-static tess_status load_all(fk_app *a, const tess_config *c, fk_dataset *all) {
+/* Every client's name and training graphs, without parsing a graph: the generated setting from
+ * the options, a TU setting from the graph-label files (fk_dataset_tu_count). The same on every
+ * rank (the same errors everywhere); it sizes the assignment before any rank loads its clients.
+ * tu (FK_MAX_CLIENTS) gets the TU names (NULL entries for the generated setting). */
+static tess_status client_sizes(fk_app *a, const tess_config *c, const char **tu) {
     const char *setting = tess_config_string(c, "data.setting");
+    int64_t G[FK_MAX_CLIENTS];
     if (strcmp(setting, "synthetic") == 0) {
         a->nclients = tess_config_int(c, "data.clients");
-        for (int64_t k = 0; k < a->nclients; k++)
-            TESS_CHECK(fk_dataset_synthetic(&all[k], k, tess_config_int(c, "data.graphs"),
-                                            (uint64_t)tess_config_int(c, "data.split_seed")));
+        for (int64_t k = 0; k < a->nclients; k++) {
+            tu[k] = NULL;
+            G[k] = tess_config_int(c, "data.graphs");
+            snprintf(a->names[k], sizeof a->names[k], "synthetic-%lld", (long long)k);
+        }
     } else {
-        const char *names[FK_MAX_CLIENTS], *dir = tess_config_string(c, "data.dir");
-        a->nclients = fk_setting_datasets(setting, names);
+        const char *dir = tess_config_string(c, "data.dir");
+        a->nclients = fk_setting_datasets(setting, tu);
         TESS_REQUIRE(a->nclients > 0, TESS_ERR_CONFIG, "data.setting = %s: unknown setting",
                      setting);
         TESS_REQUIRE(dir[0] != '\0', TESS_ERR_CONFIG,
                      "data.dir is required for data.setting = %s (the directory holding the TU "
-                     "datasets %s, ...)", setting, names[0]);
-        for (int64_t k = 0; k < a->nclients; k++) TESS_CHECK(fk_dataset_tu(&all[k], dir, names[k]));
+                     "datasets %s, ...)", setting, tu[0]);
+        for (int64_t k = 0; k < a->nclients; k++) {
+            TESS_CHECK(fk_dataset_tu_count(dir, tu[k], &G[k]));
+            snprintf(a->names[k], sizeof a->names[k], "%s", tu[k]);
+        }
     }
-    const uint64_t split_seed = (uint64_t)tess_config_int(c, "data.split_seed");
     for (int64_t k = 0; k < a->nclients; k++) {
-        TESS_CHECK(fk_dataset_prepare(&all[k], k, split_seed));
-        snprintf(a->names[k], sizeof a->names[k], "%s", all[k].gs.name);
-        a->n_train[k] = all[k].n_train;
+        int64_t n_val, n_test;
+        TESS_CHECK(fk_split_sizes(a->names[k], G[k], &a->n_train[k], &n_val, &n_test));
     }
+    return TESS_OK;
+}
+
+/* Client k's dataset (generated, or TU dataset tu parsed), its encodings and split. */
+static tess_status load_client(fk_dataset *ds, const fk_app *a, const tess_config *c, int64_t k,
+                               const char *tu) {
+    const uint64_t split_seed = (uint64_t)tess_config_int(c, "data.split_seed");
+    if (tu) TESS_CHECK(fk_dataset_tu(ds, tess_config_string(c, "data.dir"), tu));
+    else TESS_CHECK(fk_dataset_synthetic(ds, k, tess_config_int(c, "data.graphs"), split_seed));
+    TESS_CHECK(fk_dataset_prepare(ds, k, split_seed));
+    TESS_REQUIRE(ds->n_train == a->n_train[k], TESS_ERR_DATA,
+                 "'%s': %lld graphs parsed, but its graph labels counted %lld training graphs",
+                 a->names[k], (long long)ds->gs.num_graphs, (long long)a->n_train[k]);
     return TESS_OK;
 }
 
@@ -176,10 +199,9 @@ static tess_status setup(tess_run *run, void *ctx) {
     a->mu = (float)tess_config_real(c, "train.prox_mu");
     a->d = tess_config_int(c, "model.hidden");
     a->layers = tess_config_int(c, "model.layers");
-    /* every rank loads every dataset: the same errors everywhere, and the sizes for balancing */
-    fk_dataset all[FK_MAX_CLIENTS];
-    memset(all, 0, sizeof all);
-    tess_status s = load_all(a, c, all);
+    /* every rank sizes every client, then parses only its own clients' datasets */
+    const char *tu[FK_MAX_CLIENTS];
+    tess_status s = client_sizes(a, c, tu);
     if (s == TESS_OK && a->nclients < g->size) {
         s = tess_error_push(TESS_ERR_CONFIG, __FILE__, __LINE__, __func__,
                             "%d ranks for %lld clients: run at most one rank per client",
@@ -196,20 +218,17 @@ static tess_status setup(tess_run *run, void *ctx) {
         if (!a->clients || !a->regs || !a->ids || !a->weights)
             s = tess_error_push(TESS_ERR_MEM, __FILE__, __LINE__, __func__, "client tables");
     }
-    for (int64_t k = 0, j = 0; k < a->nclients; k++) { /* keep this rank's datasets only */
-        if (s == TESS_OK && owner[k] == g->rank) {
-            a->clients[j].id = k;
-            a->clients[j++].ds = all[k];
-        } else {
-            fk_dataset_free(&all[k]);
-        }
+    for (int64_t k = 0, j = 0; s == TESS_OK && k < a->nclients; k++) {
+        if (owner[k] != g->rank) continue;
+        a->clients[j].id = k;
+        s = load_client(&a->clients[j++].ds, a, c, k, tu[k]);
     }
-    TESS_CHECK(s);
+    TESS_CHECK(tess_par_agree(g, s)); /* a bad file of one rank's client fails every rank */
     tess_run_set_total(run, (double)a->rounds, a->rounds);
     tess_run_local_from_here(run);
 
     const uint64_t seed = tess_run_seed(run);
-    int64_t max_nodes = 1, max_F = 1, max_C = 2;
+    int64_t max_nodes = 1, max_nnz = 0, max_F = 1, max_C = 2;
     tess_state *st = tess_run_state(run);
     for (int64_t j = 0; j < a->nlocal; j++) {
         fk_client *cl = &a->clients[j];
@@ -237,9 +256,11 @@ static tess_status setup(tess_run *run, void *ctx) {
         a->regs[j] = cl->model.reg;
         a->ids[j] = cl->id;
         a->weights[j] = (double)cl->ds.n_train;
-        const int64_t mn = max_batch_nodes(gs, a->batch);
-        TESS_REQUIRE(mn >= 0, TESS_ERR_MEM, "client %lld", (long long)cl->id);
+        const int64_t mn = max_batch(gs, gs->node_ptr, a->batch);
+        const int64_t me = max_batch(gs, gs->edge_ptr, a->batch);
+        TESS_REQUIRE(mn >= 0 && me >= 0, TESS_ERR_MEM, "client %lld", (long long)cl->id);
         if (mn > max_nodes) max_nodes = mn;
+        if (me > max_nnz) max_nnz = me;
         if (gs->num_features > max_F) max_F = gs->num_features;
         if (gs->num_classes > max_C) max_C = gs->num_classes;
         a->shared_floats = 0; /* the same for every client: count the last one's */
@@ -257,6 +278,7 @@ static tess_status setup(tess_run *run, void *ctx) {
         const fk_model_cfg *mc = &a->clients[0].model.cfg;
         TESS_CHECK(fk_work_create(&a->work, mc, max_nodes, a->batch, max_C));
     }
+    TESS_CHECK(tess_graph_batch_reserve(&a->gb, a->batch, max_nodes, max_nnz));
     a->X = malloc((size_t)(max_nodes * max_F) * sizeof(float));
     a->Xse = malloc((size_t)(max_nodes * FK_SE_DIM) * sizeof(float));
     a->y = malloc((size_t)a->batch * sizeof(int32_t));
@@ -294,19 +316,18 @@ static tess_status run_graphs(fk_app *a, fk_client *cl, const int64_t *ids, int6
     *correct = 0;
     for (int64_t first = 0; first < n; first += a->batch, nb++) {
         const int64_t B = n - first < a->batch ? n - first : a->batch;
-        tess_graph_batch b;
-        TESS_CHECK(tess_graph_batch_build(&b, gs, ids + first, B));
-        tess_graph_batch_gather(a->X, &b, gs, ids + first, gs->x, gs->num_features);
-        tess_graph_batch_gather(a->Xse, &b, gs, ids + first, cl->ds.se, FK_SE_DIM);
+        tess_graph_batch *b = &a->gb; /* reserved for the largest batch: no allocation */
+        TESS_CHECK(tess_graph_batch_fill(b, gs, ids + first, B));
+        tess_graph_batch_gather(a->X, b, gs, ids + first, gs->x, gs->num_features);
+        tess_graph_batch_gather(a->Xse, b, gs, ids + first, cl->ds.se, FK_SE_DIM);
         for (int64_t i = 0; i < B; i++) a->y[i] = gs->y[ids[first + i]];
         tess_registry *reg = cl->model.reg;
         if (train) tess_registry_zero_grads(reg);
         int64_t ok = 0;
-        loss += fk_model_batch(&cl->model, a->work, &b, a->X, a->Xse, a->y, train, key, ctr,
+        loss += fk_model_batch(&cl->model, a->work, b, a->X, a->Xse, a->y, train, key, ctr,
                                (uint64_t)nb, &ok);
         *correct += ok;
-        if (kstats) *kcount += fk_model_kalter_stats(&cl->model, a->work, b.num_nodes, kstats);
-        tess_graph_batch_free(&b);
+        if (kstats) *kcount += fk_model_kalter_stats(&cl->model, a->work, b->num_nodes, kstats);
         if (!train) continue;
         /* L2 weight decay added to the gradient (PyTorch Adam's weight_decay), all entries */
         float *p = tess_registry_params(reg), *gr = tess_registry_grads(reg);
@@ -458,6 +479,7 @@ static void destroy(void *ctx) {
     free(a->ids);
     free(a->weights);
     fk_work_destroy(&a->work);
+    tess_graph_batch_free(&a->gb);
     free(a->X);
     free(a->Xse);
     free(a->y);

@@ -13,6 +13,10 @@
 #   learn   METHOD 30 rounds on 2 ranks: the mean training loss falls below 0.55 (from ~0.69) and
 #           the bytes sent per round and shared floats per client are logged (0 for selftrain);
 #           fedkalter writes kalter.csv (per client and layer: mean log R, K eta, P+/P-).
+#   tufiles the SM setting on 7 tiny TU datasets written here (10 triangles each): one round
+#           on 2 ranks runs; then BZR_A.txt names a node of another graph: exit 65 on 1 and on 2
+#           ranks, naming the file; on 2 ranks BZR is client 1 and belongs to rank 1 alone (rank
+#           0 never parses it), so rank 0 reports rank 1's error.
 set -euo pipefail
 mpiexec=$1 exe=$2 mode=$3 method=${4:-fedkalter}
 fail() { echo "check_fedkalter: FAIL: $*" >&2; exit 1; }
@@ -88,6 +92,31 @@ learn)
     awk -v b="$bytes" -v s="$shared" 'BEGIN { exit !(b > 0 && s > 0) }' ||
       fail "$method: no bytes ($bytes) or shared floats ($shared) logged"
   fi
+  ;;
+tufiles)
+  rm -rf tu tu_ok tu_bad1 tu_bad2
+  for name in MUTAG BZR COX2 DHFR PTC_MR AIDS NCI1; do # 10 triangles, classes 0/1, labels 1..2
+    mkdir -p "tu/$name"
+    for g in $(seq 0 9); do
+      b=$((3 * g))
+      printf '%d, %d\n' $((b+1)) $((b+2)) $((b+2)) $((b+1)) $((b+2)) $((b+3)) $((b+3)) $((b+2)) \
+        $((b+1)) $((b+3)) $((b+3)) $((b+1)) >>"tu/$name/${name}_A.txt"
+      printf '%d\n%d\n%d\n' $((g+1)) $((g+1)) $((g+1)) >>"tu/$name/${name}_graph_indicator.txt"
+      printf '%d\n' $((g % 2)) >>"tu/$name/${name}_graph_labels.txt"
+      printf '1\n2\n%d\n' $((1 + g % 2)) >>"tu/$name/${name}_node_labels.txt"
+    done
+  done
+  tu=(--set data.setting=SM --set data.dir=tu --set train.rounds=1)
+  run 2 tu_ok "${tu[@]}" || { cat tu_ok.log; fail "SM on the generated TU files"; }
+  [ "$(wc -l <tu_ok/clients.csv)" -eq 8 ] || fail "clients.csv should list 7 clients"
+  echo "1, 4" >>tu/BZR/BZR_A.txt # node 1 (graph 1) to node 4 (graph 2)
+  for np in 1 2; do
+    rc=0
+    run "$np" "tu_bad$np" "${tu[@]}" || rc=$?
+    [ "$rc" -eq 65 ] || { cat "tu_bad$np.log"; fail "malformed BZR_A.txt on $np ranks: exit $rc, expected 65"; }
+    grep -q "BZR_A.txt" "tu_bad$np.log" || { cat "tu_bad$np.log"; fail "the error does not name BZR_A.txt"; }
+  done
+  grep -q "rank 1 .*failed" tu_bad2.log || { cat tu_bad2.log; fail "2 ranks: not reported as rank 1's error"; }
   ;;
 *) fail "unknown mode $mode" ;;
 esac
