@@ -46,6 +46,9 @@ static const tess_opt model_opts[] = {
     TESS_OPT_REAL("kalter_q0", -2.0, -30.0, 30.0, "initial q of Kalter-Conv (Q = softplus(q))"),
     TESS_OPT_REAL("kalter_bR0", 0.0, -30.0, 1e9,
                   "initial b_R of Kalter-Conv (1e9: R -> infinity, the FedStar limit)"),
+    TESS_OPT_BOOL("kalter_share_eta_q", true,
+                  "Fed-Kalter: q and eta of every layer shared (averaged); false keeps them local "
+                  "(ablation)"),
 };
 static const tess_opt train_opts[] = {
     TESS_OPT_INT("rounds", 200, 1, 1000000, "federated rounds (one local epoch each)"),
@@ -55,6 +58,9 @@ static const tess_opt train_opts[] = {
     TESS_OPT_REAL("prox_mu", 0.01, 0.0, 1e6,
                   "FedProx: (mu/2) |theta_S - theta_S at the round's start|^2 on shared entries"),
     TESS_OPT_INT("eval_every", 5, 1, 1000000, "rounds between evaluations (and the last)"),
+    TESS_OPT_BOOL("reset_adam", false,
+                  "after every download of the averaged shared entries, reset each client's Adam "
+                  "(moments and step count, as a re-created optimizer); default: never reset"),
 };
 static const tess_config_section sections[] = {
     TESS_CONFIG_SECTION("data", data_opts),
@@ -77,6 +83,7 @@ typedef struct {
     fk_method method;
     int64_t nclients, nlocal, rounds, batch, eval_every, d;
     float lr, wd, mu;
+    bool reset_adam;         /* train.reset_adam */
     fk_client *clients;      /* (nlocal) */
     tess_registry **regs;    /* (nlocal) */
     int64_t *ids;            /* (nlocal) */
@@ -93,6 +100,7 @@ typedef struct {
     /* Fed-Kalter, last round, test graphs: per client and layer the means of log R, K eta, P+/P- */
     double kstats[FK_MAX_CLIENTS * 3 * FK_MAX_LAYERS_APP];
     int csv, csv_acc;
+    tess_timer_id t_train, t_agg, t_eval; /* per round: local epochs, aggregation, evaluation */
 } fk_app;
 
 /* Size-balanced assignment: clients by decreasing training graphs (then id) to the least loaded
@@ -197,6 +205,7 @@ static tess_status setup(tess_run *run, void *ctx) {
     a->lr = (float)tess_config_real(c, "train.lr");
     a->wd = (float)tess_config_real(c, "train.weight_decay");
     a->mu = (float)tess_config_real(c, "train.prox_mu");
+    a->reset_adam = tess_config_bool(c, "train.reset_adam");
     a->d = tess_config_int(c, "model.hidden");
     a->layers = tess_config_int(c, "model.layers");
     /* every rank sizes every client, then parses only its own clients' datasets */
@@ -238,7 +247,8 @@ static tess_status setup(tess_run *run, void *ctx) {
             .L = tess_config_int(c, "model.layers"),
             .dropout = (float)tess_config_real(c, "model.dropout"),
             .kalter_q0 = (float)tess_config_real(c, "model.kalter_q0"),
-            .kalter_bR0 = (float)tess_config_real(c, "model.kalter_bR0")};
+            .kalter_bR0 = (float)tess_config_real(c, "model.kalter_bR0"),
+            .kalter_share_eta_q = tess_config_bool(c, "model.kalter_share_eta_q")};
         TESS_CHECK(fk_model_create(&cl->model, &mc, seed,
                                    seed * 1000003ull + (uint64_t)cl->id + 1));
         const tess_adamw_config ac = {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
@@ -297,6 +307,10 @@ static tess_status setup(tess_run *run, void *ctx) {
     const tess_plot_spec acc_plot = {.title = "fedkalter: mean client accuracy",
                                      .xlabel = "federated round", .ycols = acc_cols, .ny = 3,
                                      .ylabel = "accuracy (fraction of graphs, 0-1)"};
+    tess_timers *tm = tess_run_timers(run);
+    a->t_train = tess_timer_get(tm, "train");
+    a->t_agg = tess_timer_get(tm, "aggregate");
+    a->t_eval = tess_timer_get(tm, "eval");
     TESS_CHECK(tess_run_plot(run, a->csv, "loss.png", &loss_plot));
     TESS_CHECK(tess_run_plot(run, a->csv_acc, "accuracy.png", &acc_plot));
     return TESS_OK;
@@ -350,6 +364,8 @@ static tess_status step(tess_run *run, void *ctx, int64_t round, tess_run_step_o
     const uint64_t seed = tess_run_seed(run);
     double per[FK_MAX_CLIENTS * 4]; /* loss, train, val, test accuracy per client (this rank's) */
     memset(per, 0, sizeof per);
+    tess_timers *tm = tess_run_timers(run);
+    tess_timer_start(tm, a->t_train);
     for (int64_t j = 0; j < a->nlocal; j++) {
         fk_client *cl = &a->clients[j];
         const int64_t n = cl->ds.n_train;
@@ -371,13 +387,18 @@ static tess_status step(tess_run *run, void *ctx, int64_t round, tess_run_step_o
         TESS_CHECK(run_graphs(a, cl, cl->order, n, true, seed, round, &per[cl->id * 4], &ok,
                               NULL, NULL));
     }
+    tess_timer_stop(tm, a->t_train);
     int64_t bytes = 0;
+    tess_timer_start(tm, a->t_agg);
     if (a->method != FK_SELFTRAIN) {
         TESS_CHECK(tess_par_aggregate(g, a->regs, a->ids, a->weights, (int)a->nlocal,
                                       a->nclients, TESS_TAG_SHARED, &bytes));
+        for (int64_t j = 0; a->reset_adam && j < a->nlocal; j++) tess_adamw_reset(a->clients[j].opt);
     }
+    tess_timer_stop(tm, a->t_agg);
     const bool eval = (round + 1) % a->eval_every == 0 || round + 1 == a->rounds;
     if (eval) {
+        tess_timer_start(tm, a->t_eval);
         for (int64_t j = 0; j < a->nlocal; j++) {
             fk_client *cl = &a->clients[j];
             const fk_dataset *ds = &cl->ds;
@@ -395,6 +416,7 @@ static tess_status step(tess_run *run, void *ctx, int64_t round, tess_run_step_o
             }
             for (int64_t i = 0; diag && i < 3 * FK_MAX_LAYERS_APP; i++) ks[i] /= (double)kn;
         }
+        tess_timer_stop(tm, a->t_eval);
     }
     /* one slot per client, zeros elsewhere: the sums are exact, the means in client order */
     TESS_CHECK(tess_par_allreduce_f64(g, per, a->nclients * 4, TESS_PAR_SUM));

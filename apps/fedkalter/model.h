@@ -34,6 +34,7 @@ typedef struct {
     float dropout;     /* probability */
     float kalter_q0;   /* initial q (Q = softplus(q)) */
     float kalter_bR0;  /* initial b_R (large: the R -> infinity, FedStar-like start) */
+    bool kalter_share_eta_q; /* q and eta of every layer shared (averaged), else local */
 } fk_model_cfg;
 
 /* Entry indices of one client's registry (-1 where the method has none). */

@@ -13,6 +13,11 @@
 #   learn   METHOD 30 rounds on 2 ranks: the mean training loss falls below 0.55 (from ~0.69) and
 #           the bytes sent per round and shared floats per client are logged (0 for selftrain);
 #           fedkalter writes kalter.csv (per client and layer: mean log R, K eta, P+/P-).
+#   localq  Fed-Kalter with model.kalter_share_eta_q=false, 3 rounds: 1360 shared floats per
+#           client (1456 less q and eta of 3 layers at d = 16) and fewer bytes; 1 and 3 ranks
+#           identical; the clients' parameters differ from the shared-q/eta run's;
+#   reset   METHOD with train.reset_adam=true, 3 rounds of several steps: 1 and 3 ranks identical,
+#           and the parameters differ from the run without the reset;
 #   tufiles the SM setting on 7 tiny TU datasets written here (10 triangles each): one round
 #           on 2 ranks runs; then BZR_A.txt names a node of another graph: exit 65 on 1 and on 2
 #           ranks, naming the file; on 2 ranks BZR is client 1 and belongs to rank 1 alone (rank
@@ -92,6 +97,28 @@ learn)
     awk -v b="$bytes" -v s="$shared" 'BEGIN { exit !(b > 0 && s > 0) }' ||
       fail "$method: no bytes ($bytes) or shared floats ($shared) logged"
   fi
+  ;;
+localq)
+  rm -rf shared local1 local3
+  common+=(--set train.rounds=3 --set train.batch=8)
+  run 3 shared || { cat shared.log; fail "shared q/eta"; }
+  run 1 local1 --set model.kalter_share_eta_q=false || { cat local1.log; fail "local q/eta, 1 rank"; }
+  run 3 local3 --set model.kalter_share_eta_q=false || { cat local3.log; fail "local q/eta, 3 ranks"; }
+  [ "$(tail -n 1 shared/metrics.csv | cut -d, -f4)" = 1456 ] || fail "shared run: $(tail -n 1 shared/metrics.csv)"
+  [ "$(tail -n 1 local1/metrics.csv | cut -d, -f4)" = 1360 ] || fail "local q/eta: $(tail -n 1 local1/metrics.csv)"
+  awk -F, 'NR == FNR { b = $3; next } END { exit !($3 < b) }' <(tail -n 1 shared/metrics.csv) \
+    <(tail -n 1 local3/metrics.csv) || fail "local q/eta does not send fewer bytes"
+  cmp local1/clients.csv local3/clients.csv || fail "local q/eta: 1 and 3 ranks differ"
+  ! cmp -s shared/clients.csv local1/clients.csv || fail "local q/eta equals the shared run"
+  ;;
+reset)
+  rm -rf keep reset1 reset3
+  common+=(--set train.rounds=3 --set train.batch=8)
+  run 2 keep || { cat keep.log; fail "$method without reset"; }
+  run 1 reset1 --set train.reset_adam=true || { cat reset1.log; fail "reset, 1 rank"; }
+  run 3 reset3 --set train.reset_adam=true || { cat reset3.log; fail "reset, 3 ranks"; }
+  cmp reset1/clients.csv reset3/clients.csv || fail "$method with reset: 1 and 3 ranks differ"
+  ! cmp -s keep/clients.csv reset1/clients.csv || fail "$method: reset_adam has no effect"
   ;;
 tufiles)
   rm -rf tu tu_ok tu_bad1 tu_bad2
