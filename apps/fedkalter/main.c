@@ -13,6 +13,7 @@
 #include "core/log.h"     /* tess_log_info */
 #include "core/rng.h"     /* tess_rng_* */
 #include "data.h"         /* fk_dataset_* */
+#include "gcfl.h"         /* fk_gcfl_step */
 #include "model.h"        /* fk_model_*, fk_work_* */
 #include "nn/graph.h"     /* tess_graph_batch_* */
 #include "optim/adamw.h"  /* tess_adamw_* */
@@ -23,8 +24,8 @@
 /* The names of model.method: values from the table, never from list positions. */
 static const tess_opt_enum method_names[] = {{"selftrain", FK_SELFTRAIN}, {"fedavg", FK_FEDAVG},
                                              {"fedstar", FK_FEDSTAR}, {"fedkalter", FK_FEDKALTER},
-                                             {"fedprox", FK_FEDPROX}};
-TESS_OPT_ENUM_TABLE_CHECK(method_names, FK_FEDPROX + 1);
+                                             {"fedprox", FK_FEDPROX}, {"gcfl", FK_GCFL}};
+TESS_OPT_ENUM_TABLE_CHECK(method_names, FK_GCFL + 1);
 
 static const tess_opt data_opts[] = {
     TESS_OPT_CHOICE("setting", "synthetic", "synthetic|SM|SM-CV",
@@ -39,7 +40,7 @@ static const tess_opt model_opts[] = {
     TESS_OPT_ENUM("method", "fedkalter", method_names,
                     "Self-train (no sharing), FedAvg (GIN shared), FedStar (structure channel "
                     "shared), Fed-Kalter (Kalman structure channel shared), FedProx (FedAvg and "
-                    "a proximal term)"),
+                    "a proximal term), GCFL (FedAvg within clusters split by update similarity)"),
     TESS_OPT_INT("hidden", 64, 1, 4096, "hidden width d"),
     TESS_OPT_INT("layers", 3, 1, 8, "graph convolution layers"),
     TESS_OPT_REAL("dropout", 0.5, 0.0, 0.95, "dropout after each convolution and after post"),
@@ -58,6 +59,11 @@ static const tess_opt train_opts[] = {
     TESS_OPT_REAL("prox_mu", 0.01, 0.0, 1e6,
                   "FedProx: (mu/2) |theta_S - theta_S at the round's start|^2 on shared entries"),
     TESS_OPT_INT("eval_every", 5, 1, 1000000, "rounds between evaluations (and the last)"),
+    TESS_OPT_REAL("gcfl_eps1", 0.01, 0.0, 1e9,
+                  "GCFL: a cluster may split when the norm of its mean update is below this"),
+    TESS_OPT_REAL("gcfl_eps2", 0.1, 0.0, 1e9,
+                  "GCFL: ... and the largest update norm of its clients is above this"),
+    TESS_OPT_INT("gcfl_warmup", 20, 0, 1000000, "GCFL: no split in the first rounds"),
     TESS_OPT_BOOL("reset_adam", false,
                   "after every download of the averaged shared entries, reset each client's Adam "
                   "(moments and step count, as a re-created optimizer); default: never reset"),
@@ -84,6 +90,10 @@ typedef struct {
     int64_t nclients, nlocal, rounds, batch, eval_every, d;
     float lr, wd, mu;
     bool reset_adam;         /* train.reset_adam */
+    /* GCFL: cluster of every client (replicated, checkpointed), their count, the split rule */
+    int64_t cluster[FK_MAX_CLIENTS], ncl, gcfl_warmup;
+    double gcfl_eps1, gcfl_eps2;
+    double *dw;              /* GCFL: (nclients, shared floats) this round's updates */
     fk_client *clients;      /* (nlocal) */
     tess_registry **regs;    /* (nlocal) */
     int64_t *ids;            /* (nlocal) */
@@ -206,6 +216,10 @@ static tess_status setup(tess_run *run, void *ctx) {
     a->wd = (float)tess_config_real(c, "train.weight_decay");
     a->mu = (float)tess_config_real(c, "train.prox_mu");
     a->reset_adam = tess_config_bool(c, "train.reset_adam");
+    a->gcfl_eps1 = tess_config_real(c, "train.gcfl_eps1");
+    a->gcfl_eps2 = tess_config_real(c, "train.gcfl_eps2");
+    a->gcfl_warmup = tess_config_int(c, "train.gcfl_warmup");
+    a->ncl = 1; /* every client in cluster 0 (a->cluster zeroed) */
     a->d = tess_config_int(c, "model.hidden");
     a->layers = tess_config_int(c, "model.layers");
     /* every rank sizes every client, then parses only its own clients' datasets */
@@ -261,7 +275,7 @@ static tess_status setup(tess_run *run, void *ctx) {
         TESS_CHECK(tess_adamw_describe_private(cl->opt, st, prefix));
         cl->order = malloc((size_t)cl->ds.n_train * sizeof(int64_t));
         TESS_REQUIRE(cl->order, TESS_ERR_MEM, "client %lld", (long long)cl->id);
-        if (a->method == FK_FEDPROX)
+        if (a->method == FK_FEDPROX || a->method == FK_GCFL)
             TESS_CHECK(tess_registry_alloc_state(cl->model.reg, &cl->anchor));
         a->regs[j] = cl->model.reg;
         a->ids[j] = cl->id;
@@ -295,11 +309,19 @@ static tess_status setup(tess_run *run, void *ctx) {
     TESS_REQUIRE(a->X && a->Xse && a->y, TESS_ERR_MEM, "batch buffers of %lld nodes",
                  (long long)max_nodes);
     TESS_CHECK(tess_par_allreduce_f64(g, &a->shared_floats, 1, TESS_PAR_MAX));
+    if (a->method == FK_GCFL) {
+        a->dw = malloc((size_t)a->nclients * (size_t)a->shared_floats * sizeof(double));
+        TESS_REQUIRE(a->dw, TESS_ERR_MEM, "GCFL updates of %lld clients", (long long)a->nclients);
+        const int64_t shape[1] = {a->nclients};
+        const tess_layout rep = tess_layout_replicated();
+        TESS_CHECK(tess_state_add(st, "gcfl/cluster", TESS_I64, 1, shape, &rep, a->cluster));
+        TESS_CHECK(tess_state_add_i64(st, "gcfl/clusters", &a->ncl));
+    }
 
-    static const char *const cols[] = {"loss", "bytes_sent", "shared_floats"};
+    static const char *const cols[] = {"loss", "bytes_sent", "shared_floats", "clusters"};
     static const char *const acc_cols[] = {"train_acc", "val_acc", "test_acc"};
     static const char *const loss_col[] = {"loss"};
-    TESS_CHECK(tess_run_metrics(run, "metrics", cols, 3, true, &a->csv));
+    TESS_CHECK(tess_run_metrics(run, "metrics", cols, 4, true, &a->csv));
     TESS_CHECK(tess_run_metrics(run, "accuracy", acc_cols, 3, true, &a->csv_acc));
     const tess_plot_spec loss_plot = {.title = "fedkalter: mean client training loss",
                                       .xlabel = "federated round", .ycols = loss_col, .ny = 1,
@@ -346,7 +368,7 @@ static tess_status run_graphs(fk_app *a, fk_client *cl, const int64_t *ids, int6
         /* L2 weight decay added to the gradient (PyTorch Adam's weight_decay), all entries */
         float *p = tess_registry_params(reg), *gr = tess_registry_grads(reg);
         for (int64_t i = 0; i < tess_registry_local_total(reg); i++) gr[i] += a->wd * p[i];
-        for (int64_t e = 0; cl->anchor && e < tess_registry_count(reg); e++) { /* FedProx */
+        for (int64_t e = 0; a->method == FK_FEDPROX && e < tess_registry_count(reg); e++) {
             const tess_registry_entry *en = tess_registry_get(reg, e);
             if (!(en->tags & TESS_TAG_SHARED)) continue;
             for (int64_t i = en->flat_offset; i < en->flat_offset + en->local_count; i++)
@@ -355,6 +377,48 @@ static tess_status run_graphs(fk_app *a, fk_client *cl, const int64_t *ids, int6
         tess_adamw_step(cl->opt, a->lr);
     }
     *mean_loss = nb > 0 ? loss / (double)nb : 0.0;
+    return TESS_OK;
+}
+
+/* GCFL's server step after the local epochs (gcfl.h): every client's update of the shared
+ * entries (parameters minus the round's start, in double) gathered on every rank in client order
+ * (one slot per client, zeros elsewhere: the sums are exact), the clusters split where the rule
+ * says so (the same on every rank), then the shared entries averaged within each cluster.
+ * Collective on g. *bytes += what the aggregations sent. */
+static tess_status gcfl_round(fk_app *a, const tess_group *g, int64_t round, int64_t *bytes) {
+    const int64_t Ls = (int64_t)a->shared_floats;
+    memset(a->dw, 0, (size_t)(a->nclients * Ls) * sizeof(double));
+    for (int64_t j = 0; j < a->nlocal; j++) {
+        const fk_client *cl = &a->clients[j];
+        const tess_registry *reg = cl->model.reg;
+        const float *p = tess_registry_params(reg);
+        double *row = a->dw + cl->id * Ls;
+        for (int64_t e = 0; e < tess_registry_count(reg); e++) {
+            const tess_registry_entry *en = tess_registry_get(reg, e);
+            if (!(en->tags & TESS_TAG_SHARED)) continue;
+            for (int64_t i = en->flat_offset; i < en->flat_offset + en->local_count; i++)
+                *row++ = (double)p[i] - (double)cl->anchor[i];
+        }
+    }
+    TESS_CHECK(tess_par_allreduce_f64(g, a->dw, a->nclients * Ls, TESS_PAR_SUM));
+    const int64_t before = a->ncl;
+    if (fk_gcfl_step(a->cluster, &a->ncl, a->dw, a->nclients, Ls, round + 1, a->gcfl_warmup,
+                     a->gcfl_eps1, a->gcfl_eps2) > 0)
+        tess_log_info("round %lld: GCFL split %lld cluster(s) into %lld", (long long)(round + 1),
+                      (long long)before, (long long)a->ncl);
+    for (int64_t c = 0; c < a->ncl; c++) { /* each cluster: its clients of this rank, in order */
+        tess_registry *regs[FK_MAX_CLIENTS];
+        int64_t ids[FK_MAX_CLIENTS], size = 0, b = 0;
+        double w[FK_MAX_CLIENTS];
+        int n = 0;
+        for (int64_t k = 0; k < a->nclients; k++) size += a->cluster[k] == c;
+        for (int64_t j = 0; j < a->nlocal; j++) {
+            if (a->cluster[a->ids[j]] != c) continue;
+            regs[n] = a->regs[j], ids[n] = a->ids[j], w[n++] = a->weights[j];
+        }
+        TESS_CHECK(tess_par_aggregate(g, regs, ids, w, n, size, TESS_TAG_SHARED, &b));
+        *bytes += b;
+    }
     return TESS_OK;
 }
 
@@ -390,7 +454,9 @@ static tess_status step(tess_run *run, void *ctx, int64_t round, tess_run_step_o
     tess_timer_stop(tm, a->t_train);
     int64_t bytes = 0;
     tess_timer_start(tm, a->t_agg);
-    if (a->method != FK_SELFTRAIN) {
+    if (a->method == FK_GCFL) {
+        TESS_CHECK(gcfl_round(a, g, round, &bytes));
+    } else if (a->method != FK_SELFTRAIN) {
         TESS_CHECK(tess_par_aggregate(g, a->regs, a->ids, a->weights, (int)a->nlocal,
                                       a->nclients, TESS_TAG_SHARED, &bytes));
         for (int64_t j = 0; a->reset_adam && j < a->nlocal; j++) tess_adamw_reset(a->clients[j].opt);
@@ -428,7 +494,8 @@ static tess_status step(tess_run *run, void *ctx, int64_t round, tess_run_step_o
             for (int q = 0; q < 3; q++) a->acc[k][q] = per[k * 4 + 1 + q];
         items += (double)a->n_train[k];
     }
-    const double row[3] = {mean[0], (double)bytes, a->shared_floats};
+    const double row[4] = {mean[0], (double)bytes, a->shared_floats,
+                           a->method == FK_SELFTRAIN ? (double)a->nclients : (double)a->ncl};
     TESS_CHECK(tess_run_metrics_row(run, a->csv, row));
     if (eval) TESS_CHECK(tess_run_metrics_row(run, a->csv_acc, mean + 1));
     *out = (tess_run_step_out){.done = round + 1 == a->rounds, .loss = mean[0], .items = items,
@@ -500,6 +567,7 @@ static void destroy(void *ctx) {
     free(a->regs);
     free(a->ids);
     free(a->weights);
+    free(a->dw);
     fk_work_destroy(&a->work);
     tess_graph_batch_free(&a->gb);
     free(a->X);

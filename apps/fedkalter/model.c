@@ -55,7 +55,8 @@ static tess_status model_register(fk_model *m) {
     if (st) TESS_CHECK(add_linear(r, "se", d, FK_SE_DIM_MODEL, S, &e->se_w, &e->se_b));
     for (int64_t l = 0; l < c->L; l++) {
         const int64_t din = st ? 2 * d : d;
-        const uint32_t gin_tag = c->method == FK_FEDAVG || c->method == FK_FEDPROX ? S : Lo;
+        const uint32_t gin_tag =
+            c->method == FK_FEDAVG || c->method == FK_FEDPROX || c->method == FK_GCFL ? S : Lo;
         snprintf(p, sizeof p, "layer%lld.gin1", (long long)l);
         TESS_CHECK(add_linear(r, p, d, din, gin_tag, &e->gin_w1[l], &e->gin_b1[l]));
         snprintf(p, sizeof p, "layer%lld.gin2", (long long)l);

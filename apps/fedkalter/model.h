@@ -25,7 +25,7 @@
 #include "nn/registry.h" /* tess_registry */
 
 /* In the order of the model.method choices. FedProx is FedAvg's network and sharing. */
-typedef enum { FK_SELFTRAIN = 0, FK_FEDAVG, FK_FEDSTAR, FK_FEDKALTER, FK_FEDPROX } fk_method;
+typedef enum { FK_SELFTRAIN = 0, FK_FEDAVG, FK_FEDSTAR, FK_FEDKALTER, FK_FEDPROX, FK_GCFL } fk_method;
 
 typedef struct {
     fk_method method;

@@ -18,6 +18,10 @@
 #           identical; the clients' parameters differ from the shared-q/eta run's;
 #   reset   METHOD with train.reset_adam=true, 3 rounds of several steps: 1 and 3 ranks identical,
 #           and the parameters differ from the run without the reset;
+#   gcfl    GCFL: within its warm-up (3 rounds < 20) bitwise FedAvg; with splits forced
+#           (warm-up 0, eps1 1e9, eps2 0) 2 clusters after round 1 and more later (metrics.csv
+#           "clusters"), identical on 1, 2 and 4 ranks, and 2 ranks stopped after round 2 and
+#           resumed on 3 ranks (the clusters come from the checkpoint) equal the 1-rank run;
 #   tufiles the SM setting on 7 tiny TU datasets written here (10 triangles each): one round
 #           on 2 ranks runs; then BZR_A.txt names a node of another graph: exit 65 on 1 and on 2
 #           ranks, naming the file; on 2 ranks BZR is client 1 and belongs to rank 1 alone (rank
@@ -119,6 +123,30 @@ reset)
   run 3 reset3 --set train.reset_adam=true || { cat reset3.log; fail "reset, 3 ranks"; }
   cmp reset1/clients.csv reset3/clients.csv || fail "$method with reset: 1 and 3 ranks differ"
   ! cmp -s keep/clients.csv reset1/clients.csv || fail "$method: reset_adam has no effect"
+  ;;
+gcfl)
+  rm -rf avg warm g1 g2 g4 gstop
+  common=(--set run.plots=false --set data.graphs=40 --set model.hidden=16 --set train.rounds=3
+          --set train.batch=8)
+  run 2 avg --set model.method=fedavg || { cat avg.log; fail "fedavg"; }
+  run 2 warm --set model.method=gcfl || { cat warm.log; fail "gcfl in its warm-up"; }
+  cmp avg/clients.csv warm/clients.csv || fail "GCFL within its warm-up differs from FedAvg"
+  common+=(--set model.method=gcfl --set train.gcfl_warmup=0 --set train.gcfl_eps1=1e9
+           --set train.gcfl_eps2=0)
+  for np in 1 2 4; do
+    run "$np" "g$np" || { cat "g$np.log"; fail "gcfl with splits, $np ranks"; }
+    cmp g1/clients.csv "g$np/clients.csv" || fail "gcfl: $np ranks differ from 1 rank"
+  done
+  cut -d, -f5 g1/metrics.csv | paste -sd' ' | awk '{ exit !($2 == 2 && $4 > 2) }' ||
+    fail "clusters per round: $(cut -d, -f5 g1/metrics.csv | paste -sd' ')"
+  ! cmp -s avg/clients.csv g1/clients.csv || fail "gcfl with splits equals FedAvg"
+  rc=0
+  run 2 gstop --set run.stop_at=2 || rc=$?
+  [ "$rc" -eq 75 ] || { cat gstop.log; fail "stop after round 2: exit $rc"; }
+  run 3 gstop --resume auto || { cat gstop.log; fail "gcfl resume on 3 ranks"; }
+  cmp g1/clients.csv gstop/clients.csv || fail "gcfl: the resumed run differs"
+  cmp <(cut -d, -f1,2,5 g1/metrics.csv) <(cut -d, -f1,2,5 gstop/metrics.csv) ||
+    fail "gcfl: loss or clusters of the resumed run differ"
   ;;
 tufiles)
   rm -rf tu tu_ok tu_bad1 tu_bad2
