@@ -281,8 +281,8 @@ double fk_model_batch(fk_model *m, fk_work *w, const tess_graph_batch *b, const 
     if (st) tess_nn_linear_forward(w->s[0], Xse, P_(m, e->se_w), P_(m, e->se_b), N, FK_SE_DIM_MODEL, d);
     if (kal) {
         const float *p0 = P_(m, e->p0);
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t j = 0; j < d; j++) w->P[0][n * d + j] = (float)softplus(p0[j]);
+        for (int64_t j = 0; j < d; j++) w->P[0][j] = (float)softplus(p0[j]);
+        for (int64_t n = 1; n < N; n++) memcpy(w->P[0] + n * d, w->P[0], (size_t)d * sizeof(float));
     }
     for (int64_t l = 0; l < L; l++) {
         mask[l] = dropout_mask(w->mask[l], N * d, p, key, ctr, (base + (uint64_t)l) << 34);
