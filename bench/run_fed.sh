@@ -13,7 +13,7 @@
 # (OPENBLAS_NUM_THREADS=1, torch.set_num_threads(1)); run on an otherwise idle machine for
 # numbers worth quoting, FEDKALTER from the release preset. Exit 77 without the SM datasets.
 set -euo pipefail
-exe=$1 tu=$2 nps=${3:-1 2 4}
+exe=$1 tu=$2 nps=${3-1 2 4}
 here=$(cd "$(dirname "$0")" && pwd)
 for n in MUTAG BZR COX2 DHFR PTC_MR AIDS NCI1; do
   [ -f "$tu/$n/${n}_A.txt" ] || { echo "run_fed: $tu/$n/${n}_A.txt is missing: skipped"; exit 77; }

@@ -10,17 +10,42 @@
 #include "core/rng.h" /* tess_rng_* */
 #include "nn/graph.h" /* tess_graph_structure_enc */
 
+/* The settings as domains in client order (FedStar / FedSSP names; DD and COLLAB are not
+ * available, so the settings that list them run without them and are partial). */
+static const struct {
+    const char *name, *domains, *missing;
+} settings[] = {{"SM", "S", NULL},           {"SM-CV", "SC", NULL},
+                {"BIO-SM", "SB", "DD"},      {"BIO-SM-SN", "SBN", "DD, COLLAB"},
+                {"BIO-SN-CV", "BNC", "DD, COLLAB"}, {"SM-SN-CV", "SNC", NULL}};
+
+static const struct setting_domain {
+    char code;
+    int n;
+    const char *names[7];
+} domains[] = {{'S', 7, {"MUTAG", "BZR", "COX2", "DHFR", "PTC_MR", "AIDS", "NCI1"}},
+               {'B', 2, {"ENZYMES", "PROTEINS"}},
+               {'N', 2, {"IMDB-BINARY", "IMDB-MULTI"}},
+               {'C', 3, {"Letter-low", "Letter-med", "Letter-high"}}};
+
 int fk_setting_datasets(const char *setting, const char **names) {
-    static const char *const sm[] = {"MUTAG", "BZR", "COX2", "DHFR", "PTC_MR", "AIDS", "NCI1"};
-    static const char *const cv[] = {"Letter-low", "Letter-med", "Letter-high"};
     int n = 0;
-    if (strcmp(setting, "SM") == 0 || strcmp(setting, "SM-CV") == 0) {
-        for (int i = 0; i < 7; i++) names[n++] = sm[i];
-    }
-    if (strcmp(setting, "SM-CV") == 0) {
-        for (int i = 0; i < 3; i++) names[n++] = cv[i];
+    for (size_t s = 0; s < sizeof settings / sizeof settings[0]; s++) {
+        if (strcmp(setting, settings[s].name) != 0) continue;
+        for (const char *c = settings[s].domains; *c; c++) {
+            for (size_t d = 0; d < sizeof domains / sizeof domains[0]; d++) {
+                if (domains[d].code != *c) continue;
+                for (int i = 0; i < domains[d].n; i++) names[n++] = domains[d].names[i];
+            }
+        }
     }
     return n;
+}
+
+const char *fk_setting_missing(const char *setting) {
+    for (size_t s = 0; s < sizeof settings / sizeof settings[0]; s++) {
+        if (strcmp(setting, settings[s].name) == 0) return settings[s].missing;
+    }
+    return NULL;
 }
 
 void fk_dataset_free(fk_dataset *ds) {
@@ -100,7 +125,8 @@ tess_status fk_dataset_tu(fk_dataset *ds, const char *dir, const char *name) {
     const int n = snprintf(path, sizeof path, "%s/%s", dir, name);
     TESS_REQUIRE(n > 0 && n < (int)sizeof path, TESS_ERR_CONFIG, "data.dir '%s' too long", dir);
     const tess_tu_features f = strncmp(name, "Letter", 6) == 0 ? TESS_TU_FEATURES_ATTRIBUTES
-                                                              : TESS_TU_FEATURES_LABELS;
+                               : strncmp(name, "IMDB", 4) == 0 ? TESS_TU_FEATURES_DEGREE
+                                                               : TESS_TU_FEATURES_LABELS;
     TESS_CHECK(tess_graphs_from_tu(&ds->gs, path, f, NULL));
     return TESS_OK;
 }

@@ -23,9 +23,15 @@ typedef struct {
     int64_t n_train, n_val, n_test;
 } fk_dataset;
 
-/* The TU names of a setting, in client order: "SM" (7 molecules), "SM-CV" (SM and Letter-low,
- * -med, -high). Returns the count, or 0 for an unknown setting. names must hold FK_MAX_CLIENTS. */
+/* The TU names of a setting, in client order: "SM" (MUTAG, BZR, COX2, DHFR, PTC_MR, AIDS, NCI1),
+ * "SM-CV" (SM, Letter-low, -med, -high), "BIO-SM" (SM, ENZYMES, PROTEINS), "BIO-SM-SN" (BIO-SM,
+ * IMDB-BINARY, IMDB-MULTI), "BIO-SN-CV" (ENZYMES, PROTEINS, IMDB-*, Letter-*), "SM-SN-CV" (SM,
+ * IMDB-*, Letter-*). Returns the count, or 0 for an unknown setting. names must hold
+ * FK_MAX_CLIENTS. */
 int fk_setting_datasets(const char *setting, const char **names);
+/* The datasets a setting lists but this loader does not have ("DD", "DD, COLLAB"), or NULL when
+ * the setting is complete (or unknown). */
+const char *fk_setting_missing(const char *setting);
 
 /* Client k of a generated setting of n clients: G graphs of 8..24 nodes, 2 classes that differ
  * in the density of chords and in the node-label distribution, F = 3 + k % 4 one-hot node labels,
@@ -33,8 +39,8 @@ int fk_setting_datasets(const char *setting, const char **names);
 tess_status fk_dataset_synthetic(fk_dataset *ds, int64_t k, int64_t G, uint64_t seed);
 
 /* TU dataset <dir>/<name> (raw text files) through tess_graphs_from_tu: graph labels remapped to
- * 0..C-1, one-hot node labels of width max - min + 1 (Letter-*: the 2 node coordinates), edges
- * deduplicated, self loops dropped. TESS_ERR_NOINPUT / TESS_ERR_DATA naming the file. */
+ * 0..C-1, one-hot node labels of width max - min + 1 (Letter-*: the 2 node coordinates; IMDB-*:
+ * one-hot degree, width max degree + 1), edges deduplicated, self loops dropped. TESS_ERR_NOINPUT / TESS_ERR_DATA naming the file. */
 tess_status fk_dataset_tu(fk_dataset *ds, const char *dir, const char *name);
 
 /* The graphs of TU dataset <dir>/<name> without parsing it: the non-blank lines of

@@ -28,9 +28,10 @@ static const tess_opt_enum method_names[] = {{"selftrain", FK_SELFTRAIN}, {"feda
 TESS_OPT_ENUM_TABLE_CHECK(method_names, FK_GCFL + 1);
 
 static const tess_opt data_opts[] = {
-    TESS_OPT_CHOICE("setting", "synthetic", "synthetic|SM|SM-CV",
+    TESS_OPT_CHOICE("setting", "synthetic", "synthetic|SM|SM-CV|BIO-SM|BIO-SM-SN|BIO-SN-CV|SM-SN-CV",
                     "clients: generated graphs, or one TU dataset per client (SM: 7 molecule "
-                    "sets; SM-CV: SM and Letter-low/med/high)"),
+                    "sets; SM-CV: SM and Letter-low/med/high; the others docs/fedkalter.md, "
+                    "BIO-* partial: DD and COLLAB are not available)"),
     TESS_OPT_STRING("dir", "", "directory holding the TU datasets (<dir>/<NAME>/<NAME>_A.txt ...)"),
     TESS_OPT_INT("clients", 7, 1, FK_MAX_CLIENTS, "clients of the synthetic setting"),
     TESS_OPT_INT("graphs", 120, 2, 1000000, "graphs per synthetic client"),
@@ -179,6 +180,10 @@ static tess_status client_sizes(fk_app *a, const tess_config *c, const char **tu
         TESS_REQUIRE(dir[0] != '\0', TESS_ERR_CONFIG,
                      "data.dir is required for data.setting = %s (the directory holding the TU "
                      "datasets %s, ...)", setting, tu[0]);
+        const char *missing = fk_setting_missing(setting);
+        if (missing)
+            tess_log_warn("data.setting = %s is partial: %s not available, %lld clients",
+                          setting, missing, (long long)a->nclients);
         for (int64_t k = 0; k < a->nclients; k++) {
             TESS_CHECK(fk_dataset_tu_count(dir, tu[k], &G[k]));
             snprintf(a->names[k], sizeof a->names[k], "%s", tu[k]);
