@@ -2,6 +2,7 @@
 #include "data.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,17 +10,42 @@
 #include "core/rng.h" /* tess_rng_* */
 #include "nn/graph.h" /* tess_graph_structure_enc */
 
+/* The settings as domains in client order (FedStar / FedSSP names; DD and COLLAB are not
+ * available, so the settings that list them run without them and are partial). */
+static const struct {
+    const char *name, *domains, *missing;
+} settings[] = {{"SM", "S", NULL},           {"SM-CV", "SC", NULL},
+                {"BIO-SM", "SB", "DD"},      {"BIO-SM-SN", "SBN", "DD, COLLAB"},
+                {"BIO-SN-CV", "BNC", "DD, COLLAB"}, {"SM-SN-CV", "SNC", NULL}};
+
+static const struct setting_domain {
+    char code;
+    int n;
+    const char *names[7];
+} domains[] = {{'S', 7, {"MUTAG", "BZR", "COX2", "DHFR", "PTC_MR", "AIDS", "NCI1"}},
+               {'B', 2, {"ENZYMES", "PROTEINS"}},
+               {'N', 2, {"IMDB-BINARY", "IMDB-MULTI"}},
+               {'C', 3, {"Letter-low", "Letter-med", "Letter-high"}}};
+
 int fk_setting_datasets(const char *setting, const char **names) {
-    static const char *const sm[] = {"MUTAG", "BZR", "COX2", "DHFR", "PTC_MR", "AIDS", "NCI1"};
-    static const char *const cv[] = {"Letter-low", "Letter-med", "Letter-high"};
     int n = 0;
-    if (strcmp(setting, "SM") == 0 || strcmp(setting, "SM-CV") == 0) {
-        for (int i = 0; i < 7; i++) names[n++] = sm[i];
-    }
-    if (strcmp(setting, "SM-CV") == 0) {
-        for (int i = 0; i < 3; i++) names[n++] = cv[i];
+    for (size_t s = 0; s < sizeof settings / sizeof settings[0]; s++) {
+        if (strcmp(setting, settings[s].name) != 0) continue;
+        for (const char *c = settings[s].domains; *c; c++) {
+            for (size_t d = 0; d < sizeof domains / sizeof domains[0]; d++) {
+                if (domains[d].code != *c) continue;
+                for (int i = 0; i < domains[d].n; i++) names[n++] = domains[d].names[i];
+            }
+        }
     }
     return n;
+}
+
+const char *fk_setting_missing(const char *setting) {
+    for (size_t s = 0; s < sizeof settings / sizeof settings[0]; s++) {
+        if (strcmp(setting, settings[s].name) == 0) return settings[s].missing;
+    }
+    return NULL;
 }
 
 void fk_dataset_free(fk_dataset *ds) {
@@ -99,8 +125,46 @@ tess_status fk_dataset_tu(fk_dataset *ds, const char *dir, const char *name) {
     const int n = snprintf(path, sizeof path, "%s/%s", dir, name);
     TESS_REQUIRE(n > 0 && n < (int)sizeof path, TESS_ERR_CONFIG, "data.dir '%s' too long", dir);
     const tess_tu_features f = strncmp(name, "Letter", 6) == 0 ? TESS_TU_FEATURES_ATTRIBUTES
-                                                              : TESS_TU_FEATURES_LABELS;
+                               : strncmp(name, "IMDB", 4) == 0 ? TESS_TU_FEATURES_DEGREE
+                                                               : TESS_TU_FEATURES_LABELS;
     TESS_CHECK(tess_graphs_from_tu(&ds->gs, path, f, NULL));
+    return TESS_OK;
+}
+
+tess_status fk_dataset_tu_count(const char *dir, const char *name, int64_t *G) {
+    char path[4096];
+    const int n = snprintf(path, sizeof path, "%s/%s/%s_graph_labels.txt", dir, name, name);
+    TESS_REQUIRE(n > 0 && n < (int)sizeof path, TESS_ERR_CONFIG, "data.dir '%s' too long", dir);
+    FILE *f = fopen(path, "r");
+    TESS_REQUIRE(f, TESS_ERR_NOINPUT, "cannot open '%s' (TU dataset %s under data.dir)", path,
+                 name);
+    int64_t lines = 0;
+    bool blank = true; /* the current line has no non-space character yet */
+    for (int c; (c = fgetc(f)) != EOF;) {
+        if (c == '\n') {
+            lines += !blank;
+            blank = true;
+        } else if (c != ' ' && c != '\t' && c != '\r') {
+            blank = false;
+        }
+    }
+    lines += !blank; /* a last line without its newline */
+    const bool err = ferror(f) != 0;
+    fclose(f);
+    TESS_REQUIRE(!err, TESS_ERR_IO, "reading '%s'", path);
+    *G = lines;
+    return TESS_OK;
+}
+
+tess_status fk_split_sizes(const char *name, int64_t G, int64_t *n_train, int64_t *n_val,
+                           int64_t *n_test) {
+    const int64_t held = (G * 2 + 9) / 10; /* ceil(0.2 G) */
+    *n_test = (held + 1) / 2;
+    *n_val = held - *n_test;
+    *n_train = G - held;
+    TESS_REQUIRE(*n_train > 0 && *n_val > 0 && *n_test > 0, TESS_ERR_DATA,
+                 "'%s': %lld graphs give an empty split (train %lld, val %lld, test %lld)", name,
+                 (long long)G, (long long)*n_train, (long long)*n_val, (long long)*n_test);
     return TESS_OK;
 }
 
@@ -169,13 +233,13 @@ tess_status fk_dataset_prepare(fk_dataset *ds, int64_t client, uint64_t split_se
             v[j] = t;
         }
     }
-    const int64_t held = (G * 2 + 9) / 10; /* ceil(0.2 G) */
+    tess_status s = fk_split_sizes(gs->name, G, &ds->n_train, &ds->n_val, &ds->n_test);
+    if (s != TESS_OK) free(byclass);
+    TESS_CHECK(s);
+    const int64_t held = ds->n_val + ds->n_test;
     int64_t hold_c[256], test_c[256];
     allot(hold_c, cnt, C, G, held);
-    allot(test_c, hold_c, C, held, (held + 1) / 2); /* test = ceil(held / 2) */
-    ds->n_test = (held + 1) / 2;
-    ds->n_val = held - ds->n_test;
-    ds->n_train = G - held;
+    allot(test_c, hold_c, C, held, ds->n_test);
     int64_t tr = 0, va = ds->n_train, te = ds->n_train + ds->n_val;
     for (int64_t c = 0; c < C; c++) {
         const int64_t *v = byclass + start[c], ntrain = cnt[c] - hold_c[c];
@@ -186,9 +250,5 @@ tess_status fk_dataset_prepare(fk_dataset *ds, int64_t client, uint64_t split_se
         }
     }
     free(byclass);
-    TESS_REQUIRE(ds->n_train > 0 && ds->n_val > 0 && ds->n_test > 0, TESS_ERR_DATA,
-                 "'%s': %lld graphs give an empty split (train %lld, val %lld, test %lld)",
-                 gs->name, (long long)G, (long long)ds->n_train, (long long)ds->n_val,
-                 (long long)ds->n_test);
     return TESS_OK;
 }

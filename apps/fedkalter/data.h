@@ -2,8 +2,9 @@
  * dataset or a generated one), structure encodings computed once per graph, and the stratified
  * 80/10/10 split with a fixed split seed (docs/fedkalter.md).
  *
- * Not collective: every rank builds the datasets it needs on its own, from the options only, so
- * every rank sees the same graphs and the same splits. */
+ * Not collective: a rank builds the datasets of its own clients, from the options only, so
+ * every rank that builds a dataset sees the same graphs and the same split; the sizes of all
+ * clients come from fk_dataset_tu_count and fk_split_sizes without parsing the graphs. */
 #ifndef FEDKALTER_DATA_H
 #define FEDKALTER_DATA_H
 
@@ -22,9 +23,15 @@ typedef struct {
     int64_t n_train, n_val, n_test;
 } fk_dataset;
 
-/* The TU names of a setting, in client order: "SM" (7 molecules), "SM-CV" (SM and Letter-low,
- * -med, -high). Returns the count, or 0 for an unknown setting. names must hold FK_MAX_CLIENTS. */
+/* The TU names of a setting, in client order: "SM" (MUTAG, BZR, COX2, DHFR, PTC_MR, AIDS, NCI1),
+ * "SM-CV" (SM, Letter-low, -med, -high), "BIO-SM" (SM, ENZYMES, PROTEINS), "BIO-SM-SN" (BIO-SM,
+ * IMDB-BINARY, IMDB-MULTI), "BIO-SN-CV" (ENZYMES, PROTEINS, IMDB-*, Letter-*), "SM-SN-CV" (SM,
+ * IMDB-*, Letter-*). Returns the count, or 0 for an unknown setting. names must hold
+ * FK_MAX_CLIENTS. */
 int fk_setting_datasets(const char *setting, const char **names);
+/* The datasets a setting lists but this loader does not have ("DD", "DD, COLLAB"), or NULL when
+ * the setting is complete (or unknown). */
+const char *fk_setting_missing(const char *setting);
 
 /* Client k of a generated setting of n clients: G graphs of 8..24 nodes, 2 classes that differ
  * in the density of chords and in the node-label distribution, F = 3 + k % 4 one-hot node labels,
@@ -32,9 +39,19 @@ int fk_setting_datasets(const char *setting, const char **names);
 tess_status fk_dataset_synthetic(fk_dataset *ds, int64_t k, int64_t G, uint64_t seed);
 
 /* TU dataset <dir>/<name> (raw text files) through tess_graphs_from_tu: graph labels remapped to
- * 0..C-1, one-hot node labels of width max - min + 1 (Letter-*: the 2 node coordinates), edges
- * deduplicated, self loops dropped. TESS_ERR_NOINPUT / TESS_ERR_DATA naming the file. */
+ * 0..C-1, one-hot node labels of width max - min + 1 (Letter-*: the 2 node coordinates; IMDB-*:
+ * one-hot degree, width max degree + 1), edges deduplicated, self loops dropped. TESS_ERR_NOINPUT / TESS_ERR_DATA naming the file. */
 tess_status fk_dataset_tu(fk_dataset *ds, const char *dir, const char *name);
+
+/* The graphs of TU dataset <dir>/<name> without parsing it: the non-blank lines of
+ * <name>_graph_labels.txt (tess_graphs_from_tu checks that the other files agree).
+ * TESS_ERR_NOINPUT naming the file, TESS_ERR_IO on a read error. */
+tess_status fk_dataset_tu_count(const char *dir, const char *name, int64_t *G);
+
+/* The split sizes of G graphs: ceil(0.2 G) held out, halved into val (floor) and test (ceil),
+ * the rest train. TESS_ERR_DATA naming the dataset `name` and the sizes when a part is empty. */
+tess_status fk_split_sizes(const char *name, int64_t G, int64_t *n_train, int64_t *n_val,
+                           int64_t *n_test);
 
 /* Structure encodings of every graph and the stratified split: per class c the ids are shuffled
  * (Philox keyed by (split_seed, client)), the test+val part is ceil(0.2 G) graphs, allotted to

@@ -13,6 +13,7 @@
 #include "core/log.h"     /* tess_log_info */
 #include "core/rng.h"     /* tess_rng_* */
 #include "data.h"         /* fk_dataset_* */
+#include "gcfl.h"         /* fk_gcfl_step */
 #include "model.h"        /* fk_model_*, fk_work_* */
 #include "nn/graph.h"     /* tess_graph_batch_* */
 #include "optim/adamw.h"  /* tess_adamw_* */
@@ -23,13 +24,14 @@
 /* The names of model.method: values from the table, never from list positions. */
 static const tess_opt_enum method_names[] = {{"selftrain", FK_SELFTRAIN}, {"fedavg", FK_FEDAVG},
                                              {"fedstar", FK_FEDSTAR}, {"fedkalter", FK_FEDKALTER},
-                                             {"fedprox", FK_FEDPROX}};
-TESS_OPT_ENUM_TABLE_CHECK(method_names, FK_FEDPROX + 1);
+                                             {"fedprox", FK_FEDPROX}, {"gcfl", FK_GCFL}};
+TESS_OPT_ENUM_TABLE_CHECK(method_names, FK_GCFL + 1);
 
 static const tess_opt data_opts[] = {
-    TESS_OPT_CHOICE("setting", "synthetic", "synthetic|SM|SM-CV",
+    TESS_OPT_CHOICE("setting", "synthetic", "synthetic|SM|SM-CV|BIO-SM|BIO-SM-SN|BIO-SN-CV|SM-SN-CV",
                     "clients: generated graphs, or one TU dataset per client (SM: 7 molecule "
-                    "sets; SM-CV: SM and Letter-low/med/high)"),
+                    "sets; SM-CV: SM and Letter-low/med/high; the others docs/fedkalter.md, "
+                    "BIO-* partial: DD and COLLAB are not available)"),
     TESS_OPT_STRING("dir", "", "directory holding the TU datasets (<dir>/<NAME>/<NAME>_A.txt ...)"),
     TESS_OPT_INT("clients", 7, 1, FK_MAX_CLIENTS, "clients of the synthetic setting"),
     TESS_OPT_INT("graphs", 120, 2, 1000000, "graphs per synthetic client"),
@@ -39,13 +41,16 @@ static const tess_opt model_opts[] = {
     TESS_OPT_ENUM("method", "fedkalter", method_names,
                     "Self-train (no sharing), FedAvg (GIN shared), FedStar (structure channel "
                     "shared), Fed-Kalter (Kalman structure channel shared), FedProx (FedAvg and "
-                    "a proximal term)"),
+                    "a proximal term), GCFL (FedAvg within clusters split by update similarity)"),
     TESS_OPT_INT("hidden", 64, 1, 4096, "hidden width d"),
     TESS_OPT_INT("layers", 3, 1, 8, "graph convolution layers"),
     TESS_OPT_REAL("dropout", 0.5, 0.0, 0.95, "dropout after each convolution and after post"),
     TESS_OPT_REAL("kalter_q0", -2.0, -30.0, 30.0, "initial q of Kalter-Conv (Q = softplus(q))"),
     TESS_OPT_REAL("kalter_bR0", 0.0, -30.0, 1e9,
                   "initial b_R of Kalter-Conv (1e9: R -> infinity, the FedStar limit)"),
+    TESS_OPT_BOOL("kalter_share_eta_q", true,
+                  "Fed-Kalter: q and eta of every layer shared (averaged); false keeps them local "
+                  "(ablation)"),
 };
 static const tess_opt train_opts[] = {
     TESS_OPT_INT("rounds", 200, 1, 1000000, "federated rounds (one local epoch each)"),
@@ -55,6 +60,14 @@ static const tess_opt train_opts[] = {
     TESS_OPT_REAL("prox_mu", 0.01, 0.0, 1e6,
                   "FedProx: (mu/2) |theta_S - theta_S at the round's start|^2 on shared entries"),
     TESS_OPT_INT("eval_every", 5, 1, 1000000, "rounds between evaluations (and the last)"),
+    TESS_OPT_REAL("gcfl_eps1", 0.01, 0.0, 1e9,
+                  "GCFL: a cluster may split when the norm of its mean update is below this"),
+    TESS_OPT_REAL("gcfl_eps2", 0.1, 0.0, 1e9,
+                  "GCFL: ... and the largest update norm of its clients is above this"),
+    TESS_OPT_INT("gcfl_warmup", 20, 0, 1000000, "GCFL: no split in the first rounds"),
+    TESS_OPT_BOOL("reset_adam", false,
+                  "after every download of the averaged shared entries, reset each client's Adam "
+                  "(moments and step count, as a re-created optimizer); default: never reset"),
 };
 static const tess_config_section sections[] = {
     TESS_CONFIG_SECTION("data", data_opts),
@@ -77,6 +90,11 @@ typedef struct {
     fk_method method;
     int64_t nclients, nlocal, rounds, batch, eval_every, d;
     float lr, wd, mu;
+    bool reset_adam;         /* train.reset_adam */
+    /* GCFL: cluster of every client (replicated, checkpointed), their count, the split rule */
+    int64_t cluster[FK_MAX_CLIENTS], ncl, gcfl_warmup;
+    double gcfl_eps1, gcfl_eps2;
+    double *dw;              /* GCFL: (nclients, shared floats) this round's updates */
     fk_client *clients;      /* (nlocal) */
     tess_registry **regs;    /* (nlocal) */
     int64_t *ids;            /* (nlocal) */
@@ -84,6 +102,7 @@ typedef struct {
     char names[FK_MAX_CLIENTS][TESS_GRAPHS_NAME_MAX];
     int64_t n_train[FK_MAX_CLIENTS];
     fk_work *work;
+    tess_graph_batch gb;     /* reserved once for the largest mini-batch, refilled per batch */
     float *X, *Xse;          /* (max nodes, max F), (max nodes, 32) */
     int32_t *y;              /* (batch) */
     double shared_floats;    /* floats of the shared vector per client */
@@ -92,6 +111,7 @@ typedef struct {
     /* Fed-Kalter, last round, test graphs: per client and layer the means of log R, K eta, P+/P- */
     double kstats[FK_MAX_CLIENTS * 3 * FK_MAX_LAYERS_APP];
     int csv, csv_acc;
+    tess_timer_id t_train, t_agg, t_eval; /* per round: local epochs, aggregation, evaluation */
 } fk_app;
 
 /* Size-balanced assignment: clients by decreasing training graphs (then id) to the least loaded
@@ -118,11 +138,12 @@ static void assign(int *owner, const int64_t *n_train, int64_t n, int size) {
     }
 }
 
-/* Nodes of the largest batch of B graphs of a dataset: the sum of its B largest graphs. */
-static int64_t max_batch_nodes(const tess_graphs *gs, int64_t B) {
+/* Nodes (ptr = node_ptr) or A entries (ptr = edge_ptr) of the largest batch of B graphs of a
+ * dataset: the sum over its B largest graphs. -1 if out of memory. */
+static int64_t max_batch(const tess_graphs *gs, const int64_t *ptr, int64_t B) {
     int64_t *n = malloc((size_t)gs->num_graphs * sizeof(int64_t)), total = 0;
     if (!n) return -1;
-    for (int64_t g = 0; g < gs->num_graphs; g++) n[g] = gs->node_ptr[g + 1] - gs->node_ptr[g];
+    for (int64_t g = 0; g < gs->num_graphs; g++) n[g] = ptr[g + 1] - ptr[g];
     for (int64_t k = 0; k < B && k < gs->num_graphs; k++) { /* partial selection of maxima */
         int64_t best = k;
         for (int64_t g = k + 1; g < gs->num_graphs; g++) {
@@ -137,29 +158,54 @@ static int64_t max_batch_nodes(const tess_graphs *gs, int64_t B) {
     return total;
 }
 
-static tess_status load_all(fk_app *a, const tess_config *c, fk_dataset *all) {
+/* Every client's name and training graphs, without parsing a graph: the generated setting from
+ * the options, a TU setting from the graph-label files (fk_dataset_tu_count). The same on every
+ * rank (the same errors everywhere); it sizes the assignment before any rank loads its clients.
+ * tu (FK_MAX_CLIENTS) gets the TU names (NULL entries for the generated setting). */
+static tess_status client_sizes(fk_app *a, const tess_config *c, const char **tu) {
     const char *setting = tess_config_string(c, "data.setting");
+    int64_t G[FK_MAX_CLIENTS];
     if (strcmp(setting, "synthetic") == 0) {
         a->nclients = tess_config_int(c, "data.clients");
-        for (int64_t k = 0; k < a->nclients; k++)
-            TESS_CHECK(fk_dataset_synthetic(&all[k], k, tess_config_int(c, "data.graphs"),
-                                            (uint64_t)tess_config_int(c, "data.split_seed")));
+        for (int64_t k = 0; k < a->nclients; k++) {
+            tu[k] = NULL;
+            G[k] = tess_config_int(c, "data.graphs");
+            snprintf(a->names[k], sizeof a->names[k], "synthetic-%lld", (long long)k);
+        }
     } else {
-        const char *names[FK_MAX_CLIENTS], *dir = tess_config_string(c, "data.dir");
-        a->nclients = fk_setting_datasets(setting, names);
+        const char *dir = tess_config_string(c, "data.dir");
+        a->nclients = fk_setting_datasets(setting, tu);
         TESS_REQUIRE(a->nclients > 0, TESS_ERR_CONFIG, "data.setting = %s: unknown setting",
                      setting);
         TESS_REQUIRE(dir[0] != '\0', TESS_ERR_CONFIG,
                      "data.dir is required for data.setting = %s (the directory holding the TU "
-                     "datasets %s, ...)", setting, names[0]);
-        for (int64_t k = 0; k < a->nclients; k++) TESS_CHECK(fk_dataset_tu(&all[k], dir, names[k]));
+                     "datasets %s, ...)", setting, tu[0]);
+        const char *missing = fk_setting_missing(setting);
+        if (missing)
+            tess_log_warn("data.setting = %s is partial: %s not available, %lld clients",
+                          setting, missing, (long long)a->nclients);
+        for (int64_t k = 0; k < a->nclients; k++) {
+            TESS_CHECK(fk_dataset_tu_count(dir, tu[k], &G[k]));
+            snprintf(a->names[k], sizeof a->names[k], "%s", tu[k]);
+        }
     }
-    const uint64_t split_seed = (uint64_t)tess_config_int(c, "data.split_seed");
     for (int64_t k = 0; k < a->nclients; k++) {
-        TESS_CHECK(fk_dataset_prepare(&all[k], k, split_seed));
-        snprintf(a->names[k], sizeof a->names[k], "%s", all[k].gs.name);
-        a->n_train[k] = all[k].n_train;
+        int64_t n_val, n_test;
+        TESS_CHECK(fk_split_sizes(a->names[k], G[k], &a->n_train[k], &n_val, &n_test));
     }
+    return TESS_OK;
+}
+
+/* Client k's dataset (generated, or TU dataset tu parsed), its encodings and split. */
+static tess_status load_client(fk_dataset *ds, const fk_app *a, const tess_config *c, int64_t k,
+                               const char *tu) {
+    const uint64_t split_seed = (uint64_t)tess_config_int(c, "data.split_seed");
+    if (tu) TESS_CHECK(fk_dataset_tu(ds, tess_config_string(c, "data.dir"), tu));
+    else TESS_CHECK(fk_dataset_synthetic(ds, k, tess_config_int(c, "data.graphs"), split_seed));
+    TESS_CHECK(fk_dataset_prepare(ds, k, split_seed));
+    TESS_REQUIRE(ds->n_train == a->n_train[k], TESS_ERR_DATA,
+                 "'%s': %lld graphs parsed, but its graph labels counted %lld training graphs",
+                 a->names[k], (long long)ds->gs.num_graphs, (long long)a->n_train[k]);
     return TESS_OK;
 }
 
@@ -174,12 +220,16 @@ static tess_status setup(tess_run *run, void *ctx) {
     a->lr = (float)tess_config_real(c, "train.lr");
     a->wd = (float)tess_config_real(c, "train.weight_decay");
     a->mu = (float)tess_config_real(c, "train.prox_mu");
+    a->reset_adam = tess_config_bool(c, "train.reset_adam");
+    a->gcfl_eps1 = tess_config_real(c, "train.gcfl_eps1");
+    a->gcfl_eps2 = tess_config_real(c, "train.gcfl_eps2");
+    a->gcfl_warmup = tess_config_int(c, "train.gcfl_warmup");
+    a->ncl = 1; /* every client in cluster 0 (a->cluster zeroed) */
     a->d = tess_config_int(c, "model.hidden");
     a->layers = tess_config_int(c, "model.layers");
-    /* every rank loads every dataset: the same errors everywhere, and the sizes for balancing */
-    fk_dataset all[FK_MAX_CLIENTS];
-    memset(all, 0, sizeof all);
-    tess_status s = load_all(a, c, all);
+    /* every rank sizes every client, then parses only its own clients' datasets */
+    const char *tu[FK_MAX_CLIENTS];
+    tess_status s = client_sizes(a, c, tu);
     if (s == TESS_OK && a->nclients < g->size) {
         s = tess_error_push(TESS_ERR_CONFIG, __FILE__, __LINE__, __func__,
                             "%d ranks for %lld clients: run at most one rank per client",
@@ -196,20 +246,17 @@ static tess_status setup(tess_run *run, void *ctx) {
         if (!a->clients || !a->regs || !a->ids || !a->weights)
             s = tess_error_push(TESS_ERR_MEM, __FILE__, __LINE__, __func__, "client tables");
     }
-    for (int64_t k = 0, j = 0; k < a->nclients; k++) { /* keep this rank's datasets only */
-        if (s == TESS_OK && owner[k] == g->rank) {
-            a->clients[j].id = k;
-            a->clients[j++].ds = all[k];
-        } else {
-            fk_dataset_free(&all[k]);
-        }
+    for (int64_t k = 0, j = 0; s == TESS_OK && k < a->nclients; k++) {
+        if (owner[k] != g->rank) continue;
+        a->clients[j].id = k;
+        s = load_client(&a->clients[j++].ds, a, c, k, tu[k]);
     }
-    TESS_CHECK(s);
+    TESS_CHECK(tess_par_agree(g, s)); /* a bad file of one rank's client fails every rank */
     tess_run_set_total(run, (double)a->rounds, a->rounds);
     tess_run_local_from_here(run);
 
     const uint64_t seed = tess_run_seed(run);
-    int64_t max_nodes = 1, max_F = 1, max_C = 2;
+    int64_t max_nodes = 1, max_nnz = 0, max_F = 1, max_C = 2;
     tess_state *st = tess_run_state(run);
     for (int64_t j = 0; j < a->nlocal; j++) {
         fk_client *cl = &a->clients[j];
@@ -219,7 +266,8 @@ static tess_status setup(tess_run *run, void *ctx) {
             .L = tess_config_int(c, "model.layers"),
             .dropout = (float)tess_config_real(c, "model.dropout"),
             .kalter_q0 = (float)tess_config_real(c, "model.kalter_q0"),
-            .kalter_bR0 = (float)tess_config_real(c, "model.kalter_bR0")};
+            .kalter_bR0 = (float)tess_config_real(c, "model.kalter_bR0"),
+            .kalter_share_eta_q = tess_config_bool(c, "model.kalter_share_eta_q")};
         TESS_CHECK(fk_model_create(&cl->model, &mc, seed,
                                    seed * 1000003ull + (uint64_t)cl->id + 1));
         const tess_adamw_config ac = {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
@@ -232,14 +280,16 @@ static tess_status setup(tess_run *run, void *ctx) {
         TESS_CHECK(tess_adamw_describe_private(cl->opt, st, prefix));
         cl->order = malloc((size_t)cl->ds.n_train * sizeof(int64_t));
         TESS_REQUIRE(cl->order, TESS_ERR_MEM, "client %lld", (long long)cl->id);
-        if (a->method == FK_FEDPROX)
+        if (a->method == FK_FEDPROX || a->method == FK_GCFL)
             TESS_CHECK(tess_registry_alloc_state(cl->model.reg, &cl->anchor));
         a->regs[j] = cl->model.reg;
         a->ids[j] = cl->id;
         a->weights[j] = (double)cl->ds.n_train;
-        const int64_t mn = max_batch_nodes(gs, a->batch);
-        TESS_REQUIRE(mn >= 0, TESS_ERR_MEM, "client %lld", (long long)cl->id);
+        const int64_t mn = max_batch(gs, gs->node_ptr, a->batch);
+        const int64_t me = max_batch(gs, gs->edge_ptr, a->batch);
+        TESS_REQUIRE(mn >= 0 && me >= 0, TESS_ERR_MEM, "client %lld", (long long)cl->id);
         if (mn > max_nodes) max_nodes = mn;
+        if (me > max_nnz) max_nnz = me;
         if (gs->num_features > max_F) max_F = gs->num_features;
         if (gs->num_classes > max_C) max_C = gs->num_classes;
         a->shared_floats = 0; /* the same for every client: count the last one's */
@@ -257,17 +307,26 @@ static tess_status setup(tess_run *run, void *ctx) {
         const fk_model_cfg *mc = &a->clients[0].model.cfg;
         TESS_CHECK(fk_work_create(&a->work, mc, max_nodes, a->batch, max_C));
     }
+    TESS_CHECK(tess_graph_batch_reserve(&a->gb, a->batch, max_nodes, max_nnz));
     a->X = malloc((size_t)(max_nodes * max_F) * sizeof(float));
     a->Xse = malloc((size_t)(max_nodes * FK_SE_DIM) * sizeof(float));
     a->y = malloc((size_t)a->batch * sizeof(int32_t));
     TESS_REQUIRE(a->X && a->Xse && a->y, TESS_ERR_MEM, "batch buffers of %lld nodes",
                  (long long)max_nodes);
     TESS_CHECK(tess_par_allreduce_f64(g, &a->shared_floats, 1, TESS_PAR_MAX));
+    if (a->method == FK_GCFL) {
+        a->dw = malloc((size_t)a->nclients * (size_t)a->shared_floats * sizeof(double));
+        TESS_REQUIRE(a->dw, TESS_ERR_MEM, "GCFL updates of %lld clients", (long long)a->nclients);
+        const int64_t shape[1] = {a->nclients};
+        const tess_layout rep = tess_layout_replicated();
+        TESS_CHECK(tess_state_add(st, "gcfl/cluster", TESS_I64, 1, shape, &rep, a->cluster));
+        TESS_CHECK(tess_state_add_i64(st, "gcfl/clusters", &a->ncl));
+    }
 
-    static const char *const cols[] = {"loss", "bytes_sent", "shared_floats"};
+    static const char *const cols[] = {"loss", "bytes_sent", "shared_floats", "clusters"};
     static const char *const acc_cols[] = {"train_acc", "val_acc", "test_acc"};
     static const char *const loss_col[] = {"loss"};
-    TESS_CHECK(tess_run_metrics(run, "metrics", cols, 3, true, &a->csv));
+    TESS_CHECK(tess_run_metrics(run, "metrics", cols, 4, true, &a->csv));
     TESS_CHECK(tess_run_metrics(run, "accuracy", acc_cols, 3, true, &a->csv_acc));
     const tess_plot_spec loss_plot = {.title = "fedkalter: mean client training loss",
                                       .xlabel = "federated round", .ycols = loss_col, .ny = 1,
@@ -275,6 +334,10 @@ static tess_status setup(tess_run *run, void *ctx) {
     const tess_plot_spec acc_plot = {.title = "fedkalter: mean client accuracy",
                                      .xlabel = "federated round", .ycols = acc_cols, .ny = 3,
                                      .ylabel = "accuracy (fraction of graphs, 0-1)"};
+    tess_timers *tm = tess_run_timers(run);
+    a->t_train = tess_timer_get(tm, "train");
+    a->t_agg = tess_timer_get(tm, "aggregate");
+    a->t_eval = tess_timer_get(tm, "eval");
     TESS_CHECK(tess_run_plot(run, a->csv, "loss.png", &loss_plot));
     TESS_CHECK(tess_run_plot(run, a->csv_acc, "accuracy.png", &acc_plot));
     return TESS_OK;
@@ -294,24 +357,23 @@ static tess_status run_graphs(fk_app *a, fk_client *cl, const int64_t *ids, int6
     *correct = 0;
     for (int64_t first = 0; first < n; first += a->batch, nb++) {
         const int64_t B = n - first < a->batch ? n - first : a->batch;
-        tess_graph_batch b;
-        TESS_CHECK(tess_graph_batch_build(&b, gs, ids + first, B));
-        tess_graph_batch_gather(a->X, &b, gs, ids + first, gs->x, gs->num_features);
-        tess_graph_batch_gather(a->Xse, &b, gs, ids + first, cl->ds.se, FK_SE_DIM);
+        tess_graph_batch *b = &a->gb; /* reserved for the largest batch: no allocation */
+        TESS_CHECK(tess_graph_batch_fill(b, gs, ids + first, B));
+        tess_graph_batch_gather(a->X, b, gs, ids + first, gs->x, gs->num_features);
+        tess_graph_batch_gather(a->Xse, b, gs, ids + first, cl->ds.se, FK_SE_DIM);
         for (int64_t i = 0; i < B; i++) a->y[i] = gs->y[ids[first + i]];
         tess_registry *reg = cl->model.reg;
         if (train) tess_registry_zero_grads(reg);
         int64_t ok = 0;
-        loss += fk_model_batch(&cl->model, a->work, &b, a->X, a->Xse, a->y, train, key, ctr,
+        loss += fk_model_batch(&cl->model, a->work, b, a->X, a->Xse, a->y, train, key, ctr,
                                (uint64_t)nb, &ok);
         *correct += ok;
-        if (kstats) *kcount += fk_model_kalter_stats(&cl->model, a->work, b.num_nodes, kstats);
-        tess_graph_batch_free(&b);
+        if (kstats) *kcount += fk_model_kalter_stats(&cl->model, a->work, b->num_nodes, kstats);
         if (!train) continue;
         /* L2 weight decay added to the gradient (PyTorch Adam's weight_decay), all entries */
         float *p = tess_registry_params(reg), *gr = tess_registry_grads(reg);
         for (int64_t i = 0; i < tess_registry_local_total(reg); i++) gr[i] += a->wd * p[i];
-        for (int64_t e = 0; cl->anchor && e < tess_registry_count(reg); e++) { /* FedProx */
+        for (int64_t e = 0; a->method == FK_FEDPROX && e < tess_registry_count(reg); e++) {
             const tess_registry_entry *en = tess_registry_get(reg, e);
             if (!(en->tags & TESS_TAG_SHARED)) continue;
             for (int64_t i = en->flat_offset; i < en->flat_offset + en->local_count; i++)
@@ -323,12 +385,56 @@ static tess_status run_graphs(fk_app *a, fk_client *cl, const int64_t *ids, int6
     return TESS_OK;
 }
 
+/* GCFL's server step after the local epochs (gcfl.h): every client's update of the shared
+ * entries (parameters minus the round's start, in double) gathered on every rank in client order
+ * (one slot per client, zeros elsewhere: the sums are exact), the clusters split where the rule
+ * says so (the same on every rank), then the shared entries averaged within each cluster.
+ * Collective on g. *bytes += what the aggregations sent. */
+static tess_status gcfl_round(fk_app *a, const tess_group *g, int64_t round, int64_t *bytes) {
+    const int64_t Ls = (int64_t)a->shared_floats;
+    memset(a->dw, 0, (size_t)(a->nclients * Ls) * sizeof(double));
+    for (int64_t j = 0; j < a->nlocal; j++) {
+        const fk_client *cl = &a->clients[j];
+        const tess_registry *reg = cl->model.reg;
+        const float *p = tess_registry_params(reg);
+        double *row = a->dw + cl->id * Ls;
+        for (int64_t e = 0; e < tess_registry_count(reg); e++) {
+            const tess_registry_entry *en = tess_registry_get(reg, e);
+            if (!(en->tags & TESS_TAG_SHARED)) continue;
+            for (int64_t i = en->flat_offset; i < en->flat_offset + en->local_count; i++)
+                *row++ = (double)p[i] - (double)cl->anchor[i];
+        }
+    }
+    TESS_CHECK(tess_par_allreduce_f64(g, a->dw, a->nclients * Ls, TESS_PAR_SUM));
+    const int64_t before = a->ncl;
+    if (fk_gcfl_step(a->cluster, &a->ncl, a->dw, a->nclients, Ls, round + 1, a->gcfl_warmup,
+                     a->gcfl_eps1, a->gcfl_eps2) > 0)
+        tess_log_info("round %lld: GCFL split %lld cluster(s) into %lld", (long long)(round + 1),
+                      (long long)before, (long long)a->ncl);
+    for (int64_t c = 0; c < a->ncl; c++) { /* each cluster: its clients of this rank, in order */
+        tess_registry *regs[FK_MAX_CLIENTS];
+        int64_t ids[FK_MAX_CLIENTS], size = 0, b = 0;
+        double w[FK_MAX_CLIENTS];
+        int n = 0;
+        for (int64_t k = 0; k < a->nclients; k++) size += a->cluster[k] == c;
+        for (int64_t j = 0; j < a->nlocal; j++) {
+            if (a->cluster[a->ids[j]] != c) continue;
+            regs[n] = a->regs[j], ids[n] = a->ids[j], w[n++] = a->weights[j];
+        }
+        TESS_CHECK(tess_par_aggregate(g, regs, ids, w, n, size, TESS_TAG_SHARED, &b));
+        *bytes += b;
+    }
+    return TESS_OK;
+}
+
 static tess_status step(tess_run *run, void *ctx, int64_t round, tess_run_step_out *out) {
     fk_app *a = ctx;
     const tess_group *g = tess_run_group(run);
     const uint64_t seed = tess_run_seed(run);
     double per[FK_MAX_CLIENTS * 4]; /* loss, train, val, test accuracy per client (this rank's) */
     memset(per, 0, sizeof per);
+    tess_timers *tm = tess_run_timers(run);
+    tess_timer_start(tm, a->t_train);
     for (int64_t j = 0; j < a->nlocal; j++) {
         fk_client *cl = &a->clients[j];
         const int64_t n = cl->ds.n_train;
@@ -350,13 +456,20 @@ static tess_status step(tess_run *run, void *ctx, int64_t round, tess_run_step_o
         TESS_CHECK(run_graphs(a, cl, cl->order, n, true, seed, round, &per[cl->id * 4], &ok,
                               NULL, NULL));
     }
+    tess_timer_stop(tm, a->t_train);
     int64_t bytes = 0;
-    if (a->method != FK_SELFTRAIN) {
+    tess_timer_start(tm, a->t_agg);
+    if (a->method == FK_GCFL) {
+        TESS_CHECK(gcfl_round(a, g, round, &bytes));
+    } else if (a->method != FK_SELFTRAIN) {
         TESS_CHECK(tess_par_aggregate(g, a->regs, a->ids, a->weights, (int)a->nlocal,
                                       a->nclients, TESS_TAG_SHARED, &bytes));
+        for (int64_t j = 0; a->reset_adam && j < a->nlocal; j++) tess_adamw_reset(a->clients[j].opt);
     }
+    tess_timer_stop(tm, a->t_agg);
     const bool eval = (round + 1) % a->eval_every == 0 || round + 1 == a->rounds;
     if (eval) {
+        tess_timer_start(tm, a->t_eval);
         for (int64_t j = 0; j < a->nlocal; j++) {
             fk_client *cl = &a->clients[j];
             const fk_dataset *ds = &cl->ds;
@@ -374,6 +487,7 @@ static tess_status step(tess_run *run, void *ctx, int64_t round, tess_run_step_o
             }
             for (int64_t i = 0; diag && i < 3 * FK_MAX_LAYERS_APP; i++) ks[i] /= (double)kn;
         }
+        tess_timer_stop(tm, a->t_eval);
     }
     /* one slot per client, zeros elsewhere: the sums are exact, the means in client order */
     TESS_CHECK(tess_par_allreduce_f64(g, per, a->nclients * 4, TESS_PAR_SUM));
@@ -385,7 +499,8 @@ static tess_status step(tess_run *run, void *ctx, int64_t round, tess_run_step_o
             for (int q = 0; q < 3; q++) a->acc[k][q] = per[k * 4 + 1 + q];
         items += (double)a->n_train[k];
     }
-    const double row[3] = {mean[0], (double)bytes, a->shared_floats};
+    const double row[4] = {mean[0], (double)bytes, a->shared_floats,
+                           a->method == FK_SELFTRAIN ? (double)a->nclients : (double)a->ncl};
     TESS_CHECK(tess_run_metrics_row(run, a->csv, row));
     if (eval) TESS_CHECK(tess_run_metrics_row(run, a->csv_acc, mean + 1));
     *out = (tess_run_step_out){.done = round + 1 == a->rounds, .loss = mean[0], .items = items,
@@ -457,7 +572,9 @@ static void destroy(void *ctx) {
     free(a->regs);
     free(a->ids);
     free(a->weights);
+    free(a->dw);
     fk_work_destroy(&a->work);
+    tess_graph_batch_free(&a->gb);
     free(a->X);
     free(a->Xse);
     free(a->y);

@@ -55,7 +55,8 @@ static tess_status model_register(fk_model *m) {
     if (st) TESS_CHECK(add_linear(r, "se", d, FK_SE_DIM_MODEL, S, &e->se_w, &e->se_b));
     for (int64_t l = 0; l < c->L; l++) {
         const int64_t din = st ? 2 * d : d;
-        const uint32_t gin_tag = c->method == FK_FEDAVG || c->method == FK_FEDPROX ? S : Lo;
+        const uint32_t gin_tag =
+            c->method == FK_FEDAVG || c->method == FK_FEDPROX || c->method == FK_GCFL ? S : Lo;
         snprintf(p, sizeof p, "layer%lld.gin1", (long long)l);
         TESS_CHECK(add_linear(r, p, d, din, gin_tag, &e->gin_w1[l], &e->gin_b1[l]));
         snprintf(p, sizeof p, "layer%lld.gin2", (long long)l);
@@ -72,9 +73,10 @@ static tess_status model_register(fk_model *m) {
         TESS_CHECK(add(r, "p0", d, 0, tess_init_zeros(), S, &e->p0));
         for (int64_t l = 0; l < c->L; l++) {
             snprintf(p, sizeof p, "layer%lld.q", (long long)l);
-            TESS_CHECK(add(r, p, d, 0, tess_init_const(c->kalter_q0), S, &e->q[l]));
+            const uint32_t eq = c->kalter_share_eta_q ? S : Lo;
+            TESS_CHECK(add(r, p, d, 0, tess_init_const(c->kalter_q0), eq, &e->q[l]));
             snprintf(p, sizeof p, "layer%lld.eta", (long long)l);
-            TESS_CHECK(add(r, p, d, 0, tess_init_const(1.0), S, &e->eta[l]));
+            TESS_CHECK(add(r, p, d, 0, tess_init_const(1.0), eq, &e->eta[l]));
             snprintf(p, sizeof p, "layer%lld.noise", (long long)l);
             TESS_CHECK(add_linear(r, p, d, d, Lo, &e->wr[l], &e->br[l]));
             TESS_CHECK(tess_registry_set_init(r, e->br[l], tess_init_const(c->kalter_bR0)));
@@ -227,13 +229,14 @@ static tess_nn_kalter_params kalter_p(const fk_model *m, int64_t l, bool grad) {
                                    f(m, e->br[l])};
 }
 
-/* mask (n) = 0 or 1/(1-p) from uniforms of (key, ctr) at offset first; NULL if no dropout */
+/* mask (n) = 0 or 1/(1-p) from the float uniforms of (key, ctr) at offset first (drawn into
+ * mask itself, two per Philox block); NULL if no dropout */
 static float *dropout_mask(float *mask, int64_t n, float p, tess_rng_key key, uint64_t ctr,
                            uint64_t first) {
     if (p <= 0.0f) return NULL;
     const float keep = 1.0f / (1.0f - p);
-    for (int64_t i = 0; i < n; i++)
-        mask[i] = tess_rng_uniform(key, ctr, first + (uint64_t)i, 0, 1) < p ? 0.0f : keep;
+    tess_rng_fill_uniform(key, ctr, (int64_t)first, n, mask, 0.0f, 1.0f);
+    for (int64_t i = 0; i < n; i++) mask[i] = mask[i] < p ? 0.0f : keep;
     return mask;
 }
 
@@ -278,8 +281,8 @@ double fk_model_batch(fk_model *m, fk_work *w, const tess_graph_batch *b, const 
     if (st) tess_nn_linear_forward(w->s[0], Xse, P_(m, e->se_w), P_(m, e->se_b), N, FK_SE_DIM_MODEL, d);
     if (kal) {
         const float *p0 = P_(m, e->p0);
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t j = 0; j < d; j++) w->P[0][n * d + j] = (float)softplus(p0[j]);
+        for (int64_t j = 0; j < d; j++) w->P[0][j] = (float)softplus(p0[j]);
+        for (int64_t n = 1; n < N; n++) memcpy(w->P[0] + n * d, w->P[0], (size_t)d * sizeof(float));
     }
     for (int64_t l = 0; l < L; l++) {
         mask[l] = dropout_mask(w->mask[l], N * d, p, key, ctr, (base + (uint64_t)l) << 34);

@@ -25,7 +25,7 @@
 #include "nn/registry.h" /* tess_registry */
 
 /* In the order of the model.method choices. FedProx is FedAvg's network and sharing. */
-typedef enum { FK_SELFTRAIN = 0, FK_FEDAVG, FK_FEDSTAR, FK_FEDKALTER, FK_FEDPROX } fk_method;
+typedef enum { FK_SELFTRAIN = 0, FK_FEDAVG, FK_FEDSTAR, FK_FEDKALTER, FK_FEDPROX, FK_GCFL } fk_method;
 
 typedef struct {
     fk_method method;
@@ -34,6 +34,7 @@ typedef struct {
     float dropout;     /* probability */
     float kalter_q0;   /* initial q (Q = softplus(q)) */
     float kalter_bR0;  /* initial b_R (large: the R -> infinity, FedStar-like start) */
+    bool kalter_share_eta_q; /* q and eta of every layer shared (averaged), else local */
 } fk_model_cfg;
 
 /* Entry indices of one client's registry (-1 where the method has none). */

@@ -20,23 +20,16 @@ void tess_graph_batch_free(tess_graph_batch *b) {
     memset(b, 0, sizeof *b);
 }
 
-tess_status tess_graph_batch_build(tess_graph_batch *b, const tess_graphs *gs, const int64_t *ids,
-                                   int64_t n) {
+tess_status tess_graph_batch_reserve(tess_graph_batch *b, int64_t max_graphs, int64_t max_nodes,
+                                     int64_t max_nnz) {
     memset(b, 0, sizeof *b);
-    int64_t N = 0, nnz = 0;
-    for (int64_t k = 0; k < n; k++) {
-        TESS_REQUIRE(ids[k] >= 0 && ids[k] < gs->num_graphs, TESS_ERR_ARG,
-                     "graph %lld of the batch: id %lld outside [0, %lld) of '%s'", (long long)k,
-                     (long long)ids[k], (long long)gs->num_graphs, gs->name);
-        N += gs->node_ptr[ids[k] + 1] - gs->node_ptr[ids[k]];
-        nnz += gs->edge_ptr[ids[k] + 1] - gs->edge_ptr[ids[k]];
-    }
-    TESS_REQUIRE(N + nnz < INT32_MAX, TESS_ERR_ARG, "batch of %lld nodes, %lld edges: too large",
-                 (long long)N, (long long)nnz);
-    b->num_graphs = n;
-    b->num_nodes = N;
-    b->nnz = nnz;
-    b->node_ptr = malloc((size_t)(n + 1) * sizeof(int64_t));
+    TESS_REQUIRE(max_graphs >= 0 && max_nodes >= 0 && max_nnz >= 0 &&
+                     max_nodes + max_nnz < INT32_MAX,
+                 TESS_ERR_ARG, "batch of %lld graphs, %lld nodes, %lld edges: negative or too "
+                 "large (int32 indices)", (long long)max_graphs, (long long)max_nodes,
+                 (long long)max_nnz);
+    const int64_t N = max_nodes, nnz = max_nnz;
+    b->node_ptr = malloc((size_t)(max_graphs + 1) * sizeof(int64_t));
     b->graph_of = malloc((size_t)(N > 0 ? N : 1) * sizeof(int64_t));
     b->a_indptr = malloc((size_t)(N + 1) * sizeof(int64_t));
     b->a_indices = malloc((size_t)(nnz > 0 ? nnz : 1) * sizeof(int32_t));
@@ -50,6 +43,46 @@ tess_status tess_graph_batch_build(tess_graph_batch *b, const tess_graphs *gs, c
         TESS_REQUIRE(0, TESS_ERR_MEM, "batch of %lld nodes, %lld edges", (long long)N,
                      (long long)nnz);
     }
+    b->cap_graphs = max_graphs, b->cap_nodes = N, b->cap_nnz = nnz;
+    b->node_ptr[0] = b->a_indptr[0] = b->h_indptr[0] = 0;
+    return TESS_OK;
+}
+
+/* The nodes and A entries of graphs ids[0..n) of gs; TESS_ERR_ARG for an id out of range. */
+static tess_status batch_size(const tess_graphs *gs, const int64_t *ids, int64_t n, int64_t *N,
+                              int64_t *nnz) {
+    *N = *nnz = 0;
+    for (int64_t k = 0; k < n; k++) {
+        TESS_REQUIRE(ids[k] >= 0 && ids[k] < gs->num_graphs, TESS_ERR_ARG,
+                     "graph %lld of the batch: id %lld outside [0, %lld) of '%s'", (long long)k,
+                     (long long)ids[k], (long long)gs->num_graphs, gs->name);
+        *N += gs->node_ptr[ids[k] + 1] - gs->node_ptr[ids[k]];
+        *nnz += gs->edge_ptr[ids[k] + 1] - gs->edge_ptr[ids[k]];
+    }
+    return TESS_OK;
+}
+
+tess_status tess_graph_batch_build(tess_graph_batch *b, const tess_graphs *gs, const int64_t *ids,
+                                   int64_t n) {
+    memset(b, 0, sizeof *b);
+    int64_t N, nnz;
+    TESS_CHECK(batch_size(gs, ids, n, &N, &nnz));
+    TESS_CHECK(tess_graph_batch_reserve(b, n, N, nnz));
+    return tess_graph_batch_fill(b, gs, ids, n);
+}
+
+tess_status tess_graph_batch_fill(tess_graph_batch *b, const tess_graphs *gs, const int64_t *ids,
+                                  int64_t n) {
+    int64_t N, nnz;
+    TESS_CHECK(batch_size(gs, ids, n, &N, &nnz));
+    TESS_REQUIRE(n <= b->cap_graphs && N <= b->cap_nodes && nnz <= b->cap_nnz, TESS_ERR_ARG,
+                 "batch of %lld graphs, %lld nodes, %lld edges of '%s' exceeds the reserved "
+                 "%lld graphs, %lld nodes, %lld edges", (long long)n, (long long)N,
+                 (long long)nnz, gs->name, (long long)b->cap_graphs, (long long)b->cap_nodes,
+                 (long long)b->cap_nnz);
+    b->num_graphs = n;
+    b->num_nodes = N;
+    b->nnz = nnz;
     /* A, block by block; node ids shifted by the graph's first batch row */
     int64_t row = 0, e = 0;
     b->node_ptr[0] = 0;

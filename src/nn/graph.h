@@ -33,13 +33,26 @@ typedef struct {
     int32_t *h_indices;                 /* (nnz + N) */
     float *ahat;                        /* (nnz + N) values of A-hat on that pattern */
     float *ahat2;                       /* (nnz + N) values of A-hat o A-hat */
+    int64_t cap_graphs, cap_nodes, cap_nnz; /* what the arrays hold at most (G, N, nnz) */
 } tess_graph_batch;
 
 /* Build the batch of graphs ids[0..n) of gs (indices into gs's graphs, any order, repeats
- * allowed). TESS_ERR_ARG for an id out of range, TESS_ERR_MEM. On failure b holds nothing.
+ * allowed): tess_graph_batch_reserve of exactly its size, then tess_graph_batch_fill.
+ * TESS_ERR_ARG for an id out of range, TESS_ERR_MEM. On failure b holds nothing.
  * Not collective. */
 tess_status tess_graph_batch_build(tess_graph_batch *b, const tess_graphs *gs, const int64_t *ids,
                                    int64_t n);
+/* Allocate b's arrays for batches of at most max_graphs graphs, max_nodes nodes and max_nnz
+ * entries of A, holding no graph yet (G = N = nnz = 0). A training loop reserves once and fills
+ * every mini-batch into the same arrays. TESS_ERR_ARG for a negative count or max_nodes +
+ * max_nnz >= 2^31 (int32 indices), TESS_ERR_MEM. On failure b holds nothing. Not collective. */
+tess_status tess_graph_batch_reserve(tess_graph_batch *b, int64_t max_graphs, int64_t max_nodes,
+                                     int64_t max_nnz);
+/* Make b the batch of graphs ids[0..n) of gs, as tess_graph_batch_build, in the arrays reserved
+ * before: no allocation. TESS_ERR_ARG for an id out of range or a batch beyond the capacity
+ * (naming the counts and the capacity); b is unchanged then. Not collective. */
+tess_status tess_graph_batch_fill(tess_graph_batch *b, const tess_graphs *gs, const int64_t *ids,
+                                  int64_t n);
 /* Free the arrays and zero b. Safe on a zeroed struct. */
 void tess_graph_batch_free(tess_graph_batch *b);
 /* Views of the batch's matrices (valid while b lives). */

@@ -14,6 +14,9 @@
 
 static inline double softplus(double x) { return x > 20.0 ? x : log1p(exp(x)); }
 static inline double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+/* The fast path's per-element softplus and sigmoid of a_R, in float (R is kept in float). */
+static inline float softplusf(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 /* The cache, carved in this order from one float buffer. */
 typedef struct {
@@ -74,13 +77,16 @@ void tess_nn_kalter_forward(float *s_out, float *p_out, float *h_out, float *cac
     for (int64_t i = 0; i < N * dm->dm; i++) k.r[i] = k.c[i] > 0.0f ? k.c[i] : 0.0f;
     tess_nn_linear_forward(k.z, k.r, p->w2, p->b2, N, dm->dm, d);
     tess_nn_linear_forward(k.aR, h, p->w_r, p->b_r, N, dh, d);
-    /* elementwise: predict's nonlinearity, the gain and the update, in double */
+    /* elementwise: predict's nonlinearity, the gain and the update, in double; Q = softplus(q)
+     * once per channel */
+    double Q[d];
+    for (int64_t j = 0; j < d; j++) Q[j] = softplus(p->q[j]);
     for (int64_t n = 0; n < N; n++) {
         for (int64_t j = 0; j < d; j++) {
             const int64_t i = n * d + j;
             const double sm = tanh((double)k.sm[i]), g = 1.0 - sm * sm;
-            const double pm = g * g * k.V[i] + softplus(p->q[j]);
-            const double R = softplus(k.aR[i]) + dm->r_min, eta = p->eta[j];
+            const double pm = g * g * k.V[i] + Q[j];
+            const double R = (double)softplusf(k.aR[i]) + dm->r_min, eta = p->eta[j];
             const double S = fmax(eta * eta * pm + R, KALTER_S_MIN), K = eta * pm / S;
             const double nu = k.z[i] - eta * sm;
             k.sm[i] = (float)sm;
@@ -127,7 +133,7 @@ void tess_nn_kalter_backward(float *dh, float *ds, float *dP, const tess_nn_kalt
             const double GR = gp * K * K - GK * eta * pm / S2;
             geta[j] += -gs * K * sm + GK * pm * (R - eta * eta * pm) / S2 -
                        2.0 * gp * eta * pm * pm * R / S2;
-            GaR[i] = (float)(GR * sigmoid(k.aR[i]));
+            GaR[i] = (float)(GR * (double)sigmoidf(k.aR[i]));
             gq[j] += Gpm;
             GV[i] = (float)(Gpm * gg_ * gg_);
             const double Gg = Gpm * 2.0 * gg_ * k.V[i];

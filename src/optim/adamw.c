@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct tess_adamw {
     tess_registry *reg;
@@ -74,6 +75,13 @@ void tess_adamw_step(tess_adamw *opt, float lr) {
 }
 
 int64_t tess_adamw_step_count(const tess_adamw *opt) { return opt->t; }
+
+void tess_adamw_reset(tess_adamw *opt) {
+    const size_t n = (size_t)tess_registry_local_total(opt->reg) * sizeof(float);
+    memset(opt->m, 0, n);
+    memset(opt->v, 0, n);
+    opt->t = 0;
+}
 
 static tess_status adamw_describe(tess_adamw *opt, tess_state *st, const char *prefix,
                                   bool private_to_rank) {

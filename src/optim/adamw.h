@@ -43,6 +43,11 @@ void tess_adamw_step(tess_adamw *opt, float lr);
 /* Number of steps taken (t of the last update); the bias corrections depend on it. */
 int64_t tess_adamw_step_count(const tess_adamw *opt);
 
+/* Back to the state of a fresh optimizer: m = v = 0 and step count 0 (the next step is t = 1),
+ * in place, so a tess_state description stays valid. What re-creating torch.optim.Adam does,
+ * e.g. after a federated client downloads new shared parameters. Not collective. */
+void tess_adamw_reset(tess_adamw *opt);
+
 /* Add the optimizer's state to st (nn/state.h) under prefix: "<prefix>/m/<entry>" and
  * "<prefix>/v/<entry>" (float32, laid out like the registry entry's params) for every registry
  * entry, and "<prefix>/step_count" (int64, one element). The entries point at the optimizer's own

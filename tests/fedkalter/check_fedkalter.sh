@@ -13,6 +13,19 @@
 #   learn   METHOD 30 rounds on 2 ranks: the mean training loss falls below 0.55 (from ~0.69) and
 #           the bytes sent per round and shared floats per client are logged (0 for selftrain);
 #           fedkalter writes kalter.csv (per client and layer: mean log R, K eta, P+/P-).
+#   localq  Fed-Kalter with model.kalter_share_eta_q=false, 3 rounds: 1360 shared floats per
+#           client (1456 less q and eta of 3 layers at d = 16) and fewer bytes; 1 and 3 ranks
+#           identical; the clients' parameters differ from the shared-q/eta run's;
+#   reset   METHOD with train.reset_adam=true, 3 rounds of several steps: 1 and 3 ranks identical,
+#           and the parameters differ from the run without the reset;
+#   gcfl    GCFL: within its warm-up (3 rounds < 20) bitwise FedAvg; with splits forced
+#           (warm-up 0, eps1 1e9, eps2 0) 2 clusters after round 1 and more later (metrics.csv
+#           "clusters"), identical on 1, 2 and 4 ranks, and 2 ranks stopped after round 2 and
+#           resumed on 3 ranks (the clusters come from the checkpoint) equal the 1-rank run;
+#   tufiles the SM setting on 7 tiny TU datasets written here (10 triangles each): one round
+#           on 2 ranks runs; then BZR_A.txt names a node of another graph: exit 65 on 1 and on 2
+#           ranks, naming the file; on 2 ranks BZR is client 1 and belongs to rank 1 alone (rank
+#           0 never parses it), so rank 0 reports rank 1's error.
 set -euo pipefail
 mpiexec=$1 exe=$2 mode=$3 method=${4:-fedkalter}
 fail() { echo "check_fedkalter: FAIL: $*" >&2; exit 1; }
@@ -88,6 +101,77 @@ learn)
     awk -v b="$bytes" -v s="$shared" 'BEGIN { exit !(b > 0 && s > 0) }' ||
       fail "$method: no bytes ($bytes) or shared floats ($shared) logged"
   fi
+  ;;
+localq)
+  rm -rf shared local1 local3
+  common+=(--set train.rounds=3 --set train.batch=8)
+  run 3 shared || { cat shared.log; fail "shared q/eta"; }
+  run 1 local1 --set model.kalter_share_eta_q=false || { cat local1.log; fail "local q/eta, 1 rank"; }
+  run 3 local3 --set model.kalter_share_eta_q=false || { cat local3.log; fail "local q/eta, 3 ranks"; }
+  [ "$(tail -n 1 shared/metrics.csv | cut -d, -f4)" = 1456 ] || fail "shared run: $(tail -n 1 shared/metrics.csv)"
+  [ "$(tail -n 1 local1/metrics.csv | cut -d, -f4)" = 1360 ] || fail "local q/eta: $(tail -n 1 local1/metrics.csv)"
+  awk -F, 'NR == FNR { b = $3; next } END { exit !($3 < b) }' <(tail -n 1 shared/metrics.csv) \
+    <(tail -n 1 local3/metrics.csv) || fail "local q/eta does not send fewer bytes"
+  cmp local1/clients.csv local3/clients.csv || fail "local q/eta: 1 and 3 ranks differ"
+  ! cmp -s shared/clients.csv local1/clients.csv || fail "local q/eta equals the shared run"
+  ;;
+reset)
+  rm -rf keep reset1 reset3
+  common+=(--set train.rounds=3 --set train.batch=8)
+  run 2 keep || { cat keep.log; fail "$method without reset"; }
+  run 1 reset1 --set train.reset_adam=true || { cat reset1.log; fail "reset, 1 rank"; }
+  run 3 reset3 --set train.reset_adam=true || { cat reset3.log; fail "reset, 3 ranks"; }
+  cmp reset1/clients.csv reset3/clients.csv || fail "$method with reset: 1 and 3 ranks differ"
+  ! cmp -s keep/clients.csv reset1/clients.csv || fail "$method: reset_adam has no effect"
+  ;;
+gcfl)
+  rm -rf avg warm g1 g2 g4 gstop
+  common=(--set run.plots=false --set data.graphs=40 --set model.hidden=16 --set train.rounds=3
+          --set train.batch=8)
+  run 2 avg --set model.method=fedavg || { cat avg.log; fail "fedavg"; }
+  run 2 warm --set model.method=gcfl || { cat warm.log; fail "gcfl in its warm-up"; }
+  cmp avg/clients.csv warm/clients.csv || fail "GCFL within its warm-up differs from FedAvg"
+  common+=(--set model.method=gcfl --set train.gcfl_warmup=0 --set train.gcfl_eps1=1e9
+           --set train.gcfl_eps2=0)
+  for np in 1 2 4; do
+    run "$np" "g$np" || { cat "g$np.log"; fail "gcfl with splits, $np ranks"; }
+    cmp g1/clients.csv "g$np/clients.csv" || fail "gcfl: $np ranks differ from 1 rank"
+  done
+  cut -d, -f5 g1/metrics.csv | paste -sd' ' | awk '{ exit !($2 == 2 && $4 > 2) }' ||
+    fail "clusters per round: $(cut -d, -f5 g1/metrics.csv | paste -sd' ')"
+  ! cmp -s avg/clients.csv g1/clients.csv || fail "gcfl with splits equals FedAvg"
+  rc=0
+  run 2 gstop --set run.stop_at=2 || rc=$?
+  [ "$rc" -eq 75 ] || { cat gstop.log; fail "stop after round 2: exit $rc"; }
+  run 3 gstop --resume auto || { cat gstop.log; fail "gcfl resume on 3 ranks"; }
+  cmp g1/clients.csv gstop/clients.csv || fail "gcfl: the resumed run differs"
+  cmp <(cut -d, -f1,2,5 g1/metrics.csv) <(cut -d, -f1,2,5 gstop/metrics.csv) ||
+    fail "gcfl: loss or clusters of the resumed run differ"
+  ;;
+tufiles)
+  rm -rf tu tu_ok tu_bad1 tu_bad2
+  for name in MUTAG BZR COX2 DHFR PTC_MR AIDS NCI1; do # 10 triangles, classes 0/1, labels 1..2
+    mkdir -p "tu/$name"
+    for g in $(seq 0 9); do
+      b=$((3 * g))
+      printf '%d, %d\n' $((b+1)) $((b+2)) $((b+2)) $((b+1)) $((b+2)) $((b+3)) $((b+3)) $((b+2)) \
+        $((b+1)) $((b+3)) $((b+3)) $((b+1)) >>"tu/$name/${name}_A.txt"
+      printf '%d\n%d\n%d\n' $((g+1)) $((g+1)) $((g+1)) >>"tu/$name/${name}_graph_indicator.txt"
+      printf '%d\n' $((g % 2)) >>"tu/$name/${name}_graph_labels.txt"
+      printf '1\n2\n%d\n' $((1 + g % 2)) >>"tu/$name/${name}_node_labels.txt"
+    done
+  done
+  tu=(--set data.setting=SM --set data.dir=tu --set train.rounds=1)
+  run 2 tu_ok "${tu[@]}" || { cat tu_ok.log; fail "SM on the generated TU files"; }
+  [ "$(wc -l <tu_ok/clients.csv)" -eq 8 ] || fail "clients.csv should list 7 clients"
+  echo "1, 4" >>tu/BZR/BZR_A.txt # node 1 (graph 1) to node 4 (graph 2)
+  for np in 1 2; do
+    rc=0
+    run "$np" "tu_bad$np" "${tu[@]}" || rc=$?
+    [ "$rc" -eq 65 ] || { cat "tu_bad$np.log"; fail "malformed BZR_A.txt on $np ranks: exit $rc, expected 65"; }
+    grep -q "BZR_A.txt" "tu_bad$np.log" || { cat "tu_bad$np.log"; fail "the error does not name BZR_A.txt"; }
+  done
+  grep -q "rank 1 .*failed" tu_bad2.log || { cat tu_bad2.log; fail "2 ranks: not reported as rank 1's error"; }
   ;;
 *) fail "unknown mode $mode" ;;
 esac

@@ -54,22 +54,59 @@ static void test_synthetic(void) {
     }
 }
 
+/* The settings' clients (DD and COLLAB absent: the BIO settings that list them are partial). */
+static void test_settings(void) {
+    static const struct {
+        const char *name;
+        int n;
+        const char *first, *last, *missing;
+    } want[] = {{"SM", 7, "MUTAG", "NCI1", NULL},
+                {"SM-CV", 10, "MUTAG", "Letter-high", NULL},
+                {"BIO-SM", 9, "MUTAG", "PROTEINS", "DD"},
+                {"BIO-SM-SN", 11, "MUTAG", "IMDB-MULTI", "DD, COLLAB"},
+                {"BIO-SN-CV", 7, "ENZYMES", "Letter-high", "DD, COLLAB"},
+                {"SM-SN-CV", 12, "MUTAG", "Letter-high", NULL},
+                {"BIO-XX", 0, NULL, NULL, NULL}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const char *names[FK_MAX_CLIENTS];
+        const int n = fk_setting_datasets(want[i].name, names);
+        const char *miss = fk_setting_missing(want[i].name);
+        TESS_TEST_CHECK(n == want[i].n, "%s: %d clients, want %d", want[i].name, n, want[i].n);
+        if (n > 0 && n == want[i].n)
+            TESS_TEST_CHECK(strcmp(names[0], want[i].first) == 0 &&
+                                strcmp(names[n - 1], want[i].last) == 0,
+                            "%s: %s .. %s", want[i].name, names[0], names[n - 1]);
+        TESS_TEST_CHECK(want[i].missing ? miss && strcmp(miss, want[i].missing) == 0 : !miss,
+                        "%s: missing '%s'", want[i].name, miss ? miss : "(none)");
+    }
+}
+
 static void test_tu(const char *dir) {
     static const struct {
         const char *name;
-        int64_t graphs, width, tr, va, te, isolated;
-    } want[] = {{"MUTAG", 188, 7, 150, 19, 19, 0},      {"BZR", 405, 53, 324, 40, 41, -1},
-                {"COX2", 467, 35, 373, 47, 47, -1},     {"DHFR", 756, 53, 604, 76, 76, -1},
-                {"PTC_MR", 344, 18, 275, 34, 35, -1},   {"AIDS", 2000, 38, 1600, 200, 200, 210},
-                {"NCI1", 4110, 37, 3288, 411, 411, 428}};
+        int64_t graphs, width, tr, va, te, isolated, classes;
+    } want[] = {{"MUTAG", 188, 7, 150, 19, 19, 0, 2},     {"BZR", 405, 53, 324, 40, 41, -1, 2},
+                {"COX2", 467, 35, 373, 47, 47, -1, 2},    {"DHFR", 756, 53, 604, 76, 76, -1, 2},
+                {"PTC_MR", 344, 18, 275, 34, 35, -1, 2},  {"AIDS", 2000, 38, 1600, 200, 200, 210, 2},
+                {"NCI1", 4110, 37, 3288, 411, 411, 428, 2},
+                {"ENZYMES", 600, 3, 480, 60, 60, 106, 6}, {"PROTEINS", 1113, 3, 890, 111, 112, 5, 2},
+                {"IMDB-BINARY", 1000, 136, 800, 100, 100, -1, 2}, /* one-hot degree, max 135 */
+                {"IMDB-MULTI", 1500, 89, 1200, 150, 150, -1, 3},  /* max degree 88 */
+                {"Letter-low", 2250, 2, 1800, 225, 225, 62, 15},
+                {"Letter-med", 2250, 2, 1800, 225, 225, 58, 15},
+                {"Letter-high", 2250, 2, 1800, 225, 225, 25, 15}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         fk_dataset ds;
         TESS_TEST_CHECK(fk_dataset_tu(&ds, dir, want[i].name) == TESS_OK, "%s: %s", want[i].name,
                         tess_error_text());
         TESS_TEST_CHECK(fk_dataset_prepare(&ds, (int64_t)i, 123) == TESS_OK, "%s", want[i].name);
         const tess_graphs *gs = &ds.gs;
+        int64_t counted = -1;
+        TESS_TEST_CHECK(fk_dataset_tu_count(dir, want[i].name, &counted) == TESS_OK &&
+                            counted == want[i].graphs,
+                        "%s: %lld graph-label lines", want[i].name, (long long)counted);
         TESS_TEST_CHECK(gs->num_graphs == want[i].graphs && gs->num_features == want[i].width &&
-                            gs->num_classes == 2,
+                            gs->num_classes == want[i].classes,
                         "%s: %lld graphs, width %lld, %lld classes", want[i].name,
                         (long long)gs->num_graphs, (long long)gs->num_features,
                         (long long)gs->num_classes);
@@ -93,6 +130,7 @@ static void test_tu(const char *dir) {
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     test_synthetic();
+    test_settings();
     struct stat sb;
     char probe[4096];
     snprintf(probe, sizeof probe, "%s/MUTAG/MUTAG_A.txt", argc > 1 ? argv[1] : "");

@@ -138,6 +138,33 @@ static void test_batch(void) {
     float ones[6] = {1, 1, 1, 1, 1, 1}, pooled[2];
     tess_segment_sum(pooled, ones, b.graph_of, 6, 2, 1);
     TESS_TEST_CHECK(pooled[0] == 3.0f && pooled[1] == 3.0f, "pooled %g %g", pooled[0], pooled[1]);
+    /* reserved once, filled again and again: the same arrays as the built batch, no growth */
+    tess_graph_batch r;
+    TESS_TEST_CHECK(tess_graph_batch_reserve(&r, 3, 6, 8) == TESS_OK, "reserve");
+    const int64_t one[] = {0}, three[] = {0, 1, 0};
+    TESS_TEST_CHECK(tess_graph_batch_fill(&r, &gs, one, 1) == TESS_OK, "fill one graph");
+    TESS_TEST_CHECK(r.num_nodes == 3 && r.nnz == 6 && r.graph_of[2] == 0, "one graph: %lld %lld",
+                    (long long)r.num_nodes, (long long)r.nnz);
+    int32_t *const keep = r.h_indices;
+    TESS_TEST_CHECK(tess_graph_batch_fill(&r, &gs, ids, 2) == TESS_OK, "refill");
+    TESS_TEST_CHECK(r.h_indices == keep, "refill reuses the arrays");
+    TESS_TEST_CHECK(r.num_graphs == 2 && r.num_nodes == 6 && r.nnz == 8, "refill counts");
+    TESS_TEST_CHECK(memcmp(r.node_ptr, b.node_ptr, 3 * sizeof(int64_t)) == 0 &&
+                    memcmp(r.graph_of, b.graph_of, 6 * sizeof(int64_t)) == 0 &&
+                    memcmp(r.a_indptr, b.a_indptr, 7 * sizeof(int64_t)) == 0 &&
+                    memcmp(r.a_indices, b.a_indices, 8 * sizeof(int32_t)) == 0 &&
+                    memcmp(r.h_indptr, b.h_indptr, 7 * sizeof(int64_t)) == 0 &&
+                    memcmp(r.h_indices, b.h_indices, 14 * sizeof(int32_t)) == 0 &&
+                    memcmp(r.ahat, b.ahat, 14 * sizeof(float)) == 0 &&
+                    memcmp(r.ahat2, b.ahat2, 14 * sizeof(float)) == 0,
+                    "filled batch equals the built one");
+    TESS_TEST_CHECK(tess_graph_batch_fill(&r, &gs, three, 3) == TESS_ERR_ARG, "over capacity");
+    TESS_TEST_CHECK(strstr(tess_error_text(), "batch of 3 graphs, 9 nodes, 14 edges of 'hand' "
+                                              "exceeds the reserved 3 graphs, 6 nodes, 8 edges"),
+                    "message: %s", tess_error_text());
+    tess_error_clear();
+    TESS_TEST_CHECK(r.num_nodes == 6 && r.graph_of[5] == 1, "refused fill leaves the batch");
+    tess_graph_batch_free(&r);
     tess_graph_batch_free(&b);
     const int64_t bad[] = {0, 2};
     TESS_TEST_CHECK(tess_graph_batch_build(&b, &gs, bad, 2) == TESS_ERR_ARG, "bad id refused");

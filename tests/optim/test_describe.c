@@ -160,8 +160,41 @@ static void test_adamw_private(void) {
     tess_registry_destroy(&reg);
 }
 
+/* tess_adamw_reset: after 3 steps and a reset, the next step from the same parameters and
+ * gradients is bitwise that of a fresh optimizer, the count is 1, and the described state
+ * entries still point at the moments (zeroed in place). */
+static void test_adamw_reset(void) {
+    tess_registry *used = make_registry(), *fresh = make_registry();
+    const tess_adamw_config cfg = tess_adamw_config_default();
+    tess_adamw *a = NULL, *b = NULL;
+    tess_state *st = NULL;
+    TESS_TEST_CHECK(tess_adamw_create(&a, used, &cfg) == TESS_OK &&
+                        tess_adamw_create(&b, fresh, &cfg) == TESS_OK &&
+                        tess_state_create(&st) == TESS_OK &&
+                        tess_adamw_describe(a, st, "opt") == TESS_OK,
+                    "create: %s", tess_error_text());
+    for (int k = 0; k < 3; k++) tess_adamw_step(a, 0.1f);
+    const float *m = tess_state_get(st, tess_state_find(st, "opt/m/fc.b"))->data;
+    TESS_TEST_CHECK(m[0] != 0.0f, "moments after 3 steps");
+    tess_adamw_reset(a);
+    TESS_TEST_CHECK(tess_adamw_step_count(a) == 0 && m[0] == 0.0f, "reset: count 0, m zero");
+    const int64_t n = tess_registry_local_total(used);
+    memcpy(tess_registry_params(fresh), tess_registry_params(used), (size_t)n * sizeof(float));
+    tess_adamw_step(a, 0.1f);
+    tess_adamw_step(b, 0.1f);
+    TESS_TEST_CHECK(memcmp(tess_registry_params(used), tess_registry_params(fresh),
+                           (size_t)n * sizeof(float)) == 0 && tess_adamw_step_count(a) == 1,
+                    "the step after a reset is a fresh optimizer's first step");
+    tess_state_destroy(&st);
+    tess_adamw_destroy(&a);
+    tess_adamw_destroy(&b);
+    tess_registry_destroy(&used);
+    tess_registry_destroy(&fresh);
+}
+
 int main(void) {
     test_adamw();
+    test_adamw_reset();
     test_adamw_private();
     test_sgd();
     return tess_test_finish("test_describe");

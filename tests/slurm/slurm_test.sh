@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# slurm_test.sh SRC TINYLM TESS_CKPT CASE [ZO [MOE]] - the jobs/ scripts on the real local cluster of
+# slurm_test.sh SRC TINYLM TESS_CKPT CASE [ZO [MOE [FEDKALTER]]] - the jobs/ scripts on the real local cluster of
 # cluster/slurm1.sh (started by the slurm_up fixture). Run in the test's own directory; job
 # output goes to job.out there, the app's run directory to run/. Assertions read sbatch --wait's
 # exit status, `scontrol show job` (JobState, Restarts, ExitCode) and job.out.
@@ -24,11 +24,16 @@
 #                  uninterrupted run's and the final checkpoints equal (tess-ckpt diff)
 #   moe_srun       a short moe run with expert parallelism (dist.ep=2) through jobs/moe.sbatch:
 #                  exit 0, COMPLETED, 2 ranks, eval.csv and routing.csv written
+#   fedkalter_preempt  a 12-round fedkalter run (7 generated clients, 2 ranks) through
+#                  jobs/fedkalter.sbatch, stopped by `scancel --signal=USR1 --batch` after its first
+#                  per-round checkpoint: 75, requeue, resume; every metrics row (seconds aside),
+#                  clients.csv (per-client parameter hashes) and kalter.csv byte-identical to an
+#                  uninterrupted run's, and the final checkpoints equal (tess-ckpt diff)
 #   launcher       no Slurm: jobs/launch-mpirun.sh stopped by SIGINT (Ctrl-C) after a checkpoint
 #                  exits 75; the same command again resumes and finishes
 # Exit 77 (skipped) when Slurm is not installed or the cluster does not answer.
 set -euo pipefail
-src=$1 tinylm=$2 tess_ckpt=$3 case=$4 zo=${5:-} moe=${6:-}
+src=$1 tinylm=$2 tess_ckpt=$3 case=$4 zo=${5:-} moe=${6:-} fedkalter=${7:-}
 fail() { echo "slurm_test: FAIL ($case): $*" >&2; [ -f job.out ] && sed 's/^/  job.out| /' job.out >&2; exit 1; }
 say() { echo "slurm_test: $*"; }
 
@@ -192,6 +197,31 @@ zo_preempt)
   grep -q "requeueing job $id" job.out || fail "the job did not requeue itself"
   grep -Eq "resumed from step [1-9]" job.out || fail "attempt 2 did not resume from a checkpoint"
   cmp ref/metrics.csv run/metrics.csv || fail "metrics.csv differs from the uninterrupted run"
+  "$tess_ckpt" diff ref/checkpoints run/checkpoints || fail "final state differs from the uninterrupted run"
+  ;;
+fedkalter_preempt)
+  flong=(--set train.rounds=12 --set train.eval_every=4 --set run.plots=false --set ckpt.every=3)
+  id=$(TESS_BIN=$fedkalter sbatch "${sbatch_args[@]}" "$src/jobs/fedkalter.sbatch" "${flong[@]}")
+  say "submitted fedkalter job $id"
+  wait_log "checkpoint step=" 120
+  scancel --signal=USR1 --batch "$id"
+  say "signalled fedkalter job $id after its first checkpoint"
+  mpiexec -n 2 "$fedkalter" --set run.dir=ref "${flong[@]}" >ref.log 2>&1 || { cat ref.log; fail "reference run failed"; }
+  wait_final "$id" 200
+  expect_job "$id" COMPLETED 1 0:0
+  grep -q "fedkalter exited with 75" job.out || fail "attempt 1 did not end with 75"
+  grep -q "requeueing job $id" job.out || fail "the job did not requeue itself"
+  grep -q "tess-job: job $id attempt 2 " job.out || fail "no second attempt (SLURM_RESTART_COUNT=1)"
+  grep -Eq "resumed from step [1-9]" job.out || fail "attempt 2 did not resume from a checkpoint"
+  # round, loss, bytes, shared floats of the last row per round (the seconds column differs)
+  for d in ref run; do
+    awk -F, 'FNR > 1 { row[$1] = $1 "," $2 "," $3 "," $4 } END { for (r = 1; r in row; r++) print row[r] }' \
+      "$d/metrics.csv" >"$d.rows"
+  done
+  [ "$(wc -l <ref.rows)" -eq 12 ] || fail "the reference has $(wc -l <ref.rows) rounds, expected 12"
+  cmp ref.rows run.rows || fail "metrics rows differ from the uninterrupted run"
+  cmp ref/clients.csv run/clients.csv || fail "clients.csv (accuracies, parameter hashes) differs"
+  cmp ref/kalter.csv run/kalter.csv || fail "kalter.csv differs from the uninterrupted run"
   "$tess_ckpt" diff ref/checkpoints run/checkpoints || fail "final state differs from the uninterrupted run"
   ;;
 timelimit)

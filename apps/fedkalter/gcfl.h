@@ -1,0 +1,34 @@
+/* gcfl.h - the clustering of GCFL (Xie et al., "Federated Graph Classification over Non-IID
+ * Graphs", NeurIPS 2021, github.com/Oxfordblue7/GCFL): clients start in one cluster; after each
+ * round a cluster C with more than 2 clients is split in two when, past the warm-up,
+ *
+ *     || mean_{k in C} dW_k || < eps1   and   max_{k in C} || dW_k || > eps2
+ *
+ * (dW_k: client k's update of the shared entries in the round; the cluster has converged as a
+ * whole while some clients still move). The split is the global minimum cut (Stoer-Wagner) of the
+ * complete graph on C with weights 1 + cos(dW_i, dW_j). The shared entries are then averaged
+ * within each cluster only.
+ *
+ * Deterministic: the same inputs give the same clusters on every rank (ties: lowest index). Not
+ * collective; no allocation. */
+#ifndef FEDKALTER_GCFL_H
+#define FEDKALTER_GCFL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Minimum cut of the complete graph on n >= 2 vertices with symmetric weights w (n, n) (the
+ * diagonal is ignored): side[i] = true for the side holding vertex 0. Returns the cut weight.
+ * Stoer-Wagner with the maximum-adjacency search from the lowest active vertex, ties to the lowest
+ * index, the first minimal phase kept. n <= 64. */
+double fk_gcfl_min_cut(const double *w, int64_t n, bool *side);
+
+/* One round's clustering step. cluster (n): cluster id of each client, ids 0..*ncl-1 numbered by
+ * the clusters' order; dw (n, L): each client's update this round; round: 1-based. Clusters that
+ * split are replaced in place of their position by two: first the side holding the cluster's
+ * lowest client id, then the other; later clusters' ids shift. Splits only when round > warmup.
+ * Returns the number of clusters split. n <= 64. */
+int64_t fk_gcfl_step(int64_t *cluster, int64_t *ncl, const double *dw, int64_t n, int64_t L,
+                     int64_t round, int64_t warmup, double eps1, double eps2);
+
+#endif
