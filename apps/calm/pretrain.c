@@ -50,6 +50,9 @@ const tess_opt calm_model_opts[] = {
     TESS_OPT_INT("heads", 4, 1, 64, "attention heads"),
     TESS_OPT_INT("ffn", 256, 1, 65536, "feed-forward hidden width"),
     TESS_OPT_INT("max_neurons", 64, 1, 1 << 16, "neurons per window N_max (more are subsampled)"),
+    TESS_OPT_ENUM("head", "both", calm_head_names,
+                  "next-step loss: token (CE), patch (next-patch MSE, NLinear form) or both"),
+    TESS_OPT_BOOL("patch_input", true, "add a linear map of each patch's frames to its embedding"),
 };
 const int64_t calm_model_nopts = sizeof calm_model_opts / sizeof calm_model_opts[0];
 
@@ -293,7 +296,9 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
                                 .ffn = tess_config_int(cfg, "model.ffn"), .units = p->units,
                                 .sessions = p->nsess,
                                 .max_N = tess_config_int(cfg, "model.max_neurons"),
-                                .M = p->tokc.M};
+                                .M = p->tokc.M, .P = p->tokc.P,
+                                .patch_input = tess_config_bool(cfg, "model.patch_input"),
+                                .head = (calm_head)tess_config_enum(cfg, "model.head")};
     TESS_CHECK(calm_dat_check(&p->datc, p->dat_b));
     tess_run_set_total(run, (double)(p->tok_steps + p->dat_steps), p->tok_steps + p->dat_steps);
     tess_run_local_from_here(run);
@@ -306,11 +311,12 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
     p->x = malloc((size_t)(traces * Lw) * sizeof(float));
     p->ids = malloc((size_t)(traces * M) * sizeof(int32_t));
     p->tokens = malloc((size_t)(Bmax * N * M) * sizeof(int32_t));
+    p->frames = malloc((size_t)(Bmax * N * Lw) * sizeof(float));
     p->unit = malloc((size_t)(Bmax * N) * sizeof(int32_t));
     p->sid = malloc((size_t)Bmax * sizeof(int32_t));
     p->count = malloc((size_t)Bmax * sizeof(int32_t));
     p->perm = malloc((size_t)(p->units + 1) * sizeof(int64_t));
-    TESS_REQUIRE(p->x && p->ids && p->tokens && p->unit && p->sid && p->count && p->perm,
+    TESS_REQUIRE(p->x && p->ids && p->tokens && p->frames && p->unit && p->sid && p->count && p->perm,
                  TESS_ERR_MEM, "out of memory for the batch buffers");
 
     tess_state *st = tess_run_state(run);
@@ -320,23 +326,22 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
     TESS_CHECK(tess_adamw_describe(p->dat_opt, st, "dat/optim"));
     static const char *const tcols[] = {"tok_loss", "tok_mse", "perplexity"};
     TESS_CHECK(tess_run_metrics(run, "tokenizer", tcols, 3, true, &p->tok_csv));
-    static const char *const dcols[] = {"ce", "bits_per_token", "grad_norm", "lr"};
-    TESS_CHECK(tess_run_metrics(run, "metrics", dcols, 4, true, &p->dat_csv));
-    static const char *const fcols[] = {"horizon_frame", "mse_model",    "mse_anchored",
-                                        "mse_ridge_ar",  "mse_copy_last", "score",
-                                        "score_anchored", "score_ridge_ar"};
-    TESS_CHECK(tess_run_metrics(run, "forecast", fcols, 8, false, &p->fc_csv));
-    static const char *const fplot[] = {"mse_model", "mse_anchored", "mse_ridge_ar",
-                                        "mse_copy_last"};
+    static const char *const dcols[] = {"ce", "bits_per_token", "patch_mse", "grad_norm", "lr"};
+    TESS_CHECK(tess_run_metrics(run, "metrics", dcols, 5, true, &p->dat_csv));
+    static const char *const fcols[] = {"horizon_frame", "mse_model", "mse_ridge_ar",
+                                        "mse_copy_last", "score",     "score_ridge_ar"};
+    TESS_CHECK(tess_run_metrics(run, "forecast", fcols, 6, false, &p->fc_csv));
+    static const char *const fplot[] = {"mse_model", "mse_ridge_ar", "mse_copy_last"};
     const tess_plot_spec tok_plot = {.title = "calm: tokenizer loss", .xlabel = "step (updates)",
                                      .ycols = tcols, .ny = 2,
                                      .ylabel = "loss, reconstruction MSE (z-scored units^2)",
                                      .logy = true};
-    const tess_plot_spec dat_plot = {.title = "calm: dual-axis transformer next-token loss",
-                                     .xlabel = "step (updates)", .ycols = dcols, .ny = 1,
-                                     .ylabel = "cross-entropy (nats/token)"};
+    static const char *const dplot[] = {"ce", "patch_mse"};
+    const tess_plot_spec dat_plot = {.title = "calm: dual-axis transformer training loss",
+                                     .xlabel = "step (updates)", .ycols = dplot, .ny = 2,
+                                     .ylabel = "CE (nats/token), next-patch MSE (z-units^2)"};
     const tess_plot_spec fc_plot = {.title = "calm: test MSE per forecast horizon",
-                                    .xlabel = "horizon (frames ahead)", .ycols = fplot, .ny = 4,
+                                    .xlabel = "horizon (frames ahead)", .ycols = fplot, .ny = 3,
                                     .ylabel = "MSE (z-scored units^2)"};
     TESS_CHECK(tess_run_plot(run, p->tok_csv, "tokenizer.png", &tok_plot));
     TESS_CHECK(tess_run_plot(run, p->dat_csv, "dat_ce.png", &dat_plot));
@@ -391,7 +396,8 @@ static tess_status tok_step(tess_run *run, calm_pretrain *p, int64_t step,
 }
 
 /* Window w's neurons (all, or N_max of them by a Philox permutation keyed by key_j), tokenized:
- * fills slot b of tokens / unit / sid / count. x and ids are scratch for count traces. */
+ * fills slot b of tokens / frames / unit / sid / count. x and ids are scratch for count
+ * traces. */
 static void window_tokens(calm_pretrain *p, const calm_window *w, int64_t b, bool subsample,
                           uint64_t key_j, int64_t step) {
     const calm_session *s = &p->sess[w->session];
@@ -407,6 +413,7 @@ static void window_tokens(calm_pretrain *p, const calm_window *w, int64_t b, boo
         int64_t src = n < count ? n : 0; /* padding repeats neuron 0 (masked, no loss) */
         p->unit[b * N + n] = (int32_t)(s->unit0 + p->perm[src]);
         memcpy(p->tokens + (b * N + n) * M, p->ids + src * M, (size_t)M * sizeof(int32_t));
+        memcpy(p->frames + (b * N + n) * Lw, p->x + src * Lw, (size_t)Lw * sizeof(float));
     }
     p->sid[b] = (int32_t)w->session;
     p->count[b] = (int32_t)count;
@@ -422,18 +429,19 @@ static tess_status dat_step(tess_run *run, calm_pretrain *p, int64_t step, tess_
     }
     int64_t pairs = 0;
     tess_registry_zero_grads(p->dat_reg);
-    double ce = calm_dat_forward(p->dat, p->tokens, p->unit, p->sid, p->count, p->dat_b, &pairs);
-    double tot[2] = {ce, (double)pairs};
-    TESS_CHECK(tess_par_allreduce_f64(g, tot, 2, TESS_PAR_SUM));
+    calm_dat_forward(p->dat, p->tokens, p->frames, p->unit, p->sid, p->count, p->dat_b, &pairs);
+    double tot[3] = {0.0, 0.0, (double)pairs};
+    calm_dat_loss_parts(p->dat, &tot[0], &tot[1]);
+    TESS_CHECK(tess_par_allreduce_f64(g, tot, 3, TESS_PAR_SUM));
     /* gradsync averages over the ranks: scale by ranks / global pairs for the global mean */
-    calm_dat_backward(p->dat, (float)((double)g->size / tot[1]));
+    calm_dat_backward(p->dat, (float)((double)g->size / tot[2]));
     TESS_CHECK(tess_gradsync_finish(p->dat_sync, NULL));
     double gnorm = 0.0;
     TESS_CHECK(tess_clip_grad_norm(p->dat_reg, p->clip, g, &gnorm));
     const double lr = tess_sched_lr(&p->sched, k);
     tess_adamw_step(p->dat_opt, (float)lr);
-    const double mean = tot[0] / tot[1];
-    double row[4] = {mean, mean / log(2.0), gnorm, lr};
+    const double ce = tot[0] / tot[2], mse = tot[1] / tot[2], mean = ce + mse;
+    double row[5] = {ce, ce / log(2.0), mse, gnorm, lr};
     if ((k + 1) % 10 == 0 || k + 1 == p->dat_steps) TESS_CHECK(tess_run_metrics_row(run, p->dat_csv, row));
     *out = (tess_run_step_out){.done = k + 1 == p->dat_steps, .loss = mean,
                                .items = (double)p->dat_batch, .position = NAN,
@@ -498,12 +506,58 @@ static tess_status ridge_fit(const calm_pretrain *p, int64_t H, double *w) {
 
 /* ---- forecasting on the held-out tail ------------------------------------------------------ */
 
+/* Forecast the last `horizon` patches of the B windows in slots 0..B-1 (tokens, frames filled by
+ * window_tokens) from their first Mc patches: afterwards frames (b, n, Mc P ..) of the real
+ * neurons hold the forecast. Causality makes the true horizon frames and tokens invisible to
+ * every output read (row m - 1 depends on patches <= m - 1 only).
+ * Patch head: the predicted next patch is written into the frames, re-tokenized (the
+ * tokenizer is causal, earlier ids do not change) and fed back. Token head only: argmax
+ * rollout, decoded through the tokenizer, in NLinear form (the decoded change since the last
+ * context frame added to the true last frame, which removes the tokenizer's offset). */
+static void forecast(calm_pretrain *p, int64_t B, int64_t Mc) {
+    const int64_t N = p->datc.max_N, M = p->tokc.M, P = p->tokc.P, Lw = M * P, K = p->tokc.K;
+    const bool patch = p->datc.head != CALM_HEAD_TOKEN;
+    int64_t pairs;
+    for (int64_t m = Mc; m < M; m++) {
+        calm_dat_forward(p->dat, p->tokens, p->frames, p->unit, p->sid, p->count, B, &pairs);
+        for (int64_t b = 0; b < B; b++) {
+            for (int64_t n = 0; n < p->count[b]; n++) {
+                const int64_t r = (b * N + n) * M + m - 1;
+                if (patch) {
+                    memcpy(p->frames + (b * N + n) * Lw + m * P,
+                           calm_dat_patch_pred(p->dat) + r * P, (size_t)P * sizeof(float));
+                    continue;
+                }
+                const float *row = calm_dat_logits(p->dat) + r * K;
+                int32_t best = 0;
+                for (int64_t v = 1; v < K; v++) best = row[v] > row[best] ? (int32_t)v : best;
+                p->tokens[r + 1] = best;
+            }
+            if (!patch) continue;
+            calm_tok_encode(p->tok, p->frames + b * N * Lw, p->count[b], p->ids);
+            for (int64_t n = 0; n < p->count[b]; n++)
+                p->tokens[(b * N + n) * M + m] = p->ids[n * M + m];
+        }
+    }
+    if (patch) return;
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t n = 0; n < p->count[b]; n++)
+            memcpy(p->ids + n * M, p->tokens + (b * N + n) * M, (size_t)M * sizeof(int32_t));
+        const float *dec = calm_tok_decode(p->tok, p->ids, p->count[b]);
+        for (int64_t n = 0; n < p->count[b]; n++) {
+            float *f = p->frames + (b * N + n) * Lw;
+            const float last = f[Mc * P - 1], base = dec[n * Lw + Mc * P - 1];
+            for (int64_t t = Mc * P; t < Lw; t++) f[t] = last + (dec[n * Lw + t] - base);
+        }
+    }
+}
+
 tess_status calm_pretrain_finish(tess_run *run, calm_pretrain *p) {
     const tess_group *g = tess_run_group(run);
-    const int64_t N = p->datc.max_N, M = p->tokc.M, P = p->tokc.P, Lw = M * P, K = p->tokc.K;
+    const int64_t N = p->datc.max_N, M = p->tokc.M, P = p->tokc.P, Lw = M * P;
     const int64_t Mc = M - p->horizon, H = p->horizon * P;
-    /* per horizon frame: model, anchored model, ridge AR, copy-last squared errors; the count */
-    double *acc = calloc((size_t)(4 * H + 1), sizeof(double));
+    /* per horizon frame: model, ridge AR, copy-last squared errors; the count */
+    double *acc = calloc((size_t)(3 * H + 1), sizeof(double));
     double *wr = malloc(sizeof(double) * (size_t)(p->units * RIDGE_LAGS * H));
     if (!acc || !wr) free(acc), free(wr);
     TESS_REQUIRE(acc && wr, TESS_ERR_MEM, "out of memory");
@@ -515,65 +569,43 @@ tess_status calm_pretrain_finish(tess_run *run, calm_pretrain *p) {
     for (int64_t w0 = lo; w0 < hi; w0 += p->eval_b) {
         const int64_t B = hi - w0 < p->eval_b ? hi - w0 : p->eval_b;
         for (int64_t b = 0; b < B; b++) window_tokens(p, &p->test_win[w0 + b], b, false, 0, 0);
-        /* argmax rollout: patches Mc..M-1 from the logits one patch earlier (causal: the
-         * horizon's true tokens never reach the logits read) */
-        for (int64_t m = Mc; m < M; m++) {
-            int64_t pairs;
-            calm_dat_forward(p->dat, p->tokens, p->unit, p->sid, p->count, B, &pairs);
-            const float *lg = calm_dat_logits(p->dat);
-            for (int64_t b = 0; b < B; b++)
-                for (int64_t n = 0; n < p->count[b]; n++) {
-                    const float *row = lg + (((b * N + n) * M) + m - 1) * K;
-                    int32_t best = 0;
-                    for (int64_t v = 1; v < K; v++) best = row[v] > row[best] ? (int32_t)v : best;
-                    p->tokens[(b * N + n) * M + m] = best;
-                }
-        }
+        forecast(p, B, Mc);
         for (int64_t b = 0; b < B; b++) {
             const calm_window *w = &p->test_win[w0 + b];
             const calm_session *s = &p->sess[w->session];
-            const int64_t count = p->count[b];
-            for (int64_t n = 0; n < count; n++)
-                memcpy(p->ids + n * M, p->tokens + (b * N + n) * M, (size_t)M * sizeof(int32_t));
-            const float *pred = calm_tok_decode(p->tok, p->ids, count);
-            for (int64_t n = 0; n < count; n++) {
-                const float last = s->x[(w->t0 + Mc * P - 1) * s->N + n];
-                /* anchored: the decoded change since the last context frame, added to it */
-                const float base = pred[n * Lw + Mc * P - 1];
-                const int64_t u = s->unit0 + n, tl = w->t0 + Mc * P - 1; /* last context frame */
+            const int64_t tl = w->t0 + Mc * P - 1; /* last context frame */
+            for (int64_t n = 0; n < p->count[b]; n++) { /* neuron n of the session (no subset) */
+                const float last = s->x[tl * s->N + n], *pred = p->frames + (b * N + n) * Lw;
+                const int64_t u = s->unit0 + n;
                 for (int64_t h = 0; h < H; h++) {
                     const float truth = s->x[(tl + 1 + h) * s->N + n];
                     double ridge = last;
                     for (int i = 0; i < RIDGE_LAGS; i++)
                         ridge += wr[(u * H + h) * RIDGE_LAGS + i] *
                                  (s->x[(tl - RIDGE_LAGS + 1 + i) * s->N + n] - last);
-                    acc[h] += pow(pred[n * Lw + Mc * P + h] - truth, 2);
-                    acc[H + h] += pow(last + (pred[n * Lw + Mc * P + h] - base) - truth, 2);
-                    acc[2 * H + h] += pow(ridge - truth, 2);
-                    acc[3 * H + h] += pow(last - truth, 2);
+                    acc[h] += pow(pred[Mc * P + h] - truth, 2);
+                    acc[H + h] += pow(ridge - truth, 2);
+                    acc[2 * H + h] += pow(last - truth, 2);
                 }
-                acc[4 * H] += 1.0;
+                acc[3 * H] += 1.0;
             }
         }
     }
-    tess_status st = tess_par_allreduce_f64(g, acc, 4 * H + 1, TESS_PAR_SUM);
-    double sm = 0.0, sa = 0.0, sr = 0.0, sc = 0.0;
+    tess_status st = tess_par_allreduce_f64(g, acc, 3 * H + 1, TESS_PAR_SUM);
+    double sm = 0.0, sr = 0.0, sc = 0.0;
     for (int64_t h = 0; st == TESS_OK && h < H; h++) {
-        double n = acc[4 * H], mm = acc[h] / n, ma = acc[H + h] / n, mr = acc[2 * H + h] / n,
-               mc = acc[3 * H + h] / n;
-        sm += mm / (double)H, sa += ma / (double)H, sr += mr / (double)H, sc += mc / (double)H;
-        double row[8] = {(double)(h + 1), mm, ma, mr, mc, 1.0 - mm / mc, 1.0 - ma / mc,
-                         1.0 - mr / mc};
+        double n = acc[3 * H], mm = acc[h] / n, mr = acc[H + h] / n, mc = acc[2 * H + h] / n;
+        sm += mm / (double)H, sr += mr / (double)H, sc += mc / (double)H;
+        double row[6] = {(double)(h + 1), mm, mr, mc, 1.0 - mm / mc, 1.0 - mr / mc};
         st = tess_run_metrics_row(run, p->fc_csv, row);
     }
     free(acc);
     free(wr);
     TESS_CHECK(st);
-    tess_log_info("forecast (held-out tail, %lld windows, %lld frames ahead): MSE model %.4f, "
-                  "anchored %.4f, ridge AR %.4f, copy-last %.4f; prediction score %.4f, "
-                  "anchored %.4f, ridge AR %.4f",
-                  (long long)p->ntest, (long long)H, sm, sa, sr, sc, 1.0 - sm / sc, 1.0 - sa / sc,
-                  1.0 - sr / sc);
+    tess_log_info("forecast (held-out tail, %lld windows, %lld frames ahead, head %s): MSE model "
+                  "%.4f, ridge AR %.4f, copy-last %.4f; prediction score model %.4f, ridge AR %.4f",
+                  (long long)p->ntest, (long long)H, calm_head_names[p->datc.head].name, sm, sr,
+                  sc, 1.0 - sm / sc, 1.0 - sr / sc);
     return TESS_OK;
 }
 
@@ -588,6 +620,6 @@ void calm_pretrain_free(calm_pretrain *p) {
     tess_registry_destroy(&p->dat_reg);
     for (int64_t k = 0; p->sess && k < p->nsess; k++) free(p->sess[k].x);
     free(p->sess), free(p->train_win), free(p->test_win), free(p->x), free(p->ids);
-    free(p->tokens), free(p->unit), free(p->sid), free(p->count), free(p->perm);
+    free(p->tokens), free(p->frames), free(p->unit), free(p->sid), free(p->count), free(p->perm);
     *p = (calm_pretrain){0};
 }
