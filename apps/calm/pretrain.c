@@ -20,6 +20,7 @@
 #include "calm.h"
 #include "core/log.h"     /* tess_log_info */
 #include "core/rng.h"     /* tess_rng_* */
+#include "io/h5.h"        /* tess_h5_* */
 #include "io/traces.h"    /* tess_traces_import_flavell */
 #include "nn/state.h"     /* tess_state_add_registry */
 #include "optim/adamw.h"  /* tess_adamw_* */
@@ -395,11 +396,138 @@ static tess_status tok_step(tess_run *run, calm_pretrain *p, int64_t step,
     return TESS_OK;
 }
 
-/* Window w's neurons (all, or N_max of them by a Philox permutation keyed by key_j), tokenized:
- * fills slot b of tokens / frames / unit / sid / count. x and ids are scratch for count
- * traces. */
-static void window_tokens(calm_pretrain *p, const calm_window *w, int64_t b, bool subsample,
-                          uint64_t key_j, int64_t step) {
+/* ---- token ids, cached once ---------------------------------------------------------------- */
+
+/* FNV-1a of the tokenizer's parameters: names the tokenizer a cache file belongs to. */
+static uint64_t tok_fingerprint(const calm_pretrain *p) {
+    const unsigned char *b = (const unsigned char *)tess_registry_params(p->tok_reg);
+    const size_t n = (size_t)tess_registry_local_total(p->tok_reg) * sizeof(float);
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Window k of all windows: the training ones, then the test ones. */
+static const calm_window *window_at(const calm_pretrain *p, int64_t k) {
+    return k < p->ntrain ? &p->train_win[k] : &p->test_win[k - p->ntrain];
+}
+
+/* The cache file run.dir/tokens.h5 if it holds ids of this tokenizer for these windows (count
+ * ids, attributes fingerprint and codes matching); false otherwise. Not collective. */
+static bool cache_read(const calm_pretrain *p, const char *path, int64_t count, uint64_t fp) {
+    tess_h5_quiet q;
+    tess_h5_quiet_begin(&q);
+    bool ok = false;
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f >= 0) {
+        uint64_t ffp = 0;
+        int64_t codes = 0;
+        hid_t d = H5Dopen2(f, "ids", H5P_DEFAULT);
+        hid_t sp = d >= 0 ? H5Dget_space(d) : -1;
+        hsize_t n = 0;
+        ok = sp >= 0 && H5Sget_simple_extent_ndims(sp) == 1 &&
+             H5Sget_simple_extent_dims(sp, &n, NULL) == 1 && (int64_t)n == count &&
+             tess_h5_attr_read_u64(f, "tokenizer_fingerprint", &ffp) == 0 && ffp == fp &&
+             tess_h5_attr_read_i64(f, "codes", &codes) == 0 && codes == p->tokc.K &&
+             H5Dread(d, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, p->cache) >= 0;
+        if (sp >= 0) H5Sclose(sp);
+        if (d >= 0) H5Dclose(d);
+        H5Fclose(f);
+    }
+    tess_h5_quiet_end(&q);
+    return ok;
+}
+
+/* Write the cache (count ids) to path: /ids (count) uint16, /window_offset (windows) int64 -
+ * window k's ids are (neurons of its session, M) from window_offset[k], training windows first -
+ * and the attributes codes, patches, tokenizer_fingerprint. Not collective. */
+static tess_status cache_write(const calm_pretrain *p, const char *path, int64_t count, uint64_t fp) {
+    tess_h5_quiet q;
+    tess_h5_quiet_begin(&q);
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t e = f >= 0 ? 0 : -1;
+    const hsize_t n[2] = {(hsize_t)count, (hsize_t)(p->ntrain + p->ntest)};
+    const void *data[2] = {p->cache, p->win_off};
+    const char *names[2] = {"ids", "window_offset"};
+    const hid_t types[2] = {H5T_STD_U16LE, H5T_STD_I64LE}, mem[2] = {H5T_NATIVE_UINT16,
+                                                                      H5T_NATIVE_INT64};
+    for (int i = 0; i < 2 && e >= 0; i++) {
+        hid_t sp = H5Screate_simple(1, &n[i], NULL);
+        hid_t d = H5Dcreate2(f, names[i], types[i], sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        e = d >= 0 ? H5Dwrite(d, mem[i], H5S_ALL, H5S_ALL, H5P_DEFAULT, data[i]) : -1;
+        if (d >= 0) H5Dclose(d);
+        H5Sclose(sp);
+    }
+    if (e >= 0) e = tess_h5_attr_write_u64(f, "tokenizer_fingerprint", fp);
+    if (e >= 0) e = tess_h5_attr_write_i64(f, "codes", p->tokc.K);
+    if (e >= 0) e = tess_h5_attr_write_i64(f, "patches", p->tokc.M);
+    char reason[256] = "";
+    if (e < 0) tess_h5_reason(reason, sizeof reason);
+    if (f >= 0 && H5Fclose(f) < 0 && e >= 0) e = -1, tess_h5_reason(reason, sizeof reason);
+    tess_h5_quiet_end(&q);
+    TESS_REQUIRE(e >= 0, TESS_ERR_IO, "cannot write the token cache '%s': %s", path, reason);
+    return TESS_OK;
+}
+
+/* The frozen tokenizer's ids of every window's every neuron, once (collective): read from
+ * run.dir/tokens.h5 when it holds this tokenizer's ids, else encoded - windows split over the
+ * ranks in blocks, each window's neurons in chunks of model.max_neurons (so the ids do not depend
+ * on the rank count), gathered - and written by rank 0. Stage 2 and the evaluation read ids
+ * from here instead of re-running the tokenizer. */
+static tess_status cache_build(tess_run *run, calm_pretrain *p) {
+    const tess_group *g = tess_run_group(run);
+    const int64_t M = p->tokc.M, Lw = M * p->tokc.P, nwin = p->ntrain + p->ntest;
+    p->win_off = malloc((size_t)(nwin + 1) * sizeof(int64_t));
+    TESS_REQUIRE(p->win_off, TESS_ERR_MEM, "out of memory for the token cache");
+    p->win_off[0] = 0;
+    for (int64_t k = 0; k < nwin; k++)
+        p->win_off[k + 1] = p->win_off[k] + p->sess[window_at(p, k)->session].N * M;
+    const int64_t count = p->win_off[nwin];
+    p->cache = malloc((size_t)count * sizeof(uint16_t));
+    TESS_REQUIRE(p->cache, TESS_ERR_MEM, "out of memory for %lld cached token ids", (long long)count);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/tokens.h5", tess_run_dir(run));
+    const uint64_t fp = tok_fingerprint(p);
+    int64_t all = cache_read(p, path, count, fp); /* every rank must hold it */
+    TESS_CHECK(tess_par_allreduce_i64(g, &all, 1, TESS_PAR_MIN));
+    if (all) {
+        tess_log_info("token ids: %lld read from %s", (long long)count, path);
+        return TESS_OK;
+    }
+    int64_t lo = 0, hi = 0;
+    tess_par_block_range(nwin, g->size, g->rank, &lo, &hi);
+    float *mine = malloc((size_t)(p->win_off[hi] - p->win_off[lo] + 1) * sizeof(float));
+    float *every = malloc((size_t)count * sizeof(float));
+    int64_t *rows = malloc((size_t)g->size * sizeof(int64_t));
+    tess_status st = mine && every && rows ? TESS_OK : TESS_ERR_MEM;
+    for (int64_t k = lo; st == TESS_OK && k < hi; k++) {
+        const calm_window *w = window_at(p, k);
+        const calm_session *s = &p->sess[w->session];
+        for (int64_t n0 = 0; n0 < s->N; n0 += p->max_traces) {
+            const int64_t c = s->N - n0 < p->max_traces ? s->N - n0 : p->max_traces;
+            for (int64_t n = 0; n < c; n++) trace(s, n0 + n, w->t0, Lw, p->x + n * Lw);
+            calm_tok_encode(p->tok, p->x, c, p->ids);
+            for (int64_t i = 0; i < c * M; i++)
+                mine[p->win_off[k] - p->win_off[lo] + n0 * M + i] = (float)p->ids[i];
+        }
+    }
+    if (st == TESS_OK)
+        st = tess_par_allgatherv(g, mine, p->win_off[hi] - p->win_off[lo], 1, every, count, rows);
+    for (int64_t i = 0; st == TESS_OK && i < count; i++) p->cache[i] = (uint16_t)every[i];
+    free(mine), free(every), free(rows);
+    TESS_REQUIRE(st == TESS_OK, st, "encoding the token cache");
+    if (g->rank == 0) st = cache_write(p, path, count, fp);
+    TESS_CHECK(tess_par_agree(g, st));
+    tess_log_info("token ids: %lld encoded once (%lld windows), written to %s", (long long)count,
+                  (long long)nwin, path);
+    return TESS_OK;
+}
+
+/* Window k's neurons (all, or N_max of them by a Philox permutation keyed by key_j) with their
+ * cached token ids: fills slot b of tokens / frames / unit / sid / count. */
+static void window_tokens(calm_pretrain *p, int64_t k, int64_t b, bool subsample, uint64_t key_j,
+                          int64_t step) {
+    const calm_window *w = window_at(p, k);
     const calm_session *s = &p->sess[w->session];
     const int64_t N = p->datc.max_N, M = p->tokc.M, Lw = M * p->tokc.P;
     const int64_t count = s->N < N ? s->N : N;
@@ -407,13 +535,12 @@ static void window_tokens(calm_pretrain *p, const calm_window *w, int64_t b, boo
     if (subsample && s->N > N)
         tess_rng_permutation((tess_rng_key){(uint32_t)key_j, 9},
                              tess_rng_ctr(TESS_RNG_PURPOSE_DATA, (uint64_t)step), p->perm, s->N);
-    for (int64_t n = 0; n < count; n++) trace(s, p->perm[n], w->t0, Lw, p->x + n * Lw);
-    calm_tok_encode(p->tok, p->x, count, p->ids);
     for (int64_t n = 0; n < N; n++) {
-        int64_t src = n < count ? n : 0; /* padding repeats neuron 0 (masked, no loss) */
-        p->unit[b * N + n] = (int32_t)(s->unit0 + p->perm[src]);
-        memcpy(p->tokens + (b * N + n) * M, p->ids + src * M, (size_t)M * sizeof(int32_t));
-        memcpy(p->frames + (b * N + n) * Lw, p->x + src * Lw, (size_t)Lw * sizeof(float));
+        const int64_t src = p->perm[n < count ? n : 0]; /* padding repeats neuron 0 (masked) */
+        p->unit[b * N + n] = (int32_t)(s->unit0 + src);
+        for (int64_t m = 0; m < M; m++)
+            p->tokens[(b * N + n) * M + m] = p->cache[p->win_off[k] + src * M + m];
+        trace(s, src, w->t0, Lw, p->frames + (b * N + n) * Lw);
     }
     p->sid[b] = (int32_t)w->session;
     p->count[b] = (int32_t)count;
@@ -422,10 +549,11 @@ static void window_tokens(calm_pretrain *p, const calm_window *w, int64_t b, boo
 static tess_status dat_step(tess_run *run, calm_pretrain *p, int64_t step, tess_run_step_out *out) {
     const tess_group *g = tess_run_group(run);
     const int64_t k = step - p->tok_steps, first = g->rank * p->dat_b;
+    if (!p->cache) TESS_CHECK(cache_build(run, p));
     for (int64_t i = 0; i < p->dat_b; i++) {
         int64_t j = first + i;
         uint64_t r = draw(run, step, 3, j);
-        window_tokens(p, &p->train_win[r % (uint64_t)p->ntrain], i, true, r >> 32, step);
+        window_tokens(p, (int64_t)(r % (uint64_t)p->ntrain), i, true, r >> 32, step);
     }
     int64_t pairs = 0;
     tess_registry_zero_grads(p->dat_reg);
@@ -564,11 +692,12 @@ tess_status calm_pretrain_finish(tess_run *run, calm_pretrain *p) {
     tess_status fit = ridge_fit(p, H, wr);
     if (fit != TESS_OK) free(acc), free(wr);
     TESS_CHECK(fit);
+    if (!p->cache) TESS_CHECK(cache_build(run, p));
     int64_t lo = 0, hi = 0;
     tess_par_block_range(p->ntest, g->size, g->rank, &lo, &hi); /* test windows split by rank */
     for (int64_t w0 = lo; w0 < hi; w0 += p->eval_b) {
         const int64_t B = hi - w0 < p->eval_b ? hi - w0 : p->eval_b;
-        for (int64_t b = 0; b < B; b++) window_tokens(p, &p->test_win[w0 + b], b, false, 0, 0);
+        for (int64_t b = 0; b < B; b++) window_tokens(p, p->ntrain + w0 + b, b, false, 0, 0);
         forecast(p, B, Mc);
         for (int64_t b = 0; b < B; b++) {
             const calm_window *w = &p->test_win[w0 + b];
@@ -620,6 +749,6 @@ void calm_pretrain_free(calm_pretrain *p) {
     tess_registry_destroy(&p->dat_reg);
     for (int64_t k = 0; p->sess && k < p->nsess; k++) free(p->sess[k].x);
     free(p->sess), free(p->train_win), free(p->test_win), free(p->x), free(p->ids);
-    free(p->tokens), free(p->frames), free(p->unit), free(p->sid), free(p->count), free(p->perm);
+    free(p->tokens), free(p->frames), free(p->cache), free(p->win_off), free(p->unit), free(p->sid), free(p->count), free(p->perm);
     *p = (calm_pretrain){0};
 }

@@ -2,9 +2,11 @@
 # check_calm.sh MPIEXEC CALM TESS-CKPT MODE - the calm app end to end (docs/calm.md).
 #   dp:    the same tokenizer + DAT steps with the global batch on 1 rank and split over 2: every
 #          parameter of both models within 1e-5 (tess-ckpt diff of the final checkpoints; the
-#          gradient sums are reordered over ranks, so bitwise equality is not expected).
+#          gradient sums are reordered over ranks, so bitwise equality is not expected); the
+#          token-id caches (tokens.h5) written by both runs identical.
 #   resume: stopped after 3 of 6 steps on 1 rank (exit 75; tokenizer done, DAT half-way) and
-#          resumed on 2 ranks: every parameter within 1e-5 of an uninterrupted 1-rank run; a
+#          resumed on 2 ranks: every parameter within 1e-5 of an uninterrupted 1-rank run, the
+#          token ids read back from the cache the stopped run wrote (tokens.h5); a
 #          resume with more simulated animals (more unit and session embeddings) is refused with
 #          exit 65 naming the embedding tables.
 #   bad:   bad recordings in data.files, on 2 ranks: a file without /gcamp/trace_array, NaN in
@@ -31,6 +33,8 @@ dp)
        END { exit bad }' diff.txt || fail "parameters differ by more than 1e-5 between 1 and 2 ranks"
   n=$(grep -c "params/" diff.txt || true)
   echo "1 rank x B vs 2 ranks x B/2: $n parameter tensors differ, all within 1e-5"
+  h5diff np1/tokens.h5 np2/tokens.h5 /ids || fail "the token-id caches of 1 and 2 ranks differ"
+  echo "token-id caches of 1 and 2 ranks identical"
   ;;
 resume)
   rm -rf full part wrong
@@ -46,6 +50,9 @@ resume)
   awk '/\/params\// && /max_abs/ { for (i = 1; i <= NF; i++) if ($i == "max_abs" && $(i + 1) > 1e-5) bad = 1 }
        END { exit bad }' diff.txt || { cat diff.txt; fail "resumed parameters differ by more than 1e-5"; }
   echo "stopped at step 3 on 1 rank, resumed on 2: parameters within 1e-5 of the uninterrupted run"
+  grep -q "token ids: [0-9]* encoded once" part/run.log && grep -q "token ids: [0-9]* read from part/tokens.h5" part/run.log ||
+    { cat part/run.log; fail "the resumed run did not read the token ids cached by the stopped run"; }
+  echo "token ids encoded once by the stopped run, read back from part/tokens.h5 on resume"
   rc=0; "$mpiexec" -n 2 "$exe" "${small[@]}" "${steps[@]}" --set run.dir=wrong --set sim.animals=3 \
     --resume auto > out.txt 2>&1 || rc=$?
   [ "$rc" -eq 65 ] || { cat out.txt; fail "resume with other data exited $rc, expected 65"; }
