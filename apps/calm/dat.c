@@ -27,8 +27,9 @@ struct calm_dat {
     tess_registry *reg; /* borrowed */
     tess_nn_embedp tok, unit, sess;
     dat_layer *layers;
-    tess_nn_lmhead head, phead; /* token head (K), patch head (P) */
+    tess_nn_lmhead head, phead; /* token head (K), patch head (ahead P) */
     int64_t win;                /* registry index of W_in (d, P), or -1 */
+    int64_t wskip;              /* registry index of W_skip (ahead P, skip P), or -1 */
     tess_nn_block_scratch scr;
     tess_arena arena;
     float **x;                   /* (layers + 1) residual stream entering layer l, (R, d) */
@@ -37,8 +38,10 @@ struct calm_dat {
     float *da, *db;              /* (R, d) gradients of the residual stream */
     int32_t *uid, *sid, *target; /* (R) per row: unit id, session id, next token or -1 */
     uint8_t *kmask;              /* (B*M, max_N) */
-    float *pres, *ppred;         /* (R, P) residual targets x[m+1] - x[m, P-1], predictions */
+    float *pres, *ppred;         /* (R, ahead P) residual targets x[m+1+j] - x[m, P-1], predictions */
     uint8_t *has_next;           /* (R) the row is a real neuron with a next patch */
+    int32_t *nnext;              /* (R) patches after m that exist (at most ahead), 0 if padded */
+    float *xc;                   /* (R, skip P) the last skip patches' frames minus the last frame */
     const float *frames;         /* (R, P) of the last forward, borrowed */
     int64_t B, pairs;
     double ce, mse;
@@ -72,6 +75,12 @@ tess_status calm_dat_check(const calm_dat_config *c, int64_t max_B) {
     TESS_REQUIRE(c->P >= 1 || (!c->patch_input && c->head == CALM_HEAD_TOKEN), TESS_ERR_CONFIG,
                  "the patch input and the patch head need tok.patch >= 1 (got %lld)",
                  (long long)c->P);
+    TESS_REQUIRE(c->skip >= 0 && c->skip <= c->M, TESS_ERR_CONFIG,
+                 "model.skip = %lld must be in [0, tok.patches = %lld]", (long long)c->skip,
+                 (long long)c->M);
+    TESS_REQUIRE(c->head == CALM_HEAD_TOKEN || (c->ahead >= 1 && c->ahead < c->M),
+                 TESS_ERR_CONFIG, "model.ahead = %lld must be in [1, tok.patches = %lld)",
+                 (long long)c->ahead, (long long)c->M);
     TESS_REQUIRE(max_B >= 1, TESS_ERR_CONFIG, "the batch must hold at least one window");
     return TESS_OK;
 }
@@ -126,13 +135,21 @@ static tess_status build_pieces(calm_dat *m) {
         TESS_CHECK(tess_registry_add(m->reg, "dat.patch_in", 2, shape, &rep, &m->win));
         TESS_CHECK(tess_registry_set_init(m->reg, m->win, tess_init_normal(0.0, std)));
     }
+    m->wskip = -1;
+    if (c->skip > 0 && patch_head(m)) { /* zeros: the head starts at copy-last exactly */
+        const int64_t shape[2] = {c->ahead * c->P, c->skip * c->P};
+        const tess_layout rep = tess_layout_replicated();
+        TESS_CHECK(tess_registry_add(m->reg, "dat.patch_skip", 2, shape, &rep, &m->wskip));
+        TESS_CHECK(tess_registry_set_init(m->reg, m->wskip, tess_init_zeros()));
+    }
     const tess_nn_normp norm = {.kind = TESS_NN_NORM_LAYER, .C = c->d, .eps = 1e-5f};
     if (token_head(m)) {
         m->head = (tess_nn_lmhead){.V = c->K, .C = c->d, .max_N = R, .std = std, .norm = norm};
         TESS_CHECK(tess_nn_lmhead_add_params(&m->head, m->reg, "dat.norm_f", "dat.head"));
     }
     if (patch_head(m)) {
-        m->phead = (tess_nn_lmhead){.V = c->P, .C = c->d, .max_N = R, .std = std, .norm = norm};
+        m->phead = (tess_nn_lmhead){.V = c->ahead * c->P, .C = c->d, .max_N = R, .std = std,
+                                    .norm = norm};
         TESS_CHECK(tess_nn_lmhead_add_params(&m->phead, m->reg, "dat.pnorm_f", "dat.phead"));
     }
     return TESS_OK;
@@ -158,8 +175,9 @@ static tess_status carve(calm_dat *m, tess_arena *a) {
     }
     if (patch_head(m)) {
         TESS_CHECK(tess_nn_lmhead_carve(&m->phead, a));
-        TESS_CHECK(tess_arena_floats(a, R * c->P, &m->pres));
-        TESS_CHECK(tess_arena_floats(a, R * c->P, &m->ppred));
+        TESS_CHECK(tess_arena_floats(a, R * c->ahead * c->P, &m->pres));
+        TESS_CHECK(tess_arena_floats(a, R * c->ahead * c->P, &m->ppred));
+        TESS_CHECK(tess_arena_floats(a, R * (c->skip > 0 ? c->skip : 1) * c->P, &m->xc));
     }
     TESS_CHECK(tess_arena_floats(a, Rd, &m->eu));
     TESS_CHECK(tess_arena_floats(a, Rd, &m->es));
@@ -170,6 +188,7 @@ static tess_status carve(calm_dat *m, tess_arena *a) {
     TESS_CHECK(tess_arena_alloc(a, (size_t)R * sizeof(int32_t), (void **)&m->target));
     TESS_CHECK(tess_arena_alloc(a, (size_t)(m->max_B * c->M * c->max_N), (void **)&m->kmask));
     TESS_CHECK(tess_arena_alloc(a, (size_t)R, (void **)&m->has_next));
+    TESS_CHECK(tess_arena_alloc(a, (size_t)R * sizeof(int32_t), (void **)&m->nnext));
     TESS_CHECK(tess_nn_block_scratch_carve(&m->scr, a));
     return TESS_OK;
 }
@@ -218,22 +237,39 @@ void calm_dat_destroy(calm_dat **pm) {
     *pm = NULL;
 }
 
-/* The patch head's loss: predictions (the last observed frame added back), residual targets and
- * the summed per-pair MSE (mean over the P frames) into m->mse. */
+/* The patch head's loss: predictions (the last observed frame added back), residual targets of
+ * the nnext[r] existing patches after row r, and the summed per-pair MSE (the squared errors of
+ * those frames divided by ahead P) into m->mse. */
 static void patch_loss(calm_dat *m, int64_t R) {
-    const int64_t P = m->c.P;
-    const float *y = m->phead.logits;
+    const int64_t P = m->c.P, AP = m->c.ahead * P;
+    float *y = m->phead.logits;
+    if (m->wskip >= 0) { /* y += W_skip xc, through ppred as scratch */
+        const int64_t S = m->c.skip, SP = S * P;
+        for (int64_t r = 0; r < R; r++) {
+            /* patches t - S + 1 .. t of the row's neuron (t = r mod M), before patch 0: zeros */
+            const int64_t t = r % m->c.M;
+            const float last = m->frames[r * P + P - 1];
+            for (int64_t j = 0; j < S; j++) {
+                const int64_t back = S - 1 - j; /* patches before t */
+                for (int64_t i = 0; i < P; i++)
+                    m->xc[r * SP + j * P + i] =
+                        back <= t ? m->frames[(r - back) * P + i] - last : 0.0f;
+            }
+        }
+        tess_nn_linear_forward(m->ppred, m->xc, tess_registry_param(m->reg, m->wskip), NULL, R, SP,
+                               AP);
+        for (int64_t i = 0; i < R * AP; i++) y[i] += m->ppred[i];
+    }
     m->mse = 0.0;
     for (int64_t r = 0; r < R; r++) {
         const float last = m->frames[r * P + P - 1];
-        for (int64_t i = 0; i < P; i++) m->ppred[r * P + i] = last + y[r * P + i];
-        if (!m->has_next[r]) continue;
+        for (int64_t i = 0; i < AP; i++) m->ppred[r * AP + i] = last + y[r * AP + i];
         double e = 0.0;
-        for (int64_t i = 0; i < P; i++) {
-            m->pres[r * P + i] = m->frames[(r + 1) * P + i] - last;
-            e += pow((double)y[r * P + i] - m->pres[r * P + i], 2);
+        for (int64_t i = 0; i < m->nnext[r] * P; i++) {
+            m->pres[r * AP + i] = m->frames[(r + 1) * P + i] - last;
+            e += pow((double)y[r * AP + i] - m->pres[r * AP + i], 2);
         }
-        m->mse += e / (double)P;
+        m->mse += e / (double)AP;
     }
 }
 
@@ -258,6 +294,8 @@ double calm_dat_forward(calm_dat *m, const int32_t *tokens, const float *frames,
                 bool real = n < count[b] && t + 1 < M;
                 m->target[r] = real ? tokens[r + 1] : -1;
                 m->has_next[r] = real;
+                const int64_t left = M - 1 - t;
+                m->nnext[r] = n < count[b] ? (int32_t)(left < c->ahead ? left : c->ahead) : 0;
                 m->pairs += real;
             }
         for (int64_t t = 0; t < M; t++)
@@ -309,12 +347,16 @@ void calm_dat_backward(calm_dat *m, float scale) {
         tess_nn_lmhead_backward(&m->head, m->da, m->scr.dtmp, dlogits);
     }
     if (patch_head(m)) { /* d/dy of scale * sum over pairs of mean_i (y - res)^2, in place */
-        const int64_t P = c->P;
+        const int64_t AP = c->ahead * c->P;
         float *dy = m->phead.logits;
-        const float k = 2.0f * scale / (float)P;
+        const float k = 2.0f * scale / (float)AP;
         for (int64_t r = 0; r < R; r++)
-            for (int64_t i = 0; i < P; i++)
-                dy[r * P + i] = m->has_next[r] ? k * (dy[r * P + i] - m->pres[r * P + i]) : 0.0f;
+            for (int64_t i = 0; i < AP; i++)
+                dy[r * AP + i] = i < m->nnext[r] * c->P ? k * (dy[r * AP + i] - m->pres[r * AP + i])
+                                                         : 0.0f;
+        if (m->wskip >= 0)
+            tess_nn_linear_backward(NULL, tess_registry_grad(m->reg, m->wskip), NULL, dy, m->xc,
+                                    tess_registry_param(m->reg, m->wskip), R, c->skip * c->P, AP);
         tess_nn_lmhead_backward(&m->phead, m->da, m->scr.dtmp, dy);
     }
     for (int64_t l = c->layers - 1; l >= 0; l--) {

@@ -12,10 +12,16 @@
  * Optionally (config patch_input) the patch's own z-scored frames enter too:
  *   h0[n, m] += W_in x[n, m]                       (x[n, m] the P frames of patch m, W_in (d, P))
  * and a continuous next-patch head (CAPT-style; head = PATCH, or BOTH with the token head)
- * predicts the next patch in NLinear form, as a change from the last observed frame:
- *   xhat[n, m+1, i] = x[n, m, P-1] + (Linear_{d->P}(LN'(h[n, m])))_i,
- *   loss per pair (n, m) = mean_i (xhat[n, m+1, i] - x[n, m+1, i])^2, added to the CE (weight 1).
- * The head starts near zero (init std 0.02), so the model starts at copy-last.
+ * predicts the next `ahead` patches (A; the spec's head is A = 1) in NLinear form, as a change
+ * from the last observed frame:
+ *   xhat[n, m+1+j, i] = x[n, m, P-1] + (Linear_{d->A P}(LN'(h[n, m])))_{j P + i},  j < A,
+ *   loss per pair (n, m) = sum over the existing patches m+1+j < M and frames i of
+ *   (xhat - x)^2 / (A P), added to the CE (weight 1).
+ * With skip = S > 0, a linear map of the last S patches' frames in the same form is added to
+ * the head's output: + W_skip (x[n, m-S+1 .. m, :] - x[n, m, P-1]) (W_skip (A P, S P), zeros at
+ * the start, lags before patch 0 zero: one AR map over the last S P lags shared by all
+ * neurons; causal, it reads patches <= m only). The head starts near zero (init std 0.02; the
+ * skip at zero), so the model starts at copy-last.
  *
  * So h[n, m] depends only on tokens at patches <= m (of every neuron), and the neuron axis is
  * permutation-equivariant. Windows are padded to max_N neurons; padded neurons are masked keys
@@ -59,6 +65,8 @@ typedef struct {
     int64_t max_N;    /* neurons per window (padded) */
     int64_t M;        /* patches per window */
     int64_t P;        /* frames per patch (patch input and patch head) */
+    int64_t ahead;    /* patches the patch head predicts, in [1, M) */
+    int64_t skip;     /* patches the head's linear skip reads (0: no skip), in [0, M] */
     bool patch_input; /* add W_in x[n, m] to h0 */
     calm_head head;
 } calm_dat_config;
@@ -92,8 +100,9 @@ void calm_dat_backward(calm_dat *m, float scale);
 void calm_dat_loss_parts(const calm_dat *m, double *ce, double *mse);
 /* Logits (B, max_N, M, K) of the last forward (token head only). */
 const float *calm_dat_logits(const calm_dat *m);
-/* Predicted next patch (B, max_N, M, P) of the last forward, in frames (the last observed frame
- * added back): row (b, n, m) predicts patch m + 1 (patch head only). */
+/* Predicted next patches (B, max_N, M, ahead P) of the last forward, in frames (the last
+ * observed frame added back): row (b, n, m) predicts patches m + 1 .. m + ahead (patch head
+ * only). */
 const float *calm_dat_patch_pred(const calm_dat *m);
 
 #endif

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ar.h"            /* calm_ar_* */
 #include "calm.h"
 #include "core/log.h"     /* tess_log_info */
 #include "core/rng.h"     /* tess_rng_* */
@@ -54,6 +55,8 @@ const tess_opt calm_model_opts[] = {
     TESS_OPT_ENUM("head", "both", calm_head_names,
                   "next-step loss: token (CE), patch (next-patch MSE, NLinear form) or both"),
     TESS_OPT_BOOL("patch_input", true, "add a linear map of each patch's frames to its embedding"),
+    TESS_OPT_INT("ahead", 1, 1, 255, "patches the patch head predicts from each position"),
+    TESS_OPT_INT("skip", 0, 0, 256, "patches the patch head's linear skip reads (0: none)"),
 };
 const int64_t calm_model_nopts = sizeof calm_model_opts / sizeof calm_model_opts[0];
 
@@ -299,6 +302,8 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
                                 .max_N = tess_config_int(cfg, "model.max_neurons"),
                                 .M = p->tokc.M, .P = p->tokc.P,
                                 .patch_input = tess_config_bool(cfg, "model.patch_input"),
+                                .ahead = tess_config_int(cfg, "model.ahead"),
+                                .skip = tess_config_int(cfg, "model.skip"),
                                 .head = (calm_head)tess_config_enum(cfg, "model.head")};
     TESS_CHECK(calm_dat_check(&p->datc, p->dat_b));
     tess_run_set_total(run, (double)(p->tok_steps + p->dat_steps), p->tok_steps + p->dat_steps);
@@ -329,10 +334,12 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
     TESS_CHECK(tess_run_metrics(run, "tokenizer", tcols, 3, true, &p->tok_csv));
     static const char *const dcols[] = {"ce", "bits_per_token", "patch_mse", "grad_norm", "lr"};
     TESS_CHECK(tess_run_metrics(run, "metrics", dcols, 5, true, &p->dat_csv));
-    static const char *const fcols[] = {"horizon_frame", "mse_model", "mse_ridge_ar",
-                                        "mse_copy_last", "score",     "score_ridge_ar"};
-    TESS_CHECK(tess_run_metrics(run, "forecast", fcols, 6, false, &p->fc_csv));
-    static const char *const fplot[] = {"mse_model", "mse_ridge_ar", "mse_copy_last"};
+    static const char *const fcols[] = {
+        "horizon_frame", "mse_model",  "mse_copy_last", "mse_context_mean", "mse_ridge_ar",
+        "mse_pooled_ar", "score",      "score_context_mean", "score_ridge_ar", "score_pooled_ar"};
+    TESS_CHECK(tess_run_metrics(run, "forecast", fcols, 10, false, &p->fc_csv));
+    static const char *const fplot[] = {"mse_model", "mse_copy_last", "mse_context_mean",
+                                        "mse_ridge_ar", "mse_pooled_ar"};
     const tess_plot_spec tok_plot = {.title = "calm: tokenizer loss", .xlabel = "step (updates)",
                                      .ycols = tcols, .ny = 2,
                                      .ylabel = "loss, reconstruction MSE (z-scored units^2)",
@@ -342,7 +349,7 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
                                      .xlabel = "step (updates)", .ycols = dplot, .ny = 2,
                                      .ylabel = "CE (nats/token), next-patch MSE (z-units^2)"};
     const tess_plot_spec fc_plot = {.title = "calm: test MSE per forecast horizon",
-                                    .xlabel = "horizon (frames ahead)", .ycols = fplot, .ny = 3,
+                                    .xlabel = "horizon (frames ahead)", .ycols = fplot, .ny = 5,
                                     .ylabel = "MSE (z-scored units^2)"};
     TESS_CHECK(tess_run_plot(run, p->tok_csv, "tokenizer.png", &tok_plot));
     TESS_CHECK(tess_run_plot(run, p->dat_csv, "dat_ce.png", &dat_plot));
@@ -584,58 +591,10 @@ tess_status calm_pretrain_step(tess_run *run, calm_pretrain *p, int64_t step,
     return TESS_OK;
 }
 
-/* ---- baseline: per-neuron ridge AR in NLinear form ---------------------------------------- */
-
-/* LAPACK: solve A X = B for symmetric positive definite A (column-major). */
-void dposv_(const char *uplo, const int *n, const int *nrhs, double *a, const int *lda, double *b,
-            const int *ldb, int *info);
-
-enum { RIDGE_LAGS = 16 };
-static const double RIDGE_LAMBDA = 10.0;
-
-/* For every neuron of every session: W (RIDGE_LAGS, H) minimising over the training frames
- * sum ||(y - x_t) - W^T (f - x_t)||^2 + lambda ||W||^2, f = the last RIDGE_LAGS frames up to t,
- * y = the H frames after t (the last context frame subtracted from inputs and targets, so the
- * shrinkage falls back on copy-last). w: (units, RIDGE_LAGS, H). */
-static tess_status ridge_fit(const calm_pretrain *p, int64_t H, double *w) {
-    const int lags = RIDGE_LAGS, nrhs = (int)H;
-    double *A = malloc(sizeof(double) * lags * lags), *f = malloc(sizeof(double) * lags);
-    TESS_REQUIRE(A && f, TESS_ERR_MEM, "out of memory for the ridge baseline");
-    tess_status st = TESS_OK;
-    for (int64_t k = 0; k < p->nsess && st == TESS_OK; k++) {
-        const calm_session *s = &p->sess[k];
-        for (int64_t n = 0; n < s->N && st == TESS_OK; n++) {
-            double *B = w + (s->unit0 + n) * lags * H; /* column-major (lags, H) */
-            memset(A, 0, sizeof(double) * lags * lags);
-            memset(B, 0, sizeof(double) * lags * H);
-            for (int64_t t = lags - 1; t + H < s->train_T; t++) {
-                const double last = s->x[t * s->N + n];
-                for (int i = 0; i < lags; i++) f[i] = s->x[(t - lags + 1 + i) * s->N + n] - last;
-                for (int i = 0; i < lags; i++)
-                    for (int j = 0; j < lags; j++) A[j * lags + i] += f[i] * f[j];
-                for (int64_t h = 0; h < H; h++) {
-                    const double y = s->x[(t + 1 + h) * s->N + n] - last;
-                    for (int i = 0; i < lags; i++) B[h * lags + i] += f[i] * y;
-                }
-            }
-            for (int i = 0; i < lags; i++) A[i * lags + i] += RIDGE_LAMBDA;
-            int info = 0;
-            dposv_("L", &lags, &nrhs, A, &lags, B, &lags, &info);
-            if (info != 0)
-                st = tess_error_push(TESS_ERR_INTERNAL, __FILE__, __LINE__, __func__,
-                                     "ridge baseline: dposv failed (info %d) for '%s' neuron %lld",
-                                     info, s->name, (long long)n);
-        }
-    }
-    free(A);
-    free(f);
-    return st;
-}
-
 /* ---- forecasting on the held-out tail ------------------------------------------------------ */
 
 /* Forecast the last `horizon` patches of the B windows in slots 0..B-1 (tokens, frames filled by
- * window_tokens) from their first Mc patches: afterwards frames (b, n, Mc P ..) of the real
+ * window_tokens) from their first Mc patches (A = model.ahead patches per DAT forward): afterwards frames (b, n, Mc P ..) of the real
  * neurons hold the forecast. Causality makes the true horizon frames and tokens invisible to
  * every output read (row m - 1 depends on patches <= m - 1 only).
  * Patch head: the predicted next patch is written into the frames, re-tokenized (the
@@ -645,15 +604,19 @@ static tess_status ridge_fit(const calm_pretrain *p, int64_t H, double *w) {
 static void forecast(calm_pretrain *p, int64_t B, int64_t Mc) {
     const int64_t N = p->datc.max_N, M = p->tokc.M, P = p->tokc.P, Lw = M * P, K = p->tokc.K;
     const bool patch = p->datc.head != CALM_HEAD_TOKEN;
+    const int64_t A = p->datc.ahead;
     int64_t pairs;
-    for (int64_t m = Mc; m < M; m++) {
+    for (int64_t m = Mc; m < M;) {
+        /* patch head: the next min(A, M - m) patches from row m - 1; token head: one patch */
+        const int64_t step = patch ? (M - m < A ? M - m : A) : 1;
         calm_dat_forward(p->dat, p->tokens, p->frames, p->unit, p->sid, p->count, B, &pairs);
         for (int64_t b = 0; b < B; b++) {
             for (int64_t n = 0; n < p->count[b]; n++) {
                 const int64_t r = (b * N + n) * M + m - 1;
                 if (patch) {
                     memcpy(p->frames + (b * N + n) * Lw + m * P,
-                           calm_dat_patch_pred(p->dat) + r * P, (size_t)P * sizeof(float));
+                           calm_dat_patch_pred(p->dat) + r * A * P,
+                           (size_t)(step * P) * sizeof(float));
                     continue;
                 }
                 const float *row = calm_dat_logits(p->dat) + r * K;
@@ -664,8 +627,10 @@ static void forecast(calm_pretrain *p, int64_t B, int64_t Mc) {
             if (!patch) continue;
             calm_tok_encode(p->tok, p->frames + b * N * Lw, p->count[b], p->ids);
             for (int64_t n = 0; n < p->count[b]; n++)
-                p->tokens[(b * N + n) * M + m] = p->ids[n * M + m];
+                for (int64_t j = m; j < m + step; j++)
+                    p->tokens[(b * N + n) * M + j] = p->ids[n * M + j];
         }
+        m += step;
     }
     if (patch) return;
     for (int64_t b = 0; b < B; b++) {
@@ -680,22 +645,24 @@ static void forecast(calm_pretrain *p, int64_t B, int64_t Mc) {
     }
 }
 
+enum { AR_LAGS = 16 };              /* lags of the AR baselines (4 patches at P = 4) */
+static const double VAL_FRACTION = 0.2; /* validation slice: the end of the training part */
+
 tess_status calm_pretrain_finish(tess_run *run, calm_pretrain *p) {
     const tess_group *g = tess_run_group(run);
     const int64_t N = p->datc.max_N, M = p->tokc.M, P = p->tokc.P, Lw = M * P;
     const int64_t Mc = M - p->horizon, H = p->horizon * P;
-    /* per horizon frame: model, ridge AR, copy-last squared errors; the count */
-    double *acc = calloc((size_t)(3 * H + 1), sizeof(double));
-    double *wr = malloc(sizeof(double) * (size_t)(p->units * RIDGE_LAGS * H));
-    if (!acc || !wr) free(acc), free(wr);
-    TESS_REQUIRE(acc && wr, TESS_ERR_MEM, "out of memory");
-    tess_status fit = ridge_fit(p, H, wr);
-    if (fit != TESS_OK) free(acc), free(wr);
-    TESS_CHECK(fit);
-    if (!p->cache) TESS_CHECK(cache_build(run, p));
+    enum { NF = 5 }; /* model, copy-last, context mean, ridge AR, pooled AR */
+    calm_ar ar;
+    TESS_CHECK(calm_ar_fit(&ar, p->sess, p->nsess, p->units, AR_LAGS, H, VAL_FRACTION));
+    /* per forecaster and horizon frame the squared errors; the count */
+    double *acc = calloc((size_t)(NF * H + 1), sizeof(double)), *pred = malloc(sizeof(double) * (size_t)H);
+    if (!acc || !pred) free(acc), free(pred), calm_ar_free(&ar);
+    TESS_REQUIRE(acc && pred, TESS_ERR_MEM, "out of memory");
+    tess_status st = p->cache ? TESS_OK : cache_build(run, p);
     int64_t lo = 0, hi = 0;
     tess_par_block_range(p->ntest, g->size, g->rank, &lo, &hi); /* test windows split by rank */
-    for (int64_t w0 = lo; w0 < hi; w0 += p->eval_b) {
+    for (int64_t w0 = lo; st == TESS_OK && w0 < hi; w0 += p->eval_b) {
         const int64_t B = hi - w0 < p->eval_b ? hi - w0 : p->eval_b;
         for (int64_t b = 0; b < B; b++) window_tokens(p, p->ntrain + w0 + b, b, false, 0, 0);
         forecast(p, B, Mc);
@@ -704,37 +671,47 @@ tess_status calm_pretrain_finish(tess_run *run, calm_pretrain *p) {
             const calm_session *s = &p->sess[w->session];
             const int64_t tl = w->t0 + Mc * P - 1; /* last context frame */
             for (int64_t n = 0; n < p->count[b]; n++) { /* neuron n of the session (no subset) */
-                const float last = s->x[tl * s->N + n], *pred = p->frames + (b * N + n) * Lw;
-                const int64_t u = s->unit0 + n;
+                const float last = s->x[tl * s->N + n], *fc = p->frames + (b * N + n) * Lw;
+                double mean = 0.0;
+                for (int64_t t = w->t0; t <= tl; t++) mean += s->x[t * s->N + n];
+                mean /= (double)(Mc * P);
                 for (int64_t h = 0; h < H; h++) {
-                    const float truth = s->x[(tl + 1 + h) * s->N + n];
-                    double ridge = last;
-                    for (int i = 0; i < RIDGE_LAGS; i++)
-                        ridge += wr[(u * H + h) * RIDGE_LAGS + i] *
-                                 (s->x[(tl - RIDGE_LAGS + 1 + i) * s->N + n] - last);
-                    acc[h] += pow(pred[Mc * P + h] - truth, 2);
-                    acc[H + h] += pow(ridge - truth, 2);
-                    acc[2 * H + h] += pow(last - truth, 2);
+                    const double truth = s->x[(tl + 1 + h) * s->N + n];
+                    acc[h] += pow(fc[Mc * P + h] - truth, 2);
+                    acc[H + h] += pow(last - truth, 2);
+                    acc[2 * H + h] += pow(mean - truth, 2);
                 }
-                acc[3 * H] += 1.0;
+                calm_ar_predict(&ar, ar.w_neuron + (s->unit0 + n) * H * AR_LAGS, s, n, tl, pred);
+                for (int64_t h = 0; h < H; h++)
+                    acc[3 * H + h] += pow(pred[h] - s->x[(tl + 1 + h) * s->N + n], 2);
+                calm_ar_predict(&ar, ar.w_pooled, s, n, tl, pred);
+                for (int64_t h = 0; h < H; h++)
+                    acc[4 * H + h] += pow(pred[h] - s->x[(tl + 1 + h) * s->N + n], 2);
+                acc[NF * H] += 1.0;
             }
         }
     }
-    tess_status st = tess_par_allreduce_f64(g, acc, 3 * H + 1, TESS_PAR_SUM);
-    double sm = 0.0, sr = 0.0, sc = 0.0;
+    if (st == TESS_OK) st = tess_par_allreduce_f64(g, acc, NF * H + 1, TESS_PAR_SUM);
+    double mean[NF] = {0};
     for (int64_t h = 0; st == TESS_OK && h < H; h++) {
-        double n = acc[3 * H], mm = acc[h] / n, mr = acc[H + h] / n, mc = acc[2 * H + h] / n;
-        sm += mm / (double)H, sr += mr / (double)H, sc += mc / (double)H;
-        double row[6] = {(double)(h + 1), mm, mr, mc, 1.0 - mm / mc, 1.0 - mr / mc};
+        double row[2 * NF] = {(double)(h + 1)}, *mse = row + 1;
+        for (int k = 0; k < NF; k++) mse[k] = acc[k * H + h] / acc[NF * H], mean[k] += mse[k] / (double)H;
+        row[NF + 1] = 1.0 - mse[0] / mse[1];
+        for (int k = 2; k < NF; k++) row[NF + k] = 1.0 - mse[k] / mse[1];
         st = tess_run_metrics_row(run, p->fc_csv, row);
     }
     free(acc);
-    free(wr);
+    free(pred);
+    const double ln = ar.lambda_neuron, lp = ar.lambda_pooled;
+    calm_ar_free(&ar);
     TESS_CHECK(st);
     tess_log_info("forecast (held-out tail, %lld windows, %lld frames ahead, head %s): MSE model "
-                  "%.4f, ridge AR %.4f, copy-last %.4f; prediction score model %.4f, ridge AR %.4f",
-                  (long long)p->ntest, (long long)H, calm_head_names[p->datc.head].name, sm, sr,
-                  sc, 1.0 - sm / sc, 1.0 - sr / sc);
+                  "%.4f, copy-last %.4f, context mean %.4f, ridge AR %.4f (lambda %g), pooled AR "
+                  "%.4f (lambda %g); prediction score model %.4f, context mean %.4f, ridge AR "
+                  "%.4f, pooled AR %.4f",
+                  (long long)p->ntest, (long long)H, calm_head_names[p->datc.head].name, mean[0],
+                  mean[1], mean[2], mean[3], ln, mean[4], lp, 1.0 - mean[0] / mean[1],
+                  1.0 - mean[2] / mean[1], 1.0 - mean[3] / mean[1], 1.0 - mean[4] / mean[1]);
     return TESS_OK;
 }
 

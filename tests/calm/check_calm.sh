@@ -88,7 +88,7 @@ bad)
 smoke)
   rm -rf smoke
   "$mpiexec" -n 2 "$exe" --set run.dir=smoke --set run.plots=false "$@" | tee smoke.log
-  score=$(awk -F, 'NR > 1 { m += $2; c += $4 } END { printf "%.6f", 1 - m / c }' smoke/forecast.csv)
+  score=$(awk -F, 'NR > 1 { m += $2; c += $3 } END { printf "%.6f", 1 - m / c }' smoke/forecast.csv)
   echo "prediction score over the horizon: $score"
   awk -v s="$score" 'BEGIN { exit !(s > 0) }' || fail "the DAT does not beat copy-last (score $score)"
   ;;

@@ -16,9 +16,9 @@
 #include "nn/registry.h" /* tess_registry_* */
 #include "tess_test.h"
 
-enum { B = 2, N = 5, M = 6, K = 16, U = 20, S = 3, P = 3 };
+enum { B = 2, N = 5, M = 6, K = 16, U = 20, S = 3, P = 3, A = 2 };
 static calm_dat_config CFG = {.K = K, .d = 16, .layers = 2, .heads = 2, .ffn = 32, .units = U,
-                              .sessions = S, .max_N = N, .M = M, .P = P};
+                              .sessions = S, .max_N = N, .M = M, .P = P, .ahead = A};
 
 static int32_t draw(uint64_t what, uint64_t i, int32_t n) {
     return (int32_t)(tess_rng_u64((tess_rng_key){3, 0}, tess_rng_ctr(TESS_RNG_PURPOSE_TEST, what), i) %
@@ -39,8 +39,8 @@ static void make_batch(batch *x) {
     x->count[0] = N, x->count[1] = 3;
 }
 
-/* Outputs per row (b, n, m): the K logits, then (with the patch head) the P predicted frames. */
-enum { O = K + P };
+/* Outputs per row (b, n, m): the K logits, then (with the patch head) the A P predicted frames. */
+enum { O = K + A * P };
 
 static double run(calm_dat *m, const batch *x, float *out) {
     int64_t pairs;
@@ -48,8 +48,8 @@ static double run(calm_dat *m, const batch *x, float *out) {
     for (int r = 0; out && r < B * N * M; r++) {
         memcpy(out + r * O, calm_dat_logits(m) + r * K, sizeof(float) * K);
         if (CFG.head == CALM_HEAD_BOTH)
-            memcpy(out + r * O + K, calm_dat_patch_pred(m) + r * P, sizeof(float) * P);
-        else memset(out + r * O + K, 0, sizeof(float) * P);
+            memcpy(out + r * O + K, calm_dat_patch_pred(m) + r * A * P, sizeof(float) * A * P);
+        else memset(out + r * O + K, 0, sizeof(float) * A * P);
     }
     return loss / (double)pairs;
 }
@@ -135,6 +135,37 @@ static int cmp_abs_desc(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
+/* The `want` largest gradients among parameters [lo, hi) of the flat buffer against central
+ * differences of the mean loss; returns how many are off by > 5 % (worst in *worst). */
+static int fd_check(calm_dat *m, tess_registry *reg, const batch *x, int64_t lo, int64_t hi,
+                    int want, int *checked, double *worst) {
+    float *p = tess_registry_params(reg), *g = tess_registry_grads(reg);
+    float *sorted = malloc((size_t)(hi - lo) * sizeof(float));
+    memcpy(sorted, g + lo, (size_t)(hi - lo) * sizeof(float));
+    qsort(sorted, (size_t)(hi - lo), sizeof(float), cmp_abs_desc);
+    const float thresh = fabsf(sorted[want < hi - lo ? want - 1 : hi - lo - 1]);
+    free(sorted);
+    int bad = 0;
+    *checked = 0;
+    for (int64_t i = lo; i < hi && *checked < want; i++) {
+        if (fabsf(g[i]) < thresh || fabsf(g[i]) == 0.0f) continue;
+        const float keep = p[i], h = 1e-2f;
+        p[i] = keep + h;
+        double up = run(m, x, NULL);
+        p[i] = keep - h;
+        double dn = run(m, x, NULL);
+        p[i] = keep;
+        double fd = (up - dn) / (2.0 * h), err = fabs(fd - g[i]) / fmax(fabs(fd), fabs(g[i]));
+        *worst = fmax(*worst, err);
+        bad += err > 0.05;
+        (*checked)++;
+    }
+    return bad;
+}
+
+/* The backward against central differences: the 40 largest gradients of the model, and the 6
+ * largest of every entry (so the patch input and both heads are covered however small their
+ * gradients are next to the rest). */
 static void test_gradient(calm_dat *m, tess_registry *reg) {
     batch x;
     make_batch(&x);
@@ -142,43 +173,36 @@ static void test_gradient(calm_dat *m, tess_registry *reg) {
     int64_t pairs;
     calm_dat_forward(m, x.tok, x.fr, x.unit, x.sess, x.count, B, &pairs);
     calm_dat_backward(m, 1.0f / (float)pairs);
-    const int64_t np = tess_registry_local_total(reg);
-    float *p = tess_registry_params(reg), *g = tess_registry_grads(reg);
-    float *sorted = malloc((size_t)np * sizeof(float));
-    memcpy(sorted, g, (size_t)np * sizeof(float));
-    qsort(sorted, (size_t)np, sizeof(float), cmp_abs_desc);
-    const float thresh = fabsf(sorted[40]);
     int checked = 0, bad = 0;
     double worst = 0.0;
-    for (int64_t i = 0; i < np && checked < 40; i++) {
-        if (fabsf(g[i]) < thresh || fabsf(g[i]) == 0.0f) continue;
-        const float keep = p[i], h = 1e-2f;
-        p[i] = keep + h;
-        double up = run(m, &x, NULL);
-        p[i] = keep - h;
-        double dn = run(m, &x, NULL);
-        p[i] = keep;
-        double fd = (up - dn) / (2.0 * h), err = fabs(fd - g[i]) / fmax(fabs(fd), fabs(g[i]));
-        worst = fmax(worst, err);
-        bad += err > 0.05;
-        checked++;
-    }
-    free(sorted);
+    bad = fd_check(m, reg, &x, 0, tess_registry_local_total(reg), 40, &checked, &worst);
     TESS_TEST_CHECK(checked >= 40 && bad == 0,
                     "%d of %d largest gradients off the central difference by > 5 %% (worst %.3g)",
                     bad, checked, worst);
+    for (int64_t e = 0; e < tess_registry_count(reg); e++) {
+        const tess_registry_entry *en = tess_registry_get(reg, e);
+        worst = 0.0;
+        bad = fd_check(m, reg, &x, en->flat_offset, en->flat_offset + en->local_count, 6, &checked,
+                       &worst);
+        TESS_TEST_CHECK(checked >= 1 && bad == 0, "%s: %d of %d gradients off by > 5 %% (worst %.3g)",
+                        en->name, bad, checked, worst);
+    }
 }
 
-/* With dat.phead zeroed the patch head predicts the last observed frame (copy-last), and the
- * summed MSE part of the loss is the mean squared change of each real next patch. */
+/* With dat.phead (and the skip) zeroed the patch head predicts the last observed frame (copy-last), and the
+ * summed MSE part of the loss is the squared change of the (up to A) real next patches over
+ * A P, the last rows having fewer. */
 static void test_copy_last(calm_dat *m, tess_registry *reg) {
     batch x;
     make_batch(&x);
     const int64_t e = tess_registry_find(reg, "dat.phead");
-    float *w = tess_registry_param(reg, e), keep[P * 16];
-    const int64_t nw = tess_registry_get(reg, e)->local_count;
+    float *w = tess_registry_param(reg, e), keep[A * P * 16], keep_skip[A * P * M * P];
+    const int64_t nw = tess_registry_get(reg, e)->local_count, sk = tess_registry_find(reg, "dat.patch_skip");
+    float *ws = sk >= 0 ? tess_registry_param(reg, sk) : NULL;
+    const int64_t ns = sk >= 0 ? tess_registry_get(reg, sk)->local_count : 0;
     memcpy(keep, w, sizeof(float) * (size_t)nw);
     memset(w, 0, sizeof(float) * (size_t)nw);
+    if (ws) memcpy(keep_skip, ws, sizeof(float) * (size_t)ns), memset(ws, 0, sizeof(float) * (size_t)ns);
     int64_t pairs;
     calm_dat_forward(m, x.tok, x.fr, x.unit, x.sess, x.count, B, &pairs);
     double ce, mse, want = 0.0;
@@ -188,13 +212,14 @@ static void test_copy_last(calm_dat *m, tess_registry *reg) {
         for (int n = 0; n < x.count[b]; n++)
             for (int t = 0; t < M; t++) {
                 const float *f = x.fr + ((b * N + n) * M + t) * P;
-                const float *pr = calm_dat_patch_pred(m) + ((b * N + n) * M + t) * P;
-                for (int i = 0; i < P; i++) {
+                const float *pr = calm_dat_patch_pred(m) + ((b * N + n) * M + t) * A * P;
+                for (int i = 0; i < A * P; i++) {
                     exact &= pr[i] == f[P - 1];
-                    if (t + 1 < M) want += pow(f[P + i] - f[P - 1], 2) / P;
+                    if (t + 1 + i / P < M) want += pow(f[P + i] - f[P - 1], 2) / (A * P);
                 }
             }
     memcpy(w, keep, sizeof(float) * (size_t)nw);
+    if (ws) memcpy(ws, keep_skip, sizeof(float) * (size_t)ns);
     TESS_TEST_CHECK(exact, "zeroed patch head: every prediction is the last observed frame");
     TESS_TEST_CHECK(fabs(mse - want) < 1e-4 * want, "patch MSE %.6g is copy-last's %.6g", mse, want);
     TESS_TEST_CHECK(pairs == (N + 3) * (M - 1), "pairs %lld", (long long)pairs);
@@ -214,6 +239,9 @@ static void check_model(void) {
         float *w = tess_registry_param(reg, e);
         for (int64_t i = 0; i < tess_registry_get(reg, e)->local_count; i++) w[i] *= 10.0f;
     }
+    const int64_t sk = tess_registry_find(reg, "dat.patch_skip"); /* zeros at init: fill it */
+    for (int64_t i = 0; sk >= 0 && i < tess_registry_get(reg, sk)->local_count; i++)
+        tess_registry_param(reg, sk)[i] = (float)(draw(5, (uint64_t)i, 201) - 100) / 500.0f;
     test_causal(m);
     test_padding(m);
     test_permutation(m);
@@ -229,6 +257,8 @@ int main(int argc, char **argv) {
     check_model();
     CFG.head = CALM_HEAD_BOTH; /* both heads, the frames entering through the patch input */
     CFG.patch_input = true;
+    check_model();
+    CFG.skip = 3; /* and the head's linear skip over 3 patches */
     check_model();
     calm_dat_config bad = CFG;
     bad.heads = 3;
