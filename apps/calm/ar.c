@@ -59,18 +59,25 @@ static double val_loss(const double *W, const double *Av, const double *Bv, int6
     return e;
 }
 
+tess_status calm_ar_check(const calm_session *sess, int64_t nsess, int64_t lags, int64_t H,
+                          double val_fraction) {
+    for (int64_t k = 0; k < nsess; k++) {
+        const int64_t v0 = (int64_t)floor((1.0 - val_fraction) * (double)sess[k].train_T);
+        TESS_REQUIRE(v0 >= lags + H && sess[k].train_T - v0 >= 2 * H, TESS_ERR_DATA,
+                     "'%s': %lld training frames are too few for the ridge AR baselines (%lld lags "
+                     "and %lld frames ahead before the validation slice, the last %g %% of them, "
+                     "and %lld in it)",
+                     sess[k].name, (long long)sess[k].train_T, (long long)lags, (long long)H,
+                     100.0 * val_fraction, (long long)(2 * H));
+    }
+    return TESS_OK;
+}
+
 tess_status calm_ar_fit(calm_ar *ar, const calm_session *sess, int64_t nsess, int64_t units,
                         int64_t lags, int64_t H, double val_fraction) {
     *ar = (calm_ar){.lags = lags, .H = H};
     const int64_t LL = lags * lags, LH = lags * H;
-    for (int64_t k = 0; k < nsess; k++) {
-        const int64_t v0 = (int64_t)floor((1.0 - val_fraction) * (double)sess[k].train_T);
-        TESS_REQUIRE(v0 >= lags + H && sess[k].train_T - v0 >= 2 * H, TESS_ERR_DATA,
-                     "'%s': %lld training frames are too few for the ridge AR baselines (%lld lags, "
-                     "%lld frames ahead, validation slice %g)",
-                     sess[k].name, (long long)sess[k].train_T, (long long)lags, (long long)H,
-                     val_fraction);
-    }
+    TESS_CHECK(calm_ar_check(sess, nsess, lags, H, val_fraction));
     /* per unit: fit-part, validation-part and all-training normal equations */
     double *nA = calloc((size_t)(units * 3 * LL), sizeof(double));
     double *nB = calloc((size_t)(units * 3 * LH), sizeof(double));

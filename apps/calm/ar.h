@@ -25,9 +25,13 @@ typedef struct {
     double *w_pooled;                    /* (H, lags) */
 } calm_ar;
 
+/* TESS_ERR_DATA naming the first session whose training part is too short for the fit (lags +
+ * H frames before the validation slice, 2 H in it). Pure. */
+tess_status calm_ar_check(const calm_session *sess, int64_t nsess, int64_t lags, int64_t H,
+                          double val_fraction);
+
 /* Fit both baselines on sessions (nsess, their units numbered by unit0, frames below train_T
- * only). lags >= 2, H >= 1, val_fraction in (0, 1); every session needs lags + 2 H frames in
- * each part (TESS_ERR_DATA naming the session otherwise). */
+ * only). lags >= 2, H >= 1, val_fraction in (0, 1); calm_ar_check first. */
 tess_status calm_ar_fit(calm_ar *ar, const calm_session *sess, int64_t nsess, int64_t units,
                         int64_t lags, int64_t H, double val_fraction);
 void calm_ar_free(calm_ar *ar);

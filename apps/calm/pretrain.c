@@ -55,8 +55,8 @@ const tess_opt calm_model_opts[] = {
     TESS_OPT_ENUM("head", "both", calm_head_names,
                   "next-step loss: token (CE), patch (next-patch MSE, NLinear form) or both"),
     TESS_OPT_BOOL("patch_input", true, "add a linear map of each patch's frames to its embedding"),
-    TESS_OPT_INT("ahead", 1, 1, 255, "patches the patch head predicts from each position"),
-    TESS_OPT_INT("skip", 0, 0, 256, "patches the patch head's linear skip reads (0: none)"),
+    TESS_OPT_INT("ahead", 4, 1, 255, "patches the patch head predicts from each position"),
+    TESS_OPT_INT("skip", 4, 0, 256, "patches the patch head's linear skip reads (0: none)"),
 };
 const int64_t calm_model_nopts = sizeof calm_model_opts / sizeof calm_model_opts[0];
 
@@ -69,7 +69,7 @@ const tess_opt calm_data_opts[] = {
 const int64_t calm_data_nopts = sizeof calm_data_opts / sizeof calm_data_opts[0];
 
 const tess_opt calm_train_opts[] = {
-    TESS_OPT_INT("steps", 200, 1, 10000000, "stage 2 (DAT) steps"),
+    TESS_OPT_INT("steps", 300, 1, 10000000, "stage 2 (DAT) steps"),
     TESS_OPT_INT("batch", 8, 1, 1 << 20, "GLOBAL windows per step; a multiple of the ranks"),
     TESS_OPT_REAL("lr", 1e-3, 1e-7, 1.0, "AdamW peak learning rate (cosine after warm-up)"),
     TESS_OPT_INT("warmup", 20, 0, 1000000, "warm-up steps"),
@@ -224,6 +224,9 @@ static void trace(const calm_session *s, int64_t n, int64_t t0, int64_t L, float
     for (int64_t t = 0; t < L; t++) out[t] = s->x[(t0 + t) * s->N + n];
 }
 
+enum { AR_LAGS = 16 };              /* lags of the AR baselines (4 patches at P = 4) */
+static const double VAL_FRACTION = 0.2; /* validation slice: the end of the training part */
+
 /* ---- setup --------------------------------------------------------------------------------- */
 
 static tess_status make_models(calm_pretrain *p, const tess_group *g, uint64_t seed) {
@@ -306,6 +309,7 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
                                 .skip = tess_config_int(cfg, "model.skip"),
                                 .head = (calm_head)tess_config_enum(cfg, "model.head")};
     TESS_CHECK(calm_dat_check(&p->datc, p->dat_b));
+    TESS_CHECK(calm_ar_check(p->sess, p->nsess, AR_LAGS, p->horizon * p->tokc.P, VAL_FRACTION));
     tess_run_set_total(run, (double)(p->tok_steps + p->dat_steps), p->tok_steps + p->dat_steps);
     tess_run_local_from_here(run);
 
@@ -644,9 +648,6 @@ static void forecast(calm_pretrain *p, int64_t B, int64_t Mc) {
         }
     }
 }
-
-enum { AR_LAGS = 16 };              /* lags of the AR baselines (4 patches at P = 4) */
-static const double VAL_FRACTION = 0.2; /* validation slice: the end of the training part */
 
 tess_status calm_pretrain_finish(tess_run *run, calm_pretrain *p) {
     const tess_group *g = tess_run_group(run);

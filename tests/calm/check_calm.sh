@@ -12,8 +12,10 @@
 #   bad:   bad recordings in data.files, on 2 ranks: a file without /gcamp/trace_array, NaN in
 #          the traces, fewer frames than one window - each exit 65 with a message naming the
 #          file and the problem (the NaN file is written with h5py: skipped, 77, without it).
-#   smoke: a short pretraining on simulated data on 2 ranks: the DAT's forecast of the held-out
-#          tail beats copy-last (prediction score > 0 averaged over the horizon).
+#   smoke: the spec's end-to-end smoke test: a short pretraining on simulated data on 2 ranks
+#          (small model, 50 tokenizer + 300 DAT steps, the default heads) - the DAT's forecast of
+#          the held-out tail beats copy-last (prediction score 1 - MSE/MSE_copy-last > 0.02 over
+#          the 16 horizon frames; measured 0.07).
 set -euo pipefail
 mpiexec=$1 exe=$2 ckpt=$3 mode=$4; shift 4
 fail() { echo "check_calm: FAIL: $*" >&2; exit 1; }
@@ -87,9 +89,11 @@ bad)
   ;;
 smoke)
   rm -rf smoke
-  "$mpiexec" -n 2 "$exe" --set run.dir=smoke --set run.plots=false "$@" | tee smoke.log
+  "$mpiexec" -n 2 "$exe" "${small[@]}" --set tok.steps=50 --set train.steps=300 \
+    --set run.dir=smoke > smoke.log 2>&1 || { cat smoke.log; fail "the run failed"; }
+  grep "^forecast" smoke.log
   score=$(awk -F, 'NR > 1 { m += $2; c += $3 } END { printf "%.6f", 1 - m / c }' smoke/forecast.csv)
   echo "prediction score over the horizon: $score"
-  awk -v s="$score" 'BEGIN { exit !(s > 0) }' || fail "the DAT does not beat copy-last (score $score)"
+  awk -v s="$score" 'BEGIN { exit !(s > 0.02) }' || fail "the DAT does not beat copy-last (score $score)"
   ;;
 esac
