@@ -59,6 +59,9 @@ typedef struct {
     float *x;       /* (traces, M P) */
     int32_t *ids;   /* (traces, M) */
     int32_t *tokens, *unit, *sid, *count; /* (B, N, M), (B, N), (B), (B) */
+    float *frames;  /* (B, N, M P) the windows' z-scored frames */
+    uint16_t *cache;  /* token ids of every window (training, then test) and neuron, (.., M) */
+    int64_t *win_off; /* (windows + 1) offset of window k's ids in cache */
     int64_t *perm;  /* (units + 1) */
     int tok_csv, dat_csv, fc_csv;
 } calm_pretrain;

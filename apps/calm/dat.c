@@ -10,6 +10,7 @@
 #include "nn/block.h"      /* tess_nn_attn_sub_*, tess_nn_ffn_sub_*, tess_nn_block_scratch */
 #include "nn/ffn.h"        /* tess_nn_ffn_dense_create */
 #include "nn/head.h"       /* tess_nn_embedp_*, tess_nn_lmhead_* */
+#include "nn/linear.h"     /* tess_nn_linear_* */
 #include "nn/loss.h"       /* tess_nn_crossentropy_* */
 #include "tensor/tensor.h" /* tess_tensor_permute_0213* */
 
@@ -26,7 +27,9 @@ struct calm_dat {
     tess_registry *reg; /* borrowed */
     tess_nn_embedp tok, unit, sess;
     dat_layer *layers;
-    tess_nn_lmhead head;
+    tess_nn_lmhead head, phead; /* token head (K), patch head (ahead P) */
+    int64_t win;                /* registry index of W_in (d, P), or -1 */
+    int64_t wskip;              /* registry index of W_skip (ahead P, skip P), or -1 */
     tess_nn_block_scratch scr;
     tess_arena arena;
     float **x;                   /* (layers + 1) residual stream entering layer l, (R, d) */
@@ -35,8 +38,17 @@ struct calm_dat {
     float *da, *db;              /* (R, d) gradients of the residual stream */
     int32_t *uid, *sid, *target; /* (R) per row: unit id, session id, next token or -1 */
     uint8_t *kmask;              /* (B*M, max_N) */
+    float *pres, *ppred;         /* (R, ahead P) residual targets x[m+1+j] - x[m, P-1], predictions */
+    uint8_t *has_next;           /* (R) the row is a real neuron with a next patch */
+    int32_t *nnext;              /* (R) patches after m that exist (at most ahead), 0 if padded */
+    float *xc;                   /* (R, skip P) the last skip patches' frames minus the last frame */
+    const float *frames;         /* (R, P) of the last forward, borrowed */
     int64_t B, pairs;
+    double ce, mse;
 };
+
+static bool token_head(const calm_dat *m) { return m->c.head != CALM_HEAD_PATCH; }
+static bool patch_head(const calm_dat *m) { return m->c.head != CALM_HEAD_TOKEN; }
 
 static int64_t rows(const calm_dat *m, int64_t B) { return B * m->c.max_N * m->c.M; }
 
@@ -58,6 +70,17 @@ tess_status calm_dat_check(const calm_dat_config *c, int64_t max_B) {
                  (long long)c->max_N);
     TESS_REQUIRE(c->M >= 2, TESS_ERR_CONFIG, "model.patches = %lld must be >= 2 (next-token pairs)",
                  (long long)c->M);
+    TESS_REQUIRE(c->head >= 0 && c->head < CALM_HEAD_COUNT, TESS_ERR_CONFIG,
+                 "model.head = %d is not a head kind", (int)c->head);
+    TESS_REQUIRE(c->P >= 1 || (!c->patch_input && c->head == CALM_HEAD_TOKEN), TESS_ERR_CONFIG,
+                 "the patch input and the patch head need tok.patch >= 1 (got %lld)",
+                 (long long)c->P);
+    TESS_REQUIRE(c->skip >= 0 && c->skip <= c->M, TESS_ERR_CONFIG,
+                 "model.skip = %lld must be in [0, tok.patches = %lld]", (long long)c->skip,
+                 (long long)c->M);
+    TESS_REQUIRE(c->head == CALM_HEAD_TOKEN || (c->ahead >= 1 && c->ahead < c->M),
+                 TESS_ERR_CONFIG, "model.ahead = %lld must be in [1, tok.patches = %lld)",
+                 (long long)c->ahead, (long long)c->M);
     TESS_REQUIRE(max_B >= 1, TESS_ERR_CONFIG, "the batch must hold at least one window");
     return TESS_OK;
 }
@@ -105,9 +128,30 @@ static tess_status build_pieces(calm_dat *m) {
         m->scr.nffn = nffn > m->scr.nffn ? nffn : m->scr.nffn;
     }
     m->scr.nc = R * c->d;
-    m->head = (tess_nn_lmhead){.V = c->K, .C = c->d, .max_N = R, .std = std,
-                               .norm = {.kind = TESS_NN_NORM_LAYER, .C = c->d, .eps = 1e-5f}};
-    TESS_CHECK(tess_nn_lmhead_add_params(&m->head, m->reg, "dat.norm_f", "dat.head"));
+    m->win = -1;
+    if (c->patch_input) {
+        const int64_t shape[2] = {c->d, c->P};
+        const tess_layout rep = tess_layout_replicated();
+        TESS_CHECK(tess_registry_add(m->reg, "dat.patch_in", 2, shape, &rep, &m->win));
+        TESS_CHECK(tess_registry_set_init(m->reg, m->win, tess_init_normal(0.0, std)));
+    }
+    m->wskip = -1;
+    if (c->skip > 0 && patch_head(m)) { /* zeros: the head starts at copy-last exactly */
+        const int64_t shape[2] = {c->ahead * c->P, c->skip * c->P};
+        const tess_layout rep = tess_layout_replicated();
+        TESS_CHECK(tess_registry_add(m->reg, "dat.patch_skip", 2, shape, &rep, &m->wskip));
+        TESS_CHECK(tess_registry_set_init(m->reg, m->wskip, tess_init_zeros()));
+    }
+    const tess_nn_normp norm = {.kind = TESS_NN_NORM_LAYER, .C = c->d, .eps = 1e-5f};
+    if (token_head(m)) {
+        m->head = (tess_nn_lmhead){.V = c->K, .C = c->d, .max_N = R, .std = std, .norm = norm};
+        TESS_CHECK(tess_nn_lmhead_add_params(&m->head, m->reg, "dat.norm_f", "dat.head"));
+    }
+    if (patch_head(m)) {
+        m->phead = (tess_nn_lmhead){.V = c->ahead * c->P, .C = c->d, .max_N = R, .std = std,
+                                    .norm = norm};
+        TESS_CHECK(tess_nn_lmhead_add_params(&m->phead, m->reg, "dat.pnorm_f", "dat.phead"));
+    }
     return TESS_OK;
 }
 
@@ -125,16 +169,26 @@ static tess_status carve(calm_dat *m, tess_arena *a) {
         TESS_CHECK(tess_arena_floats(a, Rd, &L->q));
         TESS_CHECK(tess_arena_floats(a, Rd, &L->f));
     }
-    TESS_CHECK(tess_nn_lmhead_carve(&m->head, a));
+    if (token_head(m)) {
+        TESS_CHECK(tess_nn_lmhead_carve(&m->head, a));
+        TESS_CHECK(tess_arena_floats(a, R * c->K, &m->probs));
+    }
+    if (patch_head(m)) {
+        TESS_CHECK(tess_nn_lmhead_carve(&m->phead, a));
+        TESS_CHECK(tess_arena_floats(a, R * c->ahead * c->P, &m->pres));
+        TESS_CHECK(tess_arena_floats(a, R * c->ahead * c->P, &m->ppred));
+        TESS_CHECK(tess_arena_floats(a, R * (c->skip > 0 ? c->skip : 1) * c->P, &m->xc));
+    }
     TESS_CHECK(tess_arena_floats(a, Rd, &m->eu));
     TESS_CHECK(tess_arena_floats(a, Rd, &m->es));
-    TESS_CHECK(tess_arena_floats(a, R * c->K, &m->probs));
     TESS_CHECK(tess_arena_floats(a, Rd, &m->da));
     TESS_CHECK(tess_arena_floats(a, Rd, &m->db));
     TESS_CHECK(tess_arena_alloc(a, (size_t)R * sizeof(int32_t), (void **)&m->uid));
     TESS_CHECK(tess_arena_alloc(a, (size_t)R * sizeof(int32_t), (void **)&m->sid));
     TESS_CHECK(tess_arena_alloc(a, (size_t)R * sizeof(int32_t), (void **)&m->target));
     TESS_CHECK(tess_arena_alloc(a, (size_t)(m->max_B * c->M * c->max_N), (void **)&m->kmask));
+    TESS_CHECK(tess_arena_alloc(a, (size_t)R, (void **)&m->has_next));
+    TESS_CHECK(tess_arena_alloc(a, (size_t)R * sizeof(int32_t), (void **)&m->nnext));
     TESS_CHECK(tess_nn_block_scratch_carve(&m->scr, a));
     return TESS_OK;
 }
@@ -183,13 +237,53 @@ void calm_dat_destroy(calm_dat **pm) {
     *pm = NULL;
 }
 
-double calm_dat_forward(calm_dat *m, const int32_t *tokens, const int32_t *unit,
-                        const int32_t *session, const int32_t *count, int64_t B, int64_t *pairs) {
+/* The patch head's loss: predictions (the last observed frame added back), residual targets of
+ * the nnext[r] existing patches after row r, and the summed per-pair MSE (the squared errors of
+ * those frames divided by ahead P) into m->mse. */
+static void patch_loss(calm_dat *m, int64_t R) {
+    const int64_t P = m->c.P, AP = m->c.ahead * P;
+    float *y = m->phead.logits;
+    if (m->wskip >= 0) { /* y += W_skip xc, through ppred as scratch */
+        const int64_t S = m->c.skip, SP = S * P;
+        for (int64_t r = 0; r < R; r++) {
+            /* patches t - S + 1 .. t of the row's neuron (t = r mod M), before patch 0: zeros */
+            const int64_t t = r % m->c.M;
+            const float last = m->frames[r * P + P - 1];
+            for (int64_t j = 0; j < S; j++) {
+                const int64_t back = S - 1 - j; /* patches before t */
+                for (int64_t i = 0; i < P; i++)
+                    m->xc[r * SP + j * P + i] =
+                        back <= t ? m->frames[(r - back) * P + i] - last : 0.0f;
+            }
+        }
+        tess_nn_linear_forward(m->ppred, m->xc, tess_registry_param(m->reg, m->wskip), NULL, R, SP,
+                               AP);
+        for (int64_t i = 0; i < R * AP; i++) y[i] += m->ppred[i];
+    }
+    m->mse = 0.0;
+    for (int64_t r = 0; r < R; r++) {
+        const float last = m->frames[r * P + P - 1];
+        for (int64_t i = 0; i < AP; i++) m->ppred[r * AP + i] = last + y[r * AP + i];
+        double e = 0.0;
+        for (int64_t i = 0; i < m->nnext[r] * P; i++) {
+            m->pres[r * AP + i] = m->frames[(r + 1) * P + i] - last;
+            e += pow((double)y[r * AP + i] - m->pres[r * AP + i], 2);
+        }
+        m->mse += e / (double)AP;
+    }
+}
+
+double calm_dat_forward(calm_dat *m, const int32_t *tokens, const float *frames,
+                        const int32_t *unit, const int32_t *session, const int32_t *count,
+                        int64_t B, int64_t *pairs) {
     TESS_ASSERT(B >= 1 && B <= m->max_B && tess_registry_is_final(m->reg));
     const calm_dat_config *c = &m->c;
     const int64_t N = c->max_N, M = c->M, d = c->d, R = rows(m, B);
+    TESS_ASSERT(frames || (!c->patch_input && !patch_head(m)));
     m->B = B;
     m->pairs = 0;
+    m->frames = frames;
+    m->ce = m->mse = 0.0;
     for (int64_t b = 0; b < B; b++) {
         TESS_ASSERT(count[b] >= 0 && count[b] <= N);
         for (int64_t n = 0; n < N; n++)
@@ -199,6 +293,9 @@ double calm_dat_forward(calm_dat *m, const int32_t *tokens, const int32_t *unit,
                 m->sid[r] = session[b];
                 bool real = n < count[b] && t + 1 < M;
                 m->target[r] = real ? tokens[r + 1] : -1;
+                m->has_next[r] = real;
+                const int64_t left = M - 1 - t;
+                m->nnext[r] = n < count[b] ? (int32_t)(left < c->ahead ? left : c->ahead) : 0;
                 m->pairs += real;
             }
         for (int64_t t = 0; t < M; t++)
@@ -209,6 +306,11 @@ double calm_dat_forward(calm_dat *m, const int32_t *tokens, const int32_t *unit,
     tess_nn_embedp_forward(&m->unit, m->eu, m->uid, R);
     tess_nn_embedp_forward(&m->sess, m->es, m->sid, R);
     for (int64_t i = 0; i < R * d; i++) x0[i] += m->eu[i] + m->es[i];
+    if (c->patch_input) { /* x0 += frames W_in^T, through eu as scratch */
+        tess_nn_linear_forward(m->eu, frames, tess_registry_param(m->reg, m->win), NULL, R, c->P,
+                               d);
+        for (int64_t i = 0; i < R * d; i++) x0[i] += m->eu[i];
+    }
     for (int64_t l = 0; l < c->layers; l++) {
         dat_layer *L = &m->layers[l];
         tess_nn_attn_sub_forward(&L->tatt, L->t, m->x[l], NULL, B * N, &m->scr);
@@ -217,23 +319,46 @@ double calm_dat_forward(calm_dat *m, const int32_t *tokens, const int32_t *unit,
         tess_nn_ffn_sub_forward(&L->ffn, L->f, L->q, R, &m->scr);
         tess_tensor_permute_0213(m->x[l + 1], L->f, B, M, N, d);
     }
-    tess_nn_lmhead_forward(&m->head, m->x[c->layers], R);
     *pairs = m->pairs;
-    if (m->pairs == 0) return 0.0;
-    return (double)tess_nn_crossentropy_forward(m->probs, m->head.logits, m->target, R, c->K) *
-           (double)m->pairs;
+    if (token_head(m)) {
+        tess_nn_lmhead_forward(&m->head, m->x[c->layers], R);
+        if (m->pairs > 0)
+            m->ce = (double)tess_nn_crossentropy_forward(m->probs, m->head.logits, m->target, R,
+                                                         c->K) *
+                    (double)m->pairs;
+    }
+    if (patch_head(m)) {
+        tess_nn_lmhead_forward(&m->phead, m->x[c->layers], R);
+        patch_loss(m, R);
+    }
+    return m->ce + m->mse;
 }
 
 void calm_dat_backward(calm_dat *m, float scale) {
     const calm_dat_config *c = &m->c;
     const int64_t B = m->B, N = c->max_N, M = c->M, d = c->d, R = rows(m, B);
-    float *dlogits = m->head.logits; /* dead after the loss */
-    memset(dlogits, 0, (size_t)(R * c->K) * sizeof(float));
-    if (m->pairs > 0)
-        tess_nn_crossentropy_backward(dlogits, m->probs, m->target, R, c->K,
-                                      scale * (float)m->pairs);
     memset(m->da, 0, (size_t)(R * d) * sizeof(float));
-    tess_nn_lmhead_backward(&m->head, m->da, m->scr.dtmp, dlogits);
+    if (token_head(m)) {
+        float *dlogits = m->head.logits; /* dead after the loss */
+        memset(dlogits, 0, (size_t)(R * c->K) * sizeof(float));
+        if (m->pairs > 0)
+            tess_nn_crossentropy_backward(dlogits, m->probs, m->target, R, c->K,
+                                          scale * (float)m->pairs);
+        tess_nn_lmhead_backward(&m->head, m->da, m->scr.dtmp, dlogits);
+    }
+    if (patch_head(m)) { /* d/dy of scale * sum over pairs of mean_i (y - res)^2, in place */
+        const int64_t AP = c->ahead * c->P;
+        float *dy = m->phead.logits;
+        const float k = 2.0f * scale / (float)AP;
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t i = 0; i < AP; i++)
+                dy[r * AP + i] = i < m->nnext[r] * c->P ? k * (dy[r * AP + i] - m->pres[r * AP + i])
+                                                         : 0.0f;
+        if (m->wskip >= 0)
+            tess_nn_linear_backward(NULL, tess_registry_grad(m->reg, m->wskip), NULL, dy, m->xc,
+                                    tess_registry_param(m->reg, m->wskip), R, c->skip * c->P, AP);
+        tess_nn_lmhead_backward(&m->phead, m->da, m->scr.dtmp, dy);
+    }
     for (int64_t l = c->layers - 1; l >= 0; l--) {
         dat_layer *L = &m->layers[l];
         /* da: d/d x[l+1] (B,N,M,d) -> db: d/d f (B,M,N,d) */
@@ -248,6 +373,22 @@ void calm_dat_backward(calm_dat *m, float scale) {
     tess_nn_embedp_backward(&m->tok, m->da);
     tess_nn_embedp_backward(&m->unit, m->da);
     tess_nn_embedp_backward(&m->sess, m->da);
+    if (c->patch_input)
+        tess_nn_linear_backward(NULL, tess_registry_grad(m->reg, m->win), NULL, m->da, m->frames,
+                                tess_registry_param(m->reg, m->win), R, c->P, d);
 }
 
-const float *calm_dat_logits(const calm_dat *m) { return m->head.logits; }
+void calm_dat_loss_parts(const calm_dat *m, double *ce, double *mse) {
+    *ce = m->ce;
+    *mse = m->mse;
+}
+
+const float *calm_dat_logits(const calm_dat *m) {
+    TESS_ASSERT(token_head(m));
+    return m->head.logits;
+}
+
+const float *calm_dat_patch_pred(const calm_dat *m) {
+    TESS_ASSERT(patch_head(m));
+    return m->ppred;
+}

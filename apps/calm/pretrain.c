@@ -17,9 +17,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ar.h"            /* calm_ar_* */
 #include "calm.h"
 #include "core/log.h"     /* tess_log_info */
 #include "core/rng.h"     /* tess_rng_* */
+#include "io/h5.h"        /* tess_h5_* */
 #include "io/traces.h"    /* tess_traces_import_flavell */
 #include "nn/state.h"     /* tess_state_add_registry */
 #include "optim/adamw.h"  /* tess_adamw_* */
@@ -50,6 +52,11 @@ const tess_opt calm_model_opts[] = {
     TESS_OPT_INT("heads", 4, 1, 64, "attention heads"),
     TESS_OPT_INT("ffn", 256, 1, 65536, "feed-forward hidden width"),
     TESS_OPT_INT("max_neurons", 64, 1, 1 << 16, "neurons per window N_max (more are subsampled)"),
+    TESS_OPT_ENUM("head", "both", calm_head_names,
+                  "next-step loss: token (CE), patch (next-patch MSE, NLinear form) or both"),
+    TESS_OPT_BOOL("patch_input", true, "add a linear map of each patch's frames to its embedding"),
+    TESS_OPT_INT("ahead", 4, 1, 255, "patches the patch head predicts from each position"),
+    TESS_OPT_INT("skip", 4, 0, 256, "patches the patch head's linear skip reads (0: none)"),
 };
 const int64_t calm_model_nopts = sizeof calm_model_opts / sizeof calm_model_opts[0];
 
@@ -62,7 +69,7 @@ const tess_opt calm_data_opts[] = {
 const int64_t calm_data_nopts = sizeof calm_data_opts / sizeof calm_data_opts[0];
 
 const tess_opt calm_train_opts[] = {
-    TESS_OPT_INT("steps", 200, 1, 10000000, "stage 2 (DAT) steps"),
+    TESS_OPT_INT("steps", 300, 1, 10000000, "stage 2 (DAT) steps"),
     TESS_OPT_INT("batch", 8, 1, 1 << 20, "GLOBAL windows per step; a multiple of the ranks"),
     TESS_OPT_REAL("lr", 1e-3, 1e-7, 1.0, "AdamW peak learning rate (cosine after warm-up)"),
     TESS_OPT_INT("warmup", 20, 0, 1000000, "warm-up steps"),
@@ -217,6 +224,9 @@ static void trace(const calm_session *s, int64_t n, int64_t t0, int64_t L, float
     for (int64_t t = 0; t < L; t++) out[t] = s->x[(t0 + t) * s->N + n];
 }
 
+enum { AR_LAGS = 16 };              /* lags of the AR baselines (4 patches at P = 4) */
+static const double VAL_FRACTION = 0.2; /* validation slice: the end of the training part */
+
 /* ---- setup --------------------------------------------------------------------------------- */
 
 static tess_status make_models(calm_pretrain *p, const tess_group *g, uint64_t seed) {
@@ -293,8 +303,13 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
                                 .ffn = tess_config_int(cfg, "model.ffn"), .units = p->units,
                                 .sessions = p->nsess,
                                 .max_N = tess_config_int(cfg, "model.max_neurons"),
-                                .M = p->tokc.M};
+                                .M = p->tokc.M, .P = p->tokc.P,
+                                .patch_input = tess_config_bool(cfg, "model.patch_input"),
+                                .ahead = tess_config_int(cfg, "model.ahead"),
+                                .skip = tess_config_int(cfg, "model.skip"),
+                                .head = (calm_head)tess_config_enum(cfg, "model.head")};
     TESS_CHECK(calm_dat_check(&p->datc, p->dat_b));
+    TESS_CHECK(calm_ar_check(p->sess, p->nsess, AR_LAGS, p->horizon * p->tokc.P, VAL_FRACTION));
     tess_run_set_total(run, (double)(p->tok_steps + p->dat_steps), p->tok_steps + p->dat_steps);
     tess_run_local_from_here(run);
 
@@ -306,11 +321,12 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
     p->x = malloc((size_t)(traces * Lw) * sizeof(float));
     p->ids = malloc((size_t)(traces * M) * sizeof(int32_t));
     p->tokens = malloc((size_t)(Bmax * N * M) * sizeof(int32_t));
+    p->frames = malloc((size_t)(Bmax * N * Lw) * sizeof(float));
     p->unit = malloc((size_t)(Bmax * N) * sizeof(int32_t));
     p->sid = malloc((size_t)Bmax * sizeof(int32_t));
     p->count = malloc((size_t)Bmax * sizeof(int32_t));
     p->perm = malloc((size_t)(p->units + 1) * sizeof(int64_t));
-    TESS_REQUIRE(p->x && p->ids && p->tokens && p->unit && p->sid && p->count && p->perm,
+    TESS_REQUIRE(p->x && p->ids && p->tokens && p->frames && p->unit && p->sid && p->count && p->perm,
                  TESS_ERR_MEM, "out of memory for the batch buffers");
 
     tess_state *st = tess_run_state(run);
@@ -320,23 +336,24 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
     TESS_CHECK(tess_adamw_describe(p->dat_opt, st, "dat/optim"));
     static const char *const tcols[] = {"tok_loss", "tok_mse", "perplexity"};
     TESS_CHECK(tess_run_metrics(run, "tokenizer", tcols, 3, true, &p->tok_csv));
-    static const char *const dcols[] = {"ce", "bits_per_token", "grad_norm", "lr"};
-    TESS_CHECK(tess_run_metrics(run, "metrics", dcols, 4, true, &p->dat_csv));
-    static const char *const fcols[] = {"horizon_frame", "mse_model",    "mse_anchored",
-                                        "mse_ridge_ar",  "mse_copy_last", "score",
-                                        "score_anchored", "score_ridge_ar"};
-    TESS_CHECK(tess_run_metrics(run, "forecast", fcols, 8, false, &p->fc_csv));
-    static const char *const fplot[] = {"mse_model", "mse_anchored", "mse_ridge_ar",
-                                        "mse_copy_last"};
+    static const char *const dcols[] = {"ce", "bits_per_token", "patch_mse", "grad_norm", "lr"};
+    TESS_CHECK(tess_run_metrics(run, "metrics", dcols, 5, true, &p->dat_csv));
+    static const char *const fcols[] = {
+        "horizon_frame", "mse_model",  "mse_copy_last", "mse_context_mean", "mse_ridge_ar",
+        "mse_pooled_ar", "score",      "score_context_mean", "score_ridge_ar", "score_pooled_ar"};
+    TESS_CHECK(tess_run_metrics(run, "forecast", fcols, 10, false, &p->fc_csv));
+    static const char *const fplot[] = {"mse_model", "mse_copy_last", "mse_context_mean",
+                                        "mse_ridge_ar", "mse_pooled_ar"};
     const tess_plot_spec tok_plot = {.title = "calm: tokenizer loss", .xlabel = "step (updates)",
                                      .ycols = tcols, .ny = 2,
                                      .ylabel = "loss, reconstruction MSE (z-scored units^2)",
                                      .logy = true};
-    const tess_plot_spec dat_plot = {.title = "calm: dual-axis transformer next-token loss",
-                                     .xlabel = "step (updates)", .ycols = dcols, .ny = 1,
-                                     .ylabel = "cross-entropy (nats/token)"};
+    static const char *const dplot[] = {"ce", "patch_mse"};
+    const tess_plot_spec dat_plot = {.title = "calm: dual-axis transformer training loss",
+                                     .xlabel = "step (updates)", .ycols = dplot, .ny = 2,
+                                     .ylabel = "CE (nats/token), next-patch MSE (z-units^2)"};
     const tess_plot_spec fc_plot = {.title = "calm: test MSE per forecast horizon",
-                                    .xlabel = "horizon (frames ahead)", .ycols = fplot, .ny = 4,
+                                    .xlabel = "horizon (frames ahead)", .ycols = fplot, .ny = 5,
                                     .ylabel = "MSE (z-scored units^2)"};
     TESS_CHECK(tess_run_plot(run, p->tok_csv, "tokenizer.png", &tok_plot));
     TESS_CHECK(tess_run_plot(run, p->dat_csv, "dat_ce.png", &dat_plot));
@@ -390,10 +407,138 @@ static tess_status tok_step(tess_run *run, calm_pretrain *p, int64_t step,
     return TESS_OK;
 }
 
-/* Window w's neurons (all, or N_max of them by a Philox permutation keyed by key_j), tokenized:
- * fills slot b of tokens / unit / sid / count. x and ids are scratch for count traces. */
-static void window_tokens(calm_pretrain *p, const calm_window *w, int64_t b, bool subsample,
-                          uint64_t key_j, int64_t step) {
+/* ---- token ids, cached once ---------------------------------------------------------------- */
+
+/* FNV-1a of the tokenizer's parameters: names the tokenizer a cache file belongs to. */
+static uint64_t tok_fingerprint(const calm_pretrain *p) {
+    const unsigned char *b = (const unsigned char *)tess_registry_params(p->tok_reg);
+    const size_t n = (size_t)tess_registry_local_total(p->tok_reg) * sizeof(float);
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Window k of all windows: the training ones, then the test ones. */
+static const calm_window *window_at(const calm_pretrain *p, int64_t k) {
+    return k < p->ntrain ? &p->train_win[k] : &p->test_win[k - p->ntrain];
+}
+
+/* The cache file run.dir/tokens.h5 if it holds ids of this tokenizer for these windows (count
+ * ids, attributes fingerprint and codes matching); false otherwise. Not collective. */
+static bool cache_read(const calm_pretrain *p, const char *path, int64_t count, uint64_t fp) {
+    tess_h5_quiet q;
+    tess_h5_quiet_begin(&q);
+    bool ok = false;
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f >= 0) {
+        uint64_t ffp = 0;
+        int64_t codes = 0;
+        hid_t d = H5Dopen2(f, "ids", H5P_DEFAULT);
+        hid_t sp = d >= 0 ? H5Dget_space(d) : -1;
+        hsize_t n = 0;
+        ok = sp >= 0 && H5Sget_simple_extent_ndims(sp) == 1 &&
+             H5Sget_simple_extent_dims(sp, &n, NULL) == 1 && (int64_t)n == count &&
+             tess_h5_attr_read_u64(f, "tokenizer_fingerprint", &ffp) == 0 && ffp == fp &&
+             tess_h5_attr_read_i64(f, "codes", &codes) == 0 && codes == p->tokc.K &&
+             H5Dread(d, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, p->cache) >= 0;
+        if (sp >= 0) H5Sclose(sp);
+        if (d >= 0) H5Dclose(d);
+        H5Fclose(f);
+    }
+    tess_h5_quiet_end(&q);
+    return ok;
+}
+
+/* Write the cache (count ids) to path: /ids (count) uint16, /window_offset (windows) int64 -
+ * window k's ids are (neurons of its session, M) from window_offset[k], training windows first -
+ * and the attributes codes, patches, tokenizer_fingerprint. Not collective. */
+static tess_status cache_write(const calm_pretrain *p, const char *path, int64_t count, uint64_t fp) {
+    tess_h5_quiet q;
+    tess_h5_quiet_begin(&q);
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t e = f >= 0 ? 0 : -1;
+    const hsize_t n[2] = {(hsize_t)count, (hsize_t)(p->ntrain + p->ntest)};
+    const void *data[2] = {p->cache, p->win_off};
+    const char *names[2] = {"ids", "window_offset"};
+    const hid_t types[2] = {H5T_STD_U16LE, H5T_STD_I64LE}, mem[2] = {H5T_NATIVE_UINT16,
+                                                                      H5T_NATIVE_INT64};
+    for (int i = 0; i < 2 && e >= 0; i++) {
+        hid_t sp = H5Screate_simple(1, &n[i], NULL);
+        hid_t d = H5Dcreate2(f, names[i], types[i], sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        e = d >= 0 ? H5Dwrite(d, mem[i], H5S_ALL, H5S_ALL, H5P_DEFAULT, data[i]) : -1;
+        if (d >= 0) H5Dclose(d);
+        H5Sclose(sp);
+    }
+    if (e >= 0) e = tess_h5_attr_write_u64(f, "tokenizer_fingerprint", fp);
+    if (e >= 0) e = tess_h5_attr_write_i64(f, "codes", p->tokc.K);
+    if (e >= 0) e = tess_h5_attr_write_i64(f, "patches", p->tokc.M);
+    char reason[256] = "";
+    if (e < 0) tess_h5_reason(reason, sizeof reason);
+    if (f >= 0 && H5Fclose(f) < 0 && e >= 0) e = -1, tess_h5_reason(reason, sizeof reason);
+    tess_h5_quiet_end(&q);
+    TESS_REQUIRE(e >= 0, TESS_ERR_IO, "cannot write the token cache '%s': %s", path, reason);
+    return TESS_OK;
+}
+
+/* The frozen tokenizer's ids of every window's every neuron, once (collective): read from
+ * run.dir/tokens.h5 when it holds this tokenizer's ids, else encoded - windows split over the
+ * ranks in blocks, each window's neurons in chunks of model.max_neurons (so the ids do not depend
+ * on the rank count), gathered - and written by rank 0. Stage 2 and the evaluation read ids
+ * from here instead of re-running the tokenizer. */
+static tess_status cache_build(tess_run *run, calm_pretrain *p) {
+    const tess_group *g = tess_run_group(run);
+    const int64_t M = p->tokc.M, Lw = M * p->tokc.P, nwin = p->ntrain + p->ntest;
+    p->win_off = malloc((size_t)(nwin + 1) * sizeof(int64_t));
+    TESS_REQUIRE(p->win_off, TESS_ERR_MEM, "out of memory for the token cache");
+    p->win_off[0] = 0;
+    for (int64_t k = 0; k < nwin; k++)
+        p->win_off[k + 1] = p->win_off[k] + p->sess[window_at(p, k)->session].N * M;
+    const int64_t count = p->win_off[nwin];
+    p->cache = malloc((size_t)count * sizeof(uint16_t));
+    TESS_REQUIRE(p->cache, TESS_ERR_MEM, "out of memory for %lld cached token ids", (long long)count);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/tokens.h5", tess_run_dir(run));
+    const uint64_t fp = tok_fingerprint(p);
+    int64_t all = cache_read(p, path, count, fp); /* every rank must hold it */
+    TESS_CHECK(tess_par_allreduce_i64(g, &all, 1, TESS_PAR_MIN));
+    if (all) {
+        tess_log_info("token ids: %lld read from %s", (long long)count, path);
+        return TESS_OK;
+    }
+    int64_t lo = 0, hi = 0;
+    tess_par_block_range(nwin, g->size, g->rank, &lo, &hi);
+    float *mine = malloc((size_t)(p->win_off[hi] - p->win_off[lo] + 1) * sizeof(float));
+    float *every = malloc((size_t)count * sizeof(float));
+    int64_t *rows = malloc((size_t)g->size * sizeof(int64_t));
+    tess_status st = mine && every && rows ? TESS_OK : TESS_ERR_MEM;
+    for (int64_t k = lo; st == TESS_OK && k < hi; k++) {
+        const calm_window *w = window_at(p, k);
+        const calm_session *s = &p->sess[w->session];
+        for (int64_t n0 = 0; n0 < s->N; n0 += p->max_traces) {
+            const int64_t c = s->N - n0 < p->max_traces ? s->N - n0 : p->max_traces;
+            for (int64_t n = 0; n < c; n++) trace(s, n0 + n, w->t0, Lw, p->x + n * Lw);
+            calm_tok_encode(p->tok, p->x, c, p->ids);
+            for (int64_t i = 0; i < c * M; i++)
+                mine[p->win_off[k] - p->win_off[lo] + n0 * M + i] = (float)p->ids[i];
+        }
+    }
+    if (st == TESS_OK)
+        st = tess_par_allgatherv(g, mine, p->win_off[hi] - p->win_off[lo], 1, every, count, rows);
+    for (int64_t i = 0; st == TESS_OK && i < count; i++) p->cache[i] = (uint16_t)every[i];
+    free(mine), free(every), free(rows);
+    TESS_REQUIRE(st == TESS_OK, st, "encoding the token cache");
+    if (g->rank == 0) st = cache_write(p, path, count, fp);
+    TESS_CHECK(tess_par_agree(g, st));
+    tess_log_info("token ids: %lld encoded once (%lld windows), written to %s", (long long)count,
+                  (long long)nwin, path);
+    return TESS_OK;
+}
+
+/* Window k's neurons (all, or N_max of them by a Philox permutation keyed by key_j) with their
+ * cached token ids: fills slot b of tokens / frames / unit / sid / count. */
+static void window_tokens(calm_pretrain *p, int64_t k, int64_t b, bool subsample, uint64_t key_j,
+                          int64_t step) {
+    const calm_window *w = window_at(p, k);
     const calm_session *s = &p->sess[w->session];
     const int64_t N = p->datc.max_N, M = p->tokc.M, Lw = M * p->tokc.P;
     const int64_t count = s->N < N ? s->N : N;
@@ -401,12 +546,12 @@ static void window_tokens(calm_pretrain *p, const calm_window *w, int64_t b, boo
     if (subsample && s->N > N)
         tess_rng_permutation((tess_rng_key){(uint32_t)key_j, 9},
                              tess_rng_ctr(TESS_RNG_PURPOSE_DATA, (uint64_t)step), p->perm, s->N);
-    for (int64_t n = 0; n < count; n++) trace(s, p->perm[n], w->t0, Lw, p->x + n * Lw);
-    calm_tok_encode(p->tok, p->x, count, p->ids);
     for (int64_t n = 0; n < N; n++) {
-        int64_t src = n < count ? n : 0; /* padding repeats neuron 0 (masked, no loss) */
-        p->unit[b * N + n] = (int32_t)(s->unit0 + p->perm[src]);
-        memcpy(p->tokens + (b * N + n) * M, p->ids + src * M, (size_t)M * sizeof(int32_t));
+        const int64_t src = p->perm[n < count ? n : 0]; /* padding repeats neuron 0 (masked) */
+        p->unit[b * N + n] = (int32_t)(s->unit0 + src);
+        for (int64_t m = 0; m < M; m++)
+            p->tokens[(b * N + n) * M + m] = p->cache[p->win_off[k] + src * M + m];
+        trace(s, src, w->t0, Lw, p->frames + (b * N + n) * Lw);
     }
     p->sid[b] = (int32_t)w->session;
     p->count[b] = (int32_t)count;
@@ -415,25 +560,27 @@ static void window_tokens(calm_pretrain *p, const calm_window *w, int64_t b, boo
 static tess_status dat_step(tess_run *run, calm_pretrain *p, int64_t step, tess_run_step_out *out) {
     const tess_group *g = tess_run_group(run);
     const int64_t k = step - p->tok_steps, first = g->rank * p->dat_b;
+    if (!p->cache) TESS_CHECK(cache_build(run, p));
     for (int64_t i = 0; i < p->dat_b; i++) {
         int64_t j = first + i;
         uint64_t r = draw(run, step, 3, j);
-        window_tokens(p, &p->train_win[r % (uint64_t)p->ntrain], i, true, r >> 32, step);
+        window_tokens(p, (int64_t)(r % (uint64_t)p->ntrain), i, true, r >> 32, step);
     }
     int64_t pairs = 0;
     tess_registry_zero_grads(p->dat_reg);
-    double ce = calm_dat_forward(p->dat, p->tokens, p->unit, p->sid, p->count, p->dat_b, &pairs);
-    double tot[2] = {ce, (double)pairs};
-    TESS_CHECK(tess_par_allreduce_f64(g, tot, 2, TESS_PAR_SUM));
+    calm_dat_forward(p->dat, p->tokens, p->frames, p->unit, p->sid, p->count, p->dat_b, &pairs);
+    double tot[3] = {0.0, 0.0, (double)pairs};
+    calm_dat_loss_parts(p->dat, &tot[0], &tot[1]);
+    TESS_CHECK(tess_par_allreduce_f64(g, tot, 3, TESS_PAR_SUM));
     /* gradsync averages over the ranks: scale by ranks / global pairs for the global mean */
-    calm_dat_backward(p->dat, (float)((double)g->size / tot[1]));
+    calm_dat_backward(p->dat, (float)((double)g->size / tot[2]));
     TESS_CHECK(tess_gradsync_finish(p->dat_sync, NULL));
     double gnorm = 0.0;
     TESS_CHECK(tess_clip_grad_norm(p->dat_reg, p->clip, g, &gnorm));
     const double lr = tess_sched_lr(&p->sched, k);
     tess_adamw_step(p->dat_opt, (float)lr);
-    const double mean = tot[0] / tot[1];
-    double row[4] = {mean, mean / log(2.0), gnorm, lr};
+    const double ce = tot[0] / tot[2], mse = tot[1] / tot[2], mean = ce + mse;
+    double row[5] = {ce, ce / log(2.0), mse, gnorm, lr};
     if ((k + 1) % 10 == 0 || k + 1 == p->dat_steps) TESS_CHECK(tess_run_metrics_row(run, p->dat_csv, row));
     *out = (tess_run_step_out){.done = k + 1 == p->dat_steps, .loss = mean,
                                .items = (double)p->dat_batch, .position = NAN,
@@ -448,132 +595,124 @@ tess_status calm_pretrain_step(tess_run *run, calm_pretrain *p, int64_t step,
     return TESS_OK;
 }
 
-/* ---- baseline: per-neuron ridge AR in NLinear form ---------------------------------------- */
+/* ---- forecasting on the held-out tail ------------------------------------------------------ */
 
-/* LAPACK: solve A X = B for symmetric positive definite A (column-major). */
-void dposv_(const char *uplo, const int *n, const int *nrhs, double *a, const int *lda, double *b,
-            const int *ldb, int *info);
-
-enum { RIDGE_LAGS = 16 };
-static const double RIDGE_LAMBDA = 10.0;
-
-/* For every neuron of every session: W (RIDGE_LAGS, H) minimising over the training frames
- * sum ||(y - x_t) - W^T (f - x_t)||^2 + lambda ||W||^2, f = the last RIDGE_LAGS frames up to t,
- * y = the H frames after t (the last context frame subtracted from inputs and targets, so the
- * shrinkage falls back on copy-last). w: (units, RIDGE_LAGS, H). */
-static tess_status ridge_fit(const calm_pretrain *p, int64_t H, double *w) {
-    const int lags = RIDGE_LAGS, nrhs = (int)H;
-    double *A = malloc(sizeof(double) * lags * lags), *f = malloc(sizeof(double) * lags);
-    TESS_REQUIRE(A && f, TESS_ERR_MEM, "out of memory for the ridge baseline");
-    tess_status st = TESS_OK;
-    for (int64_t k = 0; k < p->nsess && st == TESS_OK; k++) {
-        const calm_session *s = &p->sess[k];
-        for (int64_t n = 0; n < s->N && st == TESS_OK; n++) {
-            double *B = w + (s->unit0 + n) * lags * H; /* column-major (lags, H) */
-            memset(A, 0, sizeof(double) * lags * lags);
-            memset(B, 0, sizeof(double) * lags * H);
-            for (int64_t t = lags - 1; t + H < s->train_T; t++) {
-                const double last = s->x[t * s->N + n];
-                for (int i = 0; i < lags; i++) f[i] = s->x[(t - lags + 1 + i) * s->N + n] - last;
-                for (int i = 0; i < lags; i++)
-                    for (int j = 0; j < lags; j++) A[j * lags + i] += f[i] * f[j];
-                for (int64_t h = 0; h < H; h++) {
-                    const double y = s->x[(t + 1 + h) * s->N + n] - last;
-                    for (int i = 0; i < lags; i++) B[h * lags + i] += f[i] * y;
+/* Forecast the last `horizon` patches of the B windows in slots 0..B-1 (tokens, frames filled by
+ * window_tokens) from their first Mc patches (A = model.ahead patches per DAT forward): afterwards frames (b, n, Mc P ..) of the real
+ * neurons hold the forecast. Causality makes the true horizon frames and tokens invisible to
+ * every output read (row m - 1 depends on patches <= m - 1 only).
+ * Patch head: the predicted next patch is written into the frames, re-tokenized (the
+ * tokenizer is causal, earlier ids do not change) and fed back. Token head only: argmax
+ * rollout, decoded through the tokenizer, in NLinear form (the decoded change since the last
+ * context frame added to the true last frame, which removes the tokenizer's offset). */
+static void forecast(calm_pretrain *p, int64_t B, int64_t Mc) {
+    const int64_t N = p->datc.max_N, M = p->tokc.M, P = p->tokc.P, Lw = M * P, K = p->tokc.K;
+    const bool patch = p->datc.head != CALM_HEAD_TOKEN;
+    const int64_t A = p->datc.ahead;
+    int64_t pairs;
+    for (int64_t m = Mc; m < M;) {
+        /* patch head: the next min(A, M - m) patches from row m - 1; token head: one patch */
+        const int64_t step = patch ? (M - m < A ? M - m : A) : 1;
+        calm_dat_forward(p->dat, p->tokens, p->frames, p->unit, p->sid, p->count, B, &pairs);
+        for (int64_t b = 0; b < B; b++) {
+            for (int64_t n = 0; n < p->count[b]; n++) {
+                const int64_t r = (b * N + n) * M + m - 1;
+                if (patch) {
+                    memcpy(p->frames + (b * N + n) * Lw + m * P,
+                           calm_dat_patch_pred(p->dat) + r * A * P,
+                           (size_t)(step * P) * sizeof(float));
+                    continue;
                 }
+                const float *row = calm_dat_logits(p->dat) + r * K;
+                int32_t best = 0;
+                for (int64_t v = 1; v < K; v++) best = row[v] > row[best] ? (int32_t)v : best;
+                p->tokens[r + 1] = best;
             }
-            for (int i = 0; i < lags; i++) A[i * lags + i] += RIDGE_LAMBDA;
-            int info = 0;
-            dposv_("L", &lags, &nrhs, A, &lags, B, &lags, &info);
-            if (info != 0)
-                st = tess_error_push(TESS_ERR_INTERNAL, __FILE__, __LINE__, __func__,
-                                     "ridge baseline: dposv failed (info %d) for '%s' neuron %lld",
-                                     info, s->name, (long long)n);
+            if (!patch) continue;
+            calm_tok_encode(p->tok, p->frames + b * N * Lw, p->count[b], p->ids);
+            for (int64_t n = 0; n < p->count[b]; n++)
+                for (int64_t j = m; j < m + step; j++)
+                    p->tokens[(b * N + n) * M + j] = p->ids[n * M + j];
+        }
+        m += step;
+    }
+    if (patch) return;
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t n = 0; n < p->count[b]; n++)
+            memcpy(p->ids + n * M, p->tokens + (b * N + n) * M, (size_t)M * sizeof(int32_t));
+        const float *dec = calm_tok_decode(p->tok, p->ids, p->count[b]);
+        for (int64_t n = 0; n < p->count[b]; n++) {
+            float *f = p->frames + (b * N + n) * Lw;
+            const float last = f[Mc * P - 1], base = dec[n * Lw + Mc * P - 1];
+            for (int64_t t = Mc * P; t < Lw; t++) f[t] = last + (dec[n * Lw + t] - base);
         }
     }
-    free(A);
-    free(f);
-    return st;
 }
-
-/* ---- forecasting on the held-out tail ------------------------------------------------------ */
 
 tess_status calm_pretrain_finish(tess_run *run, calm_pretrain *p) {
     const tess_group *g = tess_run_group(run);
-    const int64_t N = p->datc.max_N, M = p->tokc.M, P = p->tokc.P, Lw = M * P, K = p->tokc.K;
+    const int64_t N = p->datc.max_N, M = p->tokc.M, P = p->tokc.P, Lw = M * P;
     const int64_t Mc = M - p->horizon, H = p->horizon * P;
-    /* per horizon frame: model, anchored model, ridge AR, copy-last squared errors; the count */
-    double *acc = calloc((size_t)(4 * H + 1), sizeof(double));
-    double *wr = malloc(sizeof(double) * (size_t)(p->units * RIDGE_LAGS * H));
-    if (!acc || !wr) free(acc), free(wr);
-    TESS_REQUIRE(acc && wr, TESS_ERR_MEM, "out of memory");
-    tess_status fit = ridge_fit(p, H, wr);
-    if (fit != TESS_OK) free(acc), free(wr);
-    TESS_CHECK(fit);
+    enum { NF = 5 }; /* model, copy-last, context mean, ridge AR, pooled AR */
+    calm_ar ar;
+    TESS_CHECK(calm_ar_fit(&ar, p->sess, p->nsess, p->units, AR_LAGS, H, VAL_FRACTION));
+    /* per forecaster and horizon frame the squared errors; the count */
+    double *acc = calloc((size_t)(NF * H + 1), sizeof(double)), *pred = malloc(sizeof(double) * (size_t)H);
+    if (!acc || !pred) free(acc), free(pred), calm_ar_free(&ar);
+    TESS_REQUIRE(acc && pred, TESS_ERR_MEM, "out of memory");
+    tess_status st = p->cache ? TESS_OK : cache_build(run, p);
     int64_t lo = 0, hi = 0;
     tess_par_block_range(p->ntest, g->size, g->rank, &lo, &hi); /* test windows split by rank */
-    for (int64_t w0 = lo; w0 < hi; w0 += p->eval_b) {
+    for (int64_t w0 = lo; st == TESS_OK && w0 < hi; w0 += p->eval_b) {
         const int64_t B = hi - w0 < p->eval_b ? hi - w0 : p->eval_b;
-        for (int64_t b = 0; b < B; b++) window_tokens(p, &p->test_win[w0 + b], b, false, 0, 0);
-        /* argmax rollout: patches Mc..M-1 from the logits one patch earlier (causal: the
-         * horizon's true tokens never reach the logits read) */
-        for (int64_t m = Mc; m < M; m++) {
-            int64_t pairs;
-            calm_dat_forward(p->dat, p->tokens, p->unit, p->sid, p->count, B, &pairs);
-            const float *lg = calm_dat_logits(p->dat);
-            for (int64_t b = 0; b < B; b++)
-                for (int64_t n = 0; n < p->count[b]; n++) {
-                    const float *row = lg + (((b * N + n) * M) + m - 1) * K;
-                    int32_t best = 0;
-                    for (int64_t v = 1; v < K; v++) best = row[v] > row[best] ? (int32_t)v : best;
-                    p->tokens[(b * N + n) * M + m] = best;
-                }
-        }
+        for (int64_t b = 0; b < B; b++) window_tokens(p, p->ntrain + w0 + b, b, false, 0, 0);
+        forecast(p, B, Mc);
         for (int64_t b = 0; b < B; b++) {
             const calm_window *w = &p->test_win[w0 + b];
             const calm_session *s = &p->sess[w->session];
-            const int64_t count = p->count[b];
-            for (int64_t n = 0; n < count; n++)
-                memcpy(p->ids + n * M, p->tokens + (b * N + n) * M, (size_t)M * sizeof(int32_t));
-            const float *pred = calm_tok_decode(p->tok, p->ids, count);
-            for (int64_t n = 0; n < count; n++) {
-                const float last = s->x[(w->t0 + Mc * P - 1) * s->N + n];
-                /* anchored: the decoded change since the last context frame, added to it */
-                const float base = pred[n * Lw + Mc * P - 1];
-                const int64_t u = s->unit0 + n, tl = w->t0 + Mc * P - 1; /* last context frame */
+            const int64_t tl = w->t0 + Mc * P - 1; /* last context frame */
+            for (int64_t n = 0; n < p->count[b]; n++) { /* neuron n of the session (no subset) */
+                const float last = s->x[tl * s->N + n], *fc = p->frames + (b * N + n) * Lw;
+                double mean = 0.0;
+                for (int64_t t = w->t0; t <= tl; t++) mean += s->x[t * s->N + n];
+                mean /= (double)(Mc * P);
                 for (int64_t h = 0; h < H; h++) {
-                    const float truth = s->x[(tl + 1 + h) * s->N + n];
-                    double ridge = last;
-                    for (int i = 0; i < RIDGE_LAGS; i++)
-                        ridge += wr[(u * H + h) * RIDGE_LAGS + i] *
-                                 (s->x[(tl - RIDGE_LAGS + 1 + i) * s->N + n] - last);
-                    acc[h] += pow(pred[n * Lw + Mc * P + h] - truth, 2);
-                    acc[H + h] += pow(last + (pred[n * Lw + Mc * P + h] - base) - truth, 2);
-                    acc[2 * H + h] += pow(ridge - truth, 2);
-                    acc[3 * H + h] += pow(last - truth, 2);
+                    const double truth = s->x[(tl + 1 + h) * s->N + n];
+                    acc[h] += pow(fc[Mc * P + h] - truth, 2);
+                    acc[H + h] += pow(last - truth, 2);
+                    acc[2 * H + h] += pow(mean - truth, 2);
                 }
-                acc[4 * H] += 1.0;
+                calm_ar_predict(&ar, ar.w_neuron + (s->unit0 + n) * H * AR_LAGS, s, n, tl, pred);
+                for (int64_t h = 0; h < H; h++)
+                    acc[3 * H + h] += pow(pred[h] - s->x[(tl + 1 + h) * s->N + n], 2);
+                calm_ar_predict(&ar, ar.w_pooled, s, n, tl, pred);
+                for (int64_t h = 0; h < H; h++)
+                    acc[4 * H + h] += pow(pred[h] - s->x[(tl + 1 + h) * s->N + n], 2);
+                acc[NF * H] += 1.0;
             }
         }
     }
-    tess_status st = tess_par_allreduce_f64(g, acc, 4 * H + 1, TESS_PAR_SUM);
-    double sm = 0.0, sa = 0.0, sr = 0.0, sc = 0.0;
+    if (st == TESS_OK) st = tess_par_allreduce_f64(g, acc, NF * H + 1, TESS_PAR_SUM);
+    double mean[NF] = {0};
     for (int64_t h = 0; st == TESS_OK && h < H; h++) {
-        double n = acc[4 * H], mm = acc[h] / n, ma = acc[H + h] / n, mr = acc[2 * H + h] / n,
-               mc = acc[3 * H + h] / n;
-        sm += mm / (double)H, sa += ma / (double)H, sr += mr / (double)H, sc += mc / (double)H;
-        double row[8] = {(double)(h + 1), mm, ma, mr, mc, 1.0 - mm / mc, 1.0 - ma / mc,
-                         1.0 - mr / mc};
+        double row[2 * NF] = {(double)(h + 1)}, *mse = row + 1;
+        for (int k = 0; k < NF; k++) mse[k] = acc[k * H + h] / acc[NF * H], mean[k] += mse[k] / (double)H;
+        row[NF + 1] = 1.0 - mse[0] / mse[1];
+        for (int k = 2; k < NF; k++) row[NF + k] = 1.0 - mse[k] / mse[1];
         st = tess_run_metrics_row(run, p->fc_csv, row);
     }
     free(acc);
-    free(wr);
+    free(pred);
+    const double ln = ar.lambda_neuron, lp = ar.lambda_pooled;
+    calm_ar_free(&ar);
     TESS_CHECK(st);
-    tess_log_info("forecast (held-out tail, %lld windows, %lld frames ahead): MSE model %.4f, "
-                  "anchored %.4f, ridge AR %.4f, copy-last %.4f; prediction score %.4f, "
-                  "anchored %.4f, ridge AR %.4f",
-                  (long long)p->ntest, (long long)H, sm, sa, sr, sc, 1.0 - sm / sc, 1.0 - sa / sc,
-                  1.0 - sr / sc);
+    tess_log_info("forecast (held-out tail, %lld windows, %lld frames ahead, head %s): MSE model "
+                  "%.4f, copy-last %.4f, context mean %.4f, ridge AR %.4f (lambda %g), pooled AR "
+                  "%.4f (lambda %g); prediction score model %.4f, context mean %.4f, ridge AR "
+                  "%.4f, pooled AR %.4f",
+                  (long long)p->ntest, (long long)H, calm_head_names[p->datc.head].name, mean[0],
+                  mean[1], mean[2], mean[3], ln, mean[4], lp, 1.0 - mean[0] / mean[1],
+                  1.0 - mean[2] / mean[1], 1.0 - mean[3] / mean[1], 1.0 - mean[4] / mean[1]);
     return TESS_OK;
 }
 
@@ -588,6 +727,6 @@ void calm_pretrain_free(calm_pretrain *p) {
     tess_registry_destroy(&p->dat_reg);
     for (int64_t k = 0; p->sess && k < p->nsess; k++) free(p->sess[k].x);
     free(p->sess), free(p->train_win), free(p->test_win), free(p->x), free(p->ids);
-    free(p->tokens), free(p->unit), free(p->sid), free(p->count), free(p->perm);
+    free(p->tokens), free(p->frames), free(p->cache), free(p->win_off), free(p->unit), free(p->sid), free(p->count), free(p->perm);
     *p = (calm_pretrain){0};
 }

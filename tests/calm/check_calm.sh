@@ -2,16 +2,20 @@
 # check_calm.sh MPIEXEC CALM TESS-CKPT MODE - the calm app end to end (docs/calm.md).
 #   dp:    the same tokenizer + DAT steps with the global batch on 1 rank and split over 2: every
 #          parameter of both models within 1e-5 (tess-ckpt diff of the final checkpoints; the
-#          gradient sums are reordered over ranks, so bitwise equality is not expected).
+#          gradient sums are reordered over ranks, so bitwise equality is not expected); the
+#          token-id caches (tokens.h5) written by both runs identical.
 #   resume: stopped after 3 of 6 steps on 1 rank (exit 75; tokenizer done, DAT half-way) and
-#          resumed on 2 ranks: every parameter within 1e-5 of an uninterrupted 1-rank run; a
+#          resumed on 2 ranks: every parameter within 1e-5 of an uninterrupted 1-rank run, the
+#          token ids read back from the cache the stopped run wrote (tokens.h5); a
 #          resume with more simulated animals (more unit and session embeddings) is refused with
 #          exit 65 naming the embedding tables.
 #   bad:   bad recordings in data.files, on 2 ranks: a file without /gcamp/trace_array, NaN in
 #          the traces, fewer frames than one window - each exit 65 with a message naming the
 #          file and the problem (the NaN file is written with h5py: skipped, 77, without it).
-#   smoke: a short pretraining on simulated data on 2 ranks: the DAT's forecast of the held-out
-#          tail beats copy-last (prediction score > 0 averaged over the horizon).
+#   smoke: the spec's end-to-end smoke test: a short pretraining on simulated data on 2 ranks
+#          (small model, 50 tokenizer + 300 DAT steps, the default heads) - the DAT's forecast of
+#          the held-out tail beats copy-last (prediction score 1 - MSE/MSE_copy-last > 0.02 over
+#          the 16 horizon frames; measured 0.07).
 set -euo pipefail
 mpiexec=$1 exe=$2 ckpt=$3 mode=$4; shift 4
 fail() { echo "check_calm: FAIL: $*" >&2; exit 1; }
@@ -31,6 +35,8 @@ dp)
        END { exit bad }' diff.txt || fail "parameters differ by more than 1e-5 between 1 and 2 ranks"
   n=$(grep -c "params/" diff.txt || true)
   echo "1 rank x B vs 2 ranks x B/2: $n parameter tensors differ, all within 1e-5"
+  h5diff np1/tokens.h5 np2/tokens.h5 /ids || fail "the token-id caches of 1 and 2 ranks differ"
+  echo "token-id caches of 1 and 2 ranks identical"
   ;;
 resume)
   rm -rf full part wrong
@@ -46,6 +52,9 @@ resume)
   awk '/\/params\// && /max_abs/ { for (i = 1; i <= NF; i++) if ($i == "max_abs" && $(i + 1) > 1e-5) bad = 1 }
        END { exit bad }' diff.txt || { cat diff.txt; fail "resumed parameters differ by more than 1e-5"; }
   echo "stopped at step 3 on 1 rank, resumed on 2: parameters within 1e-5 of the uninterrupted run"
+  grep -q "token ids: [0-9]* encoded once" part/run.log && grep -q "token ids: [0-9]* read from part/tokens.h5" part/run.log ||
+    { cat part/run.log; fail "the resumed run did not read the token ids cached by the stopped run"; }
+  echo "token ids encoded once by the stopped run, read back from part/tokens.h5 on resume"
   rc=0; "$mpiexec" -n 2 "$exe" "${small[@]}" "${steps[@]}" --set run.dir=wrong --set sim.animals=3 \
     --resume auto > out.txt 2>&1 || rc=$?
   [ "$rc" -eq 65 ] || { cat out.txt; fail "resume with other data exited $rc, expected 65"; }
@@ -80,9 +89,11 @@ bad)
   ;;
 smoke)
   rm -rf smoke
-  "$mpiexec" -n 2 "$exe" --set run.dir=smoke --set run.plots=false "$@" | tee smoke.log
-  score=$(awk -F, 'NR > 1 { m += $2; c += $4 } END { printf "%.6f", 1 - m / c }' smoke/forecast.csv)
+  "$mpiexec" -n 2 "$exe" "${small[@]}" --set tok.steps=50 --set train.steps=300 \
+    --set run.dir=smoke > smoke.log 2>&1 || { cat smoke.log; fail "the run failed"; }
+  grep "^forecast" smoke.log
+  score=$(awk -F, 'NR > 1 { m += $2; c += $3 } END { printf "%.6f", 1 - m / c }' smoke/forecast.csv)
   echo "prediction score over the horizon: $score"
-  awk -v s="$score" 'BEGIN { exit !(s > 0) }' || fail "the DAT does not beat copy-last (score $score)"
+  awk -v s="$score" 'BEGIN { exit !(s > 0.02) }' || fail "the DAT does not beat copy-last (score $score)"
   ;;
 esac
