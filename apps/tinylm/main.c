@@ -164,13 +164,18 @@ static tess_status tinylm_setup(tess_run *run, void *ctx) {
     static const char *const loss_cols[] = {"loss"}, *const acc_cols[] = {"eval_acc"};
     TESS_CHECK(tess_run_metrics(run, "metrics", train_cols, 5, true, &a->train_csv));
     TESS_CHECK(tess_run_metrics(run, "eval", eval_cols, 2, true, &a->eval_csv));
+    static const char *const loss_title[] = {"training loss"},
+                             *const eval_title[] = {"held-out loss"},
+                             *const acc_title[] = {"held-out token accuracy"};
     const tess_plot_spec loss_plot = {.title = "tinylm: training loss", .ycols = loss_cols,
                                       .ny = 1, .xlabel = "step (optimizer updates)",
-                                      .ylabel = "cross-entropy (nats/token)", .logy = true};
+                                      .ylabel = "cross-entropy (nats/token)", .logy = true,
+                                      .ytitles = loss_title};
     const tess_plot_spec eval_plot = {
         .title = "tinylm: held-out loss and token accuracy", .ycols = eval_cols, .ny = 1,
         .xlabel = "step (optimizer updates)", .ylabel = "held-out cross-entropy (nats/token)",
-        .logy = true, .y2cols = acc_cols, .ny2 = 1, .y2label = "token accuracy (fraction, 0-1)"};
+        .logy = true, .y2cols = acc_cols, .ny2 = 1, .y2label = "token accuracy (fraction, 0-1)",
+        .ytitles = eval_title, .y2titles = acc_title};
     TESS_CHECK(tess_run_plot(run, a->train_csv, "loss.png", &loss_plot));
     TESS_CHECK(tess_run_plot(run, a->eval_csv, "eval.png", &eval_plot));
 
@@ -186,10 +191,11 @@ static tess_status tinylm_setup(tess_run *run, void *ctx) {
                   (long long)(a->global_B * a->mc.T));
     char subtitle[256];
     snprintf(subtitle, sizeof subtitle,
-             "task %s n=%lld, L=%lld C=%lld heads=%lld, %lld parameters, batch %lld, lr %g, %d ranks",
+             "task %s n=%lld, L=%lld C=%lld heads=%lld, %lld parameters, batch %lld, lr %g, %d rank%s",
              tess_config_string(c, "task.kind"), (long long)a->task.n, (long long)a->mc.L,
              (long long)a->mc.C, (long long)a->mc.NH, (long long)tess_registry_global_total(a->reg),
-             (long long)a->global_B, tess_config_real(c, "optim.lr"), dp->size);
+             (long long)a->global_B, tess_config_real(c, "optim.lr"), dp->size,
+             dp->size == 1 ? "" : "s");
     tess_run_plot_subtitle(run, subtitle);
     a->first_loss = a->loss = a->eval_loss = a->eval_acc = NAN;
     a->t_log = tess_timer_now();

@@ -505,11 +505,11 @@ static tess_status run_all(tess_run *run, int argc, char **argv) {
         print_state(run);
         return TESS_OK;
     }
-    if (check) { /* what the run does before its first step, without writing anything */
+    if (check) { /* what the run does before its first step, without the run directory */
         TESS_CHECK(check_fresh_start(run));
         TESS_CHECK(resume(run));
-        tess_log_info("%s: --check: options valid, set-up done on %d rank%s%s; nothing run, "
-                      "nothing written", app->name, run->group->size,
+        tess_log_info("%s: --check: options valid, set-up done on %d rank%s%s; no step run, no "
+                      "run directory written", app->name, run->group->size,
                       run->group->size == 1 ? "" : "s", run->resumed ? ", checkpoint loaded" : "");
         return TESS_OK;
     }

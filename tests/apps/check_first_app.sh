@@ -8,7 +8,7 @@
 #   a resume under another run.seed is refused (exit 78) on every rank, so is a fresh start over
 #   an earlier run's checkpoints unless ckpt.overwrite says so, and an unwritable checkpoint
 #   directory is an I/O error (exit 74) before the first step. --check on 2 ranks exits 0 and
-#   writes nothing; with --resume auto it loads the newest checkpoint; over an earlier run's
+#   writes no run directory; with --resume auto it loads the newest checkpoint; over an earlier run's
 #   checkpoints without --resume it says what the run would say (exit 78).
 set -euo pipefail
 mpiexec=$1 exe=$2 tool=$3
@@ -66,7 +66,7 @@ grep -q "afile/sub" ro.log && ! grep -q "step 1/" ro.log ||
   { cat ro.log; fail "the unwritable ckpt.dir was not refused before the first step"; }
 "$mpiexec" -n 2 "$exe" "${common[@]}" --set run.dir=checked --check >check.log 2>&1 ||
   { cat check.log; fail "--check"; }
-grep -q "first_app: --check: options valid, set-up done on 2 ranks; nothing run, nothing written" \
+grep -q "first_app: --check: options valid, set-up done on 2 ranks; no step run, no run directory" \
   check.log && [ ! -e checked ] || { cat check.log; ls -la; fail "--check ran or wrote something"; }
 "$mpiexec" -n 2 "$exe" "${common[@]}" --set run.dir=np2 --resume auto --check >check2.log 2>&1 &&
   grep -q "checkpoint loaded" check2.log || { cat check2.log; fail "--check --resume auto"; }
