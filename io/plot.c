@@ -84,7 +84,7 @@ static void put_title(FILE *gp, const char *title, const char *subtitle) {
  * must exist; columns without a value are left out, and at least one must remain. */
 static tess_status choose_series(const plot_csv *t, const char *csv, const char *png,
                                  const tess_plot_spec *spec, int *xc, int *col, bool *right,
-                                 int *nser) {
+                                 const char **title, int *nser) {
     *xc = spec->xcol ? column(t, spec->xcol) : 0;
     TESS_REQUIRE(*xc >= 0, TESS_ERR_ARG, "plot '%s': '%s' has no column '%s'", png, csv,
                  spec->xcol);
@@ -92,6 +92,8 @@ static tess_status choose_series(const plot_csv *t, const char *csv, const char 
     for (int i = 0; i < spec->ny + spec->ny2; i++) {
         const bool r = i >= spec->ny;
         const char *name = r ? spec->y2cols[i - spec->ny] : spec->ycols[i];
+        const char *const *titles = r ? spec->y2titles : spec->ytitles;
+        const char *legend = titles ? titles[r ? i - spec->ny : i] : name;
         const int c = column(t, name);
         TESS_REQUIRE(c >= 0, TESS_ERR_ARG, "plot '%s': '%s' has no column '%s'", png, csv, name);
         if (!t->has_value[c]) {
@@ -100,11 +102,130 @@ static tess_status choose_series(const plot_csv *t, const char *csv, const char 
             continue;
         }
         col[*nser] = c;
+        title[*nser] = legend;
         right[(*nser)++] = r;
     }
     TESS_REQUIRE(*nser > 0, TESS_ERR_DATA, "plot '%s': no column to plot has a value in '%s'",
                  png, csv);
     return TESS_OK;
+}
+
+/* [*lo, *hi] widened as gnuplot's autoscale does: to whole decades on a log axis (values are
+ * log10 already), else to multiples of a 1-2-5 tick step. */
+static void autoscale(double *lo, double *hi, bool log) {
+    if (!(*hi > *lo)) {
+        *lo -= 1.0, *hi += 1.0;
+        return;
+    }
+    double step = 1.0;
+    if (!log) {
+        const double range = *hi - *lo;
+        step = pow(10.0, floor(log10(range)));
+        step = range / step < 2.0 ? step / 5.0 : range / step < 5.0 ? step / 2.0 : step;
+    }
+    *lo = floor(*lo / step) * step;
+    *hi = ceil(*hi / step) * step;
+}
+
+/* Where the legend goes: of six places inside the plot area, the one the fewest drawn points fall
+ * in, each series scaled to its own axis as gnuplot will draw it (log10 on a log axis, ranges
+ * widened to ticks), every segment between two rows sampled 16 times, and the legend box as wide
+ * as its longest entry; so no line runs under the opaque box if any place is free. Ties go to the
+ * earlier place. Reads the CSV again; "top right" if it cannot. */
+static const char *key_place(const char *csv, const plot_csv *t, const tess_plot_spec *spec, int xc,
+                             const int *col, const bool *right, const char *const *title,
+                             int nser) {
+    static const char *const places[6] = {"top right",    "top left",    "bottom right",
+                                          "bottom left", "center right", "center left"};
+    /* The box in plot-area fractions (about 720 x 430 pixels at 900 x 560, 11 pt font: a
+     * character is ~7 pixels, a line ~17). */
+    size_t longest = 0;
+    for (int k = 0; k < nser; k++) {
+        const size_t n = strlen(title[k]) + (right[k] ? strlen(" (right axis)") : 0);
+        longest = n > longest ? n : longest;
+    }
+    const double w = fmin(0.95, (7.0 * (double)longest + 60.0) / 720.0);
+    const double h = fmin(0.95, (17.0 * nser + 12.0) / 430.0);
+    /* normalised x and y bounds of each place: x in [x0, x1], y in [y0, y1] */
+    const double box[6][4] = {{1 - w, 1, 1 - h, 1},           {0, w, 1 - h, 1},
+                              {1 - w, 1, 0, h},               {0, w, 0, h},
+                              {1 - w, 1, 0.5 - h / 2, 0.5 + h / 2},
+                              {0, w, 0.5 - h / 2, 0.5 + h / 2}};
+    FILE *f = fopen(csv, "r");
+    if (!f) return places[0];
+    double *v = NULL; /* rows x (1 + nser): x, then each series (NAN: no point) */
+    size_t rows = 0, cap = 0;
+    char line[PLOT_LINE_MAX];
+    bool ok = fgets(line, sizeof line, f) != NULL; /* the header */
+    while (ok && fgets(line, sizeof line, f)) {
+        if (rows == cap) {
+            cap = cap ? 2 * cap : 256;
+            double *p = realloc(v, cap * (size_t)(1 + nser) * sizeof *v);
+            if (!p) {
+                ok = false;
+                break;
+            }
+            v = p;
+        }
+        double row[TESS_METRICS_MAX_COLS];
+        const char *q = line;
+        for (int i = 0; i < t->ncols; i++) {
+            char *end = NULL;
+            row[i] = q ? strtod(q, &end) : NAN;
+            if (!q || end == q) row[i] = NAN;
+            q = q ? strchr(q, ',') : NULL;
+            if (q) q++;
+        }
+        double *r = v + rows * (size_t)(1 + nser);
+        r[0] = row[xc];
+        for (int k = 0; k < nser; k++) {
+            const bool logy = right[k] ? spec->logy2 : spec->logy;
+            const double y = row[col[k]];
+            r[1 + k] = !isfinite(y) || (logy && y <= 0) ? NAN : logy ? log10(y) : y;
+        }
+        rows++;
+    }
+    fclose(f);
+    /* ranges: x, left axis, right axis */
+    double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (size_t i = 0; ok && i < rows; i++) {
+        const double *r = v + i * (size_t)(1 + nser);
+        for (int k = 0; k < nser && isfinite(r[0]); k++) {
+            if (isnan(r[1 + k])) continue;
+            const int a = right[k] ? 2 : 1;
+            lo[0] = fmin(lo[0], r[0]), hi[0] = fmax(hi[0], r[0]);
+            lo[a] = fmin(lo[a], r[1 + k]), hi[a] = fmax(hi[a], r[1 + k]);
+        }
+    }
+    autoscale(&lo[0], &hi[0], false);
+    autoscale(&lo[1], &hi[1], spec->logy);
+    autoscale(&lo[2], &hi[2], spec->logy2);
+    int count[6] = {0};
+    for (int k = 0; ok && k < nser; k++) {
+        const int a = right[k] ? 2 : 1;
+        const double wx = hi[0] > lo[0] ? hi[0] - lo[0] : 1.0;
+        const double wy = hi[a] > lo[a] ? hi[a] - lo[a] : 1.0;
+        bool have_prev = false;
+        double px = 0, py = 0;
+        for (size_t i = 0; i < rows; i++) {
+            const double *r = v + i * (size_t)(1 + nser);
+            if (!isfinite(r[0]) || isnan(r[1 + k])) continue;
+            const double x = (r[0] - lo[0]) / wx, y = (r[1 + k] - lo[a]) / wy;
+            for (int j = have_prev ? 1 : 16; j <= 16; j++) { /* the segment from the last point */
+                const double sx = px + (x - px) * j / 16.0, sy = py + (y - py) * j / 16.0;
+                for (int b = 0; b < 6; b++)
+                    count[b] += sx >= box[b][0] && sx <= box[b][1] && sy >= box[b][2] &&
+                                sy <= box[b][3];
+            }
+            px = x, py = y, have_prev = true;
+        }
+    }
+    free(v);
+    if (!ok) return places[0];
+    int best = 0;
+    for (int b = 1; b < 6; b++)
+        if (count[b] < count[best]) best = b;
+    return places[best];
 }
 
 tess_status tess_plot_csv(const char *csv, const char *png, const tess_plot_spec *spec) {
@@ -117,8 +238,9 @@ tess_status tess_plot_csv(const char *csv, const char *png, const tess_plot_spec
     TESS_REQUIRE(t, TESS_ERR_MEM, "out of memory reading '%s'", csv);
     int xc = 0, col[PLOT_MAX_SERIES], nser = 0;
     bool right[PLOT_MAX_SERIES];
+    const char *title[PLOT_MAX_SERIES];
     tess_status s = scan_csv(csv, t);
-    if (s == TESS_OK) s = choose_series(t, csv, png, spec, &xc, col, right, &nser);
+    if (s == TESS_OK) s = choose_series(t, csv, png, spec, &xc, col, right, title, &nser);
     if (s != TESS_OK) {
         free(t);
         return s;
@@ -151,9 +273,9 @@ tess_status tess_plot_csv(const char *csv, const char *png, const tess_plot_spec
         fputs("\nset ytics nomirror\nset y2tics\nset format y2 '%g'\n", gp);
         if (spec->logy2) fputs("set logscale y2\n", gp);
     }
-    /* Inside the plot area, on an opaque box; with two axes at the middle right, where a falling
-     * loss and a rising accuracy are apart. */
-    fprintf(gp, "set key inside %s right opaque box samplen 2\nplot ", any_right ? "center" : "top");
+    /* Inside the plot area, on an opaque box, where no line runs. */
+    fprintf(gp, "set key inside %s opaque box samplen 2\nplot ",
+            key_place(csv, t, spec, xc, col, right, title, nser));
     for (int i = 0; i < nser; i++) {
         if (i) fputs(", ", gp);
         put_str(gp, csv);
@@ -163,7 +285,7 @@ tess_status tess_plot_csv(const char *csv, const char *png, const tess_plot_spec
         put_str(gp, t->names[col[i]]);
         fprintf(gp, " with lines lw 2%s title ", right[i] ? " dt 2 axes x1y2" : "");
         char label[256];
-        snprintf(label, sizeof label, "%s%s", t->names[col[i]], right[i] ? " (right axis)" : "");
+        snprintf(label, sizeof label, "%s%s", title[i], right[i] ? " (right axis)" : "");
         put_str(gp, label);
     }
     fputc('\n', gp);

@@ -1,7 +1,8 @@
 /* plot.h - PNG line plots of metrics CSV columns through gnuplot (Debian gnuplot-nox), made to
  * be read by someone other than their author: both axes labelled with their units, a second y
  * axis for a quantity of another kind (an accuracy next to a loss), tick labels in %g (1e-08,
- * not 0.00000001), the legend inside the plot area on an opaque box, no legend entry for a
+ * not 0.00000001), the legend inside the plot area on an opaque box in the corner or side the
+ * fewest drawn points fall in (so it covers no line), no legend entry for a
  * column without a single finite value, and the run's parameters as a second title line.
  * Called by one rank (rank 0) after the CSV is complete. Not collective. */
 #ifndef TESS_IO_PLOT_H
@@ -25,6 +26,8 @@ typedef struct {
     int ny2;
     const char *y2label;        /* required when ny2 > 0 */
     bool logy2;
+    const char *const *ytitles;  /* legend entries of ycols (ny of them); NULL: the column names */
+    const char *const *y2titles; /* legend entries of y2cols (ny2); NULL: the column names */
 } tess_plot_spec;
 
 /* Plot spec's columns of csv against its x column into png, 900x560. Columns without a finite

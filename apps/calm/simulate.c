@@ -8,7 +8,7 @@
 #include "core/log.h" /* tess_log_info */
 
 const tess_opt calm_sim_opts[] = {
-    TESS_OPT_INT("animals", 2, 1, 1 << 20, "number of animals"),
+    TESS_OPT_INT("animals", 2, 1, 256, "number of animals"),
     TESS_OPT_INT("sessions", 2, 1, 99, "sessions per animal"),
     TESS_OPT_INT("frames", 600, 2, INT64_C(1) << 30, "frames per session"),
     TESS_OPT_REAL("rate_hz", 2.0, 1e-3, 1e4, "frame rate f_s (Hz)"),

@@ -34,7 +34,7 @@ static const tess_opt data_opts[] = {
                     "BIO-* partial: DD and COLLAB are not available)"),
     TESS_OPT_STRING("dir", "", "directory holding the TU datasets (<dir>/<NAME>/<NAME>_A.txt ...)"),
     TESS_OPT_INT("clients", 7, 1, FK_MAX_CLIENTS, "clients of the synthetic setting"),
-    TESS_OPT_INT("graphs", 120, 2, 1000000, "graphs per synthetic client"),
+    TESS_OPT_INT("graphs", 120, 10, 10000, "graphs per synthetic client"),
     TESS_OPT_INT("split_seed", 123, 0, UINT32_MAX, "seed of the stratified 80/10/10 splits"),
 };
 static const tess_opt model_opts[] = {

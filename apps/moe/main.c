@@ -28,6 +28,7 @@
 #include "nn/moe.h"         /* tess_nn_moe_* */
 #include "nn/transformer.h" /* tess_tfm_* */
 #include "optim/adamw.h"    /* tess_adamw_* */
+#include "optim/adamw_opts.h" /* TESS_ADAMW_SCHED_OPTS, tess_adamw_sched_read */
 #include "optim/clip.h"     /* tess_clip_grad_norm */
 #include "optim/guard.h"    /* tess_guard_* */
 #include "optim/sched.h"    /* tess_sched_* */
@@ -53,7 +54,7 @@ static const tess_opt model_opts[] = {
     TESS_OPT_REAL("rope_base", 10000.0, 1.0, 1e9, "RoPE base"),
 };
 static const tess_opt moe_opts[] = {
-    TESS_OPT_INT("experts", 8, 1, 4096, "routed experts E per MoE layer"),
+    TESS_OPT_INT("experts", 8, 1, 256, "routed experts E per MoE layer"),
     TESS_OPT_INT("top_k", 2, 1, 16, "experts per token k (<= experts)"),
     TESS_OPT_INT("expert_hidden", 64, 1, 1 << 20, "hidden width of each SwiGLU expert"),
     TESS_OPT_INT("every", 1, 1, 1024, "MoE in layers l with (l+1) % every == 0 (2: every other)"),
@@ -83,26 +84,17 @@ static const tess_opt data_opts[] = {
     TESS_OPT_INT("domains", 4, 1, 1024, "domains D (Markov chains)"),
     TESS_OPT_INT("branch", 4, 1, 1024, "successors per token and domain"),
     TESS_OPT_INT("seq_len", 64, 1, 1 << 16, "tokens per sequence T"),
-    TESS_OPT_INT("unigram_samples", 2048, 1, 1 << 24, "training sequences of the unigram baseline"),
+    TESS_OPT_INT("unigram_samples", 2048, 1, 1 << 18, "training sequences of the unigram baseline"),
 };
 static const tess_opt train_opts[] = {
     TESS_OPT_INT("steps", 300, 1, INT64_MAX / 2, "optimizer steps"),
     TESS_OPT_INT("batch", 16, 1, 1 << 24, "GLOBAL batch in sequences; a multiple of the ranks"),
     TESS_OPT_INT("eval_every", 50, 1, INT64_MAX / 2, "steps between held-out evaluations"),
-    TESS_OPT_INT("eval_batch", 64, 1, 1 << 24, "held-out sequences per evaluation"),
+    TESS_OPT_INT("eval_batch", 64, 1, 1 << 16, "held-out sequences per evaluation"),
     TESS_OPT_REAL("grad_clip", 1.0, 0.0, 1e9, "global-norm clipping threshold (0: off)"),
     TESS_OPT_INT("max_bad_steps", 5, 1, 1000000, "non-finite steps in a row before aborting"),
 };
-static const tess_opt optim_opts[] = {
-    TESS_OPT_REAL("lr", 3e-3, 0.0, 10.0, "peak AdamW learning rate"),
-    TESS_OPT_REAL("min_lr", 1e-4, 0.0, 10.0, "final learning rate of the decay"),
-    TESS_OPT_INT("warmup_steps", 30, 0, INT64_MAX / 2, "linear warm-up steps"),
-    TESS_OPT_ENUM("schedule", "cosine", tess_sched_kind_names, "decay after warm-up"),
-    TESS_OPT_REAL("beta1", 0.9, 0.0, 0.999999, "AdamW beta1"),
-    TESS_OPT_REAL("beta2", 0.98, 0.0, 0.999999, "AdamW beta2"),
-    TESS_OPT_REAL("eps", 1e-8, 1e-30, 1.0, "AdamW epsilon"),
-    TESS_OPT_REAL("weight_decay", 0.01, 0.0, 10.0, "decoupled weight decay (matrices only)"),
-};
+static const tess_opt optim_opts[] = {TESS_ADAMW_SCHED_OPTS(30)};
 static const tess_opt dist_opts[] = {
     TESS_OPT_INT("bucket_kib", 1024, 1, 1 << 22, "gradient all-reduce bucket size (KiB)"),
     TESS_OPT_INT("ep", 1, 1, 1 << 16, "expert-parallel size: divides the ranks and moe.experts"),
@@ -120,6 +112,7 @@ typedef struct {
     double bias_rate;
     bool lb_global;
     tess_sched sched;
+    tess_adamw_config adamw;
     int64_t global_B, b, log_every, eval_every, eval_batch, uni_samples, nmoe, ep;
     tess_mesh *mesh;                 /* dp x ep over the run's group */
     double clip;
@@ -216,16 +209,7 @@ static tess_status read_options(moe_app *a, const tess_config *c, int nranks, ui
                  "%lld MoE layers (model.layers = %lld, moe.every = %lld): routing.csv records at "
                  "most %d (32 columns per metrics file)",
                  (long long)a->nmoe, (long long)a->mc.L, (long long)a->moe.every, MAX_MOE_LAYERS);
-    a->sched = (tess_sched){.lr = tess_config_real(c, "optim.lr"),
-                            .min_lr = tess_config_real(c, "optim.min_lr"),
-                            .warmup_steps = tess_config_int(c, "optim.warmup_steps"),
-                            .total_steps = steps};
-    a->sched.kind = (tess_sched_kind)tess_config_enum(c, "optim.schedule");
-    TESS_REQUIRE(a->sched.kind == TESS_SCHED_CONSTANT || a->sched.warmup_steps < steps,
-                 TESS_ERR_CONFIG,
-                 "optim.warmup_steps = %lld must be below train.steps = %lld for a decaying schedule",
-                 (long long)a->sched.warmup_steps, (long long)steps);
-    TESS_CHECK(tess_sched_check(&a->sched));
+    TESS_CHECK(tess_adamw_sched_read(c, "optim", steps, "train.steps", &a->adamw, &a->sched));
     TESS_CHECK(tess_tfm_check_config(&a->mc, a->b));
     a->log_every = tess_config_int(c, "run.log_every");
     a->eval_every = tess_config_int(c, "train.eval_every");
@@ -340,11 +324,7 @@ static tess_status moe_setup(tess_run *run, void *ctx) {
                  (long long)tess_nn_moe_stack_layers(a->stack));
     TESS_CHECK(tess_registry_finalize(a->reg));
     TESS_CHECK(tess_registry_init_params(a->reg, seed));
-    const tess_adamw_config ac = {.beta1 = (float)tess_config_real(c, "optim.beta1"),
-                                  .beta2 = (float)tess_config_real(c, "optim.beta2"),
-                                  .eps = (float)tess_config_real(c, "optim.eps"),
-                                  .weight_decay = (float)tess_config_real(c, "optim.weight_decay")};
-    TESS_CHECK(tess_adamw_create(&a->opt, a->reg, &ac));
+    TESS_CHECK(tess_adamw_create(&a->opt, a->reg, &a->adamw));
     TESS_CHECK(tess_gradsync_create(&a->sync, a->reg, dp,
                                     tess_config_int(c, "dist.bucket_kib") * 1024 /
                                         (int64_t)sizeof(float)));

@@ -17,6 +17,7 @@
 #include "core/timer.h"     /* tess_timer_now */
 #include "nn/transformer.h" /* tess_tfm_* */
 #include "optim/adamw.h"    /* tess_adamw_* */
+#include "optim/adamw_opts.h" /* TESS_ADAMW_SCHED_OPTS, tess_adamw_sched_read */
 #include "optim/clip.h"     /* tess_clip_grad_norm */
 #include "optim/guard.h"    /* tess_guard_* */
 #include "optim/sched.h"    /* tess_sched_* */
@@ -32,9 +33,9 @@ static const tess_opt run_opts[] = {
 };
 static const tess_opt model_opts[] = {
     TESS_OPT_INT("layers", 2, 1, 1024, "transformer blocks"),
-    TESS_OPT_INT("channels", 64, 2, 65536, "model width C"),
+    TESS_OPT_INT("channels", 64, 2, 16384, "model width C (a multiple of model.heads)"),
     TESS_OPT_INT("heads", 4, 1, 1024, "attention heads (channels/heads must be even)"),
-    TESS_OPT_INT("mlp_hidden", 128, 1, 1 << 20, "hidden width F of the MLP"),
+    TESS_OPT_INT("mlp_hidden", 128, 1, 1 << 17, "hidden width F of the MLP"),
     TESS_OPT_ENUM("mlp", "swiglu", tess_nn_ffn_kind_names, "feed-forward block"),
     TESS_OPT_ENUM("norm", "rmsnorm", tess_nn_norm_kind_names, "normalisation layer"),
     TESS_OPT_REAL("norm_eps", 1e-5, 1e-12, 1.0, "epsilon of the norms"),
@@ -56,16 +57,7 @@ static const tess_opt train_opts[] = {
                     "after the last step, write the first held-out batch (ids, logits) to this "
                     "safetensors file (to check an exported model against; '' none)"),
 };
-static const tess_opt optim_opts[] = {
-    TESS_OPT_REAL("lr", 3e-3, 0.0, 10.0, "peak AdamW learning rate"),
-    TESS_OPT_REAL("min_lr", 1e-4, 0.0, 10.0, "final learning rate of the decay"),
-    TESS_OPT_INT("warmup_steps", 40, 0, INT64_MAX / 2, "linear warm-up steps"),
-    TESS_OPT_ENUM("schedule", "cosine", tess_sched_kind_names, "decay after warm-up"),
-    TESS_OPT_REAL("beta1", 0.9, 0.0, 0.999999, "AdamW beta1"),
-    TESS_OPT_REAL("beta2", 0.98, 0.0, 0.999999, "AdamW beta2"),
-    TESS_OPT_REAL("eps", 1e-8, 1e-30, 1.0, "AdamW epsilon"),
-    TESS_OPT_REAL("weight_decay", 0.01, 0.0, 10.0, "decoupled weight decay (matrices only)"),
-};
+static const tess_opt optim_opts[] = {TESS_ADAMW_SCHED_OPTS(40)};
 static const tess_opt dist_opts[] = {
     TESS_OPT_INT("bucket_kib", 1024, 1, 1 << 22, "gradient all-reduce bucket size (KiB)"),
 };
@@ -80,6 +72,7 @@ typedef struct {
     tinylm_task task;
     tess_tfm_config mc;
     tess_sched sched;
+    tess_adamw_config adamw;
     int64_t global_B, b, log_every, eval_every, eval_batch;
     double clip;
     tess_registry *reg;
@@ -125,16 +118,7 @@ static tess_status read_options(tinylm *a, const tess_config *c, int nranks, uin
                               .causal = true,
                               .norm_eps = (float)tess_config_real(c, "model.norm_eps"),
                               .rope_base = (float)tess_config_real(c, "model.rope_base")};
-    a->sched = (tess_sched){.lr = tess_config_real(c, "optim.lr"),
-                            .min_lr = tess_config_real(c, "optim.min_lr"),
-                            .warmup_steps = tess_config_int(c, "optim.warmup_steps"),
-                            .total_steps = steps};
-    a->sched.kind = (tess_sched_kind)tess_config_enum(c, "optim.schedule");
-    TESS_REQUIRE(a->sched.kind == TESS_SCHED_CONSTANT || a->sched.warmup_steps < steps,
-                 TESS_ERR_CONFIG,
-                 "optim.warmup_steps = %lld must be below train.steps = %lld for a decaying schedule",
-                 (long long)a->sched.warmup_steps, (long long)steps);
-    TESS_CHECK(tess_sched_check(&a->sched));
+    TESS_CHECK(tess_adamw_sched_read(c, "optim", steps, "train.steps", &a->adamw, &a->sched));
     TESS_CHECK(tess_tfm_check_config(&a->mc, a->b));
     a->log_every = tess_config_int(c, "run.log_every");
     a->eval_every = tess_config_int(c, "train.eval_every");
@@ -158,11 +142,7 @@ static tess_status tinylm_setup(tess_run *run, void *ctx) {
     TESS_CHECK(tess_tfm_create(&a->model, &a->mc, a->b, a->reg));
     TESS_CHECK(tess_registry_finalize(a->reg));
     TESS_CHECK(tess_registry_init_params(a->reg, seed));
-    const tess_adamw_config ac = {.beta1 = (float)tess_config_real(c, "optim.beta1"),
-                                  .beta2 = (float)tess_config_real(c, "optim.beta2"),
-                                  .eps = (float)tess_config_real(c, "optim.eps"),
-                                  .weight_decay = (float)tess_config_real(c, "optim.weight_decay")};
-    TESS_CHECK(tess_adamw_create(&a->opt, a->reg, &ac));
+    TESS_CHECK(tess_adamw_create(&a->opt, a->reg, &a->adamw));
     TESS_CHECK(tess_gradsync_create(&a->sync, a->reg, dp,
                                     tess_config_int(c, "dist.bucket_kib") * 1024 /
                                         (int64_t)sizeof(float)));
@@ -184,13 +164,18 @@ static tess_status tinylm_setup(tess_run *run, void *ctx) {
     static const char *const loss_cols[] = {"loss"}, *const acc_cols[] = {"eval_acc"};
     TESS_CHECK(tess_run_metrics(run, "metrics", train_cols, 5, true, &a->train_csv));
     TESS_CHECK(tess_run_metrics(run, "eval", eval_cols, 2, true, &a->eval_csv));
+    static const char *const loss_title[] = {"training loss"},
+                             *const eval_title[] = {"held-out loss"},
+                             *const acc_title[] = {"held-out token accuracy"};
     const tess_plot_spec loss_plot = {.title = "tinylm: training loss", .ycols = loss_cols,
                                       .ny = 1, .xlabel = "step (optimizer updates)",
-                                      .ylabel = "cross-entropy (nats/token)", .logy = true};
+                                      .ylabel = "cross-entropy (nats/token)", .logy = true,
+                                      .ytitles = loss_title};
     const tess_plot_spec eval_plot = {
         .title = "tinylm: held-out loss and token accuracy", .ycols = eval_cols, .ny = 1,
         .xlabel = "step (optimizer updates)", .ylabel = "held-out cross-entropy (nats/token)",
-        .logy = true, .y2cols = acc_cols, .ny2 = 1, .y2label = "token accuracy (fraction, 0-1)"};
+        .logy = true, .y2cols = acc_cols, .ny2 = 1, .y2label = "token accuracy (fraction, 0-1)",
+        .ytitles = eval_title, .y2titles = acc_title};
     TESS_CHECK(tess_run_plot(run, a->train_csv, "loss.png", &loss_plot));
     TESS_CHECK(tess_run_plot(run, a->eval_csv, "eval.png", &eval_plot));
 
@@ -206,10 +191,11 @@ static tess_status tinylm_setup(tess_run *run, void *ctx) {
                   (long long)(a->global_B * a->mc.T));
     char subtitle[256];
     snprintf(subtitle, sizeof subtitle,
-             "task %s n=%lld, L=%lld C=%lld heads=%lld, %lld parameters, batch %lld, lr %g, %d ranks",
+             "task %s n=%lld, L=%lld C=%lld heads=%lld, %lld parameters, batch %lld, lr %g, %d rank%s",
              tess_config_string(c, "task.kind"), (long long)a->task.n, (long long)a->mc.L,
              (long long)a->mc.C, (long long)a->mc.NH, (long long)tess_registry_global_total(a->reg),
-             (long long)a->global_B, tess_config_real(c, "optim.lr"), dp->size);
+             (long long)a->global_B, tess_config_real(c, "optim.lr"), dp->size,
+             dp->size == 1 ? "" : "s");
     tess_run_plot_subtitle(run, subtitle);
     a->first_loss = a->loss = a->eval_loss = a->eval_acc = NAN;
     a->t_log = tess_timer_now();

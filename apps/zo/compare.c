@@ -102,6 +102,7 @@ tess_status zoapp_compare_setup(tess_run *run, zoapp *a) {
     TESS_CHECK(tess_state_add_i64(st, "run/method", &cmp->current));
     cmp->current = next_method(cmp, 0);
     tess_run_set_total(run, (double)(cmp->ro.budget * nmethods), 0);
+    tess_run_set_position_unit(run, "samples");
     TESS_CHECK(tess_run_metrics(run, "metrics", cmp->cols, metric_columns(cmp), false, &cmp->csv));
     return TESS_OK;
 }
@@ -118,11 +119,15 @@ tess_status zoapp_compare_restored(tess_run *run, zoapp *a) {
     return TESS_OK;
 }
 
-/* Chain samples consumed by all methods so far. */
+/* Chain samples consumed by all methods so far, each counted up to the budget (an MLMC batch may
+ * overshoot it by a few): the progress line's position, which ends at the total. */
 static double samples_done(const zoapp_compare *cmp) {
     double s = 0.0;
-    for (int m = 0; m < M_NLOPT; m++)
-        if (cmp->made[m]) s += (double)cmp->methods[m].pg.samples;
+    for (int m = 0; m < M_NLOPT; m++) {
+        if (!cmp->made[m]) continue;
+        const int64_t n = cmp->methods[m].pg.samples;
+        s += (double)(n < cmp->ro.budget ? n : cmp->ro.budget);
+    }
     return s;
 }
 

@@ -67,9 +67,9 @@ static const tess_opt run_opts[] = {
 static const tess_opt problem_opts[] = {
     TESS_OPT_ENUM("kind", "quadratic", problem_names, "test problem (docs/zo.md 4)"),
     TESS_OPT_INT("dim", 64, 1, (int64_t)1 << 40, "dimension d"),
-    TESS_OPT_INT("states", 64, 1, INT32_MAX, "states n of the chain (data rows)"),
+    TESS_OPT_INT("states", 64, 1, 1 << 30, "states n of the chain (data rows; even for quadratic)"),
     TESS_OPT_REAL("mu", 1.0, 1e-12, 1e12, "strong convexity (quadratic, l1)"),
-    TESS_OPT_REAL("L", 10.0, 1e-12, 1e12, "largest curvature (quadratic)"),
+    TESS_OPT_REAL("L", 10.0, 1e-12, 1e12, "largest curvature (quadratic; >= mu)"),
     TESS_OPT_REAL("sigma", 1.0, 0.0, 1e6, "noise level"),
     TESS_OPT_REAL("lambda", 0.1, 0.0, 1e6, "l2 regularisation (ridge, logistic)"),
 };
@@ -82,7 +82,7 @@ static const tess_opt optim_opts[] = {
     TESS_OPT_ENUM("dir", "sphere", dir_names, "random directions"),
     TESS_OPT_ENUM("batching", "mlmc", batching_names, "randomised multilevel or fixed"),
     TESS_OPT_ENUM("baseline", "residual", baseline_names, "one-point baseline"),
-    TESS_OPT_REAL("gamma", 1e-3, 0.0, 1e6, "smoothing radius gamma (> 0)"),
+    TESS_OPT_REAL("gamma", 1e-3, 1e-12, 1e6, "smoothing radius gamma (> 0)"),
     TESS_OPT_INT("batch", 1, 1, (int64_t)1 << 21, "base batch B (>= 1)"),
     TESS_OPT_INT("cap", 256, 1, (int64_t)1 << 21, "MLMC batch cap M (>= 1)"),
     TESS_OPT_ENUM("rule", "constant", rule_names, "step-size rule"),
@@ -96,7 +96,7 @@ static const tess_opt optim_opts[] = {
 };
 static const tess_opt budget_opts[] = {
     TESS_OPT_INT("samples", 200000, 1, INT64_MAX / 4, "chain samples (oracle calls) per method"),
-    TESS_OPT_REAL("eps", 0.02, 0.0, 1e6, "target of ||x - x*||^2/||x*||^2 for calls-to-eps"),
+    TESS_OPT_REAL("eps", 0.02, 1e-12, 1e6, "target of ||x - x*||^2/||x*||^2 for calls-to-eps"),
     TESS_OPT_INT("points", 40, 2, ZOAPP_MAX_POINTS, "trajectory points (log-spaced samples)"),
 };
 static const tess_opt baselines_opts[] = {
@@ -121,7 +121,7 @@ static const tess_opt sweep_opts[] = {
     TESS_OPT_REAL("relax", 6.0, 0.01, 1e6,
                   "budget in relaxation times: relax * E[K] / (eta mu) samples"),
     TESS_OPT_INT("max_samples", 4000000, 1, INT64_MAX / 4, "budget cap per run"),
-    TESS_OPT_REAL("eps", 3e-3, 0.0, 1e6, "target of the relative error for calls-to-eps"),
+    TESS_OPT_REAL("eps", 3e-3, 1e-12, 1e6, "target of the relative error for calls-to-eps"),
 };
 static const tess_config_section sections[] = {
     TESS_CONFIG_SECTION("problem", problem_opts),     TESS_CONFIG_SECTION("chain", chain_opts),
@@ -187,11 +187,18 @@ tess_status zoapp_parse_methods(const tess_config *c, bool use[M_COUNT]) {
 
 /* Checks every rank makes alike on the same config (exit 78). */
 static tess_status validate(const tess_config *c, int size) {
-    TESS_REQUIRE(tess_config_real(c, "optim.gamma") > 0.0, TESS_ERR_CONFIG,
-                 "optim.gamma = %g: the smoothing radius must be > 0",
-                 tess_config_real(c, "optim.gamma"));
-    TESS_REQUIRE(tess_config_real(c, "budget.eps") > 0.0 && tess_config_real(c, "sweep.eps") > 0.0,
-                 TESS_ERR_CONFIG, "budget.eps and sweep.eps must be > 0");
+    const bool quadratic = tess_config_enum(c, "problem.kind") == ZOAPP_PROB_QUADRATIC;
+    TESS_REQUIRE(!quadratic || tess_config_int(c, "problem.states") % 2 == 0, TESS_ERR_CONFIG,
+                 "problem.states = %lld must be even for problem.kind = quadratic (antithetic "
+                 "noise pairs)", (long long)tess_config_int(c, "problem.states"));
+    TESS_REQUIRE(tess_config_real(c, "problem.mu") <= tess_config_real(c, "problem.L"),
+                 TESS_ERR_CONFIG, "problem.mu = %g must not exceed problem.L = %g",
+                 tess_config_real(c, "problem.mu"), tess_config_real(c, "problem.L"));
+    const int kind = tess_config_enum(c, "problem.kind");
+    TESS_REQUIRE((kind != ZOAPP_PROB_RIDGE && kind != ZOAPP_PROB_LOGISTIC) ||
+                     tess_config_real(c, "problem.lambda") > 0.0,
+                 TESS_ERR_CONFIG, "problem.lambda = 0 must be > 0 for problem.kind = %s (strong "
+                 "convexity)", tess_config_string(c, "problem.kind"));
     const int64_t shard = tess_config_int(c, "dist.shard");
     const bool sweep = tess_config_enum(c, "run.mode") == ZOAPP_MODE_SWEEP;
     const int64_t group = sweep ? tess_config_int(c, "sweep.group") : size;
@@ -200,7 +207,7 @@ static tess_status validate(const tess_config *c, int size) {
     TESS_REQUIRE(group % shard == 0, TESS_ERR_CONFIG,
                  "dist.shard = %lld must divide the ranks of a run (%lld)", (long long)shard,
                  (long long)group);
-    TESS_REQUIRE(shard == 1 || tess_config_enum(c, "problem.kind") == ZOAPP_PROB_QUADRATIC,
+    TESS_REQUIRE(shard == 1 || quadratic,
                  TESS_ERR_CONFIG, "dist.shard = %lld: only the quadratic problem shards x",
                  (long long)shard);
     TESS_REQUIRE(shard <= tess_config_int(c, "problem.dim"), TESS_ERR_CONFIG,

@@ -76,7 +76,10 @@ tess_status zoapp_sweep_setup(tess_run *run, zoapp *a) {
     const int64_t shape[2] = {s->nruns, ZOAPP_RUN_FIELDS};
     const tess_layout rep = tess_layout_replicated();
     TESS_CHECK(tess_state_add(tess_run_state(run), "sweep/rows", TESS_F64, 2, shape, &rep, s->rows));
-    tess_run_set_total(run, (double)s->nlaps, s->nlaps);
+    /* the progress line counts runs (their budgets depend on each run's step size) at the rate
+     * of chain samples */
+    tess_run_set_total(run, (double)s->nruns, s->nlaps);
+    tess_run_set_position_unit(run, "runs");
     static const char *const run_cols[ZOAPP_RUN_FIELDS] = {
         "d", "tau", "method", "seed", "floor", "n_eps", "cost_eps", "final_err", "seconds"};
     TESS_CHECK(tess_run_metrics(run, "runs", run_cols, ZOAPP_RUN_FIELDS, false, &s->runs_csv));
@@ -88,8 +91,9 @@ tess_status zoapp_sweep_setup(tess_run *run, zoapp *a) {
     return TESS_OK;
 }
 
-/* Run r of the grid on this rank's group; the group's rank 0 writes its row into row. */
-static tess_status sweep_run(tess_run *run, zoapp *a, int64_t r, double *row) {
+/* Run r of the grid on this rank's group; the group's rank 0 writes its row into row and the
+ * chain samples it used into *samples. */
+static tess_status sweep_run(tess_run *run, zoapp *a, int64_t r, double *row, double *samples) {
     const tess_config *c = tess_run_config(run);
     zoapp_sweep *s = &a->swp;
     const uint32_t seed = (uint32_t)tess_run_seed(run);
@@ -127,6 +131,7 @@ static tess_status sweep_run(tess_run *run, zoapp *a, int64_t r, double *row) {
                                             res.floor, res.n_eps, res.evals_eps * cost,
                                             res.final_err, res.seconds};
         memcpy(row, v, sizeof v);
+        *samples = (double)res.samples;
     }
     return TESS_OK;
 }
@@ -140,10 +145,13 @@ tess_status zoapp_sweep_step(tess_run *run, zoapp *a, int64_t lap, tess_run_step
     const int64_t n = first + ng <= s->nruns ? ng : s->nruns - first; /* runs in this lap */
     double *lap_rows = s->rows + first * ZOAPP_RUN_FIELDS;
     memset(lap_rows, 0, (size_t)(n * ZOAPP_RUN_FIELDS) * sizeof *lap_rows);
-    if (r < s->nruns) TESS_CHECK(sweep_run(run, a, r, s->rows + r * ZOAPP_RUN_FIELDS));
+    double samples = 0.0; /* of this lap's runs, for the progress rate */
+    if (r < s->nruns)
+        TESS_CHECK(sweep_run(run, a, r, s->rows + r * ZOAPP_RUN_FIELDS, &samples));
     /* each row was filled by one rank (a group's rank 0); NAN (eps never reached) survives + 0 */
     TESS_CHECK(tess_par_allreduce_f64(tess_run_group(run), lap_rows, n * ZOAPP_RUN_FIELDS,
                                       TESS_PAR_SUM));
+    TESS_CHECK(tess_par_allreduce_f64(tess_run_group(run), &samples, 1, TESS_PAR_SUM));
     for (int64_t i = first; i < first + n; i++) {
         const double *q = s->rows + i * ZOAPP_RUN_FIELDS;
         char neps[32];
@@ -154,8 +162,8 @@ tess_status zoapp_sweep_step(tess_run *run, zoapp *a, int64_t lap, tess_run_step
                       zoapp_num(neps, sizeof neps, "%.4g", q[5]), q[8],
                       tess_timer_now() - s->t0);
     }
-    *out = (tess_run_step_out){.done = lap + 1 == s->nlaps, .loss = NAN, .items = (double)n,
-                               .position = NAN, .data_cursor = first + n};
+    *out = (tess_run_step_out){.done = lap + 1 == s->nlaps, .loss = NAN, .items = samples,
+                               .position = (double)(first + n), .data_cursor = first + n};
     return TESS_OK;
 }
 

@@ -11,6 +11,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <ini.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 
 enum {
     CFG_MAX_ALIASES = 32,
+    CFG_MAX_FLAGS = 16,               /* flags the caller handles itself (tess_config_flag) */
     CFG_MAX_REPORTED = 20,            /* error lines kept in the record; the rest are counted */
     CFG_MAX_NAME = 50,                /* inih's MAX_SECTION and MAX_NAME, terminator included */
     CFG_MAX_FILE_BYTES = 16 << 20,    /* a config file larger than this is refused */
@@ -51,9 +53,19 @@ struct tess_config {
         int64_t val; /* index into vals */
     } aliases[CFG_MAX_ALIASES];
     int nalias;
+    struct {
+        char *flag, *help; /* "--check", one line */
+    } flags[CFG_MAX_FLAGS];
+    int nflags;
     char *resolved;
     char *help;
+    char *listing; /* tess_config_options_json */
 };
+
+/* The flags tess_config_parse_args itself handles. */
+static const char *const builtin_flags[] = {"--config",  "--set",           "--help",
+                                            "--version", "--print-config", "--print-options"};
+enum { CFG_NBUILTIN = (int)(sizeof builtin_flags / sizeof builtin_flags[0]) };
 
 /* ---------- error collection: every error is a record line; the verdict is the worst class ---- */
 
@@ -510,10 +522,15 @@ void tess_config_destroy(tess_config **cfg) {
         free(c->vals[i].sval);
     }
     for (int i = 0; i < c->nalias; i++) free(c->aliases[i].flag);
+    for (int i = 0; i < c->nflags; i++) {
+        free(c->flags[i].flag);
+        free(c->flags[i].help);
+    }
     free(c->sec_names);
     free(c->vals);
     free(c->resolved);
     free(c->help);
+    free(c->listing);
     free(c);
     *cfg = NULL;
 }
@@ -734,11 +751,12 @@ tess_status tess_config_alias(tess_config *cfg, const char *flag, const char *ke
     TESS_REQUIRE(cfg && flag && key, TESS_ERR_ARG, "NULL argument");
     TESS_REQUIRE(strncmp(flag, "--", 2) == 0 && valid_name(flag + 2, false), TESS_ERR_ARG,
                  "alias '%s' must look like --name", flag);
-    static const char *const builtin[] = {"--config", "--set", "--help", "--print-config",
-                                          "--version"};
-    for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++)
-        TESS_REQUIRE(strcmp(flag, builtin[i]) != 0, TESS_ERR_ARG, "alias '%s' is a built-in flag",
-                     flag);
+    for (int i = 0; i < CFG_NBUILTIN; i++)
+        TESS_REQUIRE(strcmp(flag, builtin_flags[i]) != 0, TESS_ERR_ARG,
+                     "alias '%s' is a built-in flag", flag);
+    for (int i = 0; i < cfg->nflags; i++)
+        TESS_REQUIRE(strcmp(flag, cfg->flags[i].flag) != 0, TESS_ERR_ARG,
+                     "alias '%s' is the caller's flag", flag);
     for (int i = 0; i < cfg->nalias; i++)
         TESS_REQUIRE(strcmp(flag, cfg->aliases[i].flag) != 0, TESS_ERR_ARG,
                      "alias '%s' registered twice", flag);
@@ -751,6 +769,29 @@ tess_status tess_config_alias(tess_config *cfg, const char *flag, const char *ke
     cfg->aliases[cfg->nalias].flag = f;
     cfg->aliases[cfg->nalias].val = v - cfg->vals;
     cfg->nalias++;
+    return TESS_OK;
+}
+
+tess_status tess_config_flag(tess_config *cfg, const char *flag, const char *help) {
+    TESS_REQUIRE(cfg && flag && help, TESS_ERR_ARG, "NULL argument");
+    TESS_REQUIRE(flag[0] == '-' && !strchr(help, '\n'), TESS_ERR_ARG,
+                 "flag '%s' must start with '-' and its help be one line", flag);
+    for (int i = 0; i < CFG_NBUILTIN; i++)
+        TESS_REQUIRE(strcmp(flag, builtin_flags[i]) != 0, TESS_ERR_ARG,
+                     "flag '%s' is a built-in flag", flag);
+    for (int i = 0; i < cfg->nflags; i++)
+        TESS_REQUIRE(strcmp(flag, cfg->flags[i].flag) != 0, TESS_ERR_ARG,
+                     "flag '%s' registered twice", flag);
+    TESS_REQUIRE(cfg->nflags < CFG_MAX_FLAGS, TESS_ERR_ARG, "more than %d flags", CFG_MAX_FLAGS);
+    char *f = dup_str(flag), *h = dup_str(help);
+    if (!f || !h) {
+        free(f);
+        free(h);
+        return tess_error_push(TESS_ERR_MEM, __FILE__, __LINE__, __func__, "out of memory");
+    }
+    cfg->flags[cfg->nflags].flag = f;
+    cfg->flags[cfg->nflags].help = h;
+    cfg->nflags++;
     return TESS_OK;
 }
 
@@ -871,11 +912,9 @@ static void scan_args(tess_config *cfg, int argc, char **argv, cfg_errors *e, cl
             alias >= 0 || strcmp(flag, "--config") == 0 || strcmp(flag, "--set") == 0;
         if (!takes_value) {
             name_match m = {.name = flag};
-            static const char *const builtin[] = {"--config", "--set", "--print-config", "--help",
-                                                  "--version"};
-            for (size_t k = 0; k < sizeof builtin / sizeof builtin[0]; k++)
-                match_try(&m, builtin[k]);
+            for (int k = 0; k < CFG_NBUILTIN; k++) match_try(&m, builtin_flags[k]);
             for (int k = 0; k < cfg->nalias; k++) match_try(&m, cfg->aliases[k].flag);
+            for (int k = 0; k < cfg->nflags; k++) match_try(&m, cfg->flags[k].flag);
             const char *sug = match_result(&m);
             if (sug)
                 CFG_ERROR(e, TESS_ERR_ARG, "unknown option '%s' (did you mean '%s'?)", flag, sug);
@@ -925,6 +964,14 @@ tess_status tess_config_parse_args(tess_config *cfg, const tess_group *g, int ar
         snprintf(out, sizeof out, "%s\n", tess_version_line(line, sizeof line, argv[0]));
         if (rank == 0) write_stdout(out);
         *action = TESS_CONFIG_ACTION_VERSION;
+        return TESS_OK;
+    }
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--print-options") != 0) continue;
+        const char *listing = tess_config_options_json(cfg, argv[0]);
+        TESS_REQUIRE(listing != NULL, TESS_ERR_MEM, "out of memory formatting --print-options");
+        if (rank == 0) write_stdout(listing);
+        *action = TESS_CONFIG_ACTION_OPTIONS;
         return TESS_OK;
     }
     cli_op *ops = calloc((size_t)(argc > 0 ? argc : 1), sizeof *ops);
@@ -1085,9 +1132,13 @@ const char *tess_config_help_text(tess_config *cfg, const char *prog) {
               "  --config FILE         read options from an INI file ([section] then key = value)\n"
               "  --set S.KEY=VALUE     set one option (repeatable; after the file, in order)\n"
               "  --print-config        print the resolved configuration and exit\n"
+              "  --print-options       print every option (key, type, default, range or choices,\n"
+              "                        help) as JSON and exit\n"
               "  --help                print this help and exit\n"
               "  --version             print the program, Tessera version and git commit\n",
               prog ? prog : "app");
+    for (int i = 0; i < cfg->nflags; i++)
+        sb_printf(&b, "  %-21s %s\n", cfg->flags[i].flag, cfg->flags[i].help);
     for (int i = 0; i < cfg->nalias; i++) {
         char flag[CFG_MAX_NAME + 16];
         snprintf(flag, sizeof flag, "%s VALUE", cfg->aliases[i].flag);
@@ -1103,4 +1154,78 @@ const char *tess_config_help_text(tess_config *cfg, const char *prog) {
     free(cfg->help);
     cfg->help = sb_take(&b);
     return cfg->help;
+}
+
+/* ---------- the machine-readable listing ---------- */
+
+/* One option as a JSON object, or NULL when out of memory. */
+static json_t *option_json(const cfg_value *v) {
+    const tess_opt *o = v->opt;
+    static const char *const type_names[] = {"int", "real", "bool", "string", "choice", "enum"};
+    json_t *j = json_object(), *choices = NULL;
+    bool ok = j && json_object_set_new(j, "key", json_string(v->full_key)) == 0 &&
+              json_object_set_new(j, "type", json_string(type_names[o->type])) == 0;
+    switch (o->type) {
+    case TESS_OPT_TYPE_INT:
+        ok = ok && json_object_set_new(j, "default", json_integer(o->int_def)) == 0 &&
+             json_object_set_new(j, "min", json_integer(o->int_min)) == 0 &&
+             json_object_set_new(j, "max", json_integer(o->int_max)) == 0;
+        break;
+    case TESS_OPT_TYPE_REAL: /* the bounds are finite doubles (json_real refuses others) */
+        ok = ok && json_object_set_new(j, "default", json_real(o->real_def)) == 0 &&
+             json_object_set_new(j, "min", json_real(o->real_min)) == 0 &&
+             json_object_set_new(j, "max", json_real(o->real_max)) == 0;
+        break;
+    case TESS_OPT_TYPE_BOOL:
+        ok = ok && json_object_set_new(j, "default", json_boolean(o->bool_def)) == 0;
+        break;
+    case TESS_OPT_TYPE_STRING:
+        ok = ok && json_object_set_new(j, "default", json_string(o->str_def)) == 0;
+        break;
+    case TESS_OPT_TYPE_CHOICE:
+    case TESS_OPT_TYPE_ENUM:
+        choices = json_array();
+        ok = ok && choices && json_object_set_new(j, "default", json_string(o->str_def)) == 0;
+        if (o->type == TESS_OPT_TYPE_ENUM) {
+            for (int i = 0; ok && i < o->enum_count; i++)
+                ok = json_array_append_new(choices, json_string(o->enums[i].name)) == 0;
+        } else {
+            for (const char *p = o->choices; ok;) {
+                const char *bar = strchr(p, '|');
+                const size_t len = bar ? (size_t)(bar - p) : strlen(p);
+                ok = json_array_append_new(choices, json_stringn(p, len)) == 0;
+                if (!bar) break;
+                p = bar + 1;
+            }
+        }
+        ok = ok && json_object_set(j, "choices", choices) == 0;
+        json_decref(choices);
+        break;
+    }
+    ok = ok && json_object_set_new(j, "help", json_string(o->help)) == 0;
+    if (!ok) json_decref(j);
+    return ok ? j : NULL;
+}
+
+const char *tess_config_options_json(tess_config *cfg, const char *prog) {
+    if (!cfg) return NULL;
+    json_t *root = json_object(), *opts = json_array();
+    bool ok = root && opts &&
+              json_object_set_new(root, "program", json_string(prog ? prog : "app")) == 0 &&
+              json_object_set(root, "options", opts) == 0;
+    for (int64_t i = 0; ok && i < cfg->nvals; i++)
+        ok = json_array_append_new(opts, option_json(&cfg->vals[i])) == 0;
+    json_decref(opts);
+    char *text = ok ? json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)) : NULL;
+    json_decref(root);
+    /* json_dumps allocates with malloc (jansson's default allocator); add the final newline. */
+    char *out = text ? realloc(text, strlen(text) + 2) : NULL;
+    if (!out) {
+        free(text);
+        return NULL;
+    }
+    strcat(out, "\n");
+    free(cfg->listing);
+    cfg->listing = out;
+    return out;
 }

@@ -119,6 +119,7 @@ typedef enum {
     TESS_CONFIG_ACTION_HELP,    /* --help was printed (rank 0): finish with TESS_OK, exit 0 */
     TESS_CONFIG_ACTION_PRINTED, /* --print-config was printed (rank 0): finish with TESS_OK */
     TESS_CONFIG_ACTION_VERSION, /* --version was printed (rank 0, core/version.h): TESS_OK */
+    TESS_CONFIG_ACTION_OPTIONS, /* --print-options was printed (rank 0): finish with TESS_OK */
 } tess_config_action;
 
 typedef struct tess_config tess_config;
@@ -137,11 +138,18 @@ void tess_config_destroy(tess_config **cfg);
  * Call before tess_config_parse_args. TESS_ERR_ARG for an undeclared key or a taken flag. */
 tess_status tess_config_alias(tess_config *cfg, const char *flag, const char *key);
 
+/* A flag the caller takes out of argv and handles itself (e.g. the run driver's "--check"):
+ * listed in --help with its one-line help, offered by "did you mean" for a mistyped flag, and
+ * refused as an alias. Call before tess_config_parse_args. TESS_ERR_ARG for a built-in or taken
+ * flag. */
+tess_status tess_config_flag(tess_config *cfg, const char *flag, const char *help);
+
 /* Read the command line: --config FILE, --set SECTION.KEY=VALUE (repeatable), aliases,
- * --print-config, --help (also -h), --version; "--flag=value" works for every flag that takes a
+ * --print-config, --print-options, --help (also -h), --version; "--flag=value" works for every flag that takes a
  * value. Collective on g (the run's group): rank 0 reads FILE and broadcasts it; every rank parses it. argv must
  * be the same on every rank (as mpiexec passes it). --help wins over everything else, then
- * --version ("<program> (Tessera <version>, git <commit>)", core/version.h); neither reads a file;
+ * --version ("<program> (Tessera <version>, git <commit>)", core/version.h), then --print-options
+ * (tess_config_options_json); none of them reads a file;
  * --print-config prints the resolved INI on rank 0 after a successful parse. Help and resolved
  * text go to stdout on rank 0; errors go to the error record on every rank (see above). */
 tess_status tess_config_parse_args(tess_config *cfg, const tess_group *g, int argc, char **argv,
@@ -171,5 +179,14 @@ const char *tess_config_resolved_text(tess_config *cfg);
 /* The --help text for program `prog`: flags, aliases, then each option's full key, type, default,
  * range or choices, and help. Owned by cfg; valid until the next call or destroy. */
 const char *tess_config_help_text(tess_config *cfg, const char *prog);
+
+/* Every declared option as JSON, for tools and tests (--print-options):
+ *   {"program": prog, "options": [{"key": "optim.lr", "type": "real", "default": 0.0003,
+ *     "min": 0, "max": 10, "help": "..."}, ...]}
+ * in declaration order. "type" is int|real|bool|string|choice|enum; int and real carry "min" and
+ * "max" (inclusive: the range the parser accepts), choice and enum a "choices" array of names.
+ * Written with jansson. Owned by cfg; valid until the next call or destroy; NULL when out of
+ * memory. */
+const char *tess_config_options_json(tess_config *cfg, const char *prog);
 
 #endif

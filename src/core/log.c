@@ -229,8 +229,8 @@ void tess_log_format_duration(char *buf, size_t n, double s) {
         snprintf(buf, n, "%lldd%02lldh", t / 86400, t % 86400 / 3600);
 }
 
-void tess_progress_format(char *buf, size_t n, int64_t step, int64_t total, double loss,
-                          double rate, const char *unit, double eta_s) {
+void tess_progress_format(char *buf, size_t n, const char *what, int64_t pos, int64_t total,
+                          double loss, double rate, const char *unit, double eta_s) {
     char r[48] = "", eta[32], where[64], lossb[40] = "";
     if (rate > 0) { /* a loop that reports no items shows no rate */
         char si[32];
@@ -238,10 +238,11 @@ void tess_progress_format(char *buf, size_t n, int64_t step, int64_t total, doub
         snprintf(r, sizeof r, "  %s %s/s", si, unit ? unit : "items");
     }
     tess_log_format_duration(eta, sizeof eta, eta_s);
+    if (!what) what = "step";
     if (total > 0)
-        snprintf(where, sizeof where, "step %lld/%lld", (long long)step, (long long)total);
+        snprintf(where, sizeof where, "%s %lld/%lld", what, (long long)pos, (long long)total);
     else
-        snprintf(where, sizeof where, "step %lld", (long long)step);
+        snprintf(where, sizeof where, "%s %lld", what, (long long)pos);
     if (!isnan(loss)) snprintf(lossb, sizeof lossb, "  loss %.4g", loss);
     snprintf(buf, n, "%s%s%s%s%s", where, lossb, r, total > 0 ? "  ETA " : "",
              total > 0 ? eta : "");
@@ -262,35 +263,41 @@ tess_progress_style tess_progress_resolve(tess_progress_style style) {
     return tess_progress_decide(isatty(STDOUT_FILENO) == 1, getenv("TERM"), launched);
 }
 
-void tess_progress_init(tess_progress *p, int64_t total, const char *unit,
+void tess_progress_init(tess_progress *p, int64_t total, const char *what, const char *unit,
                         tess_progress_style style, double every) {
-    *p = (tess_progress){.total = total, .unit = unit, .style = tess_progress_resolve(style),
-                         .every = every > 0 ? every : 1.0};
+    *p = (tess_progress){.total = total, .what = what ? what : "step", .unit = unit,
+                         .style = tess_progress_resolve(style), .every = every > 0 ? every : 1.0};
     p->t_start = p->t_last = p->t_file = tess_timer_now();
     progress_shown[0] = '\0';
 }
 
-/* The line for step at time now over the items since t_since. */
-static void progress_line(const tess_progress *p, char *buf, size_t n, int64_t step, double loss,
+/* The line for position pos at time now over the items since t_since. */
+static void progress_line(const tess_progress *p, char *buf, size_t n, int64_t pos, double loss,
                           double now, double t_since, double items) {
-    const bool last = p->total > 0 && step >= p->total;
+    const bool last = p->total > 0 && pos >= p->total;
     const double dt = now - t_since;
     const double rate = dt > 0 ? items / dt : 0.0;
-    const double eta =
-        last ? 0.0 : (now - p->t_start) / (double)p->updates * (double)(p->total - step);
-    tess_progress_format(buf, n, step, p->total, loss, rate, p->unit, eta);
+    const double eta = last ? 0.0
+                       : pos > p->first_pos
+                           ? (now - p->t_first) / (double)(pos - p->first_pos) *
+                                 (double)(p->total - pos)
+                           : -1.0;
+    tess_progress_format(buf, n, p->what, pos, p->total, loss, rate, p->unit, eta);
 }
 
-bool tess_progress_update(tess_progress *p, int64_t step, double loss, double items) {
-    p->updates++;
+bool tess_progress_update(tess_progress *p, int64_t pos, double loss, double items) {
+    if (p->updates++ == 0) {
+        p->first_pos = pos;
+        p->t_first = tess_timer_now();
+    }
     p->items += items;
     p->items_file += items;
     if (log_rank != 0) return false;
     const double now = tess_timer_now();
-    const bool last = p->total > 0 && step >= p->total;
+    const bool last = p->total > 0 && pos >= p->total;
     char line[LOG_PROGRESS_BYTES];
     if (log_fd >= 0 && (last || now - p->t_file >= p->every)) {
-        progress_line(p, line, sizeof line - 1, step, loss, now, p->t_file, p->items_file);
+        progress_line(p, line, sizeof line - 1, pos, loss, now, p->t_file, p->items_file);
         const size_t len = strlen(line);
         line[len] = '\n';
         file_line(line, len + 1);
@@ -300,7 +307,7 @@ bool tess_progress_update(tess_progress *p, int64_t step, double loss, double it
     if (log_level < TESS_LOG_INFO || p->style == TESS_PROGRESS_OFF) return false;
     const double wait = p->style == TESS_PROGRESS_TTY ? 1.0 : p->every;
     if (!last && now - p->t_last < wait) return false;
-    progress_line(p, line, sizeof line, step, loss, now, p->t_last, p->items);
+    progress_line(p, line, sizeof line, pos, loss, now, p->t_last, p->items);
     fflush(stdout);
     if (p->style == TESS_PROGRESS_TTY) {
         snprintf(progress_shown, sizeof progress_shown, "%s", line);

@@ -72,17 +72,20 @@ tess_progress_style tess_progress_decide(bool stdout_tty, const char *term, bool
  * OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_RANK or SLURM_STEP_ID is set; other styles unchanged. */
 tess_progress_style tess_progress_resolve(tess_progress_style style);
 
-/* Progress line for a loop of `total` steps (0: unknown, then no total and no ETA), printed by
- * rank 0 on stdout, e.g.
+/* Progress line for a loop that reaches position `total` (0: unknown, then no total and no ETA),
+ * printed by rank 0 on stdout, e.g.
  *   step 120/1000  loss 2.346  12.3k tok/s  ETA 1m23s
- * in the resolved style, always for step == total; the loss is left out when it is NaN. The log
- * file (tess_log_open_file) gets a plain line every `every` seconds whatever the style. While a
- * TTY line is on the screen, any other message of this process first clears it and the line is
- * drawn again after the message, so no message lands mid-line. The struct is caller-owned; no
- * allocation. */
+ *   samples 241617/600000  112k samples/s  ETA 3s
+ * The position counts steps, or whatever `what` names (samples): it may advance by any amount per
+ * update. In the resolved style, always for the last update (position >= total); the loss is left
+ * out when it is NaN. The log file (tess_log_open_file) gets a plain line every `every` seconds
+ * whatever the style. While a TTY line is on the screen, any other message of this process first
+ * clears it and the line is drawn again after the message, so no message lands mid-line. The
+ * struct is caller-owned; no allocation. */
 typedef struct {
     int64_t total;
-    const char *unit;   /* e.g. "tok", "samples"; not copied */
+    const char *what;   /* what the position counts, e.g. "step", "samples"; not copied */
+    const char *unit;   /* unit of the rate, e.g. "tok", "samples"; not copied */
     tess_progress_style style; /* resolved: TTY, LINES or OFF */
     double every;       /* seconds between LINES lines and log-file lines */
     double t_start;     /* tess_timer_now() at init */
@@ -91,24 +94,27 @@ typedef struct {
     double t_file;      /* time of the last line in the log file */
     double items_file;  /* items since the last line in the log file */
     int64_t updates;    /* tess_progress_update calls since init */
+    int64_t first_pos;  /* position at the first update, and its time: the ETA's origin */
+    double t_first;
 } tess_progress;
 
-/* style is resolved here (tess_progress_resolve); every > 0. */
-void tess_progress_init(tess_progress *p, int64_t total, const char *unit,
+/* style is resolved here (tess_progress_resolve); every > 0; what NULL means "step". */
+void tess_progress_init(tess_progress *p, int64_t total, const char *what, const char *unit,
                         tess_progress_style style, double every);
-/* Record that step `step` (1-based, <= total) finished with `loss` (NaN: none) after processing
- * `items` items (tokens, samples) in that step. Returns true if a line was printed on stdout
- * (rank 0 only). The ETA assumes the remaining steps take the mean time of the steps seen since
- * init. */
-bool tess_progress_update(tess_progress *p, int64_t step, double loss, double items);
+/* Record that the loop reached position `pos` (<= total, not decreasing) with `loss` (NaN: none)
+ * after processing `items` items (tokens, samples) since the previous update. Returns true if a
+ * line was printed on stdout (rank 0 only). The ETA extrapolates the rate of progress since the
+ * first update ("ETA ?" until the position has moved past it). */
+bool tess_progress_update(tess_progress *p, int64_t pos, double loss, double items);
 /* End a TTY line left on the screen (a loop left before its last step) with a newline. */
 void tess_progress_end(void);
 
-/* The progress line without newline, e.g. "step 120/1000  loss 2.346  12.3k tok/s  ETA 1m23s":
- * the loss with 4 significant digits (%.4g) and left out when NaN; total <= 0 prints the step
- * alone and no ETA; rate in items per second, left out when not > 0; eta_s < 0 prints "ETA ?". */
-void tess_progress_format(char *buf, size_t n, int64_t step, int64_t total, double loss,
-                          double rate, const char *unit, double eta_s);
+/* The progress line without newline, e.g. "step 120/1000  loss 2.346  12.3k tok/s  ETA 1m23s"
+ * (what = "step", NULL also), "samples 2400/6000  ...": the loss with 4 significant digits (%.4g)
+ * and left out when NaN; total <= 0 prints the position alone and no ETA; rate in items per
+ * second, left out when not > 0; eta_s < 0 prints "ETA ?". */
+void tess_progress_format(char *buf, size_t n, const char *what, int64_t pos, int64_t total,
+                          double loss, double rate, const char *unit, double eta_s);
 /* "950", "12.3k", "4.56M", "1.20G": 3 significant digits above 1000. */
 void tess_log_format_si(char *buf, size_t n, double x);
 /* "45s", "1m23s", "2h03m", "3d04h". Negative or non-finite: "?". */

@@ -46,6 +46,7 @@ struct tess_run {
     tess_timer_id t_step, t_ckpt;
     char ckpt_dir[RUN_PATH_MAX];
     double total;         /* run length in position units; 0 unknown */
+    const char *position_unit; /* what position counts ("samples"); NULL: steps */
     int64_t total_steps;  /* 0 unknown */
     int64_t step;         /* steps done, counting the one running */
     int64_t start_step, data_cursor;
@@ -108,6 +109,8 @@ void tess_run_set_total(tess_run *run, double total, int64_t steps) {
     run->total = total;
     run->total_steps = steps;
 }
+
+void tess_run_set_position_unit(tess_run *run, const char *what) { run->position_unit = what; }
 
 /* ---- metrics and plots ---------------------------------------------------------------------- */
 
@@ -339,7 +342,8 @@ static tess_status loop(tess_run *run) {
         return TESS_OK;
     }
     tess_progress progress;
-    tess_progress_init(&progress, run->total > 0 ? (int64_t)run->total : 0, app->rate_unit,
+    tess_progress_init(&progress, run->total > 0 ? (int64_t)run->total : 0, run->position_unit,
+                       app->rate_unit,
                        (tess_progress_style)tess_config_enum(run->cfg, "log.progress"),
                        tess_config_real(run->cfg, "log.progress_every"));
     run->t0 = tess_timer_now();
@@ -462,6 +466,7 @@ static tess_status open_log_file(const tess_run *run) {
 static tess_status run_all(tess_run *run, int argc, char **argv) {
     const tess_run_app *app = run->app;
     const bool print_params = take_flag(&argc, argv, "--print-params");
+    const bool check = take_flag(&argc, argv, "--check");
     /* -v and -q set log.level to debug or warn over what the file and --set say. */
     const bool verbose = take_flag(&argc, argv, "-v"), quiet = take_flag(&argc, argv, "-q");
     TESS_REQUIRE(!(verbose && quiet), TESS_ERR_CONFIG, "-v and -q contradict each other");
@@ -470,6 +475,13 @@ static tess_status run_all(tess_run *run, int argc, char **argv) {
     TESS_CHECK(build_sections(run, &nsections));
     TESS_CHECK(tess_config_create(&run->cfg, run->sections, nsections));
     TESS_CHECK(tess_config_alias(run->cfg, "--resume", "ckpt.resume"));
+    TESS_CHECK(tess_config_flag(run->cfg, "--check",
+                                "check options and set-up (data, model, --resume's "
+                                "checkpoint), exit 0 if the run would start"));
+    TESS_CHECK(tess_config_flag(run->cfg, "--print-params",
+                                "print the state the checkpoints hold after the set-up and exit"));
+    TESS_CHECK(tess_config_flag(run->cfg, "-v", "log.level = debug (per-rank detail, tracebacks)"));
+    TESS_CHECK(tess_config_flag(run->cfg, "-q", "log.level = warn"));
     tess_config_action action;
     TESS_CHECK(tess_config_parse_args(run->cfg, run->group, argc, argv, &action));
     if (action != TESS_CONFIG_ACTION_RUN) return TESS_OK;
@@ -491,6 +503,14 @@ static tess_status run_all(tess_run *run, int argc, char **argv) {
     TESS_CHECK(app->setup(run, run->ctx));
     if (print_params) {
         print_state(run);
+        return TESS_OK;
+    }
+    if (check) { /* what the run does before its first step, without the run directory */
+        TESS_CHECK(check_fresh_start(run));
+        TESS_CHECK(resume(run));
+        tess_log_info("%s: --check: options valid, set-up done on %d rank%s%s; no step run, no "
+                      "run directory written", app->name, run->group->size,
+                      run->group->size == 1 ? "" : "s", run->resumed ? ", checkpoint loaded" : "");
         return TESS_OK;
     }
     run->collective = false;

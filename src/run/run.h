@@ -113,6 +113,9 @@ tess_timers *tess_run_timers(tess_run *run);
  * shows no ETA) and, when known, its number of steps (checked on resume: a checkpoint beyond it is
  * refused; 0: unknown). */
 void tess_run_set_total(tess_run *run, double total, int64_t steps);
+/* What `position` counts, named on the progress line ("samples 2400/6000 ..."); the string must
+ * outlive the run. Default: "step". */
+void tess_run_set_position_unit(tess_run *run, const char *what);
 
 /* From here on a failure may happen on one rank alone (allocation, I/O): it aborts the run.
  * Call in setup once every option has been validated identically on every rank. */

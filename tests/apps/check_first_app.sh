@@ -7,7 +7,9 @@
 #   restart, resuming the finished run does nothing, --print-params lists the described state,
 #   a resume under another run.seed is refused (exit 78) on every rank, so is a fresh start over
 #   an earlier run's checkpoints unless ckpt.overwrite says so, and an unwritable checkpoint
-#   directory is an I/O error (exit 74) before the first step.
+#   directory is an I/O error (exit 74) before the first step. --check on 2 ranks exits 0 and
+#   writes no run directory; with --resume auto it loads the newest checkpoint; over an earlier run's
+#   checkpoints without --resume it says what the run would say (exit 78).
 set -euo pipefail
 mpiexec=$1 exe=$2 tool=$3
 fail() { echo "check_first_app: FAIL: $*" >&2; exit 1; }
@@ -62,4 +64,14 @@ rc=0
 [ "$rc" -eq 74 ] || { cat ro.log; fail "unwritable ckpt.dir: exit $rc, expected 74"; }
 grep -q "afile/sub" ro.log && ! grep -q "step 1/" ro.log ||
   { cat ro.log; fail "the unwritable ckpt.dir was not refused before the first step"; }
+"$mpiexec" -n 2 "$exe" "${common[@]}" --set run.dir=checked --check >check.log 2>&1 ||
+  { cat check.log; fail "--check"; }
+grep -q "first_app: --check: options valid, set-up done on 2 ranks; no step run, no run directory" \
+  check.log && [ ! -e checked ] || { cat check.log; ls -la; fail "--check ran or wrote something"; }
+"$mpiexec" -n 2 "$exe" "${common[@]}" --set run.dir=np2 --resume auto --check >check2.log 2>&1 &&
+  grep -q "checkpoint loaded" check2.log || { cat check2.log; fail "--check --resume auto"; }
+rc=0
+"$mpiexec" -n 2 "$exe" "${common[@]}" --set run.dir=np2 --check >check3.log 2>&1 || rc=$?
+[ "$rc" -eq 78 ] && grep -q "holds 1 checkpoint of an earlier run" check3.log ||
+  { cat check3.log; fail "--check over checkpoints: exit $rc, expected 78"; }
 echo "check_first_app: passed"

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "core/config.h" /* tess_config_* */
 #include "tess_test.h"
 
@@ -216,6 +218,68 @@ static void test_command_line(void) {
     tess_config_destroy(&cfg);
 }
 
+/* --print-options: every option as JSON (parsed back with jansson: ranges as numbers, choices as
+ * an array), wins over a bad --set; flags the caller handles are listed in --help, suggested for a
+ * typo and refused twice or as a built-in. */
+static void test_listing(void) {
+    tess_config *cfg = NULL;
+    tess_config_action action;
+    TESS_TEST_CHECK(tess_config_create(&cfg, sections, NSEC) == TESS_OK, "create");
+    TESS_TEST_CHECK(tess_config_flag(cfg, "--check", "check and exit") == TESS_OK, "flag");
+    TESS_TEST_CHECK(tess_config_flag(cfg, "--check", "again") == TESS_ERR_ARG, "flag twice");
+    TESS_TEST_CHECK(tess_config_flag(cfg, "--print-options", "x") == TESS_ERR_ARG,
+                    "flag shadowing a built-in");
+    TESS_TEST_CHECK(tess_config_alias(cfg, "--check", "run.name") == TESS_ERR_ARG,
+                    "alias shadowing the caller's flag");
+    tess_error_clear();
+    TESS_TEST_CHECK(has(tess_config_help_text(cfg, "prog"), "  --check               check and "
+                        "exit\n"), "--help lists the caller's flag");
+    const char *typo[] = {"prog", "--chek"};
+    TESS_TEST_CHECK(parse(cfg, 2, typo, &action) == TESS_ERR_ARG, "mistyped flag");
+    check_record("unknown option '--chek' (did you mean '--check'?)");
+    tess_error_clear();
+
+    const char *list[] = {"prog", "--set", "optim.lr=7", "--print-options"};
+    tess_status s = parse(cfg, 4, list, &action);
+    TESS_TEST_CHECK(s == TESS_OK && action == TESS_CONFIG_ACTION_OPTIONS,
+                    "--print-options wins over a bad --set");
+    json_error_t err;
+    json_t *root = json_loads(tess_config_options_json(cfg, "prog"), 0, &err);
+    TESS_TEST_CHECK(root != NULL, "listing is JSON: %s", root ? "" : err.text);
+    const json_t *opts = json_object_get(root, "options");
+    int64_t total = 0;
+    for (int i = 0; i < NSEC; i++) total += sections[i].nopts;
+    TESS_TEST_CHECK(json_is_array(opts) && (int64_t)json_array_size(opts) == total,
+                    "one entry per option of every section");
+    TESS_TEST_CHECK(strcmp(json_string_value(json_object_get(root, "program")), "prog") == 0,
+                    "program name");
+    bool lr = false, choice = false, seed = false;
+    size_t i;
+    const json_t *o;
+    json_array_foreach(opts, i, o) {
+        const char *key = json_string_value(json_object_get(o, "key"));
+        const char *type = json_string_value(json_object_get(o, "type"));
+        if (strcmp(key, "optim.lr") == 0)
+            lr = strcmp(type, "real") == 0 &&
+                 json_real_value(json_object_get(o, "default")) == 3e-4 &&
+                 json_number_value(json_object_get(o, "min")) == 0.0 &&
+                 json_number_value(json_object_get(o, "max")) == 1.0;
+        if (strcmp(key, "client.optim.schedule") == 0) {
+            const json_t *c = json_object_get(o, "choices");
+            choice = strcmp(type, "choice") == 0 && json_array_size(c) == 3 &&
+                     strcmp(json_string_value(json_array_get(c, 1)), "linear") == 0;
+        }
+        if (strcmp(key, "run.seed") == 0)
+            seed = strcmp(type, "int") == 0 &&
+                   json_integer_value(json_object_get(o, "max")) == 4294967295LL;
+    }
+    TESS_TEST_CHECK(lr, "optim.lr: real, default 3e-4, range [0, 1]");
+    TESS_TEST_CHECK(choice, "client.optim.schedule: choices [cosine, linear, constant]");
+    TESS_TEST_CHECK(seed, "run.seed: int, max 4294967295");
+    json_decref(root);
+    tess_config_destroy(&cfg);
+}
+
 /* The resolved text reads back into a fresh config with bitwise-equal values. */
 static void test_resolved_round_trip(void) {
     tess_config *a = NULL, *b = NULL;
@@ -335,6 +399,7 @@ int main(int argc, char **argv) {
     test_defaults_and_sections();
     test_errors_collected();
     test_command_line();
+    test_listing();
     test_resolved_round_trip();
     test_bad_tables();
     test_enum();

@@ -59,7 +59,7 @@ static void rank0_error_only(void) {
 static void progress_run(void) {
     tess_log_init(0, TESS_LOG_INFO);
     tess_progress p;
-    tess_progress_init(&p, 3, "tok", TESS_PROGRESS_LINES, 1000.0);
+    tess_progress_init(&p, 3, NULL, "tok", TESS_PROGRESS_LINES, 1000.0);
     bool first = tess_progress_update(&p, 1, 2.5, 100);
     bool second = tess_progress_update(&p, 2, 2.4, 100);
     bool last = tess_progress_update(&p, 3, 2.3, 100);
@@ -70,7 +70,7 @@ static void progress_run(void) {
 static void progress_tty(void) {
     tess_log_init(0, TESS_LOG_INFO);
     tess_progress p;
-    tess_progress_init(&p, 3, "tok", TESS_PROGRESS_TTY, 10.0);
+    tess_progress_init(&p, 3, NULL, "tok", TESS_PROGRESS_TTY, 10.0);
     sleep_s(1.1); /* past the one-second limit of the TTY line */
     tess_progress_update(&p, 1, 2.5, 100);
     tess_log_info("checkpoint written");
@@ -81,12 +81,23 @@ static void progress_tty(void) {
 static void progress_lines_no_loss(void) {
     tess_log_init(0, TESS_LOG_INFO);
     tess_progress p;
-    tess_progress_init(&p, 2, "samples", TESS_PROGRESS_LINES, 0.1);
+    tess_progress_init(&p, 2, NULL, "samples", TESS_PROGRESS_LINES, 0.1);
     sleep_s(0.15);
     tess_progress_update(&p, 1, NAN, 10);
     tess_progress_update(&p, 2, NAN, 10);
-    tess_progress_init(&p, 2, "samples", TESS_PROGRESS_OFF, 0.1);
+    tess_progress_init(&p, 2, NULL, "samples", TESS_PROGRESS_OFF, 0.1);
     tess_progress_update(&p, 2, 1.0, 10);
+}
+
+/* A position in samples that jumps by hundreds per update: the ETA follows the samples' rate
+ * (0.15 s for 200 samples, 700 to go: about 0.5 s), not the count of updates (which gives 52 s). */
+static void progress_samples(void) {
+    tess_log_init(0, TESS_LOG_INFO);
+    tess_progress p;
+    tess_progress_init(&p, 1000, "samples", "samples", TESS_PROGRESS_LINES, 0.1);
+    tess_progress_update(&p, 100, NAN, 100);
+    sleep_s(0.15);
+    tess_progress_update(&p, 300, NAN, 200);
 }
 
 /* A record as TESS_REQUIRE and two TESS_CHECKs leave it, written brief. */
@@ -157,11 +168,14 @@ int main(int argc, char **argv) {
                {450, 1000, 3.2e-5, "step 450/1000  loss 3.2e-05  12.3k tok/s  ETA 1m23s"},
                {5, 10, NAN, "step 5/10  12.3k tok/s  ETA 1m23s"},
                {5, 0, 0.5, "step 5  loss 0.5  12.3k tok/s"}};
-    tess_progress_format(line, sizeof line, 3, 10, NAN, 0.0, "samples", 7.0);
+    tess_progress_format(line, sizeof line, NULL, 3, 10, NAN, 0.0, "samples", 7.0);
     TESS_TEST_CHECK(strcmp(line, "step 3/10  ETA 7s") == 0, "no items, no rate: '%s'", line);
+    tess_progress_format(line, sizeof line, "samples", 2400, 6000, NAN, 1200.0, "samples", -1.0);
+    TESS_TEST_CHECK(strcmp(line, "samples 2400/6000  1.20k samples/s  ETA ?") == 0,
+                    "position in samples, no ETA yet: '%s'", line);
     for (size_t i = 0; i < sizeof fmt / sizeof fmt[0]; i++) {
-        tess_progress_format(line, sizeof line, fmt[i].step, fmt[i].total, fmt[i].loss, 12345.0,
-                             "tok", 83.0);
+        tess_progress_format(line, sizeof line, NULL, fmt[i].step, fmt[i].total, fmt[i].loss,
+                             12345.0, "tok", 83.0);
         TESS_TEST_CHECK(strcmp(line, fmt[i].s) == 0, "progress line: '%s', expected '%s'", line,
                         fmt[i].s);
     }
@@ -199,6 +213,10 @@ int main(int argc, char **argv) {
                     out);
     TESS_TEST_CHECK(strstr(out, "\rstep 3/3  loss 2.3  ") && out[strlen(out) - 1] == '\n',
                     "the last step ends the TTY line:\n%s", out);
+    out = captured(progress_samples);
+    TESS_TEST_CHECK(strncmp(out, "samples 300/1000  ", 18) == 0 &&
+                        (strstr(out, "ETA 0s\n") || strstr(out, "ETA 1s\n")),
+                    "a position in samples with the ETA of its rate:\n%s", out);
     out = captured(progress_lines_no_loss);
     TESS_TEST_CHECK(strncmp(out, "step 1/2  ", 10) == 0 && strstr(out, "\nstep 2/2  ") &&
                         !strstr(out, "loss") && !strchr(out, '\r') && !strstr(out, "\033"),
@@ -218,7 +236,7 @@ int main(int argc, char **argv) {
     tess_log_debug("not at warn");
     tess_log_init(0, TESS_LOG_WARN);
     tess_progress p;
-    tess_progress_init(&p, 2, "tok", TESS_PROGRESS_OFF, 1000.0);
+    tess_progress_init(&p, 2, NULL, "tok", TESS_PROGRESS_OFF, 1000.0);
     tess_progress_update(&p, 1, 1.0, 1);
     tess_progress_update(&p, 2, 0.25, 1);
     tess_log_close_file();

@@ -70,6 +70,7 @@ int main(int argc, char **argv) {
     tess_log_init(0, TESS_LOG_DEBUG);
     remove("plot.log");
     TESS_TEST_CHECK(tess_log_open_file("plot.log") == TESS_OK, "open plot.log");
+    static const char *const loss_title[] = {"training loss"}, *const acc_title[] = {"accuracy"};
     static const struct {
         const char *png;
         tess_plot_spec spec;
@@ -81,7 +82,8 @@ int main(int argc, char **argv) {
         {"two_axes.png", {.title = "loss and accuracy", .subtitle = "model 'tiny'", .ycols = loss,
                           .ny = 1, .xlabel = "step (updates)", .ylabel = "loss (nats/token)",
                           .logy = true, .y2cols = acc, .ny2 = 1,
-                          .y2label = "accuracy (fraction)"}},
+                          .y2label = "accuracy (fraction)", .ytitles = loss_title,
+                          .y2titles = acc_title}},
         {"other_x.png", {.title = "loss against tokens", .xcol = "tokens", .ycols = loss,
                          .ny = 1, .xlabel = "tokens (count)", .ylabel = "loss (nats/token)"}},
     };

@@ -18,7 +18,7 @@ static void fill_local(const tess_layout *l, int ndim, const int64_t *shape, flo
     if (l->kind == TESS_LAYOUT_BLOCK_CYCLIC)
         mloc = tess_par_numroc(shape[0], l->mb, l->prow, l->nprow);
     for (int64_t k = 0; k < total; k++) {
-        int64_t idx[TESS_MAX_DIMS], rest = k;
+        int64_t idx[TESS_MAX_DIMS] = {0}, rest = k; /* block-cyclic reads idx[1]: ndim is 2 */
         for (int i = ndim - 1; i >= 0; i--) {
             idx[i] = rest % shape[i];
             rest /= shape[i];
