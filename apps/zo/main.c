@@ -96,7 +96,8 @@ static const tess_opt optim_opts[] = {
 };
 static const tess_opt budget_opts[] = {
     TESS_OPT_INT("samples", 200000, 1, INT64_MAX / 4, "chain samples (oracle calls) per method"),
-    TESS_OPT_REAL("eps", 0.02, 0.0, 1e6, "target of ||x - x*||^2/||x*||^2 for calls-to-eps"),
+    TESS_OPT_RESUMABLE(REAL, "eps", 0.02, 0.0, 1e6,
+                       "target of ||x - x*||^2/||x*||^2 for calls-to-eps"),
     TESS_OPT_INT("points", 40, 2, ZOAPP_MAX_POINTS, "trajectory points (log-spaced samples)"),
 };
 static const tess_opt baselines_opts[] = {
@@ -121,7 +122,8 @@ static const tess_opt sweep_opts[] = {
     TESS_OPT_REAL("relax", 6.0, 0.01, 1e6,
                   "budget in relaxation times: relax * E[K] / (eta mu) samples"),
     TESS_OPT_INT("max_samples", 4000000, 1, INT64_MAX / 4, "budget cap per run"),
-    TESS_OPT_REAL("eps", 3e-3, 0.0, 1e6, "target of the relative error for calls-to-eps"),
+    TESS_OPT_RESUMABLE(REAL, "eps", 3e-3, 0.0, 1e6,
+                       "target of the relative error for calls-to-eps"),
 };
 static const tess_config_section sections[] = {
     TESS_CONFIG_SECTION("problem", problem_opts),     TESS_CONFIG_SECTION("chain", chain_opts),

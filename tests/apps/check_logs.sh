@@ -11,7 +11,7 @@
 set -euo pipefail
 mpiexec=$1 exe=$2
 fail() { echo "check_logs: FAIL: $*" >&2; exit 1; }
-rm -rf auto quiet tty stopped
+rm -rf auto quiet tty stopped off
 common=(--set run.plots=false)
 "$mpiexec" -n 2 "$exe" "${common[@]}" --set run.dir=auto >auto.out 2>&1 || { cat auto.out; fail "run"; }
 grep -q "^step 200/200  loss [0-9.e+-]*  .* samples/s  ETA 0s$" auto.out ||
