@@ -150,18 +150,23 @@ const char *zoapp_method_title(const tess_config *c, zoapp_method_id m) {
     return method_titles[m];
 }
 
-tess_status zoapp_parse_list(const tess_config *c, const char *key, double *v, int *n) {
-    const char *s = tess_config_string(c, key);
+tess_status zoapp_parse_list(const tess_config *c, const char *key, const char *stands_for,
+                             double *v, int *n) {
+    const char *list = tess_config_string(c, key), *s = list;
+    char what[160], item[64];
+    snprintf(what, sizeof what, "%s = '%.100s'", key, list);
     *n = 0;
     while (*s) {
-        char *end;
-        double x = strtod(s, &end);
-        TESS_REQUIRE(end != s && (*end == ',' || *end == '\0') && isfinite(x) && x >= 1.0,
-                     TESS_ERR_CONFIG, "%s = '%s': expected comma-separated numbers >= 1", key,
-                     tess_config_string(c, key));
-        TESS_REQUIRE(*n < ZOAPP_MAX_LIST, TESS_ERR_CONFIG, "%s: more than %d values", key, ZOAPP_MAX_LIST);
-        v[(*n)++] = x;
-        s = *end == ',' ? end + 1 : end;
+        const size_t len = strcspn(s, ",");
+        TESS_REQUIRE(len > 0 && len < sizeof item, TESS_ERR_CONFIG,
+                     "%s: expected comma-separated values of %s", what, stands_for);
+        memcpy(item, s, len);
+        item[len] = '\0';
+        TESS_CHECK(tess_config_check_value(c, stands_for, item, what));
+        TESS_REQUIRE(*n < ZOAPP_MAX_LIST, TESS_ERR_CONFIG, "%s: more than %d values", key,
+                     ZOAPP_MAX_LIST);
+        v[(*n)++] = strtod(item, NULL); /* checked: an integer or a finite real in range */
+        s += len + (s[len] == ',');
     }
     TESS_REQUIRE(*n > 0, TESS_ERR_CONFIG, "%s is empty", key);
     return TESS_OK;
@@ -211,8 +216,8 @@ static tess_status validate(const tess_config *c, int size) {
     double v[ZOAPP_MAX_LIST];
     int n;
     bool use[M_COUNT];
-    TESS_CHECK(zoapp_parse_list(c, "sweep.dims", v, &n));
-    TESS_CHECK(zoapp_parse_list(c, "sweep.taus", v, &n));
+    TESS_CHECK(zoapp_parse_list(c, "sweep.dims", "problem.dim", v, &n));
+    TESS_CHECK(zoapp_parse_list(c, "sweep.taus", "chain.tau", v, &n));
     TESS_CHECK(zoapp_parse_methods(c, use));
     TESS_REQUIRE(!sweep || shard == 1 || (!use[M_FO] && !use[M_FO_PLAIN]), TESS_ERR_CONFIG,
                  "sweep.methods = '%s' with dist.shard = %lld: the first-order methods need a "

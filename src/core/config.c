@@ -1049,6 +1049,19 @@ tess_status tess_config_parse_args(tess_config *cfg, const tess_group *g, int ar
     return TESS_OK;
 }
 
+tess_status tess_config_check_value(const tess_config *cfg, const char *full_key, const char *text,
+                                    const char *what) {
+    const cfg_value *v = cfg && full_key ? find_value(cfg, full_key) : NULL;
+    TESS_REQUIRE(v != NULL && text && what, TESS_ERR_ARG, "no option '%s' declared",
+                 full_key ? full_key : "(null)");
+    cfg_value tmp = {.opt = v->opt};
+    char why[256];
+    const bool ok = parse_into(&tmp, text, why, sizeof why);
+    free(tmp.sval);
+    TESS_REQUIRE(ok, TESS_ERR_CONFIG, "%s: '%s' %s (the range of %s)", what, text, why, full_key);
+    return TESS_OK;
+}
+
 /* ---------- getters ---------- */
 
 /* The value of full_key if its type is t1, t2 or t3; aborts otherwise (a bug in the caller). */

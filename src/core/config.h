@@ -182,6 +182,13 @@ tess_status tess_config_parse_text(tess_config *cfg, const char *text, const cha
  * the key and value. Not collective. */
 tess_status tess_config_set(tess_config *cfg, const char *full_key, const char *value);
 
+/* Check `text` as a value of option full_key, with the type and range checks of the file and
+ * --set, without setting it (e.g. each element of a list option that stands for that option).
+ * TESS_ERR_CONFIG naming `what` (the list and its key, for the message), the value and the
+ * option; TESS_ERR_ARG for an undeclared key. Not collective. */
+tess_status tess_config_check_value(const tess_config *cfg, const char *full_key, const char *text,
+                                    const char *what);
+
 /* Typed getters by full key ("client.optim.lr"). See the file header for misuse. */
 int64_t tess_config_int(const tess_config *cfg, const char *full_key);
 double tess_config_real(const tess_config *cfg, const char *full_key);

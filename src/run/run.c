@@ -520,6 +520,8 @@ static tess_status run_all(tess_run *run, int argc, char **argv) {
     tess_config_action action;
     TESS_CHECK(tess_config_parse_args(run->cfg, run->group, argc, argv, &action));
     if (action != TESS_CONFIG_ACTION_RUN) return TESS_OK;
+    TESS_REQUIRE(tess_run_dir(run)[0] != '\0', TESS_ERR_CONFIG,
+                 "run.dir is empty: the run needs a directory (config.ini, run.log, checkpoints)");
     if (verbose || quiet)
         TESS_CHECK(tess_config_set(run->cfg, "log.level", verbose ? "debug" : "warn"));
     tess_log_init(run->rt->rank, (tess_log_level)tess_config_enum(run->cfg, "log.level"));

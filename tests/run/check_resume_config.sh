@@ -28,7 +28,12 @@ expect78 lm2.log "task.kind: 'reverse' in lm/checkpoints/ckpt_00000010.h5, 'sort
 "$mpiexec" -n 2 "$tinylm" "${lm[@]}" --resume auto --set train.steps=14 --set log.level=warn \
   --set ckpt.keep=1 >lm3.log 2>&1 || { cat lm3.log; fail "tinylm resume with more steps refused"; }
 [ "$(tail -n 1 lm/metrics.csv | cut -d, -f1)" = 14 ] || fail "the resumed run did not reach step 14"
-echo "tinylm: task.kind and optim.lr changes refused (78, both keys named); train.steps 10 -> 14 resumed"
+"$mpiexec" -n 2 "$tinylm" "${lm[@]}" --resume auto --set train.steps=14 >lm4.log 2>&1 ||
+  { cat lm4.log; fail "resuming the finished run"; }
+grep -q "the checkpoint is of a finished run (step 14): nothing to do" lm4.log || { cat lm4.log; fail "no 'nothing to do'"; }
+grep -qi "nan" lm4.log && { cat lm4.log; fail "resuming a finished run printed NaN results"; }
+echo "tinylm: task.kind and optim.lr changes refused (78, both keys named); train.steps 10 -> 14 resumed;"
+echo "        resumed again when finished: nothing to do, no NaN summary"
 
 z=(--set budget.samples=3000 --set baselines.nlopt_max_evals=200 --set run.plots=false
    --set run.dir=zo --set run.stop_at=1000)
