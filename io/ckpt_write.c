@@ -5,8 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/log.h"      /* tess_log_info, tess_log_warn */
 #include "core/mpicheck.h" /* TESS_MPI_CHECK */
@@ -316,6 +319,47 @@ static tess_status write_items(const tess_group *g, hid_t file, const ckpt_plan 
     return TESS_OK;
 }
 
+/* An upper bound of the file's size: the data, the texts, and HDF5's metadata (object headers,
+ * attributes, group indices: well under 4 KiB per dataset; 64 KiB for the rest). */
+static int64_t file_bytes_bound(const ckpt_plan *p, const shared_meta *meta, int64_t nrows,
+                                size_t width) {
+    int64_t bytes = 65536 + meta->config_len + nrows * (int64_t)width;
+    for (int64_t i = 0; i < p->n; i++)
+        bytes += p->items[i].count * (int64_t)tess_dtype_size(p->items[i].dtype) + 4096;
+    return bytes;
+}
+
+/* Before any byte is written: the file fits under every rank's file size limit (ulimit -f; a
+ * write beyond it would fail with EFBIG midway) and in the free space of its file system (rank 0
+ * asks statvfs). A write that fails midway leaves HDF5's ranks in different states, so refusing
+ * here is what keeps a full disk a clean error. Collective; the same verdict on every rank. */
+static tess_status check_room(const tess_group *g, const char *tmp, int64_t bytes) {
+    char what[TESS_CKPT_PATH_MAX + 256] = "";
+    tess_status s = TESS_OK;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (uint64_t)bytes > (uint64_t)rl.rlim_cur) {
+        s = TESS_ERR_IO;
+        snprintf(what, sizeof what,
+                 "cannot write '%s': a checkpoint of up to %lld bytes exceeds the file size limit "
+                 "of %llu bytes on rank %d (ulimit -f)",
+                 tmp, (long long)bytes, (unsigned long long)rl.rlim_cur, g->rank);
+    }
+    char dir[TESS_CKPT_PATH_MAX];
+    ckpt_dirname(tmp, dir, sizeof dir);
+    struct statvfs vfs;
+    if (s == TESS_OK && g->rank == 0 && statvfs(dir, &vfs) == 0 &&
+        (uint64_t)bytes > (uint64_t)vfs.f_bavail * vfs.f_frsize) {
+        s = TESS_ERR_IO;
+        snprintf(what, sizeof what,
+                 "cannot write '%s': a checkpoint of up to %lld bytes does not fit in the %llu "
+                 "bytes free on its file system (the disk is full)",
+                 tmp, (long long)bytes, (unsigned long long)vfs.f_bavail * vfs.f_frsize);
+    }
+    TESS_CHECK(tess_par_agree(g, CKPT_FAILED(s, what)));
+    return TESS_OK;
+}
+
 /* Everything but the commit. On return the file is closed (or was never created). */
 static tess_status write_tmp(const tess_group *g, const char *tmp, const tess_ckpt_state *st,
                              const ckpt_plan *p, const shared_meta *meta) {
@@ -325,9 +369,19 @@ static tess_status write_tmp(const tess_group *g, const char *tmp, const tess_ck
     TESS_CHECK(tess_par_agree(
         g, CKPT_FAILED(manifest ? TESS_OK : TESS_ERR_MEM, "allocating the manifest")));
 
-    write_err w = {TESS_OK, "", .fixed_strings = meta->version >= 4};
+    /* test hook (see ckpt.h): skip the check, to test a write that fails midway */
+    const char *hook = getenv("TESS_CKPT_TEST_NO_ROOM_CHECK");
     const bool sealed = meta->version >= 4;
     const int64_t userblock = ckpt_seal_userblock(p->n);
+    tess_status room =
+        hook && strcmp(hook, "1") == 0
+            ? TESS_OK
+            : check_room(g, tmp, userblock + file_bytes_bound(p, meta, nrows, width));
+    if (room != TESS_OK) {
+        free(manifest);
+        return room;
+    }
+    write_err w = {TESS_OK, "", .fixed_strings = sealed};
     if (sealed) w.ext = malloc((size_t)(p->n ? p->n : 1) * sizeof *w.ext);
     if (sealed && !w.ext) fail(&w, TESS_ERR_MEM, "cannot allocate the extents of '%s'", tmp);
     hid_t fcpl = sealed ? H5Pcreate(H5P_FILE_CREATE) : H5P_DEFAULT;
@@ -359,8 +413,20 @@ static tess_status write_tmp(const tess_group *g, const char *tmp, const tess_ck
     }
     free(manifest);
     if (dxpl >= 0) H5Pclose(dxpl);
-    if (H5Fclose(file) < 0) fail(&w, TESS_ERR_IO, "cannot close '%s'", tmp);
-    if (s == TESS_OK) s = tess_par_agree(g, CKPT_FAILED(w.status, w.what));
+    /* Agree on the writes before the collective close: a rank whose write failed (a full disk)
+     * would fail HDF5's metadata flush alone and leave the others waiting in it. After a failure
+     * rank 0 empties the file (it will be removed) so the flush finds room, and every rank waits
+     * for that before closing. */
+    const tess_status written = s == TESS_OK ? tess_par_agree(g, CKPT_FAILED(w.status, w.what)) : s;
+    if (written != TESS_OK && s == TESS_OK) {
+        if (g->rank == 0 && truncate(tmp, 0) != 0)
+            tess_log_warn("cannot empty '%s' after a failed write: %s", tmp, strerror(errno));
+        MPI_Barrier(g->comm);
+    }
+    write_err closed = {TESS_OK, ""};
+    if (H5Fclose(file) < 0) fail(&closed, TESS_ERR_IO, "cannot close '%s'", tmp);
+    s = written != TESS_OK ? written /* the record names the failed write */
+                           : tess_par_agree(g, CKPT_FAILED(closed.status, closed.what));
     if (s == TESS_OK && sealed) { /* the file is complete: rank 0 writes its integrity record */
         const ckpt_seal_info in = {.format_version = meta->version, .userblock = userblock,
                                    .step = st->step, .data_cursor = st->data_cursor,

@@ -75,11 +75,18 @@ static bool is_blank(const char *s) {
     return true;
 }
 
+/* Whether the rest of the file holds only blank lines. */
+static bool rest_blank(const char *s) {
+    for (; *s; s++)
+        if (*s != ' ' && *s != '\t' && *s != '\r' && *s != '\n') return false;
+    return true;
+}
+
 /* The next line (without its newline, modified in place), or NULL at the end. Blank lines at the
  * end of the file are ignored; a blank line before the end is an error (line numbers count). */
 static tess_status tu_next(tu_file *f, char **line) {
     *line = NULL;
-    if (f->cur == NULL || *f->cur == '\0' || is_blank(f->cur)) return TESS_OK;
+    if (f->cur == NULL || rest_blank(f->cur)) return TESS_OK;
     char *s = f->cur, *nl = strchr(s, '\n');
     if (nl) {
         *nl = '\0';

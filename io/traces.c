@@ -300,11 +300,18 @@ static tess_status read_column(const tess_ds_file *f, const char *name, int64_t 
     H5Tclose(t);
     H5Sclose(sp);
     tess_status s = TESS_OK;
-    if ((c != H5T_INTEGER && c != H5T_FLOAT) || nd != 1 || (int64_t)n < min_len)
+    if (c != H5T_INTEGER && c != H5T_FLOAT)
         s = tess_error_push(TESS_ERR_DATA, __FILE__, __LINE__, __func__,
-                            "'%s': %s has %d dimension(s) and %lld values, expected a 1-D "
-                            "numeric dataset of at least %lld",
-                            f->path, name, nd, (long long)n, (long long)min_len);
+                            "'%s': %s holds %s, expected numbers (one per frame)", f->path, name,
+                            c == H5T_STRING ? "strings" : "neither integers nor reals");
+    else if (nd != 1)
+        s = tess_error_push(TESS_ERR_DATA, __FILE__, __LINE__, __func__,
+                            "'%s': %s has %d dimensions, expected 1 (one value per frame)",
+                            f->path, name, nd);
+    else if ((int64_t)n < min_len)
+        s = tess_error_push(TESS_ERR_DATA, __FILE__, __LINE__, __func__,
+                            "'%s': %s has %lld values, expected at least %lld (one per frame)",
+                            f->path, name, (long long)n, (long long)min_len);
     double *v = s == TESS_OK ? malloc((size_t)(n > 0 ? n : 1) * sizeof *v) : NULL;
     if (s == TESS_OK && !v) s = TESS_ERR_MEM;
     if (s == TESS_OK && H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0)
@@ -326,14 +333,14 @@ static tess_status flavell_rate(const tess_ds_file *f, int64_t T, double *rate) 
     TESS_REQUIRE(T >= 2, TESS_ERR_DATA, "'%s': %lld frames, need 2 to measure the frame rate",
                  f->path, (long long)T);
     TESS_CHECK(read_column(f, "/timing/timestamp_confocal", T, &ts, &n));
-    int64_t bad = -1;
-    for (int64_t i = 0; i < T && bad < 0; i++)
-        if (!isfinite(ts[i])) bad = i;
-    double bad_value = bad >= 0 ? ts[bad] : 0.0;
-    if (bad >= 0) free(ts);
-    TESS_REQUIRE(bad < 0, TESS_ERR_DATA,
-                 "'%s': /timing/timestamp_confocal[%lld] is %g (frame times must be finite)",
-                 f->path, (long long)bad, bad_value);
+    for (int64_t i = 0; i < T; i++) {
+        if (isfinite(ts[i])) continue;
+        free(ts);
+        TESS_REQUIRE(false, TESS_ERR_DATA,
+                     "'%s': /timing/timestamp_confocal[%lld] is not finite (every frame needs a "
+                     "time)",
+                     f->path, (long long)i);
+    }
     for (int64_t i = 0; i + 1 < T; i++) ts[i] = ts[i + 1] - ts[i];
     qsort(ts, (size_t)(T - 1), sizeof *ts, double_cmp);
     double dt = ts[(T - 1) / 2];
@@ -385,6 +392,11 @@ static tess_status flavell_read(const tess_ds_file *f, tess_traces_session *s,
     int64_t dims[2];
     hid_t d;
     TESS_CHECK(tess_ds_dataset_open(f, ds, TESS_DS_FLOAT, 2, NULL, dims, &d));
+    if (dims[0] < 1 || dims[1] < 1) H5Dclose(d);
+    TESS_REQUIRE(dims[0] >= 1 && dims[1] >= 1, TESS_ERR_DATA,
+                 "'%s': %s has shape [%lld, %lld], expected (frames, neurons) with at least one "
+                 "frame and one neuron",
+                 f->path, ds, (long long)dims[0], (long long)dims[1]);
     s->frames = s->t = dims[0];
     s->neurons = dims[1];
     s->traces = malloc((size_t)(dims[0] * dims[1] > 0 ? dims[0] * dims[1] : 1) * sizeof(float));

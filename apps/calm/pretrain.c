@@ -69,7 +69,7 @@ const tess_opt calm_data_opts[] = {
 const int64_t calm_data_nopts = sizeof calm_data_opts / sizeof calm_data_opts[0];
 
 const tess_opt calm_train_opts[] = {
-    TESS_OPT_INT("steps", 300, 1, 10000000, "stage 2 (DAT) steps"),
+    TESS_OPT_RESUMABLE(INT, "steps", 300, 1, 10000000, "stage 2 (DAT) steps"),
     TESS_OPT_INT("batch", 8, 1, 1 << 20, "GLOBAL windows per step; a multiple of the ranks"),
     TESS_OPT_REAL("lr", 1e-3, 1e-7, 1.0, "AdamW peak learning rate (cosine after warm-up)"),
     TESS_OPT_INT("warmup", 20, 0, 1000000, "warm-up steps"),

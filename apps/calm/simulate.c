@@ -22,7 +22,7 @@ const tess_opt calm_sim_opts[] = {
     TESS_OPT_REAL("rate_median_hz", 0.5, 0.0, 100.0, "median baseline firing rate (0: silent)"),
     TESS_OPT_REAL("neuropil", 0.2, 0.0, 1.0, "largest neuropil weight"),
     TESS_OPT_BOOL("bleach", true, "photobleaching, tau 10-60 min per session"),
-    TESS_OPT_STRING("dir", "", "simulate: output directory; empty: <run.dir>/sessions"),
+    TESS_OPT_RESUMABLE(STRING, "dir", "", "simulate: output directory; empty: <run.dir>/sessions"),
     TESS_OPT_STRING("prefix", "sim", "file names <prefix>-a<animal>-s<session>.h5"),
 };
 const int64_t calm_sim_nopts = sizeof calm_sim_opts / sizeof calm_sim_opts[0];

@@ -17,6 +17,12 @@ static tess_status run(const char *const *vals, int nargs, char **args) {
     const char *out = args[0], *trace_name = vals[0], *behavior = vals[1];
     char **in = args + 1;
     int n = nargs - 1;
+    /* names separated by single commas: an empty one would become a column of nothing */
+    for (const char *c = behavior; *c; c++)
+        TESS_REQUIRE(*c != ',' || (c > behavior && c[1] != '\0' && c[1] != ','), TESS_ERR_ARG,
+                     "--behavior '%s': an empty variable name (expected names under /behavior/ "
+                     "separated by single commas, e.g. velocity,head_angle)",
+                     behavior);
     tess_traces tr = {.total_sessions = n, .behavior_dim = 0};
     snprintf(tr.behavior_names, sizeof tr.behavior_names, "%s", behavior);
     tr.behavior_dim = behavior[0] ? 1 : 0;
@@ -44,6 +50,7 @@ const convert_cmd convert_calcium = {
     .name = "calcium",
     .summary = "Flavell-lab calcium recordings -> multi-session traces (io/traces.h)",
     .args = "<out.h5> <session.h5>...",
+    .out_arg = 0,
     .min_args = 2,
     .max_args = 0,
     .opts = {{.name = "--traces",

@@ -3,8 +3,10 @@
  * A subcommand declares its options and positional arguments in one convert_cmd; main.c parses
  * "tess-convert NAME [--opt VALUE | --opt=VALUE]... ARGS..." against it (options may come
  * anywhere, "--" ends them), checks CHOICE values and the argument count, prints the usage and
- * --help text, and calls run. Every subcommand is serial (one process). Exit codes: 0, 64 bad
- * command line, 65 malformed input, 66 missing input, 74 cannot write.
+ * --help text, refuses an output that would overwrite an input (the same file as an input
+ * argument, or an existing file that is not HDF5, such as a file of a TU directory), and calls
+ * run. Every subcommand is serial (one process). Exit codes: 0, 64 bad command line, 65 malformed
+ * input, 66 missing input, 74 cannot write.
  */
 #ifndef TESS_APPS_CONVERT_H
 #define TESS_APPS_CONVERT_H
@@ -26,6 +28,7 @@ typedef struct {
     const char *name;     /* "tu": the word after tess-convert */
     const char *summary;  /* one line for tess-convert --help */
     const char *args;     /* positional synopsis: "<TU dir or prefix> <out.h5>" */
+    int out_arg;          /* which positional argument is the output file (the others are read) */
     int min_args;         /* positional arguments required */
     int max_args;         /* allowed; 0 = no limit */
     convert_opt opts[CONVERT_MAX_OPTS];

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "convert.h"       /* convert_cmd */
 #include "core/runtime.h"   /* tess_runtime_* */
@@ -117,6 +118,34 @@ static tess_status parse(const convert_cmd *cmd, int argc, char **argv, const ch
     return TESS_OK;
 }
 
+/* The output args[out] must not overwrite an input: not the same file as another argument, and,
+ * if it exists, an HDF5 file (a converter never replaces text or anything else it may read). */
+static tess_status check_output(char **args, int nargs, int out) {
+    const char *path = args[out];
+    struct stat so;
+    if (stat(path, &so) != 0) return TESS_OK; /* a new file */
+    for (int i = 0; i < nargs; i++) {
+        struct stat si;
+        TESS_REQUIRE(i == out || stat(args[i], &si) != 0 || si.st_dev != so.st_dev ||
+                         si.st_ino != so.st_ino,
+                     TESS_ERR_ARG, "the output '%s' is the input '%s': refusing to overwrite it",
+                     path, args[i]);
+    }
+    TESS_REQUIRE(S_ISREG(so.st_mode), TESS_ERR_ARG, "the output '%s' exists and is not a file",
+                 path);
+    static const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+    unsigned char head[8] = {0};
+    FILE *f = fopen(path, "rb");
+    const size_t got = f ? fread(head, 1, sizeof head, f) : 0;
+    if (f) fclose(f);
+    TESS_REQUIRE(so.st_size == 0 || (got == sizeof head && memcmp(head, sig, sizeof sig) == 0),
+                 TESS_ERR_ARG,
+                 "the output '%s' exists and is not an HDF5 file (an input?): refusing to "
+                 "overwrite it; remove it or name another output",
+                 path);
+    return TESS_OK;
+}
+
 static tess_status run(const tess_runtime *rt, int argc, char **argv) {
     const char *name = argc > 1 ? argv[1] : "";
     if (is_help(name)) {
@@ -145,6 +174,7 @@ static tess_status run(const tess_runtime *rt, int argc, char **argv) {
         s = tess_error_push(TESS_ERR_ARG, __FILE__, __LINE__, __func__,
                             "tess-convert is a serial tool: run it as one process, not %d",
                             rt->size);
+    if (s == TESS_OK && !help) s = check_output(pos, npos, cmd->out_arg);
     if (s == TESS_OK && !help) s = cmd->run(vals, npos, pos);
     free(pos);
     TESS_REQUIRE(s == TESS_OK, s, "tess-convert %s", cmd->name);

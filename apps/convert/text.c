@@ -56,6 +56,7 @@ const convert_cmd convert_text = {
     .name = "text",
     .summary = "a text file -> token stream, byte or char vocabulary (io/tokens.h)",
     .args = "<input.txt> <out.h5>",
+    .out_arg = 1,
     .min_args = 2,
     .max_args = 2,
     .opts = {{.name = "--tokenizer",

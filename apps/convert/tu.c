@@ -48,6 +48,7 @@ const convert_cmd convert_tu = {
     .name = "tu",
     .summary = "a TU graph dataset (text files) -> graph collection (io/graphs.h)",
     .args = "<TU dir or prefix> <out.h5>",
+    .out_arg = 1,
     .min_args = 2,
     .max_args = 2,
     .opts = {{.name = "--features",

@@ -53,13 +53,14 @@ static const tess_opt model_opts[] = {
                   "(ablation)"),
 };
 static const tess_opt train_opts[] = {
-    TESS_OPT_INT("rounds", 200, 1, 1000000, "federated rounds (one local epoch each)"),
+    TESS_OPT_RESUMABLE(INT, "rounds", 200, 1, 1000000, "federated rounds (one local epoch each)"),
     TESS_OPT_INT("batch", 128, 1, 1 << 20, "graphs per local mini-batch"),
     TESS_OPT_REAL("lr", 1e-3, 1e-8, 10.0, "Adam learning rate"),
     TESS_OPT_REAL("weight_decay", 5e-4, 0.0, 1.0, "L2 weight decay added to the gradient"),
     TESS_OPT_REAL("prox_mu", 0.01, 0.0, 1e6,
                   "FedProx: (mu/2) |theta_S - theta_S at the round's start|^2 on shared entries"),
-    TESS_OPT_INT("eval_every", 5, 1, 1000000, "rounds between evaluations (and the last)"),
+    TESS_OPT_RESUMABLE(INT, "eval_every", 5, 1, 1000000,
+                       "rounds between evaluations (and the last)"),
     TESS_OPT_REAL("gcfl_eps1", 0.01, 0.0, 1e9,
                   "GCFL: a cluster may split when the norm of its mean update is below this"),
     TESS_OPT_REAL("gcfl_eps2", 0.1, 0.0, 1e9,

@@ -43,7 +43,7 @@
 enum { ROUTE_COLS = 5, MAX_MOE_LAYERS = 5, NAME_LEN = 24 };
 
 static const tess_opt run_opts[] = {
-    TESS_OPT_INT("log_every", 10, 1, INT32_MAX, "steps between metrics.csv rows"),
+    TESS_OPT_RESUMABLE(INT, "log_every", 10, 1, INT32_MAX, "steps between metrics.csv rows"),
 };
 static const tess_opt model_opts[] = {
     TESS_OPT_INT("layers", 4, 1, 1024, "transformer blocks"),
@@ -87,17 +87,21 @@ static const tess_opt data_opts[] = {
     TESS_OPT_INT("unigram_samples", 2048, 1, 1 << 18, "training sequences of the unigram baseline"),
 };
 static const tess_opt train_opts[] = {
-    TESS_OPT_INT("steps", 300, 1, INT64_MAX / 2, "optimizer steps"),
+    TESS_OPT_RESUMABLE(INT, "steps", 300, 1, INT64_MAX / 2, "optimizer steps"),
     TESS_OPT_INT("batch", 16, 1, 1 << 24, "GLOBAL batch in sequences; a multiple of the ranks"),
-    TESS_OPT_INT("eval_every", 50, 1, INT64_MAX / 2, "steps between held-out evaluations"),
-    TESS_OPT_INT("eval_batch", 64, 1, 1 << 16, "held-out sequences per evaluation"),
+    TESS_OPT_RESUMABLE(INT, "eval_every", 50, 1, INT64_MAX / 2,
+                       "steps between held-out evaluations"),
+    TESS_OPT_RESUMABLE(INT, "eval_batch", 64, 1, 1 << 16, "held-out sequences per evaluation"),
     TESS_OPT_REAL("grad_clip", 1.0, 0.0, 1e9, "global-norm clipping threshold (0: off)"),
-    TESS_OPT_INT("max_bad_steps", 5, 1, 1000000, "non-finite steps in a row before aborting"),
+    TESS_OPT_RESUMABLE(INT, "max_bad_steps", 5, 1, 1000000,
+                       "non-finite steps in a row before aborting"),
 };
 static const tess_opt optim_opts[] = {TESS_ADAMW_SCHED_OPTS(30)};
 static const tess_opt dist_opts[] = {
-    TESS_OPT_INT("bucket_kib", 1024, 1, 1 << 22, "gradient all-reduce bucket size (KiB)"),
-    TESS_OPT_INT("ep", 1, 1, 1 << 16, "expert-parallel size: divides the ranks and moe.experts"),
+    TESS_OPT_RESUMABLE(INT, "bucket_kib", 1024, 1, 1 << 22,
+                       "gradient all-reduce bucket size (KiB)"),
+    TESS_OPT_RESUMABLE(INT, "ep", 1, 1, 1 << 16,
+                       "expert-parallel size: divides the ranks and moe.experts"),
 };
 static const tess_config_section sections[] = {
     TESS_CONFIG_SECTION("model", model_opts), TESS_CONFIG_SECTION("moe", moe_opts),

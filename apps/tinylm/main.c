@@ -29,7 +29,7 @@
 #include "tensor/tensor.h"  /* tess_tensor_sqnorm */
 
 static const tess_opt run_opts[] = {
-    TESS_OPT_INT("log_every", 10, 1, INT32_MAX, "steps between metrics.csv rows"),
+    TESS_OPT_RESUMABLE(INT, "log_every", 10, 1, INT32_MAX, "steps between metrics.csv rows"),
 };
 static const tess_opt model_opts[] = {
     TESS_OPT_INT("layers", 2, 1, 1024, "transformer blocks"),
@@ -47,19 +47,22 @@ static const tess_opt task_opts[] = {
     TESS_OPT_INT("symbols", 10, 2, 100000, "alphabet size (vocabulary = symbols + 1)"),
 };
 static const tess_opt train_opts[] = {
-    TESS_OPT_INT("steps", 400, 1, INT64_MAX / 2, "optimizer steps"),
+    TESS_OPT_RESUMABLE(INT, "steps", 400, 1, INT64_MAX / 2, "optimizer steps"),
     TESS_OPT_INT("batch", 32, 1, 1 << 24, "GLOBAL batch in sequences; a multiple of the ranks"),
-    TESS_OPT_INT("eval_every", 50, 1, INT64_MAX / 2, "steps between held-out evaluations"),
-    TESS_OPT_INT("eval_batch", 256, 1, 1 << 24, "held-out sequences per evaluation"),
+    TESS_OPT_RESUMABLE(INT, "eval_every", 50, 1, INT64_MAX / 2,
+                       "steps between held-out evaluations"),
+    TESS_OPT_RESUMABLE(INT, "eval_batch", 256, 1, 1 << 24, "held-out sequences per evaluation"),
     TESS_OPT_REAL("grad_clip", 1.0, 0.0, 1e9, "global-norm clipping threshold (0: off)"),
-    TESS_OPT_INT("max_bad_steps", 5, 1, 1000000, "non-finite steps in a row before aborting"),
-    TESS_OPT_STRING("logits_out", "",
-                    "after the last step, write the first held-out batch (ids, logits) to this "
-                    "safetensors file (to check an exported model against; '' none)"),
+    TESS_OPT_RESUMABLE(INT, "max_bad_steps", 5, 1, 1000000,
+                       "non-finite steps in a row before aborting"),
+    TESS_OPT_RESUMABLE(STRING, "logits_out", "",
+                       "after the last step, write the first held-out batch (ids, logits) to this "
+                       "safetensors file (to check an exported model against; '' none)"),
 };
 static const tess_opt optim_opts[] = {TESS_ADAMW_SCHED_OPTS(40)};
 static const tess_opt dist_opts[] = {
-    TESS_OPT_INT("bucket_kib", 1024, 1, 1 << 22, "gradient all-reduce bucket size (KiB)"),
+    TESS_OPT_RESUMABLE(INT, "bucket_kib", 1024, 1, 1 << 22,
+                       "gradient all-reduce bucket size (KiB)"),
 };
 static const tess_config_section sections[] = {
     TESS_CONFIG_SECTION("model", model_opts), TESS_CONFIG_SECTION("task", task_opts),

@@ -96,7 +96,8 @@ static const tess_opt optim_opts[] = {
 };
 static const tess_opt budget_opts[] = {
     TESS_OPT_INT("samples", 200000, 1, INT64_MAX / 4, "chain samples (oracle calls) per method"),
-    TESS_OPT_REAL("eps", 0.02, 1e-12, 1e6, "target of ||x - x*||^2/||x*||^2 for calls-to-eps"),
+    TESS_OPT_RESUMABLE(REAL, "eps", 0.02, 1e-12, 1e6,
+                       "target of ||x - x*||^2/||x*||^2 for calls-to-eps"),
     TESS_OPT_INT("points", 40, 2, ZOAPP_MAX_POINTS, "trajectory points (log-spaced samples)"),
 };
 static const tess_opt baselines_opts[] = {
@@ -121,7 +122,8 @@ static const tess_opt sweep_opts[] = {
     TESS_OPT_REAL("relax", 6.0, 0.01, 1e6,
                   "budget in relaxation times: relax * E[K] / (eta mu) samples"),
     TESS_OPT_INT("max_samples", 4000000, 1, INT64_MAX / 4, "budget cap per run"),
-    TESS_OPT_REAL("eps", 3e-3, 1e-12, 1e6, "target of the relative error for calls-to-eps"),
+    TESS_OPT_RESUMABLE(REAL, "eps", 3e-3, 1e-12, 1e6,
+                       "target of the relative error for calls-to-eps"),
 };
 static const tess_config_section sections[] = {
     TESS_CONFIG_SECTION("problem", problem_opts),     TESS_CONFIG_SECTION("chain", chain_opts),
@@ -148,18 +150,23 @@ const char *zoapp_method_title(const tess_config *c, zoapp_method_id m) {
     return method_titles[m];
 }
 
-tess_status zoapp_parse_list(const tess_config *c, const char *key, double *v, int *n) {
-    const char *s = tess_config_string(c, key);
+tess_status zoapp_parse_list(const tess_config *c, const char *key, const char *stands_for,
+                             double *v, int *n) {
+    const char *list = tess_config_string(c, key), *s = list;
+    char what[160], item[64];
+    snprintf(what, sizeof what, "%s = '%.100s'", key, list);
     *n = 0;
     while (*s) {
-        char *end;
-        double x = strtod(s, &end);
-        TESS_REQUIRE(end != s && (*end == ',' || *end == '\0') && isfinite(x) && x >= 1.0,
-                     TESS_ERR_CONFIG, "%s = '%s': expected comma-separated numbers >= 1", key,
-                     tess_config_string(c, key));
-        TESS_REQUIRE(*n < ZOAPP_MAX_LIST, TESS_ERR_CONFIG, "%s: more than %d values", key, ZOAPP_MAX_LIST);
-        v[(*n)++] = x;
-        s = *end == ',' ? end + 1 : end;
+        const size_t len = strcspn(s, ",");
+        TESS_REQUIRE(len > 0 && len < sizeof item, TESS_ERR_CONFIG,
+                     "%s: expected comma-separated values of %s", what, stands_for);
+        memcpy(item, s, len);
+        item[len] = '\0';
+        TESS_CHECK(tess_config_check_value(c, stands_for, item, what));
+        TESS_REQUIRE(*n < ZOAPP_MAX_LIST, TESS_ERR_CONFIG, "%s: more than %d values", key,
+                     ZOAPP_MAX_LIST);
+        v[(*n)++] = strtod(item, NULL); /* checked: an integer or a finite real in range */
+        s += len + (s[len] == ',');
     }
     TESS_REQUIRE(*n > 0, TESS_ERR_CONFIG, "%s is empty", key);
     return TESS_OK;
@@ -216,8 +223,8 @@ static tess_status validate(const tess_config *c, int size) {
     double v[ZOAPP_MAX_LIST];
     int n;
     bool use[M_COUNT];
-    TESS_CHECK(zoapp_parse_list(c, "sweep.dims", v, &n));
-    TESS_CHECK(zoapp_parse_list(c, "sweep.taus", v, &n));
+    TESS_CHECK(zoapp_parse_list(c, "sweep.dims", "problem.dim", v, &n));
+    TESS_CHECK(zoapp_parse_list(c, "sweep.taus", "chain.tau", v, &n));
     TESS_CHECK(zoapp_parse_methods(c, use));
     TESS_REQUIRE(!sweep || shard == 1 || (!use[M_FO] && !use[M_FO_PLAIN]), TESS_ERR_CONFIG,
                  "sweep.methods = '%s' with dist.shard = %lld: the first-order methods need a "

@@ -44,8 +44,8 @@ tess_status zoapp_sweep_setup(tess_run *run, zoapp *a) {
     const tess_config *c = tess_run_config(run);
     const tess_group *all = tess_run_group(run);
     zoapp_sweep *s = &a->swp;
-    TESS_CHECK(zoapp_parse_list(c, "sweep.dims", s->dims, &s->nd));
-    TESS_CHECK(zoapp_parse_list(c, "sweep.taus", s->taus, &s->nt));
+    TESS_CHECK(zoapp_parse_list(c, "sweep.dims", "problem.dim", s->dims, &s->nd));
+    TESS_CHECK(zoapp_parse_list(c, "sweep.taus", "chain.tau", s->taus, &s->nt));
     TESS_CHECK(zoapp_parse_methods(c, s->use));
     s->seeds = tess_config_int(c, "sweep.seeds");
     const int64_t gsize = tess_config_int(c, "sweep.group"), shard = tess_config_int(c, "dist.shard");

@@ -80,8 +80,10 @@ tess_zo_config zoapp_method_options(const tess_config *c, const zoapp_problem *p
 double zoapp_expected_k(const tess_zo_config *z);
 /* Max chain steps of one iteration over every method the run may use. */
 int64_t zoapp_chain_cap(const tess_config *c);
-/* Comma-separated numbers >= 1 of option key (at most ZOAPP_MAX_LIST); TESS_ERR_CONFIG. */
-tess_status zoapp_parse_list(const tess_config *c, const char *key, double *v, int *n);
+/* Comma-separated values of option key (at most ZOAPP_MAX_LIST), each checked against the type
+ * and range of the option it stands for (e.g. sweep.dims: problem.dim); TESS_ERR_CONFIG. */
+tess_status zoapp_parse_list(const tess_config *c, const char *key, const char *stands_for,
+                             double *v, int *n);
 /* sweep.methods into use[]; TESS_ERR_CONFIG naming an unknown method. */
 tess_status zoapp_parse_methods(const tess_config *c, bool use[M_COUNT]);
 /* Run gnuplot on a script (rank 0). TESS_ERR_NOINPUT without gnuplot, TESS_ERR_IO. */

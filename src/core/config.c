@@ -945,10 +945,93 @@ static void scan_args(tess_config *cfg, int argc, char **argv, cfg_errors *e, cl
     }
 }
 
+/* FNV-1a 64 of the arguments argv[1..argc-1], each with its terminating NUL. */
+static uint64_t args_digest(int argc, char **argv) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        do {
+            h ^= (unsigned char)*a;
+            h *= 0x100000001b3ULL;
+        } while (*a++);
+    }
+    return h;
+}
+
+tess_status tess_config_check_argv(const tess_group *g, int argc, char **argv) {
+    TESS_REQUIRE(g && argc >= 0 && (argv || argc == 0), TESS_ERR_ARG, "bad arguments (argc %d)",
+                 argc);
+    /* MAX of the digest and of its complement (an order-reversing map): equal everywhere iff
+     * MAX == ~MAX(~x), i.e. the largest and the smallest digest agree. */
+    const uint64_t h = args_digest(argc, argv);
+    int64_t d[2] = {(int64_t)h, (int64_t)~h};
+    TESS_CHECK(tess_par_allreduce_i64(g, d, 2, TESS_PAR_MAX));
+    if ((uint64_t)d[0] == ~(uint64_t)d[1]) return TESS_OK;
+    /* They differ: rank 0's arguments to every rank, each rank finds its first differing one, the
+     * lowest (argument, rank) pair names the difference. */
+    int64_t len = 0;
+    if (g->rank == 0)
+        for (int i = 1; i < argc; i++) len += (int64_t)strlen(argv[i]) + 1;
+    TESS_CHECK(tess_par_bcast_bytes(g, &len, sizeof len, 0));
+    char *ref = malloc((size_t)len + 1);
+    tess_status s = tess_par_agree(g, ref ? TESS_OK
+                                          : tess_error_push(TESS_ERR_MEM, __FILE__, __LINE__,
+                                                            __func__, "cannot compare the "
+                                                            "command lines: out of memory"));
+    if (s != TESS_OK) {
+        free(ref);
+        return s;
+    }
+    if (g->rank == 0) {
+        size_t off = 0;
+        for (int i = 1; i < argc; i++) {
+            const size_t n = strlen(argv[i]) + 1;
+            memcpy(ref + off, argv[i], n);
+            off += n;
+        }
+    }
+    s = tess_par_bcast_bytes(g, ref, (size_t)len, 0);
+    ref[len] = '\0';
+    /* this rank's first argument that differs from rank 0's (-1: none) */
+    const char *r = ref;
+    int first = -1;
+    for (int i = 1; s == TESS_OK; i++) {
+        const bool ref_has = r < ref + len, has = i < argc;
+        if (!ref_has && !has) break;
+        if (!ref_has || !has || strcmp(r, argv[i]) != 0) {
+            first = i;
+            break;
+        }
+        r += strlen(r) + 1;
+    }
+    int64_t key = first > 0 ? (int64_t)first * g->size + g->rank : INT64_MAX;
+    if (s == TESS_OK) s = tess_par_allreduce_i64(g, &key, 1, TESS_PAR_MIN);
+    if (s != TESS_OK) {
+        free(ref);
+        return s;
+    }
+    /* the argument `arg` on rank 0 (from ref) and on rank `who`, the lowest where it differs */
+    const int arg = (int)(key / g->size), who = (int)(key % g->size);
+    r = ref;
+    for (int i = 1; i < arg && r < ref + len; i++) r += strlen(r) + 1;
+    char on0[200], theirs[200] = "";
+    snprintf(on0, sizeof on0, "%s", r < ref + len ? r : "(none)");
+    if (g->rank == who) snprintf(theirs, sizeof theirs, "%s", arg < argc ? argv[arg] : "(none)");
+    s = tess_par_bcast_bytes(g, theirs, sizeof theirs, who);
+    free(ref);
+    TESS_CHECK(s);
+    return tess_error_push(TESS_ERR_CONFIG, __FILE__, __LINE__, __func__,
+                           "the command line differs between ranks: argument %d is '%s' on rank 0 "
+                           "but '%s' on rank %d (every rank must be started with the same "
+                           "arguments)",
+                           arg, on0, theirs, who);
+}
+
 tess_status tess_config_parse_args(tess_config *cfg, const tess_group *g, int argc, char **argv,
                                    tess_config_action *action) {
     TESS_REQUIRE(cfg && g && action && argc >= 0 && (argv || argc == 0), TESS_ERR_ARG,
                  "bad arguments (argc %d)", argc);
+    TESS_CHECK(tess_config_check_argv(g, argc, argv)); /* before any rank may leave (--help) */
     *action = TESS_CONFIG_ACTION_RUN;
     const int rank = g->rank;
     for (int i = 1; i < argc; i++) {
@@ -1010,6 +1093,19 @@ tess_status tess_config_parse_args(tess_config *cfg, const tess_group *g, int ar
         if (rank == 0) write_stdout(text);
         *action = TESS_CONFIG_ACTION_PRINTED;
     }
+    return TESS_OK;
+}
+
+tess_status tess_config_check_value(const tess_config *cfg, const char *full_key, const char *text,
+                                    const char *what) {
+    const cfg_value *v = cfg && full_key ? find_value(cfg, full_key) : NULL;
+    TESS_REQUIRE(v != NULL && text && what, TESS_ERR_ARG, "no option '%s' declared",
+                 full_key ? full_key : "(null)");
+    cfg_value tmp = {.opt = v->opt};
+    char why[256];
+    const bool ok = parse_into(&tmp, text, why, sizeof why);
+    free(tmp.sval);
+    TESS_REQUIRE(ok, TESS_ERR_CONFIG, "%s: '%s' %s (the range of %s)", what, text, why, full_key);
     return TESS_OK;
 }
 
@@ -1086,6 +1182,96 @@ const char *tess_config_resolved_text(tess_config *cfg) {
     free(cfg->resolved);
     cfg->resolved = sb_take(&b);
     return cfg->resolved;
+}
+
+/* ---------- resume check ---------- */
+
+/* Whether the stored text `stored` of v's option means v's current value. */
+static bool same_value(const cfg_value *v, const char *stored) {
+    cfg_value tmp = {.opt = v->opt};
+    char why[256];
+    bool same = false;
+    if (parse_into(&tmp, stored, why, sizeof why)) {
+        switch (v->opt->type) {
+        case TESS_OPT_TYPE_INT: same = tmp.ival == v->ival; break;
+        case TESS_OPT_TYPE_REAL: same = tmp.rval == v->rval; break;
+        case TESS_OPT_TYPE_BOOL: same = tmp.bval == v->bval; break;
+        case TESS_OPT_TYPE_STRING:
+        case TESS_OPT_TYPE_CHOICE:
+        case TESS_OPT_TYPE_ENUM: same = strcmp(tmp.sval, v->sval) == 0; break;
+        }
+    }
+    free(tmp.sval);
+    return same;
+}
+
+static void report_changed(cfg_errors *e, const cfg_value *v, const char *stored,
+                           const char *origin) {
+    char now[1100];
+    fmt_value(v, now, sizeof now);
+    CFG_ERROR(e, TESS_ERR_CONFIG, "%s: '%s' in %s, '%s' now", v->full_key, stored, origin, now);
+}
+
+tess_status tess_config_check_resume(const tess_config *cfg, const char *text, const char *origin) {
+    TESS_REQUIRE(cfg && text && origin, TESS_ERR_ARG, "bad arguments");
+    bool *seen = calloc((size_t)(cfg->nvals > 0 ? cfg->nvals : 1), sizeof *seen);
+    TESS_REQUIRE(seen != NULL, TESS_ERR_MEM, "out of memory comparing %lld options",
+                 (long long)cfg->nvals);
+    cfg_errors e = {0, TESS_OK};
+    char section[CFG_MAX_NAME] = "", line[1200];
+    for (const char *p = text; *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        if (len >= sizeof line) len = sizeof line - 1; /* longer than any value stored */
+        memcpy(line, p, len);
+        line[len] = '\0';
+        p += nl ? (size_t)(nl - p) + 1 : strlen(p);
+        char *a = line, *end = line + strlen(line);
+        while (isspace((unsigned char)*a)) a++;
+        while (end > a && isspace((unsigned char)end[-1])) *--end = '\0';
+        if (*a == '\0' || *a == ';' || *a == '#') continue;
+        if (*a == '[') {
+            char *close = strchr(a, ']');
+            size_t n = close ? (size_t)(close - a - 1) : 0;
+            if (n >= sizeof section) n = 0;
+            memcpy(section, a + 1, n);
+            section[n] = '\0';
+            continue;
+        }
+        char *eq = strchr(a, '=');
+        if (!eq) continue;
+        char *kend = eq, *val = eq + 1;
+        while (kend > a && isspace((unsigned char)kend[-1])) kend--;
+        *kend = '\0';
+        while (isspace((unsigned char)*val)) val++;
+        char full[2 * CFG_MAX_NAME + 2];
+        snprintf(full, sizeof full, "%s.%s", section, a);
+        cfg_value *v = find_value(cfg, full);
+        if (!v) continue; /* an option this build no longer declares */
+        seen[v - cfg->vals] = true;
+        if (!v->opt->resumable && !same_value(v, val)) report_changed(&e, v, val, origin);
+    }
+    for (int64_t i = 0; i < cfg->nvals; i++) {
+        const cfg_value *v = &cfg->vals[i];
+        if (seen[i] || v->opt->resumable) continue;
+        cfg_value def = {.opt = v->opt};
+        char stored[1100];
+        if (set_default(&def) != TESS_OK) {
+            free(def.sval);
+            free(seen);
+            return tess_error_push(TESS_ERR_MEM, __FILE__, __LINE__, __func__, "out of memory");
+        }
+        fmt_value(&def, stored, sizeof stored);
+        free(def.sval);
+        if (!same_value(v, stored)) report_changed(&e, v, stored, origin);
+    }
+    free(seen);
+    if (e.count == 0) return TESS_OK;
+    return tess_error_push(TESS_ERR_CONFIG, __FILE__, __LINE__, __func__,
+                           "%lld option%s differ%s from %s (only options declared resumable may "
+                           "change on resume)",
+                           (long long)e.count, e.count == 1 ? "" : "s", e.count == 1 ? "s" : "",
+                           origin);
 }
 
 static void help_option(sbuf *b, const cfg_value *v) {

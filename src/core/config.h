@@ -83,25 +83,45 @@ typedef struct {
     const tess_opt_enum *enums; /* ENUM: the table (enum_count rows); str_def is one of its names */
     int enum_count;
     const char *help;
+    bool resumable; /* may differ from the checkpoint's value on resume (TESS_OPT_RESUMABLE) */
 } tess_opt;
 
-#define TESS_OPT_INT(key_, def_, min_, max_, help_)                                             \
-    {.key = (key_), .type = TESS_OPT_TYPE_INT, .int_def = (def_), .int_min = (min_),         \
-     .int_max = (max_), .help = (help_)}
-#define TESS_OPT_REAL(key_, def_, min_, max_, help_)                                            \
-    {.key = (key_), .type = TESS_OPT_TYPE_REAL, .real_def = (def_), .real_min = (min_),      \
-     .real_max = (max_), .help = (help_)}
-#define TESS_OPT_BOOL(key_, def_, help_)                                                        \
-    {.key = (key_), .type = TESS_OPT_TYPE_BOOL, .bool_def = (def_), .help = (help_)}
-#define TESS_OPT_STRING(key_, def_, help_)                                                      \
-    {.key = (key_), .type = TESS_OPT_TYPE_STRING, .str_def = (def_), .help = (help_)}
-#define TESS_OPT_CHOICE(key_, def_, choices_, help_)                                            \
-    {.key = (key_), .type = TESS_OPT_TYPE_CHOICE, .str_def = (def_), .choices = (choices_),  \
-     .help = (help_)}
+/* The fields of each kind (without braces, so TESS_OPT_RESUMABLE can add one). */
+#define TESS_OPT_INT_(key_, def_, min_, max_, help_)                                            \
+    .key = (key_), .type = TESS_OPT_TYPE_INT, .int_def = (def_), .int_min = (min_),           \
+    .int_max = (max_), .help = (help_)
+#define TESS_OPT_REAL_(key_, def_, min_, max_, help_)                                           \
+    .key = (key_), .type = TESS_OPT_TYPE_REAL, .real_def = (def_), .real_min = (min_),        \
+    .real_max = (max_), .help = (help_)
+#define TESS_OPT_BOOL_(key_, def_, help_)                                                       \
+    .key = (key_), .type = TESS_OPT_TYPE_BOOL, .bool_def = (def_), .help = (help_)
+#define TESS_OPT_STRING_(key_, def_, help_)                                                     \
+    .key = (key_), .type = TESS_OPT_TYPE_STRING, .str_def = (def_), .help = (help_)
+#define TESS_OPT_CHOICE_(key_, def_, choices_, help_)                                           \
+    .key = (key_), .type = TESS_OPT_TYPE_CHOICE, .str_def = (def_), .choices = (choices_),    \
+    .help = (help_)
+#define TESS_OPT_ENUM_(key_, def_, table_, help_)                                               \
+    .key = (key_), .type = TESS_OPT_TYPE_ENUM, .str_def = (def_), .enums = (table_),          \
+    .enum_count = TESS_OPT_ENUM_LEN(table_), .help = (help_)
 
-#define TESS_OPT_ENUM(key_, def_, table_, help_)                                                \
-    {.key = (key_), .type = TESS_OPT_TYPE_ENUM, .str_def = (def_), .enums = (table_),          \
-     .enum_count = TESS_OPT_ENUM_LEN(table_), .help = (help_)}
+#define TESS_OPT_INT(key_, def_, min_, max_, help_) {TESS_OPT_INT_(key_, def_, min_, max_, help_)}
+#define TESS_OPT_REAL(key_, def_, min_, max_, help_)                                            \
+    {TESS_OPT_REAL_(key_, def_, min_, max_, help_)}
+#define TESS_OPT_BOOL(key_, def_, help_) {TESS_OPT_BOOL_(key_, def_, help_)}
+#define TESS_OPT_STRING(key_, def_, help_) {TESS_OPT_STRING_(key_, def_, help_)}
+#define TESS_OPT_CHOICE(key_, def_, choices_, help_)                                            \
+    {TESS_OPT_CHOICE_(key_, def_, choices_, help_)}
+#define TESS_OPT_ENUM(key_, def_, table_, help_) {TESS_OPT_ENUM_(key_, def_, table_, help_)}
+
+/* An option that may change when a run resumes from a checkpoint: a budget (steps, samples),
+ * logging, output paths, the parallel layout. Every other option defines the problem or the model,
+ * and a resume refuses a checkpoint written with another value (tess_config_check_resume):
+ *
+ *   TESS_OPT_RESUMABLE(INT, "steps", 400, 1, INT64_MAX / 2, "optimizer steps"),
+ *
+ * kind_ is INT, REAL, BOOL, STRING, CHOICE or ENUM; the other arguments are those of
+ * TESS_OPT_<kind_>. */
+#define TESS_OPT_RESUMABLE(kind_, ...) {TESS_OPT_##kind_##_(__VA_ARGS__), .resumable = true}
 
 /* A table of options read from [name]. The table must outlive the config. */
 typedef struct {
@@ -145,15 +165,22 @@ tess_status tess_config_alias(tess_config *cfg, const char *flag, const char *ke
 tess_status tess_config_flag(tess_config *cfg, const char *flag, const char *help);
 
 /* Read the command line: --config FILE, --set SECTION.KEY=VALUE (repeatable), aliases,
- * --print-config, --print-options, --help (also -h), --version; "--flag=value" works for every flag that takes a
- * value. Collective on g (the run's group): rank 0 reads FILE and broadcasts it; every rank parses it. argv must
- * be the same on every rank (as mpiexec passes it). --help wins over everything else, then
- * --version ("<program> (Tessera <version>, git <commit>)", core/version.h), then --print-options
+ * --print-config, --print-options, --help (also -h), --version; "--flag=value" works for every flag
+ * that takes a value. Collective on g (the run's group): rank 0 reads FILE and broadcasts it; every
+ * rank parses it. argv must be the same on every rank (as mpiexec passes it): checked first, before
+ * any rank may leave (tess_config_check_argv). --help wins over everything else, then --version
+ * ("<program> (Tessera <version>, git <commit>)", core/version.h), then --print-options
  * (tess_config_options_json); none of them reads a file;
  * --print-config prints the resolved INI on rank 0 after a successful parse. Help and resolved
  * text go to stdout on rank 0; errors go to the error record on every rank (see above). */
 tess_status tess_config_parse_args(tess_config *cfg, const tess_group *g, int argc, char **argv,
                                    tess_config_action *action);
+
+/* Check that every rank of g got the same arguments argv[1..argc-1] (a digest compared over the
+ * ranks; tess_config_parse_args does this first, before --help or --version may end a rank).
+ * Collective on g. TESS_ERR_CONFIG (exit 78) on every rank when they differ, naming the first
+ * differing argument with its value on rank 0 and on the lowest rank where it differs. */
+tess_status tess_config_check_argv(const tess_group *g, int argc, char **argv);
 
 /* Parse INI text as if it were the --config file named `origin` (used in messages).
  * Not collective. Collects every error as tess_config_parse_args does; TESS_ERR_CONFIG. */
@@ -163,6 +190,13 @@ tess_status tess_config_parse_text(tess_config *cfg, const char *text, const cha
  * the key and value. Not collective. */
 tess_status tess_config_set(tess_config *cfg, const char *full_key, const char *value);
 
+/* Check `text` as a value of option full_key, with the type and range checks of the file and
+ * --set, without setting it (e.g. each element of a list option that stands for that option).
+ * TESS_ERR_CONFIG naming `what` (the list and its key, for the message), the value and the
+ * option; TESS_ERR_ARG for an undeclared key. Not collective. */
+tess_status tess_config_check_value(const tess_config *cfg, const char *full_key, const char *text,
+                                    const char *what);
+
 /* Typed getters by full key ("client.optim.lr"). See the file header for misuse. */
 int64_t tess_config_int(const tess_config *cfg, const char *full_key);
 double tess_config_real(const tess_config *cfg, const char *full_key);
@@ -171,6 +205,14 @@ bool tess_config_bool(const tess_config *cfg, const char *full_key);
 const char *tess_config_string(const tess_config *cfg, const char *full_key);
 /* ENUM: the value its table gives the option's name. */
 int tess_config_enum(const tess_config *cfg, const char *full_key);
+
+/* Resume check: compare cfg with `text`, the resolved configuration of an earlier run (as
+ * tess_config_resolved_text wrote it, e.g. a checkpoint's /config), named `origin` in messages.
+ * Every option not declared TESS_OPT_RESUMABLE must have the same value in both (an option that
+ * text does not list counts as its default; keys cfg does not declare are ignored). Not
+ * collective. TESS_ERR_CONFIG with one record line per differing key ("task.kind: 'reverse' in
+ * <origin>, 'sort' now") and a headline naming the count; TESS_ERR_MEM. */
+tess_status tess_config_check_resume(const tess_config *cfg, const char *text, const char *origin);
 
 /* Every option with its current value as INI text that tess_config_parse_text reads back to the
  * same values (reals printed to round-trip). Owned by cfg; valid until the next call or destroy. */

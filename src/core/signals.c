@@ -14,6 +14,9 @@ void tess_signals_install(void) {
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    /* A write beyond the file size limit (ulimit -f) then fails with EFBIG, which the writer
+     * reports, instead of killing the rank without a message. */
+    signal(SIGXFSZ, SIG_IGN);
 }
 
 bool tess_signals_stop_requested(void) { return stop_signal != 0; }

@@ -11,7 +11,9 @@
 #include <stdbool.h>
 
 /* Install the handlers. Call first thing in main, before MPI_Init: a signal that arrives before
- * would kill the rank with the default action. Not collective. Safe to call more than once. */
+ * would kill the rank with the default action. Also ignores SIGXFSZ, so that a write beyond the
+ * file size limit (ulimit -f) fails with EFBIG and is reported as an I/O error (exit 74) instead
+ * of killing the rank silently. Not collective. Safe to call more than once. */
 void tess_signals_install(void);
 /* True once any of the three signals arrived on this rank. Async-signal-safe to read. */
 bool tess_signals_stop_requested(void);

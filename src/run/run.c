@@ -15,7 +15,8 @@
 #include "io/metrics.h"   /* tess_metrics_* */
 #include "io/plot.h"      /* tess_plot_csv */
 #include "io/rundir.h"    /* tess_rundir_prepare */
-#include "par/coll.h"     /* tess_par_allreduce_f64 */
+#include "par/coll.h"     /* tess_par_allreduce_f64, tess_par_agree */
+#include "tensor/matmul.h" /* tess_matmul_init */
 
 enum { RUN_PATH_MAX = 4200, RUN_SECTIONS_MAX = 32 };
 
@@ -61,14 +62,17 @@ struct tess_run {
 };
 
 static const tess_opt ckpt_opts[] = {
-    TESS_OPT_STRING("dir", "", "checkpoint directory (empty: <run.dir>/checkpoints)"),
-    TESS_OPT_INT("every", 0, 0, INT64_MAX / 4, "steps between checkpoints (0: only at_end)"),
-    TESS_OPT_INT("keep", 3, 0, 1000000, "newest checkpoints kept (0: all)"),
-    TESS_OPT_BOOL("at_end", true, "checkpoint after the last step"),
-    TESS_OPT_BOOL("overwrite", false,
-                  "start fresh (no ckpt.resume) even if ckpt.dir holds an earlier run's checkpoints"),
-    TESS_OPT_STRING("resume", "", "'' (start fresh), auto (newest valid in ckpt.dir) or a file; "
-                    "also --resume"),
+    TESS_OPT_RESUMABLE(STRING, "dir", "", "checkpoint directory (empty: <run.dir>/checkpoints)"),
+    TESS_OPT_RESUMABLE(INT, "every", 0, 0, INT64_MAX / 4,
+                       "steps between checkpoints (0: only at_end)"),
+    TESS_OPT_RESUMABLE(INT, "keep", 3, 0, 1000000, "newest checkpoints kept (0: all)"),
+    TESS_OPT_RESUMABLE(BOOL, "at_end", true, "checkpoint after the last step"),
+    TESS_OPT_RESUMABLE(BOOL, "overwrite", false,
+                       "start fresh (no ckpt.resume) even if ckpt.dir holds an earlier run's "
+                       "checkpoints"),
+    TESS_OPT_RESUMABLE(STRING, "resume", "",
+                       "'' (start fresh), auto (newest valid in ckpt.dir) or a file; also "
+                       "--resume"),
 };
 static const tess_opt_enum log_level_names[] = {{"error", TESS_LOG_ERROR}, {"warn", TESS_LOG_WARN},
                                                {"info", TESS_LOG_INFO}, {"debug", TESS_LOG_DEBUG}};
@@ -79,17 +83,17 @@ static const tess_opt_enum progress_names[] = {{"auto", TESS_PROGRESS_AUTO},
                                               {"off", TESS_PROGRESS_OFF}};
 TESS_OPT_ENUM_TABLE_CHECK(progress_names, TESS_PROGRESS_OFF + 1);
 static const tess_opt log_opts[] = {
-    TESS_OPT_ENUM("level", "info", log_level_names,
-                  "messages shown: error, warn, info or debug (per-rank detail); -v is debug, "
-                  "-q is warn"),
-    TESS_OPT_ENUM("progress", "auto", progress_names,
-                  "progress line: tty (rewritten in place), lines (one line every "
-                  "log.progress_every seconds), off, or auto (tty on a terminal outside mpiexec "
-                  "and srun, else lines)"),
-    TESS_OPT_REAL("progress_every", 10.0, 0.1, 86400.0,
-                  "seconds between progress lines under lines, and in the log file"),
-    TESS_OPT_BOOL("per_rank", false,
-                  "every rank r > 0 also writes <run.dir>/run.rank<r>.log (rank 0: run.log)"),
+    TESS_OPT_RESUMABLE(ENUM, "level", "info", log_level_names,
+                       "messages shown: error, warn, info or debug (per-rank detail); -v is debug, "
+                       "-q is warn"),
+    TESS_OPT_RESUMABLE(ENUM, "progress", "auto", progress_names,
+                       "progress line: tty (rewritten in place), lines (one line every "
+                       "log.progress_every seconds), off, or auto (tty on a terminal outside "
+                       "mpiexec and srun, else lines)"),
+    TESS_OPT_RESUMABLE(REAL, "progress_every", 10.0, 0.1, 86400.0,
+                       "seconds between progress lines under lines, and in the log file"),
+    TESS_OPT_RESUMABLE(BOOL, "per_rank", false,
+                       "every rank r > 0 also writes <run.dir>/run.rank<r>.log (rank 0: run.log)"),
 };
 
 /* ---- accessors ------------------------------------------------------------------------------ */
@@ -223,21 +227,49 @@ static tess_status save(tess_run *run) {
     return TESS_OK;
 }
 
-/* The app name stored in checkpoint path: rank 0 reads it, every rank gets it ("" if it cannot be
- * read; the load that follows has already vouched for the file). Collective. */
-static tess_status checkpoint_app(const tess_run *run, const char *path, char app[64]) {
+/* The app name and the resolved config text stored in checkpoint path: rank 0 reads them, every
+ * rank gets them (app "" and config NULL if they cannot be read; the load that follows has
+ * already vouched for the file). *config is malloc'ed (the caller frees it). Collective. */
+static tess_status checkpoint_meta(const tess_run *run, const char *path, char app[64],
+                                   char **config) {
     memset(app, 0, 64);
+    *config = NULL;
+    int64_t len = -1; /* bytes of the config text; -1 unreadable */
+    char *text = NULL;
     if (run->group->rank == 0) {
         hid_t file;
         tess_ckpt_info info;
         if (tess_ckpt_open(path, &file, &info) == TESS_OK) {
-            H5Fclose(file);
             snprintf(app, 64, "%s", info.app);
-        } else {
-            tess_error_clear();
+            hid_t d = H5Dopen2(file, "/config", H5P_DEFAULT);
+            hid_t t = d >= 0 ? H5Dget_type(d) : -1;
+            const size_t width = t >= 0 && H5Tis_variable_str(t) == 0 ? H5Tget_size(t) : 0;
+            text = width > 0 ? calloc(width + 1, 1) : NULL;
+            if (text && H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, text) >= 0)
+                len = (int64_t)strnlen(text, width);
+            if (t >= 0) H5Tclose(t);
+            if (d >= 0) H5Dclose(d);
+            H5Fclose(file);
         }
+        tess_error_clear();
     }
-    TESS_CHECK(tess_par_bcast_bytes(run->group, app, 64, 0));
+    tess_status s = tess_par_bcast_bytes(run->group, app, 64, 0);
+    if (s == TESS_OK) s = tess_par_bcast_bytes(run->group, &len, sizeof len, 0);
+    if (s == TESS_OK && len >= 0 && run->group->rank != 0) {
+        text = malloc((size_t)len + 1);
+        s = text ? TESS_OK
+                 : tess_error_push(TESS_ERR_MEM, __FILE__, __LINE__, __func__,
+                                   "cannot allocate %lld bytes for the config of '%s'",
+                                   (long long)len + 1, path);
+    }
+    if (s == TESS_OK && len >= 0) s = tess_par_agree(run->group, s);
+    if (s == TESS_OK && len >= 0) s = tess_par_bcast_bytes(run->group, text, (size_t)len, 0);
+    if (s != TESS_OK || len < 0) {
+        free(text);
+        return s;
+    }
+    text[len] = '\0';
+    *config = text;
     return TESS_OK;
 }
 
@@ -251,13 +283,24 @@ static tess_status resume(tess_run *run) {
                                 sizeof path));
     if (!run->resumed) return TESS_OK;
     const uint64_t seed = tess_run_seed(run);
-    char app[64];
-    TESS_CHECK(checkpoint_app(run, path, app));
-    TESS_REQUIRE(strcmp(app, run->app->name) == 0, TESS_ERR_CONFIG, "'%s' was written by %s, not %s",
-                 path, app[0] ? app : "(no app)", run->app->name);
-    TESS_REQUIRE(st.seed == seed, TESS_ERR_CONFIG,
-                 "'%s' was written with run.seed = %llu, this run has %llu", path,
-                 (unsigned long long)st.seed, (unsigned long long)seed);
+    char app[64], *config = NULL;
+    TESS_CHECK(checkpoint_meta(run, path, app, &config));
+    tess_status s = TESS_OK;
+    if (strcmp(app, run->app->name) != 0)
+        s = tess_error_push(TESS_ERR_CONFIG, __FILE__, __LINE__, __func__,
+                            "'%s' was written by %s, not %s", path, app[0] ? app : "(no app)",
+                            run->app->name);
+    else if (st.seed != seed)
+        s = tess_error_push(TESS_ERR_CONFIG, __FILE__, __LINE__, __func__,
+                            "'%s' was written with run.seed = %llu, this run has %llu", path,
+                            (unsigned long long)st.seed, (unsigned long long)seed);
+    else if (!config)
+        s = tess_error_push(TESS_ERR_DATA, __FILE__, __LINE__, __func__,
+                            "cannot read the configuration (/config) of '%s'", path);
+    else
+        s = tess_config_check_resume(run->cfg, config, path);
+    free(config);
+    if (s != TESS_OK) return s; /* the record names the file and what differs */
     TESS_REQUIRE(run->total_steps == 0 || st.step <= run->total_steps, TESS_ERR_CONFIG,
                  "'%s' is at %s %lld, beyond the run's %lld", path, run->app->unit,
                  (long long)st.step, (long long)run->total_steps);
@@ -394,14 +437,15 @@ static tess_status build_sections(tess_run *run, int64_t *n) {
     TESS_REQUIRE(app->nsections + 3 <= RUN_SECTIONS_MAX, TESS_ERR_ARG, "%s: too many sections",
                  app->name);
     int k = 0;
-    run->run_opts[k++] = (tess_opt)TESS_OPT_STRING(
-        "dir", app->default_dir, "output directory (config.ini, metrics, plots/, checkpoints/)");
+    run->run_opts[k++] = (tess_opt)TESS_OPT_RESUMABLE(
+        STRING, "dir", app->default_dir,
+        "output directory (config.ini, metrics, plots/, checkpoints/)");
     run->run_opts[k++] = (tess_opt)TESS_OPT_INT("seed", 1234, 0, UINT32_MAX,
                                                 "seed of every random draw");
-    run->run_opts[k++] = (tess_opt)TESS_OPT_BOOL("plots", true,
-                                                 "draw PNG plots with gnuplot at the end");
-    run->run_opts[k++] = (tess_opt)TESS_OPT_INT(
-        "stop_at", 0, 0, INT64_MAX / 4,
+    run->run_opts[k++] = (tess_opt)TESS_OPT_RESUMABLE(BOOL, "plots", true,
+                                                      "draw PNG plots with gnuplot at the end");
+    run->run_opts[k++] = (tess_opt)TESS_OPT_RESUMABLE(
+        INT, "stop_at", 0, 0, INT64_MAX / 4,
         "test hook: stop as on a signal after this many steps (0: never)");
     for (int64_t i = 0; i < app->nrun_opts; i++) run->run_opts[k++] = app->run_opts[i];
     int64_t s = 0;
@@ -465,6 +509,9 @@ static tess_status open_log_file(const tess_run *run) {
 
 static tess_status run_all(tess_run *run, int argc, char **argv) {
     const tess_run_app *app = run->app;
+    /* The driver's own flags too must be the same everywhere (--print-params on one rank would
+     * leave the others waiting). */
+    TESS_CHECK(tess_config_check_argv(run->group, argc, argv));
     const bool print_params = take_flag(&argc, argv, "--print-params");
     const bool check = take_flag(&argc, argv, "--check");
     /* -v and -q set log.level to debug or warn over what the file and --set say. */
@@ -485,6 +532,8 @@ static tess_status run_all(tess_run *run, int argc, char **argv) {
     tess_config_action action;
     TESS_CHECK(tess_config_parse_args(run->cfg, run->group, argc, argv, &action));
     if (action != TESS_CONFIG_ACTION_RUN) return TESS_OK;
+    TESS_REQUIRE(tess_run_dir(run)[0] != '\0', TESS_ERR_CONFIG,
+                 "run.dir is empty: the run needs a directory (config.ini, run.log, checkpoints)");
     if (verbose || quiet)
         TESS_CHECK(tess_config_set(run->cfg, "log.level", verbose ? "debug" : "warn"));
     tess_log_init(run->rt->rank, (tess_log_level)tess_config_enum(run->cfg, "log.level"));
@@ -538,6 +587,8 @@ int tess_run_main(const tess_run_app *app, void *ctx, int argc, char **argv) {
     tess_runtime rt;
     tess_status s = tess_runtime_start(&rt, MPI_COMM_WORLD);
     tess_run run = {.app = app, .ctx = ctx, .rt = &rt, .group = rt.world, .collective = true};
+    /* OpenBLAS's work buffer, before any product (a low ulimit -v: exit 71, not a spin) */
+    if (s == TESS_OK) s = tess_par_agree(rt.world, tess_matmul_init());
     if (s == TESS_OK) s = run_all(&run, argc, argv);
     for (int i = 0; i < run.nmetrics; i++) tess_metrics_close(&run.metrics[i].file);
     if (app->destroy) app->destroy(ctx);

@@ -18,7 +18,8 @@
  *     checkpoints/);
  *   - resume: after setup, `ckpt.resume` = auto|FILE loads the checkpoint into the state the app
  *     described (tess_run_state) after checking that it was written by the same app with the same
- *     run.seed and that its step does not exceed the run's length;
+ *     run.seed and the same values of every option not declared TESS_OPT_RESUMABLE (core/config.h),
+ *     and that its step does not exceed the run's length;
  *   - the loop: step callbacks until the app says done; after every step a stop vote over all
  *     ranks (SIGUSR1/SIGTERM/SIGINT on any rank, or run.stop_at), periodic checkpoints
  *     (ckpt.every), the checkpoint of a stop and exit 75 (TESS_EXIT_STOPPED), the final

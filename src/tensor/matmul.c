@@ -3,8 +3,26 @@
 
 #include <cblas.h>
 #include <limits.h>
+#include <stdlib.h>
+#include <sys/resource.h>
 
 #include "core/status.h" /* TESS_ASSERT */
+
+tess_status tess_matmul_init(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        void *probe = malloc((size_t)TESS_MATMUL_BLAS_BUFFER_BYTES);
+        TESS_REQUIRE(probe != NULL, TESS_ERR_MEM,
+                     "cannot allocate the %lld MiB work buffer of OpenBLAS under the address-space "
+                     "limit of %llu MiB (ulimit -v): raise the limit",
+                     (long long)(TESS_MATMUL_BLAS_BUFFER_BYTES >> 20),
+                     (unsigned long long)(rl.rlim_cur >> 20));
+        free(probe);
+    }
+    float a = 1.0f, b = 1.0f, c = 0.0f;
+    tess_matmul(&c, &a, &b, 1, 1, 1, false, false, 1.0f, 0.0f);
+    return TESS_OK;
+}
 
 void tess_matmul(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K,
                  bool trans_a, bool trans_b, float alpha, float beta) {

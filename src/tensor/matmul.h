@@ -7,6 +7,21 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/status.h" /* tess_status */
+
+/* OpenBLAS takes a work buffer of this size (its BUFFER_SIZE, 128 MiB on x86-64, plus alignment)
+ * at its first product on each thread. */
+#define TESS_MATMUL_BLAS_BUFFER_BYTES ((int64_t)(128 << 20) + (64 << 10))
+
+/* Call once at start-up, before the first product (the run driver does). OpenBLAS allocates its
+ * work buffer at the first product and, when that allocation fails (an address-space limit,
+ * `ulimit -v`, that leaves less than the buffer), retries forever instead of failing. So: under a
+ * finite RLIMIT_AS, first try an allocation of TESS_MATMUL_BLAS_BUFFER_BYTES (TESS_ERR_MEM naming
+ * the limit when it fails), then run one 1x1 product so that OpenBLAS takes its buffer while the
+ * room is there; later products reuse it. With OPENBLAS_NUM_THREADS > 1 each thread takes its own
+ * buffer at its first product, which this cannot reserve. Not collective. */
+tess_status tess_matmul_init(void);
+
 /* C = alpha * op(A) @ op(B) + beta * C, all row-major and contiguous.
  * C (M,N); op(A) (M,K): A is (M,K), or (K,M) when trans_a; op(B) (K,N): B is (K,N), or (N,K)
  * when trans_b. beta = 0 overwrites C (NaNs in C are not propagated); beta = 1 accumulates.

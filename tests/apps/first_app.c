@@ -18,7 +18,7 @@ static const tess_opt model_opts[] = {
     TESS_OPT_INT("dim", 8, 1, 4096, "input dimension d"),
 };
 static const tess_opt train_opts[] = {
-    TESS_OPT_INT("steps", 200, 1, 1000000, "optimizer steps"),
+    TESS_OPT_RESUMABLE(INT, "steps", 200, 1, 1000000, "optimizer steps"),
     TESS_OPT_INT("batch", 64, 1, 1 << 20, "GLOBAL batch; a multiple of the ranks"),
     TESS_OPT_REAL("lr", 0.05, 1e-6, 10.0, "AdamW learning rate"),
 };

@@ -17,7 +17,7 @@ static const tess_opt optim_opts[] = {
     TESS_OPT_CHOICE("schedule", "cosine", "cosine|linear|constant", "learning-rate schedule"),
 };
 static const tess_opt run_opts[] = {
-    TESS_OPT_STRING("name", "run", "run directory name under runs/"),
+    TESS_OPT_RESUMABLE(STRING, "name", "run", "run directory name under runs/"),
     TESS_OPT_INT("seed", 1234, 0, UINT32_MAX, "Philox seed"),
     TESS_OPT_REAL("tiny", 1e-7, 0.0, 1.0, "a value that must round-trip"),
 };
@@ -391,6 +391,46 @@ static void test_bad_tables(void) {
     tess_error_clear();
 }
 
+/* tess_config_check_resume: options not declared resumable must match the stored text. */
+static void test_check_resume(void) {
+    tess_config *old = NULL, *now = NULL;
+    TESS_TEST_CHECK(tess_config_create(&old, sections, NSEC) == TESS_OK &&
+                        tess_config_create(&now, sections, NSEC) == TESS_OK,
+                    "create");
+    tess_config_set(old, "optim.lr", "0.5");
+    tess_config_set(old, "run.name", "first");
+    char stored[4096];
+    snprintf(stored, sizeof stored, "%s", tess_config_resolved_text(old));
+    tess_config_set(now, "optim.lr", "5e-1");
+    tess_config_set(now, "run.name", "second");
+    TESS_TEST_CHECK(tess_config_check_resume(now, stored, "ck.h5") == TESS_OK,
+                    "same values (0.5 = 5e-1), a resumable option changed: %s", tess_error_text());
+    tess_config_set(now, "client.optim.schedule", "linear");
+    tess_config_set(now, "run.seed", "7");
+    tess_error_clear();
+    TESS_TEST_CHECK(tess_config_check_resume(now, stored, "ck.h5") == TESS_ERR_CONFIG,
+                    "two options changed: refused");
+    check_record("client.optim.schedule: 'cosine' in ck.h5, 'linear' now");
+    check_record("run.seed: '1234' in ck.h5, '7' now");
+    check_record("2 options differ from ck.h5");
+    TESS_TEST_CHECK(!has(tess_error_text(), "run.name"), "a resumable option is not reported");
+    tess_error_clear();
+    tess_config_set(now, "client.optim.schedule", "cosine");
+    tess_config_set(now, "run.seed", "1234");
+    /* a key the text does not list counts as its default; keys no longer declared are ignored */
+    TESS_TEST_CHECK(tess_config_check_resume(now, "[optim]\nlr = 0.5\n[gone]\nx = 1\n", "ck.h5") ==
+                        TESS_OK,
+                    "missing and removed keys: %s", tess_error_text());
+    TESS_TEST_CHECK(tess_config_check_resume(now, "[optim]\nlr = fast\n", "ck.h5") ==
+                        TESS_ERR_CONFIG,
+                    "an unreadable stored value differs");
+    check_record("optim.lr: 'fast' in ck.h5, '0.5' now");
+    check_record("1 option differs from ck.h5");
+    tess_error_clear();
+    tess_config_destroy(&old);
+    tess_config_destroy(&now);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -403,6 +443,7 @@ int main(int argc, char **argv) {
     test_resolved_round_trip();
     test_bad_tables();
     test_enum();
+    test_check_resume();
     tess_group_destroy(&world);
     int rc = tess_test_finish_mpi("config", MPI_COMM_WORLD);
     MPI_Finalize();
