@@ -2,11 +2,14 @@
 # install-deps.sh - install exactly the Debian 12 packages Tessera needs. Idempotent: packages
 # already present are not reinstalled, and nothing is fetched when all are there.
 #
-# usage: cluster/install-deps.sh [--bench] [--slurm]
+# usage: cluster/install-deps.sh [--bench] [--slurm] [--text]
 #   (no flag)  build + test dependencies: compiler, CMake, Open MPI, parallel HDF5 (openmpi),
 #              ScaLAPACK (openmpi), OpenBLAS, libinih, jansson, Random123, NLopt, gnuplot, h5py, NumPy
 #   --bench    also python3-torch (the PyTorch CPU peer in bench/)
 #   --slurm    also a local Slurm (slurmctld, slurmd, slurm-client, munge) for the slurm tests
+#   --text     also SentencePiece and the Debian text packages of the moe corpus (jobs/moe-text.sh):
+#              sentencepiece libsentencepiece-dev bible-kjv bible-kjv-text fortunes dict-gcide
+#              dict-foldoc dict-jargon
 # Needs root (or sudo) only when something is missing.
 set -euo pipefail
 
@@ -22,8 +25,10 @@ for arg in "$@"; do
   case "$arg" in
     --bench) packages+=(python3-torch) ;;
     --slurm) packages+=(slurmctld slurmd slurm-client munge) ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
-    *) echo "install-deps.sh: unknown option '$arg' (expected --bench or --slurm)" >&2; exit 64 ;;
+    --text) packages+=(sentencepiece libsentencepiece-dev bible-kjv bible-kjv-text fortunes
+                       dict-gcide dict-foldoc dict-jargon) ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) echo "install-deps.sh: unknown option '$arg' (expected --bench, --slurm or --text)" >&2; exit 64 ;;
   esac
 done
 
