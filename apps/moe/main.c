@@ -17,7 +17,8 @@
  * Outputs under run.dir: config.ini, metrics.csv (training), eval.csv (held-out loss, perplexity,
  * the unigram baseline, routing statistics averaged over the MoE layers), routing.csv (one row
  * per MoE layer and evaluation), experts.csv (one row per expert, MoE layer and evaluation: the
- * load f_e), plots/, checkpoints/.
+ * load f_e), domains.csv (held-out loss per domain), domain_experts.csv (the share of each
+ * expert among a domain's top-1 choices, per MoE layer), plots/, checkpoints/.
  */
 #include <math.h>
 #include <stdio.h>
@@ -135,7 +136,7 @@ typedef struct {
     int64_t *counts;                 /* (E) summed over ranks, for the balancing bias */
     double *stats;                   /* evaluation sums, reduced over ranks */
     double *route;                   /* (nmoe, 1 + ROUTE_COLS) routing.csv rows */
-    int train_csv, eval_csv, route_csv, expert_csv;
+    int train_csv, eval_csv, route_csv, expert_csv, domain_csv, domain_expert_csv;
     double unigram_loss, first_loss, loss, eval_loss, t_log;
     int64_t steps_run;
 } moe_app;
@@ -262,6 +263,8 @@ static tess_status declare_metrics(tess_run *run, moe_app *a) {
     static const char *const route_cols[1 + ROUTE_COLS] = {
         "layer", "entropy", "mass", "maxvio", "dead", "mi_domain", "cos2", "mi_next", "load_max"};
     static const char *const expert_cols[] = {"layer", "expert", "load"};
+    static const char *const domain_cols[] = {"domain", "val_loss", "tokens"};
+    static const char *const domain_expert_cols[] = {"layer", "domain", "expert", "share"};
     static const char *const loss_plot[] = {"loss"};
     static const char *const aux_plot[] = {"lb", "sp", "cp"};
     static const char *const eval_plot[] = {"val_loss", "unigram_loss"};
@@ -271,6 +274,9 @@ static tess_status declare_metrics(tess_run *run, moe_app *a) {
     TESS_CHECK(tess_run_metrics(run, "eval", eval_cols, EVAL_COLS, true, &a->eval_csv));
     TESS_CHECK(tess_run_metrics(run, "routing", route_cols, 1 + ROUTE_COLS, true, &a->route_csv));
     TESS_CHECK(tess_run_metrics(run, "experts", expert_cols, 3, true, &a->expert_csv));
+    TESS_CHECK(tess_run_metrics(run, "domains", domain_cols, 3, true, &a->domain_csv));
+    TESS_CHECK(tess_run_metrics(run, "domain_experts", domain_expert_cols, 4, true,
+                                &a->domain_expert_csv));
     const char *const step = "step (optimizer updates)";
     const tess_plot_spec plots[5] = {
         {.title = "moe: training loss", .xlabel = step, .ycols = loss_plot, .ny = 1,
@@ -341,9 +347,9 @@ static tess_status moe_setup(tess_run *run, void *ctx) {
     a->domain = malloc((size_t)n * sizeof *a->domain);
     a->counts = malloc((size_t)E * sizeof *a->counts);
     /* per layer: entropy, mass, cos2, E counts, D x E domain-by-top-1, E x E top-1 pairs with
-     * the next layer; then loss * tokens and tokens */
+     * the next layer; then loss * tokens and tokens; then per domain the loss sum and tokens */
     const int64_t per = 3 + E + a->src.D * E + E * E;
-    a->stats = malloc((size_t)(a->nmoe * per + 2) * sizeof *a->stats);
+    a->stats = malloc((size_t)(a->nmoe * per + 2 + 2 * a->src.D) * sizeof *a->stats);
     a->route = malloc((size_t)(a->nmoe * (1 + ROUTE_COLS)) * sizeof *a->route);
     TESS_REQUIRE(a->ids && a->targets && a->domain && a->counts && a->stats && a->route,
                  TESS_ERR_MEM,
@@ -406,7 +412,8 @@ static double mutual_info(const double *joint, int64_t R, int64_t C) {
  * (block ranges, uneven allowed), in chunks of at most b. Collective on the run's group. */
 static tess_status evaluate(tess_run *run, moe_app *a, const tess_group *g) {
     const int64_t T = a->mc.T, E = a->moe.E, k = a->moe.k, D = a->src.D, L = a->nmoe;
-    const int64_t per = 3 + E + D * E + E * E, nst = L * per + 2;
+    const int64_t V = a->mc.V, per = 3 + E + D * E + E * E, nst = L * per + 2 + 2 * D;
+    double *dom = a->stats + L * per + 2; /* (D, 2): loss sum, tokens */
     const int64_t share = (a->eval_batch + g->size - 1) / g->size;
     const int64_t lo = share * g->rank < a->eval_batch ? share * g->rank : a->eval_batch;
     const int64_t hi = lo + share < a->eval_batch ? lo + share : a->eval_batch;
@@ -419,6 +426,16 @@ static tess_status evaluate(tess_run *run, moe_app *a, const tess_group *g) {
         TESS_CHECK(tess_nn_moe_stack_status(a->stack));
         a->stats[L * per] += (double)l * (double)N;
         a->stats[L * per + 1] += (double)N;
+        const float *lg = tess_tfm_logits(a->model); /* (N, V) */
+        for (int64_t t = 0; t < N; t++) {
+            const float *row = lg + t * V;
+            float mx = row[0];
+            for (int64_t v = 1; v < V; v++) mx = fmaxf(mx, row[v]);
+            double z = 0.0;
+            for (int64_t v = 0; v < V; v++) z += exp((double)(row[v] - mx));
+            dom[2 * a->domain[t]] += (double)mx + log(z) - (double)row[a->targets[t]];
+            dom[2 * a->domain[t] + 1] += 1.0;
+        }
         for (int64_t i = 0; i < L; i++) {
             double *s = a->stats + i * per;
             const float *p = tess_nn_moe_stack_probs(a->stack, i, NULL);
@@ -466,6 +483,20 @@ static tess_status evaluate(tess_run *run, moe_app *a, const tess_group *g) {
         mean[0] += H / L, mean[1] += M / L, mean[2] += vio / L, mean[3] += dead / L;
         mean[4] += mi / L, mean[6] += cos2 / L;
         if (i + 1 < L) mean[5] += next / (double)(L - 1);
+    }
+    for (int64_t d = 0; d < D; d++) {
+        const double drow[3] = {(double)d, dom[2 * d + 1] > 0 ? dom[2 * d] / dom[2 * d + 1] : NAN,
+                                dom[2 * d + 1]};
+        TESS_CHECK(tess_run_metrics_row(run, a->domain_csv, drow));
+        for (int64_t i = 0; i < L; i++) {
+            const double *j = a->stats + i * per + 3 + E + d * E; /* top-1 counts of domain d */
+            double n = 0.0;
+            for (int64_t e = 0; e < E; e++) n += j[e];
+            for (int64_t e = 0; e < E; e++) {
+                const double r[4] = {(double)i, (double)d, (double)e, n > 0 ? j[e] / n : NAN};
+                TESS_CHECK(tess_run_metrics_row(run, a->domain_expert_csv, r));
+            }
+        }
     }
     const double row[EVAL_COLS] = {a->eval_loss, exp(a->eval_loss), a->unigram_loss, mean[0],
                                    mean[1], mean[2], mean[3], mean[4],

@@ -4,7 +4,9 @@
 #   converge: 1 rank, embedded defaults for 60 steps: the held-out loss must fall below the
 #             unigram baseline of the same data (both read from eval.csv), and the routing
 #             statistics must be written for every MoE layer (routing.csv) and expert
-#             (experts.csv, whose loads sum to 1 per layer).
+#             (experts.csv, whose loads sum to 1 per layer), the per-domain held-out loss
+#             (domains.csv, whose token-weighted mean is val_loss) and the expert shares per
+#             domain (domain_experts.csv, summing to 1 per layer and domain).
 #   layers:   8 MoE layers (more than the 5 that wide per-layer columns allowed): a row per layer
 #             in routing.csv with the adjacent-layer MI for layers 0..6.
 #   text_errors: a two-domain token stream made by tess-convert ids (CONVERT): a vocabulary
@@ -54,6 +56,12 @@ converge)
   awk -F, 'NR > 1 && $1 == 60 { n[$2]++; s[$2] += $4 }
            END { for (l = 0; l < 4; l++) if (n[l] != 8 || s[l] < 0.999 || s[l] > 1.001) exit 1 }' \
     converge/experts.csv || fail "experts.csv: 8 experts per layer with loads summing to 1"
+  awk -F, -v l="$loss" 'NR > 1 && $1 == 60 { s += $3 * $4; n += $4; d++ }
+    END { m = s / n; exit !(d == 4 && m - l < 1e-4 && l - m < 1e-4) }' converge/domains.csv ||
+    fail "domains.csv: 4 domains whose token-weighted loss is not val_loss $loss"
+  awk -F, 'NR > 1 && $1 == 60 { s[$2 "," $3] += $5 }
+    END { for (k in s) { n++; if (s[k] < 0.999 || s[k] > 1.001) exit 1 } exit !(n == 16) }' \
+    converge/domain_experts.csv || fail "domain_experts.csv: shares per layer and domain sum to 1"
   ;;
 layers)
   "$mpiexec" -n 1 "$exe" "${small[@]}" --set model.layers=8 --set train.steps=4 \
