@@ -14,7 +14,7 @@ LABEL = {"lb": "L_lb", "sp": "+R_sp", "cp": "+R_cp", "spcp": "+R_sp+R_cp",
          "zspcp": "+z+R_sp+R_cp", "ov": "Guo o+v"}
 COLS = [("val_loss", "val loss", 3), ("val_ppl", "val ppl", 1), ("entropy", "entropy", 3),
         ("maxvio", "MaxVio", 2), ("mi_domain", "MI(e; domain)", 3),
-        ("mi_next", "MI(e_l; e_l+1)", 3), ("cos2", "cos²", 3)]
+        ("mi_next", "MI(e_l; e_l+1)", 3), ("cos2", "cos²", 4)]
 
 
 def mean_std(xs, digits):
