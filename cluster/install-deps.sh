@@ -2,12 +2,15 @@
 # install-deps.sh - install exactly the Debian 12 packages Tessera needs. Idempotent: packages
 # already present are not reinstalled, and nothing is fetched when all are there.
 #
-# usage: cluster/install-deps.sh [--bench] [--slurm] [--fuzz]
+# usage: cluster/install-deps.sh [--bench] [--slurm] [--fuzz] [--text]
 #   (no flag)  build + test dependencies: compiler, CMake, Open MPI, parallel HDF5 (openmpi),
 #              ScaLAPACK (openmpi), OpenBLAS, libinih, jansson, Random123, NLopt, gnuplot, h5py, NumPy
 #   --bench    also python3-torch (the PyTorch CPU peer in bench/)
 #   --slurm    also a local Slurm (slurmctld, slurmd, slurm-client, munge) for the slurm tests
 #   --fuzz     also clang and its runtimes (libFuzzer, ASan, UBSan) for the fuzz preset
+#   --text     also SentencePiece and the Debian text packages of the moe corpus (jobs/moe-text.sh):
+#              sentencepiece libsentencepiece-dev bible-kjv bible-kjv-text fortunes dict-gcide
+#              dict-foldoc dict-jargon
 # Needs root (or sudo) only when something is missing.
 set -euo pipefail
 
@@ -24,8 +27,10 @@ for arg in "$@"; do
     --bench) packages+=(python3-torch) ;;
     --slurm) packages+=(slurmctld slurmd slurm-client munge) ;;
     --fuzz) packages+=(clang libclang-rt-14-dev) ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
-    *) echo "install-deps.sh: unknown option '$arg' (expected --bench, --slurm or --fuzz)" >&2; exit 64 ;;
+    --text) packages+=(sentencepiece libsentencepiece-dev bible-kjv bible-kjv-text fortunes
+                       dict-gcide dict-foldoc dict-jargon) ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) echo "install-deps.sh: unknown option '$arg' (expected --bench, --slurm, --fuzz or --text)" >&2; exit 64 ;;
   esac
 done
 

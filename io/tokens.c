@@ -11,7 +11,8 @@
 #include "par/coll.h"    /* tess_par_agree */
 
 static const char *const TOKENS_FORMAT = "tessera.tokens";
-enum { TOKENS_VERSION = 1, SCAN_CHUNK = 1 << 20, BYTE_VOCAB = 256 };
+enum { TOKENS_VERSION = 1, SCAN_CHUNK = 1 << 20, BYTE_VOCAB = 256, MAX_DOMAINS = 256,
+       NAMES_MAX = 4096 };
 
 struct tess_tokens {
     tess_ds_file f;
@@ -26,12 +27,31 @@ struct tess_tokens {
     int64_t *perm;      /* (W) window order of epoch perm_epoch */
     int64_t perm_epoch; /* -1 before the first use */
     uint8_t *vocab;     /* (vocab_size) or NULL */
+    hid_t domain;       /* /domain, or H5I_INVALID_HID */
+    int64_t n_domains;  /* 0 without /domain */
+    char *domain_names; /* NAMES_MAX bytes, or NULL */
 };
 
 int64_t tess_tokens_vocab_size(const tess_tokens *r) { return r->vocab_size; }
 int64_t tess_tokens_count(const tess_tokens *r) { return r->n_tokens; }
 int64_t tess_tokens_num_windows(const tess_tokens *r) { return r->W; }
 const uint8_t *tess_tokens_vocab(const tess_tokens *r) { return r->vocab; }
+int64_t tess_tokens_num_domains(const tess_tokens *r) { return r->n_domains; }
+const char *tess_tokens_domain_names(const tess_tokens *r) { return r->domain_names; }
+
+/* Number of comma-separated names in s, -1 if one is empty. */
+static int64_t count_names(const char *s) {
+    int64_t n = 1, len = 0;
+    for (; *s; s++) {
+        if (*s != ',') {
+            len++;
+            continue;
+        }
+        if (len == 0) return -1;
+        n++, len = 0;
+    }
+    return len > 0 ? n : -1;
+}
 
 int64_t tess_tokens_window_start(tess_tokens *r, int64_t g) {
     TESS_ASSERT(g >= 0);
@@ -45,7 +65,9 @@ int64_t tess_tokens_window_start(tess_tokens *r, int64_t g) {
     return r->begin + r->perm[k] * r->T;
 }
 
-tess_status tess_tokens_read(tess_tokens *r, int64_t first, int64_t n, int32_t *out) {
+/* Windows first .. first + n - 1 of dataset dset (/tokens or /domain, named name). */
+static tess_status read_windows(tess_tokens *r, hid_t dset, const char *name, int64_t first,
+                                int64_t n, int32_t *out) {
     TESS_REQUIRE(first >= 0 && n >= 0, TESS_ERR_ARG, "samples [%lld, +%lld)", (long long)first,
                  (long long)n);
     tess_h5_quiet q;
@@ -56,15 +78,25 @@ tess_status tess_tokens_read(tess_tokens *r, int64_t first, int64_t n, int32_t *
         hsize_t start = (hsize_t)tess_tokens_window_start(r, first + i), count = (hsize_t)r->T + 1;
         e = H5Sselect_hyperslab(r->fspace, H5S_SELECT_SET, &start, NULL, &count, NULL);
         if (e >= 0)
-            e = H5Dread(r->dset, H5T_NATIVE_INT32, r->mspace, r->fspace, H5P_DEFAULT,
+            e = H5Dread(dset, H5T_NATIVE_INT32, r->mspace, r->fspace, H5P_DEFAULT,
                         out + i * (r->T + 1));
     }
     char why[256];
     if (e < 0) tess_h5_reason(why, sizeof why);
     tess_h5_quiet_end(&q);
-    TESS_REQUIRE(e >= 0, TESS_ERR_IO, "'%s': reading sample %lld of /tokens failed: %s", r->f.path,
-                 (long long)(first + i - 1), why);
+    TESS_REQUIRE(e >= 0, TESS_ERR_IO, "'%s': reading sample %lld of %s failed: %s", r->f.path,
+                 (long long)(first + i - 1), name, why);
     return TESS_OK;
+}
+
+tess_status tess_tokens_read(tess_tokens *r, int64_t first, int64_t n, int32_t *out) {
+    return read_windows(r, r->dset, "/tokens", first, n, out);
+}
+
+tess_status tess_tokens_read_domains(tess_tokens *r, int64_t first, int64_t n, int32_t *out) {
+    TESS_REQUIRE(r->n_domains > 0, TESS_ERR_ARG, "'%s' has no /domain (no domain labels)",
+                 r->f.path);
+    return read_windows(r, r->domain, "/domain", first, n, out);
 }
 
 tess_status tess_tokens_read_step(tess_tokens *r, int64_t step, int64_t batch, int32_t *out,
@@ -108,37 +140,53 @@ static tess_status open_meta(tess_tokens *r, const tess_tokens_opts *o) {
         H5Dclose(v);
         TESS_REQUIRE(e >= 0, TESS_ERR_DATA, "'%s': cannot read /vocab", f->path);
     }
+    if (tess_ds_exists(f, "/domain")) {
+        int64_t want[1] = {r->n_tokens};
+        TESS_CHECK(tess_ds_dataset_open(f, "/domain", TESS_DS_INT, 1, want, dims, &r->domain));
+        TESS_CHECK(tess_ds_attr_int(f, "/domain", "n_domains", &r->n_domains));
+        TESS_REQUIRE(r->n_domains >= 1 && r->n_domains <= MAX_DOMAINS, TESS_ERR_DATA,
+                     "'%s': /domain has n_domains %lld, expected 1..%d", f->path,
+                     (long long)r->n_domains, MAX_DOMAINS);
+        r->domain_names = malloc(NAMES_MAX);
+        TESS_REQUIRE(r->domain_names != NULL, TESS_ERR_MEM, "out of memory");
+        TESS_CHECK(tess_ds_attr_string(f, "/domain", "names", r->domain_names, NAMES_MAX));
+        TESS_REQUIRE(count_names(r->domain_names) == r->n_domains, TESS_ERR_DATA,
+                     "'%s': /domain names '%s' are not %lld non-empty comma-separated names",
+                     f->path, r->domain_names, (long long)r->n_domains);
+    }
     return TESS_OK;
 }
 
-/* Each rank checks its block of the whole stream against vocab_size, in chunks. */
-static tess_status scan_block(tess_tokens *r) {
+/* Each rank checks its block of dataset dset (/tokens or /domain, named name; n_tokens
+ * values) against [0, bound) (bound_name for messages), in chunks. */
+static tess_status scan_block(tess_tokens *r, hid_t dset, const char *name, int64_t bound,
+                              const char *bound_name) {
     int64_t lo, hi;
     tess_par_block_range(r->n_tokens, r->f.size, r->f.rank, &lo, &hi);
     int64_t chunk = hi - lo < SCAN_CHUNK ? hi - lo : SCAN_CHUNK;
     int32_t *buf = malloc((size_t)(chunk > 0 ? chunk : 1) * sizeof *buf);
     TESS_REQUIRE(buf != NULL, TESS_ERR_MEM, "cannot allocate %lld tokens", (long long)chunk);
-    hid_t fs = H5Dget_space(r->dset);
+    hid_t fs = H5Dget_space(dset);
     tess_status s = TESS_OK;
     for (int64_t a = lo; a < hi && s == TESS_OK; a += chunk) {
         hsize_t start = (hsize_t)a, count = (hsize_t)(hi - a < chunk ? hi - a : chunk);
         hid_t ms = H5Screate_simple(1, &count, NULL);
         herr_t e = H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &count, NULL);
-        if (e >= 0) e = H5Dread(r->dset, H5T_NATIVE_INT32, ms, fs, H5P_DEFAULT, buf);
+        if (e >= 0) e = H5Dread(dset, H5T_NATIVE_INT32, ms, fs, H5P_DEFAULT, buf);
         H5Sclose(ms);
         if (e < 0) {
             char why[256];
             tess_h5_reason(why, sizeof why);
             s = tess_error_push(TESS_ERR_DATA, __FILE__, __LINE__, __func__,
-                                "'%s': reading /tokens[%lld..%lld) failed: %s", r->f.path,
+                                "'%s': reading %s[%lld..%lld) failed: %s", r->f.path, name,
                                 (long long)a, (long long)(a + (int64_t)count), why);
         }
         for (int64_t i = 0; i < (int64_t)count && s == TESS_OK; i++)
-            if (buf[i] < 0 || buf[i] >= r->vocab_size)
+            if (buf[i] < 0 || buf[i] >= bound)
                 s = tess_error_push(TESS_ERR_DATA, __FILE__, __LINE__, __func__,
-                                    "'%s': /tokens[%lld] = %d is outside [0, vocab_size = %lld)",
-                                    r->f.path, (long long)(a + i), buf[i],
-                                    (long long)r->vocab_size);
+                                    "'%s': %s[%lld] = %d is outside [0, %s = %lld)", r->f.path,
+                                    name, (long long)(a + i), buf[i], bound_name,
+                                    (long long)bound);
     }
     H5Sclose(fs);
     free(buf);
@@ -149,8 +197,10 @@ static void tokens_free(tess_tokens *r) {
     if (r->mspace != H5I_INVALID_HID) H5Sclose(r->mspace);
     if (r->fspace != H5I_INVALID_HID) H5Sclose(r->fspace);
     if (r->dset != H5I_INVALID_HID) H5Dclose(r->dset);
+    if (r->domain != H5I_INVALID_HID) H5Dclose(r->domain);
     free(r->perm);
     free(r->vocab);
+    free(r->domain_names);
     free(r);
 }
 
@@ -163,7 +213,7 @@ tess_status tess_tokens_create(tess_tokens **rp, const tess_group *g, const char
                  (long long)o->seq_len, o->begin_frac, o->end_frac);
     tess_tokens *r = calloc(1, sizeof *r);
     TESS_REQUIRE(r != NULL, TESS_ERR_MEM, "out of memory");
-    r->dset = r->fspace = r->mspace = H5I_INVALID_HID;
+    r->dset = r->fspace = r->mspace = r->domain = H5I_INVALID_HID;
     r->shuffle = o->shuffle;
     r->key = o->key;
     r->perm_epoch = -1;
@@ -175,7 +225,10 @@ tess_status tess_tokens_create(tess_tokens **rp, const tess_group *g, const char
     tess_h5_quiet q;
     tess_h5_quiet_begin(&q);
     s = tess_par_agree(g, open_meta(r, o));
-    if (s == TESS_OK) s = tess_par_agree(g, scan_block(r));
+    if (s == TESS_OK) s = tess_par_agree(g, scan_block(r, r->dset, "/tokens", r->vocab_size,
+                                                      "vocab_size"));
+    if (s == TESS_OK && r->n_domains > 0)
+        s = tess_par_agree(g, scan_block(r, r->domain, "/domain", r->n_domains, "n_domains"));
     if (s == TESS_OK) {
         tess_status ls = TESS_OK;
         hsize_t w = (hsize_t)r->T + 1;
@@ -210,12 +263,31 @@ tess_status tess_tokens_destroy(tess_tokens **rp) {
 
 tess_status tess_tokens_write(const char *path, const int32_t *tokens, int64_t n,
                               int64_t vocab_size, const char *tokenizer, const uint8_t *vocab) {
+    return tess_tokens_write_domains(path, tokens, n, vocab_size, tokenizer, vocab, NULL);
+}
+
+tess_status tess_tokens_write_domains(const char *path, const int32_t *tokens, int64_t n,
+                                      int64_t vocab_size, const char *tokenizer,
+                                      const uint8_t *vocab, const tess_tokens_domains *dom) {
     TESS_REQUIRE(vocab_size >= 1 && vocab_size <= INT32_MAX && n >= 0, TESS_ERR_ARG,
                  "vocab_size %lld, %lld tokens", (long long)vocab_size, (long long)n);
     for (int64_t i = 0; i < n; i++)
         TESS_REQUIRE(tokens[i] >= 0 && tokens[i] < vocab_size, TESS_ERR_ARG,
                      "token %lld = %d is outside [0, %lld)", (long long)i, tokens[i],
                      (long long)vocab_size);
+    if (dom) {
+        TESS_REQUIRE(dom->count >= 1 && dom->count <= MAX_DOMAINS, TESS_ERR_ARG,
+                     "%lld domains, expected 1..%d", (long long)dom->count, MAX_DOMAINS);
+        TESS_REQUIRE(strlen(dom->names) < NAMES_MAX && count_names(dom->names) == dom->count,
+                     TESS_ERR_ARG,
+                     "domain names '%s' are not %lld non-empty comma-separated names (at most "
+                     "%d bytes)",
+                     dom->names, (long long)dom->count, NAMES_MAX - 1);
+        for (int64_t i = 0; i < n; i++)
+            TESS_REQUIRE(dom->ids[i] >= 0 && dom->ids[i] < dom->count, TESS_ERR_ARG,
+                         "domain of token %lld = %d is outside [0, %lld)", (long long)i,
+                         dom->ids[i], (long long)dom->count);
+    }
     tess_ds_writer w;
     TESS_CHECK(tess_ds_writer_create(&w, path, TOKENS_FORMAT, TOKENS_VERSION));
     hid_t ftype = vocab_size <= 65536 ? H5T_STD_U16LE : H5T_STD_I32LE;
@@ -225,6 +297,10 @@ tess_status tess_tokens_write(const char *path, const int32_t *tokens, int64_t n
     if (s == TESS_OK && vocab)
         s = tess_ds_write_array(&w, "/vocab", H5T_STD_U8LE, H5T_NATIVE_UINT8, 1, &vocab_size,
                                 vocab);
+    if (s == TESS_OK && dom)
+        s = tess_ds_write_array(&w, "/domain", H5T_STD_U8LE, H5T_NATIVE_INT32, 1, &n, dom->ids);
+    if (s == TESS_OK && dom) s = tess_ds_write_attr_int(&w, "/domain", "n_domains", dom->count);
+    if (s == TESS_OK && dom) s = tess_ds_write_attr_string(&w, "/domain", "names", dom->names);
     if (s != TESS_OK) {
         tess_ds_writer_abandon(&w);
         return tess_error_push(s, __FILE__, __LINE__, __func__, "writing tokens to '%s'", path);

@@ -7,6 +7,9 @@
  *   /tokens    uint16 (vocab_size <= 65536) or int32, shape (n_tokens); attributes vocab_size
  *              (int64), tokenizer (string: "byte", "char", or any name)
  *   /vocab     optional uint8 (vocab_size): the byte that token id t stands for
+ *   /domain    optional uint8, shape (n_tokens): the domain (source corpus) of every token;
+ *              attributes n_domains (int64, 1..256) and names (string: n_domains
+ *              comma-separated names, in id order)
  *
  * Samples. The reader uses the token range [begin, end) = [floor(begin_frac * n), floor(end_frac *
  * n)) and cuts it into W = floor((end - begin - 1) / T) windows of T + 1 tokens starting at
@@ -55,6 +58,10 @@ int64_t tess_tokens_count(const tess_tokens *r);       /* tokens in the whole fi
 int64_t tess_tokens_num_windows(const tess_tokens *r); /* W: samples per epoch */
 /* The byte of each token id (vocab_size entries), or NULL if the file has no /vocab. */
 const uint8_t *tess_tokens_vocab(const tess_tokens *r);
+/* Domains of a file with /domain: their number (0 without /domain) and their comma-separated
+ * names (NULL without /domain; owned by the reader). */
+int64_t tess_tokens_num_domains(const tess_tokens *r);
+const char *tess_tokens_domain_names(const tess_tokens *r);
 
 /* First token (file position) of global sample g >= 0. Recomputes the permutation when g is in
  * another epoch than the last call (O(W), no allocation). Not collective. */
@@ -63,6 +70,10 @@ int64_t tess_tokens_window_start(tess_tokens *r, int64_t g);
 /* out (n, T+1) int32: samples first .. first + n - 1 of the global order. Not collective (each
  * rank reads on its own; a failure is local to this rank). */
 tess_status tess_tokens_read(tess_tokens *r, int64_t first, int64_t n, int32_t *out);
+
+/* out (n, T+1) int32: the domain of every token of samples first .. first + n - 1, the same
+ * windows as tess_tokens_read. TESS_ERR_ARG if the file has no /domain. Not collective. */
+tess_status tess_tokens_read_domains(tess_tokens *r, int64_t first, int64_t n, int32_t *out);
 
 /* This rank's share of global step `step` with global batch B: samples step*B + i for i in
  * tess_par_block_range(B, size, rank) of the reader's group. out (ceil(B/size), T+1) int32 at
@@ -76,6 +87,20 @@ tess_status tess_tokens_read_step(tess_tokens *r, int64_t step, int64_t batch, i
  * Not collective: call on one process. */
 tess_status tess_tokens_write(const char *path, const int32_t *tokens, int64_t n,
                               int64_t vocab_size, const char *tokenizer, const uint8_t *vocab);
+
+/* The domain labels of a stream being written (borrowed). */
+typedef struct {
+    const int32_t *ids; /* (n) in [0, count): the domain of every token */
+    int64_t count;      /* 1..256 */
+    const char *names;  /* count comma-separated names, none empty */
+} tess_tokens_domains;
+
+/* tess_tokens_write plus /domain from dom (NULL: none, the same file as tess_tokens_write).
+ * TESS_ERR_ARG naming the first bad domain id, a count outside 1..256 or names that are not
+ * count non-empty names. Not collective. */
+tess_status tess_tokens_write_domains(const char *path, const int32_t *tokens, int64_t n,
+                                      int64_t vocab_size, const char *tokenizer,
+                                      const uint8_t *vocab, const tess_tokens_domains *dom);
 
 /* Byte-level tokenizers of a text. */
 typedef enum {

@@ -39,7 +39,7 @@ typedef struct {
     tess_status (*run)(const char *const *vals, int nargs, char **args);
 } convert_cmd;
 
-extern const convert_cmd convert_tu, convert_text, convert_calcium;
+extern const convert_cmd convert_tu, convert_text, convert_calcium, convert_ids;
 
 /* 0-based position of value in a '|'-separated choice list, -1 if absent. */
 int convert_choice_index(const char *choices, const char *value);

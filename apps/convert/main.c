@@ -20,7 +20,8 @@
 #include "core/runtime.h"   /* tess_runtime_* */
 #include "core/version.h"   /* tess_version_* */
 
-static const convert_cmd *const COMMANDS[] = {&convert_tu, &convert_text, &convert_calcium};
+static const convert_cmd *const COMMANDS[] = {&convert_tu, &convert_text, &convert_calcium,
+                                              &convert_ids};
 enum { NCOMMANDS = sizeof COMMANDS / sizeof COMMANDS[0] };
 
 int convert_choice_index(const char *choices, const char *value) {

@@ -1,6 +1,6 @@
 /* moe - train a decoder-only Mixture-of-Experts transformer (nn/transformer.h with the MoE
  * feed-forward of nn/moe.h in every layer or every other layer) on a synthetic multi-domain
- * token source (data.h), with load balancing, z-loss, aux-loss-free balancing and the paper's
+ * token source or on real multi-domain text (data.h, data.source), with load balancing, z-loss, aux-loss-free balancing and the paper's
  * specialization (R_sp) and cross-layer coupling (R_cp) losses; measures routing entropy,
  * expert load, specialization and the mutual information between expert choice and domain.
  * A composition on the run driver (run/run.h): options, resume, checkpoints (parameters, the
@@ -15,7 +15,10 @@
  * ranks; the balancing biases are updated from counts summed over the ranks, so every rank
  * updates alike.
  * Outputs under run.dir: config.ini, metrics.csv (training), eval.csv (held-out loss, perplexity,
- * the unigram baseline, mean routing statistics), routing.csv (per MoE layer), plots/, checkpoints/.
+ * the unigram baseline, routing statistics averaged over the MoE layers), routing.csv (one row
+ * per MoE layer and evaluation), experts.csv (one row per expert, MoE layer and evaluation: the
+ * load f_e), domains.csv (held-out loss per domain), domain_experts.csv (the share of each
+ * expert among a domain's top-1 choices, per MoE layer), plots/, checkpoints/.
  */
 #include <math.h>
 #include <stdio.h>
@@ -38,9 +41,13 @@
 #include "run/run.h"        /* tess_run_* */
 #include "tensor/tensor.h"  /* tess_tensor_sqnorm */
 
-/* Per-layer routing columns: routing.csv holds ROUTE_COLS per MoE layer and the MI of each
- * adjacent pair, within the 32 columns of a metrics file. */
-enum { ROUTE_COLS = 5, MAX_MOE_LAYERS = 5, NAME_LEN = 24 };
+/* routing.csv: layer, then ROUTE_COLS statistics (a row per MoE layer, any number of layers);
+ * eval.csv: EVAL_COLS. */
+enum { ROUTE_COLS = 8, EVAL_COLS = 10 };
+
+static const tess_opt_enum source_names[] = {{"synthetic", MOE_SOURCE_SYNTHETIC},
+                                             {"text", MOE_SOURCE_TEXT}};
+TESS_OPT_ENUM_TABLE_CHECK(source_names, MOE_SOURCE_COUNT);
 
 static const tess_opt run_opts[] = {
     TESS_OPT_RESUMABLE(INT, "log_every", 10, 1, INT32_MAX, "steps between metrics.csv rows"),
@@ -80,9 +87,15 @@ static const tess_opt moe_opts[] = {
     TESS_OPT_REAL("lambda_var", 0.0, 0.0, 1e3, "Guo et al. routing-variance weight (maximised)"),
 };
 static const tess_opt data_opts[] = {
-    TESS_OPT_INT("vocab", 256, 2, 1 << 24, "vocabulary V shared by the domains"),
-    TESS_OPT_INT("domains", 4, 1, 1024, "domains D (Markov chains)"),
-    TESS_OPT_INT("branch", 4, 1, 1024, "successors per token and domain"),
+    TESS_OPT_ENUM("source", "synthetic", source_names,
+                  "synthetic: Markov chains per domain; text: train_file/eval_file token streams "
+                  "with domain labels (jobs/moe-text.sh)"),
+    TESS_OPT_STRING("train_file", "runs/moe-text/train.h5", "text: training token stream"),
+    TESS_OPT_STRING("eval_file", "runs/moe-text/val.h5", "text: held-out token stream"),
+    TESS_OPT_INT("vocab", 256, 2, 1 << 24,
+                 "vocabulary V shared by the domains (text: the tokenizer's, e.g. 2048)"),
+    TESS_OPT_INT("domains", 4, 1, 1024, "synthetic: domains D (Markov chains)"),
+    TESS_OPT_INT("branch", 4, 1, 1024, "synthetic: successors per token and domain"),
     TESS_OPT_INT("seq_len", 64, 1, 1 << 16, "tokens per sequence T"),
     TESS_OPT_INT("unigram_samples", 2048, 1, 1 << 18, "training sequences of the unigram baseline"),
 };
@@ -110,7 +123,7 @@ static const tess_config_section sections[] = {
 };
 
 typedef struct {
-    moe_data data;
+    moe_source src; /* src.syn: V, T (and the chains when synthetic) */
     tess_tfm_config mc;
     tess_nn_moe_config moe;
     double bias_rate;
@@ -129,11 +142,8 @@ typedef struct {
     int32_t *ids, *targets, *domain; /* (b, T) */
     int64_t *counts;                 /* (E) summed over ranks, for the balancing bias */
     double *stats;                   /* evaluation sums, reduced over ranks */
-    int train_csv, eval_csv, route_csv;
-    char route_names[ROUTE_COLS * MAX_MOE_LAYERS + MAX_MOE_LAYERS][NAME_LEN];
-    const char *route_cols[ROUTE_COLS * MAX_MOE_LAYERS + MAX_MOE_LAYERS];
-    const char *entropy_cols[MAX_MOE_LAYERS], *mi_cols[MAX_MOE_LAYERS];
-    int nroute;
+    double *route;                   /* (nmoe, 1 + ROUTE_COLS) routing.csv rows */
+    int train_csv, eval_csv, route_csv, expert_csv, domain_csv, domain_expert_csv;
     double unigram_loss, first_loss, loss, eval_loss, t_log;
     int64_t steps_run;
 } moe_app;
@@ -145,6 +155,8 @@ static void moe_destroy(void *ctx) {
     free(a->domain);
     free(a->counts);
     free(a->stats);
+    free(a->route);
+    moe_source_close(&a->src);
     tess_adamw_destroy(&a->opt);
     tess_gradsync_destroy(&a->sync);
     tess_tfm_destroy(&a->model);
@@ -161,11 +173,13 @@ static tess_status read_options(moe_app *a, const tess_config *c, int nranks, ui
                  (long long)a->global_B, nranks);
     a->b = a->global_B / nranks;
     const int64_t steps = tess_config_int(c, "train.steps");
-    a->data = (moe_data){.V = tess_config_int(c, "data.vocab"),
-                         .D = tess_config_int(c, "data.domains"),
-                         .T = tess_config_int(c, "data.seq_len"),
-                         .branch = tess_config_int(c, "data.branch"),
-                         .key = {.seed = (uint32_t)seed, .stream = 1}};
+    a->src.kind = (moe_source_kind)tess_config_enum(c, "data.source");
+    a->src.syn = (moe_data){.V = tess_config_int(c, "data.vocab"),
+                            .D = tess_config_int(c, "data.domains"),
+                            .T = tess_config_int(c, "data.seq_len"),
+                            .branch = tess_config_int(c, "data.branch"),
+                            .key = {.seed = (uint32_t)seed, .stream = 1}};
+    a->src.D = a->src.syn.D;
     a->moe = (tess_nn_moe_config){.E = tess_config_int(c, "moe.experts"),
                                   .k = tess_config_int(c, "moe.top_k"),
                                   .F = tess_config_int(c, "moe.expert_hidden"),
@@ -195,7 +209,7 @@ static tess_status read_options(moe_app *a, const tess_config *c, int nranks, ui
     TESS_REQUIRE(a->moe.E % a->ep == 0, TESS_ERR_CONFIG,
                  "moe.experts = %lld must be divisible by dist.ep = %lld", (long long)a->moe.E,
                  (long long)a->ep);
-    a->mc = (tess_tfm_config){.V = a->data.V, .T = a->data.T,
+    a->mc = (tess_tfm_config){.V = a->src.syn.V, .T = a->src.syn.T,
                               .C = tess_config_int(c, "model.channels"),
                               .NH = tess_config_int(c, "model.heads"),
                               .F = tess_config_int(c, "model.mlp_hidden"),
@@ -209,10 +223,6 @@ static tess_status read_options(moe_app *a, const tess_config *c, int nranks, ui
     TESS_REQUIRE(a->nmoe >= 1, TESS_ERR_CONFIG,
                  "model.layers = %lld with moe.every = %lld gives no MoE layer",
                  (long long)a->mc.L, (long long)a->moe.every);
-    TESS_REQUIRE(a->nmoe <= MAX_MOE_LAYERS, TESS_ERR_CONFIG,
-                 "%lld MoE layers (model.layers = %lld, moe.every = %lld): routing.csv records at "
-                 "most %d (32 columns per metrics file)",
-                 (long long)a->nmoe, (long long)a->mc.L, (long long)a->moe.every, MAX_MOE_LAYERS);
     TESS_CHECK(tess_adamw_sched_read(c, "optim", steps, "train.steps", &a->adamw, &a->sched));
     TESS_CHECK(tess_tfm_check_config(&a->mc, a->b));
     a->log_every = tess_config_int(c, "run.log_every");
@@ -227,59 +237,52 @@ static tess_status read_options(moe_app *a, const tess_config *c, int nranks, ui
  * training sequences, on the eval_batch held-out sequences: the baseline a model must beat.
  * Every rank computes the same value (no communication). */
 static tess_status unigram_baseline(moe_app *a) {
-    const int64_t V = a->data.V, T = a->data.T;
+    const int64_t V = a->mc.V, T = a->mc.T;
     double *cnt = calloc((size_t)V, sizeof *cnt);
-    int32_t *ids = malloc((size_t)T * sizeof *ids), *tg = malloc((size_t)T * sizeof *tg);
-    if (!cnt || !ids || !tg) {
-        free(cnt), free(ids), free(tg);
-        TESS_REQUIRE(false, TESS_ERR_MEM, "cannot allocate the unigram counts (V = %lld)",
-                     (long long)V);
-    }
-    double total = (double)V;
+    TESS_REQUIRE(cnt != NULL, TESS_ERR_MEM, "cannot allocate the unigram counts (V = %lld)",
+                 (long long)V);
+    double total = (double)V, nll = 0.0;
     for (int64_t v = 0; v < V; v++) cnt[v] = 1.0;
-    for (int64_t s = 0; s < a->uni_samples; s++) {
-        moe_data_batch(&a->data, MOE_SPLIT_TRAIN, s, 1, ids, tg, NULL);
-        for (int64_t t = 0; t < T; t++) cnt[tg[t]] += 1.0;
-        total += (double)T;
+    tess_status s = TESS_OK;
+    for (int64_t i = 0; i < a->uni_samples && s == TESS_OK; i += a->b) {
+        const int64_t B = a->uni_samples - i < a->b ? a->uni_samples - i : a->b;
+        s = moe_source_batch(&a->src, MOE_SPLIT_TRAIN, i, B, a->ids, a->targets, NULL);
+        for (int64_t t = 0; t < B * T && s == TESS_OK; t++) cnt[a->targets[t]] += 1.0;
+        total += (double)(B * T);
     }
-    double nll = 0.0;
-    for (int64_t s = 0; s < a->eval_batch; s++) {
-        moe_data_batch(&a->data, MOE_SPLIT_EVAL, s, 1, ids, tg, NULL);
-        for (int64_t t = 0; t < T; t++) nll -= log(cnt[tg[t]] / total);
+    for (int64_t i = 0; i < a->eval_batch && s == TESS_OK; i += a->b) {
+        const int64_t B = a->eval_batch - i < a->b ? a->eval_batch - i : a->b;
+        s = moe_source_batch(&a->src, MOE_SPLIT_EVAL, i, B, a->ids, a->targets, NULL);
+        for (int64_t t = 0; t < B * T && s == TESS_OK; t++) nll -= log(cnt[a->targets[t]] / total);
     }
     a->unigram_loss = nll / (double)(a->eval_batch * T);
-    free(cnt), free(ids), free(tg);
-    return TESS_OK;
+    free(cnt);
+    return s;
 }
 
 static tess_status declare_metrics(tess_run *run, moe_app *a) {
     static const char *const train_cols[] = {"loss", "aux", "lb", "z", "sp", "cp",
                                              "lr", "grad_norm", "tok_per_s"};
-    static const char *const eval_cols[] = {"val_loss", "val_ppl", "unigram_loss", "entropy",
-                                            "maxvio", "dead", "mi_domain", "cos2"};
+    static const char *const eval_cols[EVAL_COLS] = {
+        "val_loss", "val_ppl", "unigram_loss", "entropy", "mass",
+        "maxvio",   "dead",    "mi_domain",    "mi_next", "cos2"};
+    static const char *const route_cols[1 + ROUTE_COLS] = {
+        "layer", "entropy", "mass", "maxvio", "dead", "mi_domain", "cos2", "mi_next", "load_max"};
+    static const char *const expert_cols[] = {"layer", "expert", "load"};
+    static const char *const domain_cols[] = {"domain", "val_loss", "tokens"};
+    static const char *const domain_expert_cols[] = {"layer", "domain", "expert", "share"};
     static const char *const loss_plot[] = {"loss"};
     static const char *const aux_plot[] = {"lb", "sp", "cp"};
     static const char *const eval_plot[] = {"val_loss", "unigram_loss"};
-    static const char *const per_layer[ROUTE_COLS] = {"entropy", "mass", "maxvio", "mi_domain",
-                                                      "cos2"};
-    int n = 0;
-    for (int64_t l = 0; l < a->nmoe; l++)
-        for (int j = 0; j < ROUTE_COLS; j++) {
-            snprintf(a->route_names[n], NAME_LEN, "%s_%lld", per_layer[j], (long long)l);
-            a->route_cols[n] = a->route_names[n];
-            if (j == 0) a->entropy_cols[l] = a->route_names[n];
-            if (j == 3) a->mi_cols[l] = a->route_names[n];
-            n++;
-        }
-    for (int64_t l = 0; l + 1 < a->nmoe; l++) {
-        snprintf(a->route_names[n], NAME_LEN, "mi_next_%lld", (long long)l);
-        a->route_cols[n] = a->route_names[n];
-        n++;
-    }
-    a->nroute = n;
+    static const char *const entropy_plot[] = {"entropy", "mass"};
+    static const char *const mi_plot[] = {"mi_domain", "mi_next"};
     TESS_CHECK(tess_run_metrics(run, "metrics", train_cols, 9, true, &a->train_csv));
-    TESS_CHECK(tess_run_metrics(run, "eval", eval_cols, 8, true, &a->eval_csv));
-    TESS_CHECK(tess_run_metrics(run, "routing", a->route_cols, n, true, &a->route_csv));
+    TESS_CHECK(tess_run_metrics(run, "eval", eval_cols, EVAL_COLS, true, &a->eval_csv));
+    TESS_CHECK(tess_run_metrics(run, "routing", route_cols, 1 + ROUTE_COLS, true, &a->route_csv));
+    TESS_CHECK(tess_run_metrics(run, "experts", expert_cols, 3, true, &a->expert_csv));
+    TESS_CHECK(tess_run_metrics(run, "domains", domain_cols, 3, true, &a->domain_csv));
+    TESS_CHECK(tess_run_metrics(run, "domain_experts", domain_expert_cols, 4, true,
+                                &a->domain_expert_csv));
     const char *const step = "step (optimizer updates)";
     const tess_plot_spec plots[5] = {
         {.title = "moe: training loss", .xlabel = step, .ycols = loss_plot, .ny = 1,
@@ -288,11 +291,13 @@ static tess_status declare_metrics(tess_run *run, moe_app *a) {
          .ycols = aux_plot, .ny = 3, .ylabel = "L_lb, R_sp, R_cp (dimensionless)"},
         {.title = "moe: held-out loss and the unigram baseline", .xlabel = step,
          .ycols = eval_plot, .ny = 2, .ylabel = "cross-entropy (nats/token)"},
-        {.title = "moe: routing entropy per MoE layer", .xlabel = step, .ycols = a->entropy_cols,
-         .ny = (int)a->nmoe, .ylabel = "entropy / log E (fraction, 0-1)"},
-        {.title = "moe: mutual information of top-1 expert and domain", .xlabel = step,
-         .ycols = a->mi_cols, .ny = (int)a->nmoe, .ylabel = "mutual information (nats)"}};
-    const int ids[5] = {a->train_csv, a->train_csv, a->eval_csv, a->route_csv, a->route_csv};
+        {.title = "moe: routing entropy and top-k mass (means over MoE layers)", .xlabel = step,
+         .ycols = entropy_plot, .ny = 2,
+         .ylabel = "entropy / log E, top-k probability mass (fractions, 0-1)"},
+        {.title = "moe: mutual information of top-1 expert with the domain and with the next "
+                  "layer's top-1 (means over MoE layers)",
+         .xlabel = step, .ycols = mi_plot, .ny = 2, .ylabel = "mutual information (nats)"}};
+    const int ids[5] = {a->train_csv, a->train_csv, a->eval_csv, a->eval_csv, a->eval_csv};
     static const char *const pngs[5] = {"loss.png", "aux.png", "eval.png", "entropy.png",
                                         "mi_domain.png"};
     for (int i = 0; i < 5; i++) TESS_CHECK(tess_run_plot(run, ids[i], pngs[i], &plots[i]));
@@ -307,6 +312,11 @@ static tess_status moe_setup(tess_run *run, void *ctx) {
     TESS_CHECK(read_options(a, c, dp->size, seed));
     const int64_t steps = tess_config_int(c, "train.steps");
     tess_run_set_total(run, (double)steps, steps);
+    if (a->src.kind == MOE_SOURCE_TEXT) /* collective, agreed: the same status on every rank */
+        TESS_CHECK(moe_source_open_text(&a->src, dp, tess_config_string(c, "data.train_file"),
+                                        tess_config_string(c, "data.eval_file"), a->mc.V, a->mc.T,
+                                        a->b, a->global_B, a->eval_batch,
+                                        (tess_rng_key){.seed = (uint32_t)seed, .stream = 1}));
 
     /* Everything above failed, if at all, identically on every rank. */
     tess_run_local_from_here(run);
@@ -339,10 +349,12 @@ static tess_status moe_setup(tess_run *run, void *ctx) {
     a->domain = malloc((size_t)n * sizeof *a->domain);
     a->counts = malloc((size_t)E * sizeof *a->counts);
     /* per layer: entropy, mass, cos2, E counts, D x E domain-by-top-1, E x E top-1 pairs with
-     * the next layer; then loss * tokens and tokens */
-    const int64_t per = 3 + E + a->data.D * E + E * E;
-    a->stats = malloc((size_t)(a->nmoe * per + 2) * sizeof *a->stats);
-    TESS_REQUIRE(a->ids && a->targets && a->domain && a->counts && a->stats, TESS_ERR_MEM,
+     * the next layer; then loss * tokens and tokens; then per domain the loss sum and tokens */
+    const int64_t per = 3 + E + a->src.D * E + E * E;
+    a->stats = malloc((size_t)(a->nmoe * per + 2 + 2 * a->src.D) * sizeof *a->stats);
+    a->route = malloc((size_t)(a->nmoe * (1 + ROUTE_COLS)) * sizeof *a->route);
+    TESS_REQUIRE(a->ids && a->targets && a->domain && a->counts && a->stats && a->route,
+                 TESS_ERR_MEM,
                  "cannot allocate a batch of %lld tokens", (long long)n);
     TESS_CHECK(tess_guard_init(&a->guard, (int)tess_config_int(c, "train.max_bad_steps"),
                                dp->rank == 0 ? stderr : NULL));
@@ -354,11 +366,17 @@ static tess_status moe_setup(tess_run *run, void *ctx) {
     TESS_CHECK(tess_adamw_describe(a->opt, st, "optim"));
     TESS_CHECK(declare_metrics(run, a));
 
-    tess_log_info("moe: data V=%lld D=%lld branch=%lld T=%lld (step entropy %.3f nats, unigram "
-                  "baseline %.3f nats); model L=%lld C=%lld heads=%lld, %lld MoE layers E=%lld "
-                  "k=%lld F=%lld; %lld parameters",
-                  (long long)a->data.V, (long long)a->data.D, (long long)a->data.branch,
-                  (long long)a->data.T, moe_data_step_entropy(&a->data), a->unigram_loss,
+    if (a->src.kind == MOE_SOURCE_TEXT)
+        tess_log_info("moe: text V=%lld T=%lld, %lld domains (%s), unigram baseline %.3f nats",
+                      (long long)a->mc.V, (long long)a->mc.T, (long long)a->src.D, a->src.names,
+                      a->unigram_loss);
+    else
+        tess_log_info("moe: synthetic V=%lld D=%lld branch=%lld T=%lld (step entropy %.3f "
+                      "nats, unigram baseline %.3f nats)",
+                      (long long)a->mc.V, (long long)a->src.D, (long long)a->src.syn.branch,
+                      (long long)a->mc.T, moe_data_step_entropy(&a->src.syn), a->unigram_loss);
+    tess_log_info("moe: model L=%lld C=%lld heads=%lld, %lld MoE layers E=%lld k=%lld F=%lld; "
+                  "%lld parameters",
                   (long long)a->mc.L, (long long)a->mc.C, (long long)a->mc.NH,
                   (long long)a->nmoe, (long long)E, (long long)a->moe.k, (long long)a->moe.F,
                   (long long)tess_registry_global_total(a->reg));
@@ -399,8 +417,9 @@ static double mutual_info(const double *joint, int64_t R, int64_t C) {
 /* Held-out loss and the routing statistics over eval_batch sequences split across the ranks
  * (block ranges, uneven allowed), in chunks of at most b. Collective on the run's group. */
 static tess_status evaluate(tess_run *run, moe_app *a, const tess_group *g) {
-    const int64_t T = a->mc.T, E = a->moe.E, k = a->moe.k, D = a->data.D, L = a->nmoe;
-    const int64_t per = 3 + E + D * E + E * E, nst = L * per + 2;
+    const int64_t T = a->mc.T, E = a->moe.E, k = a->moe.k, D = a->src.D, L = a->nmoe;
+    const int64_t V = a->mc.V, per = 3 + E + D * E + E * E, nst = L * per + 2 + 2 * D;
+    double *dom = a->stats + L * per + 2; /* (D, 2): loss sum, tokens */
     const int64_t share = (a->eval_batch + g->size - 1) / g->size;
     const int64_t lo = share * g->rank < a->eval_batch ? share * g->rank : a->eval_batch;
     const int64_t hi = lo + share < a->eval_batch ? lo + share : a->eval_batch;
@@ -408,11 +427,22 @@ static tess_status evaluate(tess_run *run, moe_app *a, const tess_group *g) {
     tess_nn_moe_stack_set_step(a->stack, false, 0, 0);
     for (int64_t first = lo; first < hi; first += a->b) {
         const int64_t B = hi - first < a->b ? hi - first : a->b, N = B * T;
-        moe_data_batch(&a->data, MOE_SPLIT_EVAL, first, B, a->ids, a->targets, a->domain);
+        TESS_CHECK(moe_source_batch(&a->src, MOE_SPLIT_EVAL, first, B, a->ids, a->targets,
+                                    a->domain));
         const float l = tess_tfm_forward(a->model, a->ids, a->targets, B);
         TESS_CHECK(tess_nn_moe_stack_status(a->stack));
         a->stats[L * per] += (double)l * (double)N;
         a->stats[L * per + 1] += (double)N;
+        const float *lg = tess_tfm_logits(a->model); /* (N, V) */
+        for (int64_t t = 0; t < N; t++) {
+            const float *row = lg + t * V;
+            float mx = row[0];
+            for (int64_t v = 1; v < V; v++) mx = fmaxf(mx, row[v]);
+            double z = 0.0;
+            for (int64_t v = 0; v < V; v++) z += exp((double)(row[v] - mx));
+            dom[2 * a->domain[t]] += (double)mx + log(z) - (double)row[a->targets[t]];
+            dom[2 * a->domain[t] + 1] += 1.0;
+        }
         for (int64_t i = 0; i < L; i++) {
             double *s = a->stats + i * per;
             const float *p = tess_nn_moe_stack_probs(a->stack, i, NULL);
@@ -437,28 +467,48 @@ static tess_status evaluate(tess_run *run, moe_app *a, const tess_group *g) {
     TESS_CHECK(tess_par_allreduce_f64(g, a->stats, nst, TESS_PAR_SUM));
     const double tokens = a->stats[L * per + 1];
     a->eval_loss = a->stats[L * per] / tokens;
-    double route[ROUTE_COLS * MAX_MOE_LAYERS + MAX_MOE_LAYERS];
-    double mean[5] = {0, 0, 0, 0, 0}; /* entropy, maxvio, dead, mi_domain, cos2 over layers */
+    /* layer means: entropy, mass, maxvio, dead, mi_domain, mi_next (over L - 1 pairs), cos2 */
+    double mean[7] = {0, 0, 0, 0, 0, 0, 0};
     for (int64_t i = 0; i < L; i++) {
         const double *s = a->stats + i * per;
-        const double ideal = (double)k * tokens / (double)E;
-        double vio = 0.0, dead = 0.0;
+        const double assigned = (double)k * tokens, ideal = assigned / (double)E;
+        double vio = 0.0, dead = 0.0, fmax_e = 0.0;
         for (int64_t e = 0; e < E; e++) {
             vio = fmax(vio, fabs(s[3 + e] - ideal) / ideal);
             dead += s[3 + e] == 0.0;
+            fmax_e = fmax(fmax_e, s[3 + e] / assigned);
+            const double erow[3] = {(double)i, (double)e, s[3 + e] / assigned};
+            TESS_CHECK(tess_run_metrics_row(run, a->expert_csv, erow));
         }
         const double H = s[0] / tokens, M = s[1] / tokens, cos2 = k >= 2 ? s[2] / tokens : NAN;
         const double mi = mutual_info(s + 3 + E, D, E);
-        double *r = route + i * ROUTE_COLS;
-        r[0] = H, r[1] = M, r[2] = vio, r[3] = mi, r[4] = cos2;
-        if (i + 1 < L) route[L * ROUTE_COLS + i] = mutual_info(s + 3 + E + D * E, E, E);
-        mean[0] += H / L, mean[1] += vio / L, mean[2] += dead / L, mean[3] += mi / L;
-        mean[4] += cos2 / L;
+        const double next = i + 1 < L ? mutual_info(s + 3 + E + D * E, E, E) : NAN;
+        double *r = a->route + i * (1 + ROUTE_COLS);
+        r[0] = (double)i, r[1] = H, r[2] = M, r[3] = vio, r[4] = dead, r[5] = mi, r[6] = cos2;
+        r[7] = next, r[8] = fmax_e;
+        TESS_CHECK(tess_run_metrics_row(run, a->route_csv, r));
+        mean[0] += H / L, mean[1] += M / L, mean[2] += vio / L, mean[3] += dead / L;
+        mean[4] += mi / L, mean[6] += cos2 / L;
+        if (i + 1 < L) mean[5] += next / (double)(L - 1);
     }
-    const double row[8] = {a->eval_loss, exp(a->eval_loss), a->unigram_loss, mean[0], mean[1],
-                           mean[2], mean[3], mean[4]};
+    for (int64_t d = 0; d < D; d++) {
+        const double drow[3] = {(double)d, dom[2 * d + 1] > 0 ? dom[2 * d] / dom[2 * d + 1] : NAN,
+                                dom[2 * d + 1]};
+        TESS_CHECK(tess_run_metrics_row(run, a->domain_csv, drow));
+        for (int64_t i = 0; i < L; i++) {
+            const double *j = a->stats + i * per + 3 + E + d * E; /* top-1 counts of domain d */
+            double n = 0.0;
+            for (int64_t e = 0; e < E; e++) n += j[e];
+            for (int64_t e = 0; e < E; e++) {
+                const double r[4] = {(double)i, (double)d, (double)e, n > 0 ? j[e] / n : NAN};
+                TESS_CHECK(tess_run_metrics_row(run, a->domain_expert_csv, r));
+            }
+        }
+    }
+    const double row[EVAL_COLS] = {a->eval_loss, exp(a->eval_loss), a->unigram_loss, mean[0],
+                                   mean[1], mean[2], mean[3], mean[4],
+                                   L > 1 ? mean[5] : NAN, mean[6]};
     TESS_CHECK(tess_run_metrics_row(run, a->eval_csv, row));
-    TESS_CHECK(tess_run_metrics_row(run, a->route_csv, route));
     return TESS_OK;
 }
 
@@ -479,8 +529,9 @@ static tess_status moe_step(tess_run *run, void *ctx, int64_t step, tess_run_ste
     moe_app *a = ctx;
     const tess_group *dp = tess_run_group(run);
     const int64_t cursor = out->data_cursor, done = step + 1, steps = a->sched.total_steps;
-    moe_data_batch(&a->data, MOE_SPLIT_TRAIN, cursor + dp->rank * a->b, a->b, a->ids, a->targets,
-                   NULL);
+    TESS_CHECK(tess_par_agree(dp, moe_source_batch(&a->src, MOE_SPLIT_TRAIN,
+                                                   cursor + dp->rank * a->b, a->b, a->ids,
+                                                   a->targets, NULL)));
     tess_registry_zero_grads(a->reg);
     tess_nn_moe_stack_set_step(a->stack, true, (uint64_t)step,
                                (cursor + dp->rank * a->b) * a->mc.T);

@@ -82,16 +82,26 @@ static void write_graphs(const char *path, variant v) {
     DS_TEST_OK(tess_ds_writer_commit(&w));
 }
 
-static void write_bad_tokens(const char *path) {
+/* Token 777 is outside the vocabulary; or (domain) the tokens are good and /domain[777] is
+ * outside the 2 domains. */
+static void write_bad_tokens(const char *path, bool domain) {
     enum { N = 1000 };
-    static int32_t tok[N];
-    for (int i = 0; i < N; i++) tok[i] = i % 50;
-    tok[777] = 60;
+    static int32_t tok[N], dom[N];
+    for (int i = 0; i < N; i++) tok[i] = i % 50, dom[i] = i % 2;
+    if (domain)
+        dom[777] = 5;
+    else
+        tok[777] = 60;
     tess_ds_writer w;
     int64_t n = N;
     DS_TEST_OK(tess_ds_writer_create(&w, path, "tessera.tokens", 1));
     DS_TEST_OK(tess_ds_write_array(&w, "/tokens", H5T_STD_U16LE, H5T_NATIVE_INT32, 1, &n, tok));
     DS_TEST_OK(tess_ds_write_attr_int(&w, "/tokens", "vocab_size", 50));
+    if (domain) {
+        DS_TEST_OK(tess_ds_write_array(&w, "/domain", H5T_STD_U8LE, H5T_NATIVE_INT32, 1, &n, dom));
+        DS_TEST_OK(tess_ds_write_attr_int(&w, "/domain", "n_domains", 2));
+        DS_TEST_OK(tess_ds_write_attr_string(&w, "/domain", "names", "a,b"));
+    }
     DS_TEST_OK(tess_ds_writer_commit(&w));
 }
 
@@ -150,7 +160,8 @@ int main(int argc, char **argv) {
             fputs("not an HDF5 file\n", t);
             fclose(t);
         }
-        write_bad_tokens("tokens.h5");
+        write_bad_tokens("tokens.h5", false);
+        write_bad_tokens("domain.h5", true);
         write_bad_traces("nan.h5", true);
         write_bad_traces("short.h5", false);
     }
@@ -187,6 +198,8 @@ int main(int argc, char **argv) {
     tess_tokens_opts o = {.seq_len = 8, .begin_frac = 0.0, .end_frac = 1.0};
     DS_TEST_FAILS(tess_tokens_create(&r, ds_world, "tokens.h5", &o), TESS_ERR_DATA,
                   "'tokens.h5': /tokens[777] = 60 is outside [0, vocab_size = 50)");
+    DS_TEST_FAILS(tess_tokens_create(&r, ds_world, "domain.h5", &o), TESS_ERR_DATA,
+                  "'domain.h5': /domain[777] = 5 is outside [0, n_domains = 2)");
     DS_TEST_FAILS(tess_tokens_create(&r, ds_world, "good.h5", &o), TESS_ERR_DATA,
                   "has format 'tessera.graphs', expected 'tessera.tokens'");
     TESS_TEST_CHECK(r == NULL, "no reader after failures");

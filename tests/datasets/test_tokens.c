@@ -2,7 +2,9 @@
  * rank reads its share of each step, and every window is compared with a reference computed
  * here from the stream and tess_rng_permutation alone: so the samples are those of the global
  * order, whatever the number of ranks. Also: split ranges, sequential order, epochs, ranks
- * reading different numbers of samples, the byte tokenizers. Run at 1, 2, 3 and 4 ranks. */
+ * reading different numbers of samples, the byte tokenizers, per-token domain labels (/domain)
+ * read back window by window, and a domain label out of range refused on every rank. Run at 1,
+ * 2, 3 and 4 ranks. */
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,11 +76,25 @@ int main(int argc, char **argv) {
     make_stream(big, 70000);
     uint8_t vocab[50];
     for (int i = 0; i < 50; i++) vocab[i] = (uint8_t)('A' + i);
+    /* domains: three contiguous blocks of the small stream, named */
+    static int32_t dom[NTOK];
+    for (int64_t i = 0; i < NTOK; i++) dom[i] = i < 300 ? 0 : i < 750 ? 1 : 2;
+    const tess_tokens_domains td = {.ids = dom, .count = 3, .names = "prose,code,verse"};
     if (rank == 0) {
         DS_TEST_OK(tess_tokens_write("small.h5", small, NTOK, 50, "test", vocab));
         DS_TEST_OK(tess_tokens_write("big.h5", big, NTOK, 70000, "test", NULL));
+        DS_TEST_OK(tess_tokens_write_domains("dom.h5", small, NTOK, 50, "test", NULL, &td));
     }
     MPI_Barrier(MPI_COMM_WORLD);
+    /* refused by the writer before it creates a file (so on every rank): an id >= count, names
+     * that are not count names */
+    dom[NTOK - 1] = 3;
+    DS_TEST_FAILS(tess_tokens_write_domains("bad.h5", small, NTOK, 50, "t", NULL, &td),
+                  TESS_ERR_ARG, "domain of token 999 = 3 is outside [0, 3)");
+    dom[NTOK - 1] = 2;
+    const tess_tokens_domains two = {.ids = dom, .count = 3, .names = "prose,,verse"};
+    DS_TEST_FAILS(tess_tokens_write_domains("bad.h5", small, NTOK, 50, "t", NULL, &two),
+                  TESS_ERR_ARG, "are not 3 non-empty comma-separated names");
 
     /* 1. Whole stream, shuffled, 20 steps of 8 = 160 samples > W = 62: three epochs. */
     tess_tokens_opts o = {
@@ -134,7 +150,40 @@ int main(int argc, char **argv) {
                   "hold fewer than seq_len + 1 = 101 tokens");
     TESS_TEST_CHECK(r == NULL, "no reader after a failure");
 
-    /* 5. Tokenizers. */
+    /* 5. Domain labels: every window's labels are those of its tokens; a file without /domain
+     * has none and refuses to read them. */
+    o = (tess_tokens_opts){
+        .seq_len = T, .begin_frac = 0.0, .end_frac = 1.0, .shuffle = true, .key = {7, 7}};
+    DS_TEST_OK(tess_tokens_create(&r, ds_world, "dom.h5", &o));
+    if (r) {
+        const char *names = tess_tokens_domain_names(r);
+        TESS_TEST_CHECK(tess_tokens_num_domains(r) == 3 && names &&
+                            strcmp(names, "prose,code,verse") == 0,
+                        "domains %lld '%s'", (long long)tess_tokens_num_domains(r),
+                        names ? names : "(null)");
+        int32_t tw[5 * (T + 1)], dw[5 * (T + 1)];
+        int64_t bad = 0, first = 11 * rank;
+        DS_TEST_OK(tess_tokens_read(r, first, 5, tw));
+        DS_TEST_OK(tess_tokens_read_domains(r, first, 5, dw));
+        for (int64_t i = 0; i < 5; i++) {
+            const int64_t s0 = tess_tokens_window_start(r, first + i);
+            bad += memcmp(tw + i * (T + 1), small + s0, (T + 1) * sizeof(int32_t)) != 0;
+            bad += memcmp(dw + i * (T + 1), dom + s0, (T + 1) * sizeof(int32_t)) != 0;
+        }
+        TESS_TEST_CHECK(bad == 0, "domain windows: %lld differ", (long long)bad);
+    }
+    DS_TEST_OK(tess_tokens_destroy(&r));
+    DS_TEST_OK(tess_tokens_create(&r, ds_world, "small.h5", &o));
+    if (r) {
+        int32_t dw[T + 1];
+        TESS_TEST_CHECK(tess_tokens_num_domains(r) == 0 && tess_tokens_domain_names(r) == NULL,
+                        "no /domain in small.h5");
+        DS_TEST_FAILS(tess_tokens_read_domains(r, 0, 1, dw), TESS_ERR_ARG,
+                      "'small.h5' has no /domain");
+    }
+    DS_TEST_OK(tess_tokens_destroy(&r));
+
+    /* 6. Tokenizers. */
     const uint8_t text[] = "hello world";
     int32_t tok[11];
     uint8_t voc[256];

@@ -1,8 +1,21 @@
 #!/usr/bin/env bash
-# check_moe.sh MPIEXEC MOE TOOL MODE - end-to-end checks of the moe app (apps/moe).
+# check_moe.sh MPIEXEC MOE TOOL MODE [CONVERT SHARED PYTHON] - end-to-end checks of the moe app
+# (apps/moe).
 #   converge: 1 rank, embedded defaults for 60 steps: the held-out loss must fall below the
 #             unigram baseline of the same data (both read from eval.csv), and the routing
-#             statistics must be written for every MoE layer.
+#             statistics must be written for every MoE layer (routing.csv) and expert
+#             (experts.csv, whose loads sum to 1 per layer), the per-domain held-out loss
+#             (domains.csv, whose token-weighted mean is val_loss) and the expert shares per
+#             domain (domain_experts.csv, summing to 1 per layer and domain).
+#   layers:   8 MoE layers (more than the 5 that wide per-layer columns allowed): a row per layer
+#             in routing.csv with the adjacent-layer MI for layers 0..6.
+#   text_errors: a two-domain token stream made by tess-convert ids (CONVERT): a vocabulary
+#             other than data.vocab and a stream holding fewer sequences than one batch are
+#             configuration errors (exit 78) naming the file, on both ranks; a short run on it
+#             measures the MI of expert and domain over its 2 domains.
+#   text_corpus: jobs/moe-text.sh on the installed packages and SHARED/text (77 when absent),
+#             small: each domain's tokens in /domain match the manifest (h5py, PYTHON), and 20
+#             steps of moe train on it with 7 domains.
 #   resume:   a small model with every aux loss and the balancing bias on, 40 steps on 2 ranks,
 #             against the same run stopped at step 20 (run.stop_at: exit 75) and resumed: the
 #             metrics (step, loss) and the final checkpoints (parameters with the biases, AdamW)
@@ -16,14 +29,15 @@
 #             In ep, reshard and dp lambda_lb = 0: L_lb uses each rank's own counts (the per-micro-batch variant),
 #             so with it the 2-rank objective is not the 1-rank one.
 set -euo pipefail
-mpiexec=$1 exe=$2 tool=$3 mode=$4
+mpiexec=$1 exe=$2 tool=$3 mode=$4 convert=${5:-} shared=${6:-} python=${7:-}
 fail() { echo "check_moe: FAIL: $*" >&2; exit 1; }
 small=(--set model.layers=2 --set model.channels=32 --set model.heads=2 --set model.mlp_hidden=32
        --set moe.experts=4 --set moe.expert_hidden=16 --set data.vocab=64 --set data.seq_len=16
        --set train.batch=8 --set train.eval_batch=16 --set run.plots=false)
 
 # run directories of an earlier run of this test would be resumed: start clean
-rm -rf converge full stopped to1 to4 ep1 np2ep2 np4ep2 np4ep4 np1 np2 np2local
+rm -rf converge full stopped to1 to4 ep1 np2ep2 np4ep2 np4ep4 np1 np2 np2local layers textrun \
+  corpus corpusrun
 
 case "$mode" in
 converge)
@@ -35,8 +49,86 @@ converge)
   echo "held-out loss $loss, unigram baseline $uni"
   awk -v l="$loss" -v u="$uni" 'BEGIN { exit !(l < u - 0.5) }' ||
     fail "held-out loss $loss is not below the unigram baseline $uni (by 0.5 nats)"
-  head -n 1 converge/routing.csv | grep -q "entropy_3,.*mi_domain_3,cos2_3,mi_next_0" ||
-    fail "routing.csv lacks per-layer columns: $(head -n 1 converge/routing.csv)"
+  head -n 1 converge/routing.csv |
+    grep -q "^step,layer,entropy,mass,maxvio,dead,mi_domain,cos2,mi_next,load_max,seconds$" ||
+    fail "routing.csv header: $(head -n 1 converge/routing.csv)"
+  [ "$(grep -c '^60,' converge/routing.csv)" -eq 4 ] || fail "routing.csv: not 4 layer rows at step 60"
+  awk -F, 'NR > 1 && $1 == 60 { n[$2]++; s[$2] += $4 }
+           END { for (l = 0; l < 4; l++) if (n[l] != 8 || s[l] < 0.999 || s[l] > 1.001) exit 1 }' \
+    converge/experts.csv || fail "experts.csv: 8 experts per layer with loads summing to 1"
+  awk -F, -v l="$loss" 'NR > 1 && $1 == 60 { s += $3 * $4; n += $4; d++ }
+    END { m = s / n; exit !(d == 4 && m - l < 1e-4 && l - m < 1e-4) }' converge/domains.csv ||
+    fail "domains.csv: 4 domains whose token-weighted loss is not val_loss $loss"
+  awk -F, 'NR > 1 && $1 == 60 { s[$2 "," $3] += $5 }
+    END { for (k in s) { n++; if (s[k] < 0.999 || s[k] > 1.001) exit 1 } exit !(n == 16) }' \
+    converge/domain_experts.csv || fail "domain_experts.csv: shares per layer and domain sum to 1"
+  ;;
+layers)
+  "$mpiexec" -n 1 "$exe" "${small[@]}" --set model.layers=8 --set train.steps=4 \
+    --set optim.warmup_steps=1 \
+    --set train.eval_every=4 --set run.dir=layers >layers.log 2>&1 || { cat layers.log; fail "8 MoE layers"; }
+  awk -F, 'NR > 1 && $1 == 4 { n++; if ($2 < 7 && $9 == "nan") bad++; if ($2 == 7 && $9 != "nan") bad++ }
+           END { exit !(n == 8 && bad == 0) }' layers/routing.csv ||
+    { cat layers/routing.csv; fail "routing.csv: 8 layer rows, mi_next for layers 0..6"; }
+  ;;
+text_errors)
+  # two domains of 200 and 184 ids in [0, 64): 384 tokens, (384 - 1) / 16 = 23 windows of 17
+  awk 'BEGIN { for (i = 0; i < 200; i++) printf "%d%s", (i * 7) % 64, i % 20 == 19 ? "\n" : " " }' > a.ids
+  awk 'BEGIN { for (i = 0; i < 184; i++) printf "%d ", (i * 5 + 3) % 64 }' > b.ids
+  "$mpiexec" -n 1 "$convert" ids --vocab-size 64 tiny.h5 prose=a.ids code=b.ids > convert.log 2>&1 ||
+    { cat convert.log; fail "tess-convert ids"; }
+  text=(--set data.source=text --set data.train_file=tiny.h5 --set data.eval_file=tiny.h5)
+  expect78() { # expect78 LOG REGEX ARGS...: exit 78 on both ranks (rank 0 prints the message)
+    local log=$1 re=$2 rc=0; shift 2
+    "$mpiexec" -n 2 "$exe" "${small[@]}" "${text[@]}" "$@" >"$log" 2>&1 || rc=$?
+    [ "$rc" -eq 78 ] || { cat "$log"; fail "$log: exit $rc, expected 78"; }
+    grep -q -- "$re" "$log" || { cat "$log"; fail "$log: no '$re'"; }
+  }
+  expect78 vocab.log "'tiny.h5' has vocab_size 64, the model data.vocab = 128" --set data.vocab=128
+  expect78 batch.log "'tiny.h5' holds 384 tokens = 23 sequences of data.seq_len + 1 = 17, fewer than one batch (train.batch = 32)" \
+    --set train.batch=32
+  "$mpiexec" -n 2 "$exe" "${small[@]}" "${text[@]}" --set train.eval_batch=8 --set train.steps=6 --set optim.warmup_steps=1 \
+    --set train.eval_every=6 --set data.unigram_samples=16 --set run.dir=textrun >text.log 2>&1 ||
+    { cat text.log; fail "a run on tiny.h5"; }
+  grep -q "2 domains (prose,code)" text.log || { cat text.log; fail "the domains are not logged"; }
+  awk -F, 'NR > 1 && $1 == 6 && $8 != "nan" { n++ } END { exit !(n == 2) }' textrun/routing.csv ||
+    { cat textrun/routing.csv; fail "routing.csv: mi_domain per layer on text"; }
+  ;;
+text_corpus)
+  rc=0
+  MOE_TEXT_BYTES=20000 MOE_TEXT_BLOCK=2 MOE_TEXT_VOCAB=512 TESS_SHARED_DATA=$shared TESS_CONVERT=$convert \
+    bash "$(dirname "$0")/../../jobs/moe-text.sh" corpus >corpus.log 2>&1 || rc=$?
+  [ "$rc" -eq 77 ] && { cat corpus.log; echo "skipped: a source of the corpus is absent"; exit 77; }
+  [ "$rc" -eq 0 ] || { cat corpus.log; fail "jobs/moe-text.sh: exit $rc"; }
+  if "$python" -c 'import h5py' 2>/dev/null; then
+    "$python" - corpus <<'PY' || fail "the domains of the token files do not match the manifest"
+import sys, h5py, numpy as np
+d = sys.argv[1]
+want = {}
+for line in open(f"{d}/manifest.txt"):
+    if line.startswith("#"): continue
+    f = line.split()
+    want.setdefault(f[-4], []).append(int(f[-1]))  # split -> tokens per domain, in order
+for split, counts in want.items():
+    with h5py.File(f"{d}/{split}.h5", "r") as h:
+        dom = h["domain"][...]
+        names = h["domain"].attrs["names"]
+        names = names.decode() if isinstance(names, bytes) else names
+        assert names == "shakespeare,bible,dictionary,computing,fortunes,c,python", names
+        assert h["tokens"].attrs["vocab_size"] == 512
+        assert np.all(np.diff(dom.astype(int)) >= 0), "domains are not contiguous"
+        got = np.bincount(dom, minlength=7).tolist()
+        assert got == counts, (split, got, counts)
+        print(split, got)
+PY
+  fi
+  "$mpiexec" -n 2 "$exe" "${small[@]}" --set data.source=text --set data.vocab=512 \
+    --set data.train_file=corpus/train.h5 --set data.eval_file=corpus/val.h5 --set train.steps=20 \
+    --set optim.warmup_steps=2 \
+    --set train.eval_every=20 --set run.dir=corpusrun >corpusrun.log 2>&1 ||
+    { cat corpusrun.log; fail "moe on the corpus"; }
+  grep -q "7 domains (shakespeare,bible,dictionary,computing,fortunes,c,python)" corpusrun.log ||
+    { cat corpusrun.log; fail "the corpus domains are not logged"; }
   ;;
 resume)
   common=("${small[@]}" --set train.steps=40 --set train.eval_every=20 --set run.log_every=5

@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""experiments/moe/table.py OUT_DIR - the results table of experiments/moe/run.sh: for each
+family x ablation, mean +- sample std over the seeds that finished (OUT/<run>.done) of the last
+evaluation of eval.csv (held-out loss and perplexity, routing entropy / log E, MaxVio, MI of the
+top-1 expert with the domain and with the next layer's top-1, mean squared cosine of co-activated
+experts), and the run time from OUT/commands.tsv. Markdown on stdout. Standard library only."""
+import csv
+import math
+import os
+import sys
+
+ROWS = ["lb", "sp", "cp", "spcp", "zspcp", "ov"]
+LABEL = {"lb": "L_lb", "sp": "+R_sp", "cp": "+R_cp", "spcp": "+R_sp+R_cp",
+         "zspcp": "+z+R_sp+R_cp", "ov": "Guo o+v"}
+COLS = [("val_loss", "val loss", 3), ("val_ppl", "val ppl", 1), ("entropy", "entropy", 3),
+        ("maxvio", "MaxVio", 2), ("mi_domain", "MI(e; domain)", 3),
+        ("mi_next", "MI(e_l; e_l+1)", 3), ("cos2", "cos²", 4)]
+
+
+def mean_std(xs, digits):
+    if not xs:
+        return "-"
+    m = sum(xs) / len(xs)
+    if len(xs) == 1:
+        return f"{m:.{digits}f}"
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+    return f"{m:.{digits}f} ± {sd:.{digits}f}"
+
+
+def main(out):
+    seconds = {}
+    log = os.path.join(out, "commands.tsv")
+    if os.path.exists(log):
+        with open(log) as f:
+            for r in csv.DictReader(f, delimiter="\t"):
+                if r["exit"] == "0":
+                    seconds[(r["family"], r["ablation"], r["seed"])] = float(r["seconds"])
+    runs = {}
+    for name in sorted(os.listdir(out)):
+        if not name.endswith(".done"):
+            continue
+        run = name[:-len(".done")]
+        fam, abl, seed = run.rsplit("-", 2)
+        with open(os.path.join(out, run, "eval.csv")) as f:
+            last = list(csv.DictReader(f))[-1]
+        runs.setdefault((fam, abl), []).append((seed[1:], last))
+    print("| family | losses | seeds | " + " | ".join(c[1] for c in COLS) + " | min/run |")
+    print("|---|---|---|" + "---|" * len(COLS) + "---|")
+    for fam in ["vanilla", "deepseek"]:
+        for abl in ROWS:
+            got = runs.get((fam, abl), [])
+            if not got:
+                print(f"| {fam} | {LABEL[abl]} | to run |" + " |" * (len(COLS) + 1))
+                continue
+            cells = [mean_std([float(r[c]) for _, r in got], d) for c, _, d in COLS]
+            mins = [seconds[(fam, abl, s)] / 60 for s, _ in got if (fam, abl, s) in seconds]
+            t = f"{sum(mins) / len(mins):.1f}" if mins else "-"
+            seeds = ",".join(s for s, _ in got)
+            print(f"| {fam} | {LABEL[abl]} | {seeds} | " + " | ".join(cells) + f" | {t} |")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: experiments/moe/table.py OUT_DIR")
+    main(sys.argv[1])
