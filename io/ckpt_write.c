@@ -423,7 +423,7 @@ static tess_status write_tmp(const tess_group *g, const char *tmp, const tess_ck
             tess_log_warn("cannot empty '%s' after a failed write: %s", tmp, strerror(errno));
         MPI_Barrier(g->comm);
     }
-    write_err closed = {TESS_OK, ""};
+    write_err closed = {.status = TESS_OK};
     if (H5Fclose(file) < 0) fail(&closed, TESS_ERR_IO, "cannot close '%s'", tmp);
     s = written != TESS_OK ? written /* the record names the failed write */
                            : tess_par_agree(g, CKPT_FAILED(closed.status, closed.what));

@@ -77,7 +77,7 @@ static const tess_opt moe_opts[] = {
     TESS_OPT_REAL("init_std", 0.02, 0.0, 10.0, "init std of the router and expert input weights"),
     TESS_OPT_ENUM("score", "softmax", tess_nn_moe_score_names,
                   "router scores: softmax, or sigmoid normalised over the experts"),
-    TESS_OPT_REAL("jitter", 0.0, 0.0, 1.0, "router input jitter eps (x * U[1-eps, 1+eps), training only), 0: off"),
+    TESS_OPT_REAL("jitter", 0.0, 0.0, 0.99, "router input jitter eps (x * U[1-eps, 1+eps), training only), 0: off"),
     TESS_OPT_ENUM("drop", "none", tess_nn_moe_drop_names,
                   "capacity drop policy: none (dropless), probs (keep highest scores), position"),
     TESS_OPT_REAL("capacity_factor", 1.0, 0.0, 1e3,
@@ -312,11 +312,18 @@ static tess_status moe_setup(tess_run *run, void *ctx) {
     TESS_CHECK(read_options(a, c, dp->size, seed));
     const int64_t steps = tess_config_int(c, "train.steps");
     tess_run_set_total(run, (double)steps, steps);
-    if (a->src.kind == MOE_SOURCE_TEXT) /* collective, agreed: the same status on every rank */
-        TESS_CHECK(moe_source_open_text(&a->src, dp, tess_config_string(c, "data.train_file"),
-                                        tess_config_string(c, "data.eval_file"), a->mc.V, a->mc.T,
-                                        a->b, a->global_B, a->eval_batch,
-                                        (tess_rng_key){.seed = (uint32_t)seed, .stream = 1}));
+    if (a->src.kind == MOE_SOURCE_TEXT) { /* collective, agreed: the same status on every rank */
+        const char *train = tess_config_string(c, "data.train_file");
+        const char *eval = tess_config_string(c, "data.eval_file");
+        const tess_status s = moe_source_open_text(
+            &a->src, dp, train, eval, a->mc.V, a->mc.T, a->b, a->global_B, a->eval_batch,
+            (tess_rng_key){.seed = (uint32_t)seed, .stream = 1});
+        if (s != TESS_OK)
+            return tess_error_push(s, __FILE__, __LINE__, __func__,
+                                   "data.source = text reads data.train_file = '%s' and "
+                                   "data.eval_file = '%s' (made by jobs/moe-text.sh)",
+                                   train, eval);
+    }
 
     /* Everything above failed, if at all, identically on every rank. */
     tess_run_local_from_here(run);

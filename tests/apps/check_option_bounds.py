@@ -6,9 +6,9 @@ and, with `--check` (parse, validate, run the set-up, exit), walks them one at a
 at their defaults plus the ARGs given:
   - an int or real option at its min and at its max must pass (exit 0); exit 71 (out of memory)
     is accepted only with a message that says so, and exit 78 (or 65, data that does not fit the
-    options) only with a message naming another option or the number of ranks (a relation, e.g.
-    "model.channels (2) must be a multiple of model.heads (4)", not a range that lies); both are
-    listed;
+    options, or 66, a file that another option names is missing) only with a message naming
+    another option or the number of ranks (a relation, e.g. "model.channels (2) must be a
+    multiple of model.heads (4)", not a range that lies); both are listed;
   - a choice or enum option at each of its names, and a bool at the value it does not default to,
     must pass too;
   - every int and real option just outside its range (min - 1, max + 1; the next double below
@@ -27,7 +27,7 @@ import sys
 
 RUN_SECONDS = 120
 LIMIT_GIB = 4
-EXIT_OK, EXIT_DATA, EXIT_SOFTWARE_MEM, EXIT_CONFIG = 0, 65, 71, 78
+EXIT_OK, EXIT_DATA, EXIT_NOINPUT, EXIT_SOFTWARE_MEM, EXIT_CONFIG = 0, 65, 66, 71, 78
 BATCH = 20
 
 
@@ -80,7 +80,7 @@ def main():
         others = [k for k in keys if k != key and k in out]
         if "ranks" in out:  # a relation with the run's size, which no option declares
             others.append("the number of ranks")
-        if rc in (EXIT_CONFIG, EXIT_DATA) and others:
+        if rc in (EXIT_CONFIG, EXIT_DATA, EXIT_NOINPUT) and others:
             notes.append("%s=%s (%s): refused with %s at its default (exit %d)" %
                          (key, value, what, ", ".join(others), rc))
             return
