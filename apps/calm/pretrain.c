@@ -355,6 +355,16 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
     const tess_plot_spec fc_plot = {.title = "calm: test MSE per forecast horizon",
                                     .xlabel = "horizon (frames ahead)", .ycols = fplot, .ny = 5,
                                     .ylabel = "MSE (z-scored units^2)"};
+    char subtitle[256];
+    snprintf(subtitle, sizeof subtitle,
+             "%lld sessions, %lld units, windows of %lld frames; K=%lld codes, DAT d=%lld L=%lld "
+             "head %s; %d rank%s",
+             (long long)p->nsess, (long long)p->units, (long long)Lw,
+             (long long)tess_config_int(cfg, "tok.codes"),
+             (long long)tess_config_int(cfg, "model.channels"),
+             (long long)tess_config_int(cfg, "model.layers"), tess_config_string(cfg, "model.head"),
+             g->size, g->size == 1 ? "" : "s");
+    tess_run_plot_subtitle(run, subtitle);
     TESS_CHECK(tess_run_plot(run, p->tok_csv, "tokenizer.png", &tok_plot));
     TESS_CHECK(tess_run_plot(run, p->dat_csv, "dat_ce.png", &dat_plot));
     TESS_CHECK(tess_run_plot(run, p->fc_csv, "forecast.png", &fc_plot));

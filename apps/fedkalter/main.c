@@ -339,6 +339,12 @@ static tess_status setup(tess_run *run, void *ctx) {
     a->t_train = tess_timer_get(tm, "train");
     a->t_agg = tess_timer_get(tm, "aggregate");
     a->t_eval = tess_timer_get(tm, "eval");
+    char subtitle[256];
+    snprintf(subtitle, sizeof subtitle, "%s on %s, %lld clients, d=%lld L=%lld, %d rank%s, seed %llu",
+             tess_config_string(c, "model.method"), tess_config_string(c, "data.setting"),
+             (long long)a->nclients, (long long)a->d, (long long)a->layers, g->size,
+             g->size == 1 ? "" : "s", (unsigned long long)tess_run_seed(run));
+    tess_run_plot_subtitle(run, subtitle);
     TESS_CHECK(tess_run_plot(run, a->csv, "loss.png", &loss_plot));
     TESS_CHECK(tess_run_plot(run, a->csv_acc, "accuracy.png", &acc_plot));
     return TESS_OK;

@@ -272,7 +272,8 @@ static tess_status declare_metrics(tess_run *run, moe_app *a) {
     static const char *const domain_cols[] = {"domain", "val_loss", "tokens"};
     static const char *const domain_expert_cols[] = {"layer", "domain", "expert", "share"};
     static const char *const loss_plot[] = {"loss"};
-    static const char *const aux_plot[] = {"lb", "sp", "cp"};
+    static const char *const aux_plot[] = {"lb"}, *const aux_plot2[] = {"sp", "cp"};
+    static const char *const aux_titles[] = {"L_lb"}, *const aux_titles2[] = {"R_sp", "R_cp"};
     static const char *const eval_plot[] = {"val_loss", "unigram_loss"};
     static const char *const entropy_plot[] = {"entropy", "mass"};
     static const char *const mi_plot[] = {"mi_domain", "mi_next"};
@@ -288,7 +289,9 @@ static tess_status declare_metrics(tess_run *run, moe_app *a) {
         {.title = "moe: training loss", .xlabel = step, .ycols = loss_plot, .ny = 1,
          .ylabel = "cross-entropy (nats/token)", .logy = true},
         {.title = "moe: auxiliary losses (sums over MoE layers)", .xlabel = step,
-         .ycols = aux_plot, .ny = 3, .ylabel = "L_lb, R_sp, R_cp (dimensionless)"},
+         .ycols = aux_plot, .ny = 1, .ylabel = "L_lb (dimensionless; 1 per layer when balanced)",
+         .ytitles = aux_titles, .y2cols = aux_plot2, .ny2 = 2, .y2titles = aux_titles2,
+         .y2label = "R_sp, R_cp (dimensionless)"},
         {.title = "moe: held-out loss and the unigram baseline", .xlabel = step,
          .ycols = eval_plot, .ny = 2, .ylabel = "cross-entropy (nats/token)"},
         {.title = "moe: routing entropy and top-k mass (means over MoE layers)", .xlabel = step,
@@ -396,6 +399,14 @@ static tess_status moe_setup(tess_run *run, void *ctx) {
                   tess_nn_moe_drop_names[a->moe.drop].name, a->moe.capacity_factor,
                   a->moe.pad ? ", padded" : "", (long long)steps, (long long)a->global_B,
                   dp->size, (long long)a->b);
+    char subtitle[256];
+    snprintf(subtitle, sizeof subtitle,
+             "L=%lld C=%lld, %lld MoE layers E=%lld k=%lld, lambda lb %g sp %g cp %g, batch %lld, "
+             "%d rank%s (ep %lld)",
+             (long long)a->mc.L, (long long)a->mc.C, (long long)a->nmoe, (long long)E,
+             (long long)a->moe.k, a->moe.lambda_lb, a->moe.lambda_sp, a->moe.lambda_cp,
+             (long long)a->global_B, dp->size, dp->size == 1 ? "" : "s", (long long)a->ep);
+    tess_run_plot_subtitle(run, subtitle);
     a->first_loss = a->loss = a->eval_loss = NAN;
     a->t_log = tess_timer_now();
     return TESS_OK;
