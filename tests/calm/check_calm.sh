@@ -6,12 +6,13 @@
 #          token-id caches (tokens.h5) written by both runs identical.
 #   resume: stopped after 3 of 6 steps on 1 rank (exit 75; tokenizer done, DAT half-way) and
 #          resumed on 2 ranks: every parameter within 1e-5 of an uninterrupted 1-rank run, the
-#          token ids read back from the cache the stopped run wrote (tokens.h5); a
-#          resume with more simulated animals (more unit and session embeddings) is refused with
-#          exit 65 naming the embedding tables.
-#   bad:   bad recordings in data.files, on 2 ranks: a file without /gcamp/trace_array, NaN in
-#          the traces, fewer frames than one window - each exit 65 with a message naming the
-#          file and the problem (the NaN file is written with h5py: skipped, 77, without it).
+#          token ids read back from the cache the stopped run wrote (tokens.h5).
+#   inputs DIR: the fixture of the calm_bad_* fail tests (tests/calm/CMakeLists.txt), written
+#          with h5import: DIR/notrace.h5 (only /gcamp/trace_array_original), DIR/nan.h5 (NaN at
+#          [5, 3]), DIR/short/rec.h5 (60 frames, fewer than one window).
+#   ids:   unit and session ids out of range on resume: a run stopped on 1 rank, resumed on 2
+#          ranks with more and with fewer simulated animals (other unit and session tables) -
+#          refused with exit 65 naming dat.unit_emb and dat.sess_emb.
 #   smoke: the spec's end-to-end smoke test: a short pretraining on simulated data on 2 ranks
 #          (small model, 50 tokenizer + 300 DAT steps, the default heads) - the DAT's forecast of
 #          the held-out tail beats copy-last (prediction score 1 - MSE/MSE_copy-last > 0.02 over
@@ -39,13 +40,12 @@ dp)
   echo "token-id caches of 1 and 2 ranks identical"
   ;;
 resume)
-  rm -rf full part wrong
+  rm -rf full part
   steps=(--set tok.steps=2 --set train.steps=4 --set train.warmup=0)
   "$mpiexec" -n 1 "$exe" "${small[@]}" "${steps[@]}" --set run.dir=full >/dev/null
   rc=0; "$mpiexec" -n 1 "$exe" "${small[@]}" "${steps[@]}" --set run.dir=part --set run.stop_at=3 \
     >/dev/null 2>&1 || rc=$?
   [ "$rc" -eq 75 ] || fail "the stopped run exited $rc, expected 75"
-  mkdir -p wrong/checkpoints && cp part/checkpoints/ckpt_*.h5 wrong/checkpoints/
   "$mpiexec" -n 2 "$exe" "${small[@]}" "${steps[@]}" --set run.dir=part --resume auto >/dev/null
   a=$(ls full/checkpoints/ckpt_*.h5 | tail -n 1) b=$(ls part/checkpoints/ckpt_*.h5 | tail -n 1)
   "$mpiexec" -n 1 "$ckpt" diff "$a" "$b" > diff.txt || true
@@ -55,37 +55,51 @@ resume)
   grep -q "token ids: [0-9]* encoded once" part/run.log && grep -q "token ids: [0-9]* read from part/tokens.h5" part/run.log ||
     { cat part/run.log; fail "the resumed run did not read the token ids cached by the stopped run"; }
   echo "token ids encoded once by the stopped run, read back from part/tokens.h5 on resume"
-  rc=0; "$mpiexec" -n 2 "$exe" "${small[@]}" "${steps[@]}" --set run.dir=wrong --set sim.animals=3 \
-    --resume auto > out.txt 2>&1 || rc=$?
-  [ "$rc" -eq 65 ] || { cat out.txt; fail "resume with other data exited $rc, expected 65"; }
-  grep -q "dat.unit_emb has shape \[252,32\], expected \[412,32\]" out.txt ||
-    { cat out.txt; fail "no message naming the unit embedding"; }
-  echo "resume with 3 animals instead of 2: refused (exit 65), unit and session tables named"
   ;;
-bad)
-  rm -rf good short bad
-  "$mpiexec" -n 1 "$exe" --set run.mode=simulate --set run.dir=good --set sim.animals=1 \
-    --set sim.sessions=1 --set run.plots=false >/dev/null
-  "$mpiexec" -n 1 "$exe" --set run.mode=simulate --set run.dir=short --set sim.animals=1 \
-    --set sim.sessions=1 --set sim.frames=60 --set run.plots=false >/dev/null
-  mkdir bad
-  f=good/sessions/sim-a000-s00.h5
-  h5copy -i "$f" -o bad/notrace.h5 -s /timing -d /timing
-  h5copy -i "$f" -o bad/notrace.h5 -s /behavior -d /behavior
-  expect() {  # expect CODE REGEX ARGS...: the run fails with CODE and its output matches REGEX
-    local code=$1 re=$2 rc=0; shift 2
-    "$mpiexec" -n 2 "$exe" --set run.dir=badrun --set run.plots=false "$@" > out.txt 2>&1 || rc=$?
-    [ "$rc" -eq "$code" ] || { cat out.txt; fail "$* exited $rc, expected $code"; }
-    grep -Eq "$re" out.txt || { cat out.txt; fail "$*: no message matching '$re'"; }
-    echo "ok: exit $rc, $(grep -Eo "$re" out.txt | head -n 1)"
+inputs)
+  dir=$1
+  rm -rf "$dir" && mkdir -p "$dir/short"
+  write() {  # write FILE DATASET T N [NAN_T NAN_N]: a (T, N) f32 dataset of sines, one NaN if
+             # given, and /timing/timestamp_confocal (T) f64 at 2 Hz
+    awk -v T="$3" -v N="$4" -v nt="${5:--1}" -v nn="${6:--1}" 'BEGIN {
+      for (t = 0; t < T; t++) { for (n = 0; n < N; n++)
+        printf "%s ", (t == nt && n == nn) ? "nan" : sprintf("%.4f", sin(0.3 * t + n)); print "" } }' > data.txt
+    printf 'PATH %s\nINPUT-CLASS TEXTFP\nRANK 2\nDIMENSION-SIZES %s %s\nOUTPUT-CLASS FP\nOUTPUT-SIZE 32\nOUTPUT-ARCHITECTURE IEEE\nOUTPUT-BYTE-ORDER LE\n' \
+      "$2" "$3" "$4" > import.cfg
+    h5import data.txt -c import.cfg -o "$1" >/dev/null || fail "h5import $1"
+    awk -v T="$3" 'BEGIN { for (t = 0; t < T; t++) print t / 2 }' > time.txt
+    printf 'PATH timing/timestamp_confocal\nINPUT-CLASS TEXTFP\nRANK 1\nDIMENSION-SIZES %s\nOUTPUT-CLASS FP\nOUTPUT-SIZE 64\nOUTPUT-ARCHITECTURE IEEE\nOUTPUT-BYTE-ORDER LE\n' \
+      "$3" > import.cfg
+    h5import time.txt -c import.cfg -o time.h5 >/dev/null || fail "h5import time.h5"
+    h5copy -i time.h5 -o "$1" -s /timing -d /timing || fail "h5copy $1"
+    rm time.h5
   }
-  expect 65 "'bad/notrace.h5': dataset /gcamp/trace_array is missing" --set data.files=bad/notrace.h5
-  expect 65 "'short/sessions/sim-a000-s00.h5': 60 frames, fewer than one window of 64 frames" \
-    --set data.files=short/sessions
-  if ! /usr/bin/python3 -c "import h5py" 2>/dev/null; then echo "h5py absent: NaN case skipped"; exit 77; fi
-  cp "$f" bad/nan.h5
-  /usr/bin/python3 -c "import h5py; f = h5py.File('bad/nan.h5', 'r+'); d = f['/gcamp/trace_array']; d[5, 3] = float('nan'); f.close()"
-  expect 65 "'bad/nan.h5': /gcamp/trace_array\[5, 3\] is not finite" --set data.files=bad/nan.h5
+  write "$dir/notrace.h5" gcamp/trace_array_original 300 5
+  write "$dir/nan.h5" gcamp/trace_array 300 5 5 3
+  write "$dir/short/rec.h5" gcamp/trace_array 60 5
+  ls "$dir"
+  ;;
+ids)
+  # unit and session ids out of range on resume: a run stopped on 1 rank (exit 75), resumed on
+  # 2 ranks with other data - more animals (ids above the stored unit and session tables) and
+  # fewer - refused by the driver with exit 65 naming the tables, on every rank
+  rm -rf part wrong
+  steps=(--set tok.steps=2 --set train.steps=4 --set train.warmup=0)
+  rc=0; "$mpiexec" -n 1 "$exe" "${small[@]}" "${steps[@]}" --set run.dir=part --set run.stop_at=3 \
+    >/dev/null 2>&1 || rc=$?
+  [ "$rc" -eq 75 ] || fail "the stopped run exited $rc, expected 75"
+  for case in "3 412 6" "1 106 2"; do
+    read -r animals units sessions <<< "$case"
+    rm -rf wrong && mkdir -p wrong/checkpoints && cp part/checkpoints/ckpt_*.h5 wrong/checkpoints/
+    rc=0; "$mpiexec" -n 2 "$exe" "${small[@]}" "${steps[@]}" --set run.dir=wrong \
+      --set sim.animals="$animals" --resume auto > out.txt 2>&1 || rc=$?
+    [ "$rc" -eq 65 ] || { cat out.txt; fail "resume with $animals animals exited $rc, expected 65"; }
+    grep -q "dat.unit_emb has shape \[252,32\], expected \[$units,32\]" out.txt ||
+      { cat out.txt; fail "$animals animals: no message naming the unit embedding"; }
+    grep -q "dat.sess_emb has shape \[4,32\], expected \[$sessions,32\]" out.txt ||
+      { cat out.txt; fail "$animals animals: no message naming the session embedding"; }
+    echo "resume with $animals animals instead of 2: refused (exit 65), unit and session tables named"
+  done
   ;;
 smoke)
   rm -rf smoke
