@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# slurm_test.sh SRC TINYLM TESS_CKPT CASE [ZO [MOE [FEDKALTER]]] - the jobs/ scripts on the real local cluster of
+# slurm_test.sh SRC TINYLM TESS_CKPT CASE [ZO [MOE [FEDKALTER [CALM]]]] - the jobs/ scripts on the real local cluster of
 # cluster/slurm1.sh (started by the slurm_up fixture). Run in the test's own directory; job
 # output goes to job.out there, the app's run directory to run/. Assertions read sbatch --wait's
 # exit status, `scontrol show job` (JobState, Restarts, ExitCode) and job.out.
@@ -29,11 +29,17 @@
 #                  per-round checkpoint: 75, requeue, resume; every metrics row (seconds aside),
 #                  clients.csv (per-client parameter hashes) and kalter.csv byte-identical to an
 #                  uninterrupted run's, and the final checkpoints equal (tess-ckpt diff)
+#   calm_preempt   a short calm pretraining (small model, 60 tokenizer + 100 DAT steps, simulated
+#                  data, 2 ranks) through jobs/calm.sbatch, stopped by `scancel --signal=USR1
+#                  --batch` twice: after its first checkpoint (tokenizer stage) and after a DAT
+#                  checkpoint of attempt 2 (which reads the token ids cached by attempt 2): 75,
+#                  requeue, resume each time (Restarts=2); every tokenizer and DAT metrics row (seconds aside) and forecast.csv byte-identical to an
+#                  uninterrupted run's, and the final checkpoints equal (tess-ckpt diff)
 #   launcher       no Slurm: jobs/launch-mpirun.sh stopped by SIGINT (Ctrl-C) after a checkpoint
 #                  exits 75; the same command again resumes and finishes
 # Exit 77 (skipped) when Slurm is not installed or the cluster does not answer.
 set -euo pipefail
-src=$1 tinylm=$2 tess_ckpt=$3 case=$4 zo=${5:-} moe=${6:-} fedkalter=${7:-}
+src=$1 tinylm=$2 tess_ckpt=$3 case=$4 zo=${5:-} moe=${6:-} fedkalter=${7:-} calm=${8:-}
 fail() { echo "slurm_test: FAIL ($case): $*" >&2; [ -f job.out ] && sed 's/^/  job.out| /' job.out >&2; exit 1; }
 say() { echo "slurm_test: $*"; }
 
@@ -222,6 +228,42 @@ fedkalter_preempt)
   cmp ref.rows run.rows || fail "metrics rows differ from the uninterrupted run"
   cmp ref/clients.csv run/clients.csv || fail "clients.csv (accuracies, parameter hashes) differs"
   cmp ref/kalter.csv run/kalter.csv || fail "kalter.csv differs from the uninterrupted run"
+  "$tess_ckpt" diff ref/checkpoints run/checkpoints || fail "final state differs from the uninterrupted run"
+  ;;
+calm_preempt)
+  clong=(--set run.plots=false --set tok.width=32 --set tok.codes=32 --set tok.channels=16
+         --set model.channels=32 --set model.ffn=64 --set model.max_neurons=32 --set tok.batch=16
+         --set train.batch=4 --set tok.steps=60 --set train.steps=100 --set train.warmup=5
+         --set ckpt.every=10)
+  id=$(TESS_BIN=$calm sbatch "${sbatch_args[@]}" "$src/jobs/calm.sbatch" "${clong[@]}")
+  say "submitted calm job $id"
+  wait_log "checkpoint step=" 120
+  scancel --signal=USR1 --batch "$id"
+  say "signalled calm job $id after its first checkpoint (tokenizer stage)"
+  wait_log "resumed from step [1-9]" 120
+  wait_log "checkpoint step=(7|8|9)0 " 120
+  scancel --signal=USR1 --batch "$id"
+  say "signalled calm job $id again after a checkpoint of the DAT stage"
+  mpiexec -n 2 "$calm" --set run.dir=ref "${clong[@]}" >ref.log 2>&1 || { cat ref.log; fail "reference run failed"; }
+  wait_final "$id" 300
+  expect_job "$id" COMPLETED 2 0:0
+  grep -q "calm exited with 75" job.out || fail "attempt 1 did not end with 75"
+  grep -q "requeueing job $id" job.out || fail "the job did not requeue itself"
+  grep -q "tess-job: job $id attempt 2 " job.out || fail "no second attempt (SLURM_RESTART_COUNT=1)"
+  grep -q "tess-job: job $id attempt 3 " job.out || fail "no third attempt (SLURM_RESTART_COUNT=2)"
+  [ "$(grep -Ec "resumed from step [1-9]" job.out)" -eq 2 ] || fail "attempts 2 and 3 did not both resume"
+  grep -q "token ids: [0-9]* read from run/tokens.h5" run/run.log ||
+    fail "attempt 3 did not read the token ids cached by attempt 2"
+  # the last row per step without the seconds column (rows after the checkpoint are rewritten)
+  for f in tokenizer metrics; do
+    for d in ref run; do
+      awk -F, 'FNR > 1 { sub(/,[^,]*$/, ""); row[$1 + 0] = $0; if ($1 + 0 > n) n = $1 + 0 }
+               END { for (r = 1; r <= n; r++) if (r in row) print row[r] }' "$d/$f.csv" >"$d.$f"
+    done
+    [ -s ref.$f ] || fail "the reference wrote no $f.csv rows"
+    cmp ref.$f run.$f || fail "$f.csv rows differ from the uninterrupted run"
+  done
+  cmp ref/forecast.csv run/forecast.csv || fail "forecast.csv differs from the uninterrupted run"
   "$tess_ckpt" diff ref/checkpoints run/checkpoints || fail "final state differs from the uninterrupted run"
   ;;
 timelimit)
