@@ -348,13 +348,19 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
                                      .ycols = tcols, .ny = 2,
                                      .ylabel = "loss, reconstruction MSE (z-scored units^2)",
                                      .logy = true};
-    static const char *const dplot[] = {"ce", "patch_mse"};
+    static const char *const dplot[] = {"ce"}, *const dplot2[] = {"patch_mse"};
+    static const char *const dtitles[] = {"next-token cross-entropy"},
+                             *const dtitles2[] = {"next-patch MSE"};
     const tess_plot_spec dat_plot = {.title = "calm: dual-axis transformer training loss",
-                                     .xlabel = "step (updates)", .ycols = dplot, .ny = 2,
-                                     .ylabel = "CE (nats/token), next-patch MSE (z-units^2)"};
+                                     .xlabel = "step (updates)", .ycols = dplot, .ny = 1,
+                                     .ytitles = dtitles, .ylabel = "cross-entropy (nats/token)",
+                                     .y2cols = dplot2, .ny2 = 1, .y2titles = dtitles2,
+                                     .y2label = "next-patch MSE (z-scored units^2)"};
+    static const char *const ftitles[] = {"CalM-lite", "copy-last", "context mean",
+                                          "per-neuron ridge AR", "pooled ridge AR"};
     const tess_plot_spec fc_plot = {.title = "calm: test MSE per forecast horizon",
                                     .xlabel = "horizon (frames ahead)", .ycols = fplot, .ny = 5,
-                                    .ylabel = "MSE (z-scored units^2)"};
+                                    .ytitles = ftitles, .ylabel = "MSE (z-scored units^2)"};
     char subtitle[256];
     snprintf(subtitle, sizeof subtitle,
              "%lld sessions, %lld units, windows of %lld frames; K=%lld codes, DAT d=%lld L=%lld "

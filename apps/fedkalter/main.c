@@ -327,6 +327,8 @@ static tess_status setup(tess_run *run, void *ctx) {
     static const char *const cols[] = {"loss", "bytes_sent", "shared_floats", "clusters"};
     static const char *const acc_cols[] = {"train_acc", "val_acc", "test_acc"};
     static const char *const loss_col[] = {"loss"};
+    static const char *const acc_titles[] = {"training graphs", "validation graphs",
+                                             "test graphs"};
     TESS_CHECK(tess_run_metrics(run, "metrics", cols, 4, true, &a->csv));
     TESS_CHECK(tess_run_metrics(run, "accuracy", acc_cols, 3, true, &a->csv_acc));
     const tess_plot_spec loss_plot = {.title = "fedkalter: mean client training loss",
@@ -334,6 +336,7 @@ static tess_status setup(tess_run *run, void *ctx) {
                                       .ylabel = "cross-entropy (nats/graph)", .logy = true};
     const tess_plot_spec acc_plot = {.title = "fedkalter: mean client accuracy",
                                      .xlabel = "federated round", .ycols = acc_cols, .ny = 3,
+                                     .ytitles = acc_titles,
                                      .ylabel = "accuracy (fraction of graphs, 0-1)"};
     tess_timers *tm = tess_run_timers(run);
     a->t_train = tess_timer_get(tm, "train");

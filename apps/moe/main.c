@@ -277,6 +277,10 @@ static tess_status declare_metrics(tess_run *run, moe_app *a) {
     static const char *const eval_plot[] = {"val_loss", "unigram_loss"};
     static const char *const entropy_plot[] = {"entropy", "mass"};
     static const char *const mi_plot[] = {"mi_domain", "mi_next"};
+    static const char *const mi_titles[] = {"top-1 expert vs domain",
+                                            "top-1 expert vs next layer's top-1"};
+    static const char *const entropy_titles[] = {"routing entropy / log E", "top-k mass"};
+    static const char *const eval_titles[] = {"held-out loss", "unigram baseline"};
     TESS_CHECK(tess_run_metrics(run, "metrics", train_cols, 9, true, &a->train_csv));
     TESS_CHECK(tess_run_metrics(run, "eval", eval_cols, EVAL_COLS, true, &a->eval_csv));
     TESS_CHECK(tess_run_metrics(run, "routing", route_cols, 1 + ROUTE_COLS, true, &a->route_csv));
@@ -293,13 +297,15 @@ static tess_status declare_metrics(tess_run *run, moe_app *a) {
          .ytitles = aux_titles, .y2cols = aux_plot2, .ny2 = 2, .y2titles = aux_titles2,
          .y2label = "R_sp, R_cp (dimensionless)"},
         {.title = "moe: held-out loss and the unigram baseline", .xlabel = step,
-         .ycols = eval_plot, .ny = 2, .ylabel = "cross-entropy (nats/token)"},
+         .ycols = eval_plot, .ny = 2, .ytitles = eval_titles,
+         .ylabel = "cross-entropy (nats/token)"},
         {.title = "moe: routing entropy and top-k mass (means over MoE layers)", .xlabel = step,
-         .ycols = entropy_plot, .ny = 2,
+         .ycols = entropy_plot, .ny = 2, .ytitles = entropy_titles,
          .ylabel = "entropy / log E, top-k probability mass (fractions, 0-1)"},
         {.title = "moe: mutual information of top-1 expert with the domain and with the next "
                   "layer's top-1 (means over MoE layers)",
-         .xlabel = step, .ycols = mi_plot, .ny = 2, .ylabel = "mutual information (nats)"}};
+         .xlabel = step, .ycols = mi_plot, .ny = 2, .ytitles = mi_titles,
+         .ylabel = "mutual information (nats)"}};
     const int ids[5] = {a->train_csv, a->train_csv, a->eval_csv, a->eval_csv, a->eval_csv};
     static const char *const pngs[5] = {"loss.png", "aux.png", "eval.png", "entropy.png",
                                         "mi_domain.png"};
