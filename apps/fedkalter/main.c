@@ -51,6 +51,9 @@ static const tess_opt model_opts[] = {
     TESS_OPT_BOOL("kalter_share_eta_q", true,
                   "Fed-Kalter: q and eta of every layer shared (averaged); false keeps them local "
                   "(ablation)"),
+    TESS_OPT_BOOL("kalter_linear", false,
+                  "Fed-Kalter: linear transition s- = A-hat s W_A^T + b_A, g = 1 (ablation; "
+                  "false: tanh)"),
 };
 static const tess_opt train_opts[] = {
     TESS_OPT_RESUMABLE(INT, "rounds", 200, 1, 1000000, "federated rounds (one local epoch each)"),
@@ -333,7 +336,8 @@ static tess_status setup(tess_run *run, void *ctx) {
             .dropout = (float)tess_config_real(c, "model.dropout"),
             .kalter_q0 = (float)tess_config_real(c, "model.kalter_q0"),
             .kalter_bR0 = (float)tess_config_real(c, "model.kalter_bR0"),
-            .kalter_share_eta_q = tess_config_bool(c, "model.kalter_share_eta_q")};
+            .kalter_share_eta_q = tess_config_bool(c, "model.kalter_share_eta_q"),
+            .kalter_linear = tess_config_bool(c, "model.kalter_linear")};
         TESS_CHECK(fk_model_create(&cl->model, &mc, seed,
                                    seed * 1000003ull + (uint64_t)cl->id + 1));
         const tess_adamw_config ac = {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,

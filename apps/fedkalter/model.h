@@ -35,6 +35,7 @@ typedef struct {
     float kalter_q0;   /* initial q (Q = softplus(q)) */
     float kalter_bR0;  /* initial b_R (large: the R -> infinity, FedStar-like start) */
     bool kalter_share_eta_q; /* q and eta of every layer shared (averaged), else local */
+    bool kalter_linear;      /* linear transition (no tanh, g = 1): the ablation */
 } fk_model_cfg;
 
 /* Entry indices of one client's registry (-1 where the method has none). */

@@ -21,6 +21,9 @@
 #   localq  Fed-Kalter with model.kalter_share_eta_q=false, 3 rounds: 1360 shared floats per
 #           client (1456 less q and eta of 3 layers at d = 16) and fewer bytes; 1 and 3 ranks
 #           identical; the clients' parameters differ from the shared-q/eta run's;
+#   linear  Fed-Kalter with model.kalter_linear=true (no tanh in the transition): 3 rounds on 1
+#           and 3 ranks identical, parameters and kalter.csv different from the tanh run's, the
+#           same shared floats; 30 rounds on 2 ranks learn (loss < 0.55) with 0 <= K eta < 1;
 #   reset   METHOD with train.reset_adam=true, 3 rounds of several steps: 1 and 3 ranks identical,
 #           and the parameters differ from the run without the reset;
 #   gcfl    GCFL: within its warm-up (3 rounds < 20) bitwise FedAvg; with splits forced
@@ -148,6 +151,25 @@ localq)
     <(tail -n 1 local3/metrics.csv) || fail "local q/eta does not send fewer bytes"
   cmp local1/clients.csv local3/clients.csv || fail "local q/eta: 1 and 3 ranks differ"
   ! cmp -s shared/clients.csv local1/clients.csv || fail "local q/eta equals the shared run"
+  ;;
+linear)
+  rm -rf tanh lin1 lin3 linlearn
+  run 2 linlearn --set model.kalter_linear=true --set train.rounds=30 --set train.lr=0.01 ||
+    { cat linlearn.log; fail "linear, 30 rounds"; }
+  last=$(tail -n 1 linlearn/metrics.csv | cut -d, -f2)
+  echo "linear transition: loss after 30 rounds $last"
+  awk -v l="$last" 'BEGIN { exit !(l < 0.55) }' || fail "linear transition did not learn: loss $last"
+  awk -F, 'NR > 1 && !($4 >= 0 && $4 < 1) { bad = 1 } END { exit bad }' linlearn/kalter.csv ||
+    fail "linear transition: K eta out of [0, 1)"
+  common+=(--set train.rounds=3 --set train.batch=8)
+  run 2 tanh || { cat tanh.log; fail "tanh transition"; }
+  run 1 lin1 --set model.kalter_linear=true || { cat lin1.log; fail "linear, 1 rank"; }
+  run 3 lin3 --set model.kalter_linear=true || { cat lin3.log; fail "linear, 3 ranks"; }
+  cmp lin1/clients.csv lin3/clients.csv || fail "linear: 1 and 3 ranks differ"
+  ! cmp -s tanh/clients.csv lin1/clients.csv || fail "linear equals the tanh run"
+  ! cmp -s tanh/kalter.csv lin1/kalter.csv || fail "linear: kalter.csv equals the tanh run's"
+  [ "$(tail -n 1 lin1/metrics.csv | cut -d, -f4)" = "$(tail -n 1 tanh/metrics.csv | cut -d, -f4)" ] ||
+    fail "linear: shared floats differ from the tanh run's"
   ;;
 reset)
   rm -rf keep reset1 reset3
