@@ -409,8 +409,11 @@ static tess_status setup(tess_run *run, void *ctx) {
     a->t_agg = tess_timer_get(tm, "aggregate");
     a->t_eval = tess_timer_get(tm, "eval");
     char subtitle[256];
-    snprintf(subtitle, sizeof subtitle, "%s on %s, %lld clients, d=%lld L=%lld, %d rank%s, seed %llu",
-             tess_config_string(c, "model.method"), tess_config_string(c, "data.setting"),
+    const bool linear = a->method == FK_FEDKALTER && tess_config_bool(c, "model.kalter_linear");
+    snprintf(subtitle, sizeof subtitle,
+             "%s%s on %s, %lld clients, d=%lld L=%lld, %d rank%s, seed %llu",
+             tess_config_string(c, "model.method"), linear ? " (linear transition)" : "",
+             tess_config_string(c, "data.setting"),
              (long long)a->nclients, (long long)a->d, (long long)a->layers, g->size,
              g->size == 1 ? "" : "s", (unsigned long long)tess_run_seed(run));
     tess_run_plot_subtitle(run, subtitle);
