@@ -14,6 +14,7 @@
 #include "core/rng.h"     /* tess_rng_* */
 #include "data.h"         /* fk_dataset_* */
 #include "gcfl.h"         /* fk_gcfl_step */
+#include "io/metrics.h"   /* TESS_METRICS_MAX_COLS */
 #include "model.h"        /* fk_model_*, fk_work_* */
 #include "nn/graph.h"     /* tess_graph_batch_* */
 #include "optim/adamw.h"  /* tess_adamw_* */
@@ -224,7 +225,8 @@ static tess_status load_client(fk_dataset *ds, const fk_app *a, const tess_confi
 
 /* Fed-Kalter's diagnostics files and plots: kalter_rounds.csv (per evaluated round, per layer the
  * client means of ln R, K eta, P+/P- on the test graphs) and kalter_logR_hist.csv (last round:
- * per client the fraction of its ln R values in each bin), declared with their plots. */
+ * per client the fraction of its ln R values in each bin; one column per client, so only up to
+ * TESS_METRICS_MAX_COLS - 1 clients), declared with their plots. */
 static tess_status kalter_plots(tess_run *run, fk_app *a) {
     const int64_t L = a->layers;
     static const char *const what[3] = {"ln_R", "K_eta", "P_ratio"};
@@ -246,6 +248,22 @@ static tess_status kalter_plots(tess_run *run, fk_app *a) {
         }
     }
     TESS_CHECK(tess_run_metrics(run, "kalter_rounds", a->kcols, (int)(3 * L), true, &a->csv_kal));
+    const tess_plot_spec r_plot = {
+        .title = "fedkalter: observation noise R per layer (mean over clients, test graphs)",
+        .xlabel = "federated round", .ycols = a->kcols_R, .ny = (int)L,
+        .ylabel = "mean ln R (R: noise variance, dimensionless)", .ytitles = a->ktitles_R};
+    const tess_plot_spec gain_plot = {
+        .title = "fedkalter: Kalman gain K eta and P+/P- = 1 - K eta per layer (mean over clients)",
+        .xlabel = "federated round", .ycols = a->kcols_gain, .ny = (int)(2 * L),
+        .ylabel = "mean over nodes and channels (dimensionless, 0-1)",
+        .ytitles = a->ktitles_gain};
+    TESS_CHECK(tess_run_plot(run, a->csv_kal, "kalter_R.png", &r_plot));
+    TESS_CHECK(tess_run_plot(run, a->csv_kal, "kalter_gain.png", &gain_plot));
+    if (a->nclients + 1 > TESS_METRICS_MAX_COLS) { /* one column per client */
+        tess_log_warn("no ln R histograms (kalter_logR_hist.csv): %lld clients, at most %d",
+                      (long long)a->nclients, TESS_METRICS_MAX_COLS - 1);
+        return TESS_OK;
+    }
     snprintf(a->hcol_names[0], sizeof a->hcol_names[0], "ln_R");
     a->hcols[0] = a->hcol_names[0];
     for (int64_t k = 0; k < a->nclients; k++) {
@@ -258,22 +276,11 @@ static tess_status kalter_plots(tess_run *run, fk_app *a) {
     a->logr_hist = calloc((size_t)(a->nclients * FK_LOGR_BINS), sizeof(double));
     TESS_REQUIRE(a->logr_hist, TESS_ERR_MEM, "ln R histograms of %lld clients",
                  (long long)a->nclients);
-    const tess_plot_spec r_plot = {
-        .title = "fedkalter: observation noise R per layer (mean over clients, test graphs)",
-        .xlabel = "federated round", .ycols = a->kcols_R, .ny = (int)L,
-        .ylabel = "mean ln R (R: noise variance, dimensionless)", .ytitles = a->ktitles_R};
-    const tess_plot_spec gain_plot = {
-        .title = "fedkalter: Kalman gain K eta and P+/P- = 1 - K eta per layer (mean over clients)",
-        .xlabel = "federated round", .ycols = a->kcols_gain, .ny = (int)(2 * L),
-        .ylabel = "mean over nodes and channels (dimensionless, 0-1)",
-        .ytitles = a->ktitles_gain};
     const tess_plot_spec hist_plot = {
         .title = "fedkalter: per-client distribution of ln R, last round (test graphs, all layers)",
         .xlabel = "ln R (bin centre; R: noise variance, dimensionless)", .ycols = a->hcols + 1,
         .ny = (int)a->nclients, .ylabel = "fraction of node-channel values per 0.1 bin",
         .ytitles = a->hcol_titles};
-    TESS_CHECK(tess_run_plot(run, a->csv_kal, "kalter_R.png", &r_plot));
-    TESS_CHECK(tess_run_plot(run, a->csv_kal, "kalter_gain.png", &gain_plot));
     TESS_CHECK(tess_run_plot(run, a->csv_hist, "kalter_logR_hist.png", &hist_plot));
     return TESS_OK;
 }
@@ -552,7 +559,7 @@ static tess_status step(tess_run *run, void *ctx, int64_t round, tess_run_step_o
     const bool eval = (round + 1) % a->eval_every == 0 || round + 1 == a->rounds;
     const bool diag = eval && a->method == FK_FEDKALTER, last = round + 1 == a->rounds;
     if (diag) memset(a->kstats, 0, sizeof a->kstats);
-    if (diag && last) memset(a->logr_hist, 0, (size_t)(a->nclients * FK_LOGR_BINS) * sizeof(double));
+    if (diag && last && a->logr_hist) memset(a->logr_hist, 0, (size_t)(a->nclients * FK_LOGR_BINS) * sizeof(double));
     if (eval) {
         tess_timer_start(tm, a->t_eval);
         for (int64_t j = 0; j < a->nlocal; j++) {
@@ -561,7 +568,7 @@ static tess_status step(tess_run *run, void *ctx, int64_t round, tess_run_step_o
             const int64_t start[3] = {0, ds->n_train, ds->n_train + ds->n_val};
             const int64_t count[3] = {ds->n_train, ds->n_val, ds->n_test};
             double *ks = a->kstats + cl->id * 3 * FK_MAX_LAYERS_APP;
-            double *hist = diag && last ? a->logr_hist + cl->id * FK_LOGR_BINS : NULL;
+            double *hist = diag && last && a->logr_hist ? a->logr_hist + cl->id * FK_LOGR_BINS : NULL;
             int64_t kn = 0;
             for (int part = 0; part < 3; part++) {
                 double l;
@@ -652,6 +659,7 @@ static tess_status finish(tess_run *run, void *ctx) {
             TESS_CHECK(tess_run_metrics_row(run, id, row));
         }
     }
+    if (!a->logr_hist) return TESS_OK;
     /* the histograms: one slot per client; rows from the first to the last bin any client uses,
      * one empty bin either side */
     TESS_CHECK(tess_par_allreduce_f64(g, a->logr_hist, a->nclients * FK_LOGR_BINS, TESS_PAR_SUM));
