@@ -14,6 +14,7 @@
 #include "core/rng.h"     /* tess_rng_* */
 #include "data.h"         /* fk_dataset_* */
 #include "gcfl.h"         /* fk_gcfl_step */
+#include "io/metrics.h"   /* TESS_METRICS_MAX_COLS */
 #include "model.h"        /* fk_model_*, fk_work_* */
 #include "nn/graph.h"     /* tess_graph_batch_* */
 #include "optim/adamw.h"  /* tess_adamw_* */
@@ -51,6 +52,9 @@ static const tess_opt model_opts[] = {
     TESS_OPT_BOOL("kalter_share_eta_q", true,
                   "Fed-Kalter: q and eta of every layer shared (averaged); false keeps them local "
                   "(ablation)"),
+    TESS_OPT_BOOL("kalter_linear", false,
+                  "Fed-Kalter: linear transition s- = A-hat s W_A^T + b_A, g = 1 (ablation; "
+                  "false: tanh)"),
 };
 static const tess_opt train_opts[] = {
     TESS_OPT_RESUMABLE(INT, "rounds", 200, 1, 1000000, "federated rounds (one local epoch each)"),
@@ -109,9 +113,18 @@ typedef struct {
     double shared_floats;    /* floats of the shared vector per client */
     double acc[FK_MAX_CLIENTS][3]; /* last evaluation: train, val, test per client */
     int64_t layers;
-    /* Fed-Kalter, last round, test graphs: per client and layer the means of log R, K eta, P+/P- */
+    /* Fed-Kalter, last evaluation, test graphs: per client and layer the means of log R, K eta,
+     * P+/P- (summed over ranks at every evaluation: every rank holds every client's) */
     double kstats[FK_MAX_CLIENTS * 3 * FK_MAX_LAYERS_APP];
-    int csv, csv_acc;
+    double *logr_hist; /* Fed-Kalter, last round, test graphs: (nclients, FK_LOGR_BINS) ln R counts */
+    /* Fed-Kalter's per-round and histogram files: column names and the plots' column lists */
+    char kcol_names[3 * FK_MAX_LAYERS_APP][24], hcol_names[FK_MAX_CLIENTS + 1][24];
+    const char *kcols_R[FK_MAX_LAYERS_APP], *kcols_gain[2 * FK_MAX_LAYERS_APP];
+    const char *kcols[3 * FK_MAX_LAYERS_APP], *hcols[FK_MAX_CLIENTS + 1];
+    const char *hcol_titles[FK_MAX_CLIENTS];
+    char ktitle_names[3 * FK_MAX_LAYERS_APP][24]; /* legend entries: "layer 1", "K eta, layer 1" */
+    const char *ktitles_R[FK_MAX_LAYERS_APP], *ktitles_gain[2 * FK_MAX_LAYERS_APP];
+    int csv, csv_acc, csv_kal, csv_hist;
     tess_timer_id t_train, t_agg, t_eval; /* per round: local epochs, aggregation, evaluation */
 } fk_app;
 
@@ -210,6 +223,68 @@ static tess_status load_client(fk_dataset *ds, const fk_app *a, const tess_confi
     return TESS_OK;
 }
 
+/* Fed-Kalter's diagnostics files and plots: kalter_rounds.csv (per evaluated round, per layer the
+ * client means of ln R, K eta, P+/P- on the test graphs) and kalter_logR_hist.csv (last round:
+ * per client the fraction of its ln R values in each bin; one column per client, so only up to
+ * TESS_METRICS_MAX_COLS - 1 clients), declared with their plots. */
+static tess_status kalter_plots(tess_run *run, fk_app *a) {
+    const int64_t L = a->layers;
+    static const char *const what[3] = {"ln_R", "K_eta", "P_ratio"};
+    static const char *const legend[3] = {"", "K eta, ", "P+/P-, "};
+    for (int q = 0; q < 3; q++) {
+        for (int64_t l = 0; l < L; l++) {
+            char *name = a->kcol_names[q * L + l];
+            snprintf(name, sizeof a->kcol_names[0], "%s_l%lld", what[q], (long long)(l + 1));
+            a->kcols[q * L + l] = name;
+            char *title = a->ktitle_names[q * L + l];
+            snprintf(title, sizeof a->ktitle_names[0], "%slayer %lld", legend[q], (long long)(l + 1));
+            if (q == 0) {
+                a->kcols_R[l] = name;
+                a->ktitles_R[l] = title;
+            } else {
+                a->kcols_gain[(q - 1) * L + l] = name;
+                a->ktitles_gain[(q - 1) * L + l] = title;
+            }
+        }
+    }
+    TESS_CHECK(tess_run_metrics(run, "kalter_rounds", a->kcols, (int)(3 * L), true, &a->csv_kal));
+    const tess_plot_spec r_plot = {
+        .title = "fedkalter: observation noise R per layer (mean over clients, test graphs)",
+        .xlabel = "federated round", .ycols = a->kcols_R, .ny = (int)L,
+        .ylabel = "mean ln R (R: noise variance, dimensionless)", .ytitles = a->ktitles_R};
+    const tess_plot_spec gain_plot = {
+        .title = "fedkalter: Kalman gain K eta and P+/P- = 1 - K eta per layer (mean over clients)",
+        .xlabel = "federated round", .ycols = a->kcols_gain, .ny = (int)(2 * L),
+        .ylabel = "mean over nodes and channels (dimensionless, 0-1)",
+        .ytitles = a->ktitles_gain};
+    TESS_CHECK(tess_run_plot(run, a->csv_kal, "kalter_R.png", &r_plot));
+    TESS_CHECK(tess_run_plot(run, a->csv_kal, "kalter_gain.png", &gain_plot));
+    if (a->nclients + 1 > TESS_METRICS_MAX_COLS) { /* one column per client */
+        tess_log_warn("no ln R histograms (kalter_logR_hist.csv): %lld clients, at most %d",
+                      (long long)a->nclients, TESS_METRICS_MAX_COLS - 1);
+        return TESS_OK;
+    }
+    snprintf(a->hcol_names[0], sizeof a->hcol_names[0], "ln_R");
+    a->hcols[0] = a->hcol_names[0];
+    for (int64_t k = 0; k < a->nclients; k++) {
+        snprintf(a->hcol_names[k + 1], sizeof a->hcol_names[0], "client_%lld", (long long)k);
+        a->hcols[k + 1] = a->hcol_names[k + 1];
+        a->hcol_titles[k] = a->names[k];
+    }
+    TESS_CHECK(tess_run_metrics(run, "kalter_logR_hist", a->hcols, (int)(a->nclients + 1), false,
+                                &a->csv_hist));
+    a->logr_hist = calloc((size_t)(a->nclients * FK_LOGR_BINS), sizeof(double));
+    TESS_REQUIRE(a->logr_hist, TESS_ERR_MEM, "ln R histograms of %lld clients",
+                 (long long)a->nclients);
+    const tess_plot_spec hist_plot = {
+        .title = "fedkalter: per-client distribution of ln R, last round (test graphs, all layers)",
+        .xlabel = "ln R (bin centre; R: noise variance, dimensionless)", .ycols = a->hcols + 1,
+        .ny = (int)a->nclients, .ylabel = "fraction of node-channel values per 0.1 bin",
+        .ytitles = a->hcol_titles};
+    TESS_CHECK(tess_run_plot(run, a->csv_hist, "kalter_logR_hist.png", &hist_plot));
+    return TESS_OK;
+}
+
 static tess_status setup(tess_run *run, void *ctx) {
     fk_app *a = ctx;
     const tess_config *c = tess_run_config(run);
@@ -268,7 +343,8 @@ static tess_status setup(tess_run *run, void *ctx) {
             .dropout = (float)tess_config_real(c, "model.dropout"),
             .kalter_q0 = (float)tess_config_real(c, "model.kalter_q0"),
             .kalter_bR0 = (float)tess_config_real(c, "model.kalter_bR0"),
-            .kalter_share_eta_q = tess_config_bool(c, "model.kalter_share_eta_q")};
+            .kalter_share_eta_q = tess_config_bool(c, "model.kalter_share_eta_q"),
+            .kalter_linear = tess_config_bool(c, "model.kalter_linear")};
         TESS_CHECK(fk_model_create(&cl->model, &mc, seed,
                                    seed * 1000003ull + (uint64_t)cl->id + 1));
         const tess_adamw_config ac = {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
@@ -343,22 +419,27 @@ static tess_status setup(tess_run *run, void *ctx) {
     a->t_agg = tess_timer_get(tm, "aggregate");
     a->t_eval = tess_timer_get(tm, "eval");
     char subtitle[256];
-    snprintf(subtitle, sizeof subtitle, "%s on %s, %lld clients, d=%lld L=%lld, %d rank%s, seed %llu",
-             tess_config_string(c, "model.method"), tess_config_string(c, "data.setting"),
+    const bool linear = a->method == FK_FEDKALTER && tess_config_bool(c, "model.kalter_linear");
+    snprintf(subtitle, sizeof subtitle,
+             "%s%s on %s, %lld clients, d=%lld L=%lld, %d rank%s, seed %llu",
+             tess_config_string(c, "model.method"), linear ? " (linear transition)" : "",
+             tess_config_string(c, "data.setting"),
              (long long)a->nclients, (long long)a->d, (long long)a->layers, g->size,
              g->size == 1 ? "" : "s", (unsigned long long)tess_run_seed(run));
     tess_run_plot_subtitle(run, subtitle);
     TESS_CHECK(tess_run_plot(run, a->csv, "loss.png", &loss_plot));
     TESS_CHECK(tess_run_plot(run, a->csv_acc, "accuracy.png", &acc_plot));
+    if (a->method == FK_FEDKALTER) TESS_CHECK(kalter_plots(run, a));
     return TESS_OK;
 }
 
 /* Run ids[0..n) of client cl in batches; train: one Adam step per batch. Returns the mean batch
  * loss; *correct the graphs classified right. kstats (3 L, may be NULL): Fed-Kalter's diagnostic
- * sums (fk_model_kalter_stats) over the batches, *kcount their count per layer. */
+ * sums (fk_model_kalter_stats) over the batches, *kcount their count per layer; hist
+ * (FK_LOGR_BINS, may be NULL): its ln R counts. */
 static tess_status run_graphs(fk_app *a, fk_client *cl, const int64_t *ids, int64_t n, bool train,
                               uint64_t seed, int64_t round, double *mean_loss, int64_t *correct,
-                              double *kstats, int64_t *kcount) {
+                              double *kstats, double *hist, int64_t *kcount) {
     const tess_graphs *gs = &cl->ds.gs;
     const tess_rng_key key = {(uint32_t)seed, (uint32_t)(cl->id + 1)};
     const uint64_t ctr = tess_rng_ctr(TESS_RNG_PURPOSE_DROPOUT, (uint64_t)round);
@@ -378,7 +459,8 @@ static tess_status run_graphs(fk_app *a, fk_client *cl, const int64_t *ids, int6
         loss += fk_model_batch(&cl->model, a->work, b, a->X, a->Xse, a->y, train, key, ctr,
                                (uint64_t)nb, &ok);
         *correct += ok;
-        if (kstats) *kcount += fk_model_kalter_stats(&cl->model, a->work, b->num_nodes, kstats);
+        if (kstats) *kcount += fk_model_kalter_stats(&cl->model, a->work, b->num_nodes, kstats,
+                                                          hist);
         if (!train) continue;
         /* L2 weight decay added to the gradient (PyTorch Adam's weight_decay), all entries */
         float *p = tess_registry_params(reg), *gr = tess_registry_grads(reg);
@@ -464,7 +546,7 @@ static tess_status step(tess_run *run, void *ctx, int64_t round, tess_run_step_o
                    (size_t)tess_registry_local_total(cl->model.reg) * sizeof(float));
         int64_t ok;
         TESS_CHECK(run_graphs(a, cl, cl->order, n, true, seed, round, &per[cl->id * 4], &ok,
-                              NULL, NULL));
+                              NULL, NULL, NULL));
     }
     tess_timer_stop(tm, a->t_train);
     int64_t bytes = 0;
@@ -478,6 +560,9 @@ static tess_status step(tess_run *run, void *ctx, int64_t round, tess_run_step_o
     }
     tess_timer_stop(tm, a->t_agg);
     const bool eval = (round + 1) % a->eval_every == 0 || round + 1 == a->rounds;
+    const bool diag = eval && a->method == FK_FEDKALTER, last = round + 1 == a->rounds;
+    if (diag) memset(a->kstats, 0, sizeof a->kstats);
+    if (diag && last && a->logr_hist) memset(a->logr_hist, 0, (size_t)(a->nclients * FK_LOGR_BINS) * sizeof(double));
     if (eval) {
         tess_timer_start(tm, a->t_eval);
         for (int64_t j = 0; j < a->nlocal; j++) {
@@ -485,14 +570,15 @@ static tess_status step(tess_run *run, void *ctx, int64_t round, tess_run_step_o
             const fk_dataset *ds = &cl->ds;
             const int64_t start[3] = {0, ds->n_train, ds->n_train + ds->n_val};
             const int64_t count[3] = {ds->n_train, ds->n_val, ds->n_test};
-            const bool diag = a->method == FK_FEDKALTER && round + 1 == a->rounds;
             double *ks = a->kstats + cl->id * 3 * FK_MAX_LAYERS_APP;
+            double *hist = diag && last && a->logr_hist ? a->logr_hist + cl->id * FK_LOGR_BINS : NULL;
             int64_t kn = 0;
             for (int part = 0; part < 3; part++) {
                 double l;
                 int64_t ok;
                 TESS_CHECK(run_graphs(a, cl, ds->split + start[part], count[part], false, seed,
-                                      round, &l, &ok, diag && part == 2 ? ks : NULL, &kn));
+                                      round, &l, &ok, diag && part == 2 ? ks : NULL,
+                                      part == 2 ? hist : NULL, &kn));
                 per[cl->id * 4 + 1 + part] = (double)ok / (double)count[part];
             }
             for (int64_t i = 0; diag && i < 3 * FK_MAX_LAYERS_APP; i++) ks[i] /= (double)kn;
@@ -502,6 +588,19 @@ static tess_status step(tess_run *run, void *ctx, int64_t round, tess_run_step_o
     /* one slot per client, zeros elsewhere: the sums are exact, the means in client order */
     TESS_CHECK(tess_par_allreduce_f64(g, per, a->nclients * 4, TESS_PAR_SUM));
     TESS_CHECK(tess_par_allreduce_i64(g, &bytes, 1, TESS_PAR_SUM));
+    if (diag) {
+        /* one slot per client as above; the row: per layer the mean over clients in client order
+         * of ln R, then of K eta, then of P+/P- */
+        TESS_CHECK(tess_par_allreduce_f64(g, a->kstats, a->nclients * 3 * FK_MAX_LAYERS_APP,
+                                          TESS_PAR_SUM));
+        double krow[3 * FK_MAX_LAYERS_APP] = {0};
+        for (int64_t k = 0; k < a->nclients; k++)
+            for (int64_t l = 0; l < a->layers; l++)
+                for (int q = 0; q < 3; q++)
+                    krow[q * a->layers + l] += a->kstats[(k * FK_MAX_LAYERS_APP + l) * 3 + q] /
+                                               (double)a->nclients;
+        TESS_CHECK(tess_run_metrics_row(run, a->csv_kal, krow));
+    }
     double mean[4] = {0, 0, 0, 0}, items = 0;
     for (int64_t k = 0; k < a->nclients; k++) {
         for (int q = 0; q < 4; q++) mean[q] += per[k * 4 + q] / (double)a->nclients;
@@ -553,8 +652,6 @@ static tess_status finish(tess_run *run, void *ctx) {
     }
     tess_log_info("mean client test accuracy %.4f after %lld rounds", mean, (long long)a->rounds);
     if (a->method != FK_FEDKALTER) return TESS_OK;
-    TESS_CHECK(tess_par_allreduce_f64(g, a->kstats, a->nclients * 3 * FK_MAX_LAYERS_APP,
-                                      TESS_PAR_SUM));
     static const char *const kcols[] = {"client", "layer", "mean_log_R", "mean_K_eta",
                                         "mean_P_ratio"};
     TESS_CHECK(tess_run_metrics(run, "kalter", kcols, 5, false, &id));
@@ -564,6 +661,27 @@ static tess_status finish(tess_run *run, void *ctx) {
             const double row[5] = {(double)k, (double)l, ks[0], ks[1], ks[2]};
             TESS_CHECK(tess_run_metrics_row(run, id, row));
         }
+    }
+    if (!a->logr_hist) return TESS_OK;
+    /* the histograms: one slot per client; rows from the first to the last bin any client uses,
+     * one empty bin either side */
+    TESS_CHECK(tess_par_allreduce_f64(g, a->logr_hist, a->nclients * FK_LOGR_BINS, TESS_PAR_SUM));
+    int64_t lo = FK_LOGR_BINS, hi = -1;
+    for (int64_t k = 0; k < a->nclients; k++) {
+        double *h = a->logr_hist + k * FK_LOGR_BINS, n = 0.0;
+        for (int64_t b = 0; b < FK_LOGR_BINS; b++) n += h[b];
+        for (int64_t b = 0; b < FK_LOGR_BINS; b++) {
+            if (h[b] > 0.0) lo = b < lo ? b : lo, hi = b > hi ? b : hi;
+            h[b] = n > 0.0 ? h[b] / n : 0.0;
+        }
+    }
+    lo = lo > 0 ? lo - 1 : 0;
+    hi = hi + 1 < FK_LOGR_BINS ? hi + 1 : FK_LOGR_BINS - 1;
+    double hrow[FK_MAX_CLIENTS + 1];
+    for (int64_t b = lo; b <= hi; b++) {
+        hrow[0] = FK_LOGR_LO + ((double)b + 0.5) * FK_LOGR_WIDTH;
+        for (int64_t k = 0; k < a->nclients; k++) hrow[k + 1] = a->logr_hist[k * FK_LOGR_BINS + b];
+        TESS_CHECK(tess_run_metrics_row(run, a->csv_hist, hrow));
     }
     return TESS_OK;
 }
@@ -583,6 +701,7 @@ static void destroy(void *ctx) {
     free(a->ids);
     free(a->weights);
     free(a->dw);
+    free(a->logr_hist);
     fk_work_destroy(&a->work);
     tess_graph_batch_free(&a->gb);
     free(a->X);

@@ -271,7 +271,7 @@ double fk_model_batch(fk_model *m, fk_work *w, const tess_graph_batch *b, const 
     const tess_csr A = tess_graph_batch_adj(b), Ah = tess_graph_batch_ahat(b),
                    Ah2 = tess_graph_batch_ahat2(b);
     const tess_nn_kalter_dims kd = {.N = N, .dh = d, .d = d, .dm = d, .eps = 0.0f,
-                                    .r_min = 1e-4f};
+                                    .r_min = 1e-4f, .linear = c->kalter_linear};
     const float p = train ? c->dropout : 0.0f;
     /* dropout draws: element offset (batch, site) << 34 with site l for layer l, L for post */
     const uint64_t base = batch * (uint64_t)(L + 1);
@@ -405,14 +405,21 @@ double fk_model_batch(fk_model *m, fk_work *w, const tess_graph_batch *b, const 
     return loss;
 }
 
-int64_t fk_model_kalter_stats(const fk_model *m, fk_work *w, int64_t N, double *stats) {
+int64_t fk_model_kalter_stats(const fk_model *m, fk_work *w, int64_t N, double *stats,
+                              double *hist) {
     const int64_t d = m->cfg.d;
-    const tess_nn_kalter_dims kd = {.N = N, .dh = d, .d = d, .dm = d, .r_min = 1e-4f};
+    const tess_nn_kalter_dims kd = {.N = N, .dh = d, .d = d, .dm = d, .r_min = 1e-4f,
+                                    .linear = m->cfg.kalter_linear};
     for (int64_t l = 0; l < m->cfg.L; l++) {
         const tess_nn_kalter_params kp = kalter_p(m, l, false);
         tess_nn_kalter_diagnostics(w->gx, w->gs, w->gP, w->kc[l], &kp, &kd);
         for (int64_t i = 0; i < N * d; i++) {
-            stats[3 * l] += log((double)w->gP[i]);
+            const double lr = log((double)w->gP[i]);
+            stats[3 * l] += lr;
+            if (hist) {
+                const double b = floor((lr - FK_LOGR_LO) / FK_LOGR_WIDTH);
+                hist[b < 0 ? 0 : b >= FK_LOGR_BINS ? FK_LOGR_BINS - 1 : (int64_t)b] += 1.0;
+            }
             stats[3 * l + 1] += w->gx[i];
             stats[3 * l + 2] += w->gs[i];
         }

@@ -35,6 +35,7 @@ typedef struct {
     float kalter_q0;   /* initial q (Q = softplus(q)) */
     float kalter_bR0;  /* initial b_R (large: the R -> infinity, FedStar-like start) */
     bool kalter_share_eta_q; /* q and eta of every layer shared (averaged), else local */
+    bool kalter_linear;      /* linear transition (no tanh, g = 1): the ablation */
 } fk_model_cfg;
 
 /* Entry indices of one client's registry (-1 where the method has none). */
@@ -72,9 +73,18 @@ double fk_model_batch(fk_model *m, fk_work *w, const tess_graph_batch *b, const 
                       const float *Xse, const int32_t *y, bool train, tess_rng_key key,
                       uint64_t ctr, uint64_t batch, int64_t *correct);
 
+/* Histogram of ln R: FK_LOGR_BINS bins of width FK_LOGR_WIDTH from FK_LOGR_LO (R >= 1e-4, so
+ * ln R >= -9.21; values beyond the last bin count in it). */
+enum { FK_LOGR_BINS = 250 };
+#define FK_LOGR_LO (-9.3)
+#define FK_LOGR_WIDTH 0.1
+
 /* Fed-Kalter diagnostics of the last fk_model_batch (its N nodes): adds to stats[3 l + 0..2]
- * the sums over nodes and channels of log R, K eta and P+/P- of layer l, and returns the number
- * of values summed per layer (N d). Uses the workspace's gradient buffers as scratch. */
-int64_t fk_model_kalter_stats(const fk_model *m, fk_work *w, int64_t N, double *stats);
+ * the sums over nodes and channels of log R, K eta and P+/P- of layer l, to hist
+ * (FK_LOGR_BINS, may be NULL) the counts of ln R over nodes, channels and layers, and returns
+ * the number of values summed per layer (N d). Uses the workspace's gradient buffers as
+ * scratch. */
+int64_t fk_model_kalter_stats(const fk_model *m, fk_work *w, int64_t N, double *stats,
+                              double *hist);
 
 #endif

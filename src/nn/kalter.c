@@ -62,7 +62,7 @@ void tess_nn_kalter_forward(float *s_out, float *p_out, float *h_out, float *cac
     kalter_cache k = kalter_carve(cache, dm);
     /* predict */
     tess_csr_spmm(k.u, Ahat, s, d, 1.0f, 0.0f);
-    tess_nn_linear_forward(k.sm, k.u, p->w_a, p->b_a, N, d, d); /* a, tanh below */
+    tess_nn_linear_forward(k.sm, k.u, p->w_a, p->b_a, N, d, d); /* a; tanh below unless linear */
     tess_csr_spmm(k.a2p, Ahat2, P, d, 1.0f, 0.0f);
     for (int64_t i = 0; i < d * d; i++) k.wa2[i] = p->w_a[i] * p->w_a[i];
     tess_nn_linear_forward(k.V, k.a2p, k.wa2, NULL, N, d, d);
@@ -84,7 +84,8 @@ void tess_nn_kalter_forward(float *s_out, float *p_out, float *h_out, float *cac
     for (int64_t n = 0; n < N; n++) {
         for (int64_t j = 0; j < d; j++) {
             const int64_t i = n * d + j;
-            const double sm = tanh((double)k.sm[i]), g = 1.0 - sm * sm;
+            const double sm = dm->linear ? (double)k.sm[i] : tanh((double)k.sm[i]);
+            const double g = dm->linear ? 1.0 : 1.0 - sm * sm;
             const double pm = g * g * k.V[i] + Q[j];
             const double R = (double)softplusf(k.aR[i]) + dm->r_min, eta = p->eta[j];
             const double S = fmax(eta * eta * pm + R, KALTER_S_MIN), K = eta * pm / S;
@@ -137,7 +138,7 @@ void tess_nn_kalter_backward(float *dh, float *ds, float *dP, const tess_nn_kalt
             gq[j] += Gpm;
             GV[i] = (float)(Gpm * gg_ * gg_);
             const double Gg = Gpm * 2.0 * gg_ * k.V[i];
-            Ga[i] = (float)((Gsm - 2.0 * sm * Gg) * gg_);
+            Ga[i] = (float)(dm->linear ? Gsm : (Gsm - 2.0 * sm * Gg) * gg_); /* g' = 0 if linear */
         }
     }
     for (int64_t j = 0; j < d; j++) {
@@ -277,8 +278,8 @@ static void ref_forward_all(ref_fwd *f, double *s_out, double *p_out, double *h_
         for (int64_t j = 0; j < d; j++) {
             const int64_t i = n * d + j;
             const double eta = p->eta[j];
-            f->sm[i] = tanh(f->sm[i]);
-            f->g[i] = 1.0 - f->sm[i] * f->sm[i];
+            if (!dm->linear) f->sm[i] = tanh(f->sm[i]);
+            f->g[i] = dm->linear ? 1.0 : 1.0 - f->sm[i] * f->sm[i];
             f->pm[i] = f->g[i] * f->g[i] * f->V[i] + softplus(p->q[j]);
             f->R[i] = softplus(f->aR[i]) + dm->r_min;
             f->S[i] = fmax(eta * eta * f->pm[i] + f->R[i], KALTER_S_MIN);
@@ -335,7 +336,7 @@ void tess_nn_kalter_backward_ref(double *dh, double *ds, double *dP,
             g->q[j] += Gpm[i] * sigmoid(p->q[j]);
             GV[i] = Gpm[i] * f.g[i] * f.g[i];
             const double Gg = Gpm[i] * 2.0 * f.g[i] * f.V[i];
-            Ga[i] = (Gsm - 2.0 * f.sm[i] * Gg) * f.g[i];
+            Ga[i] = dm->linear ? Gsm : (Gsm - 2.0 * f.sm[i] * Gg) * f.g[i];
         }
     }
     ref_linear_back(dh, g->w_r, g->b_r, GaR, h, p->w_r, N, dh_, d);

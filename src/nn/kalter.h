@@ -13,7 +13,8 @@
  * (elementwise products o; vectors b_A, q, eta, b_R broadcast over rows; softplus(x) = x for
  * x > 20, else log1p(exp(x)).) As R -> infinity, K -> 0: s+ = tanh(Ahat s W_A^T + b_A) (the GCN
  * structure channel of FedStar) and h+ = relu(GIN([h | s])) (its feature channel). Invariants:
- * P+ > 0, P+ <= P-, 0 <= K eta < 1.
+ * P+ > 0, P+ <= P-, 0 <= K eta < 1. The linear-transition ablation (dims.linear) drops the
+ * tanh: s- = u W_A^T + b_A and g = 1, so P- = V + softplus(q).
  *
  * Layer convention (docs/nn.md): weights (out, in); forward overwrites outputs and the cache;
  * backward ADDS into every gradient. Not collective; no allocation in the fast path (the _ref
@@ -22,6 +23,7 @@
 #ifndef TESS_NN_KALTER_H
 #define TESS_NN_KALTER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "tensor/sparse.h" /* tess_csr */
@@ -33,6 +35,7 @@ typedef struct {
     int64_t dm;  /* hidden width of the observation GIN */
     float eps;   /* GIN epsilon (fixed, not trained) */
     float r_min; /* lower bound of R (1e-4 in the method) */
+    bool linear; /* the linear-transition ablation: s- = u W_A^T + b_A, g = 1 (false: tanh) */
 } tess_nn_kalter_dims;
 
 /* Parameters (or, for backward, their gradients: same struct, same shapes). */

@@ -3,6 +3,7 @@
 # generated clients (7 clients of 40 graphs, d = 16, no plots):
 #   ranks   METHOD trains 3 rounds on 1, 2, 4 and 7 ranks: clients.csv (accuracies and a hash of
 #           every client's parameter bytes) is identical, i.e. the parameters are bitwise equal;
+#           for fedkalter also kalter_rounds.csv (without its seconds) and kalter_logR_hist.csv;
 #   resume  METHOD 4 rounds on 1 rank, against 2 ranks stopped after round 2 (exit 75) and resumed
 #           on 3 ranks (clients move between ranks): identical clients.csv and metrics columns (the
 #           bytes sent depend on the rank count and are not compared);
@@ -12,10 +13,17 @@
 #           round (the entries both have start equal; K ~ 1e-9 leaves only rounding differences);
 #   learn   METHOD 30 rounds on 2 ranks: the mean training loss falls below 0.55 (from ~0.69) and
 #           the bytes sent per round and shared floats per client are logged (0 for selftrain);
-#           fedkalter writes kalter.csv (per client and layer: mean log R, K eta, P+/P-).
+#           fedkalter writes kalter.csv (per client and layer: mean log R, K eta, P+/P-),
+#           kalter_rounds.csv (6 evaluated rounds; K eta + P+/P- = 1; its last row the client
+#           means of kalter.csv), kalter_logR_hist.csv (every client's fractions sum to 1, their
+#           binned mean is within half a bin of the client's mean ln R) and, with gnuplot, the
+#           plots kalter_R.png, kalter_gain.png and kalter_logR_hist.png.
 #   localq  Fed-Kalter with model.kalter_share_eta_q=false, 3 rounds: 1360 shared floats per
 #           client (1456 less q and eta of 3 layers at d = 16) and fewer bytes; 1 and 3 ranks
 #           identical; the clients' parameters differ from the shared-q/eta run's;
+#   linear  Fed-Kalter with model.kalter_linear=true (no tanh in the transition): 3 rounds on 1
+#           and 3 ranks identical, parameters and kalter.csv different from the tanh run's, the
+#           same shared floats; 30 rounds on 2 ranks learn (loss < 0.55) with 0 <= K eta < 1;
 #   reset   METHOD with train.reset_adam=true, 3 rounds of several steps: 1 and 3 ranks identical,
 #           and the parameters differ from the run without the reset;
 #   gcfl    GCFL: within its warm-up (3 rounds < 20) bitwise FedAvg; with splits forced
@@ -43,6 +51,11 @@ ranks)
     [ "$np" = 1 ] && continue
     cmp np1/clients.csv "np$np/clients.csv" ||
       { diff np1/clients.csv "np$np/clients.csv" || true; fail "$method: $np ranks differ from 1 rank"; }
+    [ "$method" = fedkalter ] || continue
+    cmp <(cut -d, -f1-10 np1/kalter_rounds.csv) <(cut -d, -f1-10 "np$np/kalter_rounds.csv") ||
+      fail "kalter_rounds.csv: $np ranks differ from 1 rank"
+    cmp np1/kalter_logR_hist.csv "np$np/kalter_logR_hist.csv" ||
+      fail "kalter_logR_hist.csv: $np ranks differ from 1 rank"
   done
   [ "$(wc -l <np1/clients.csv)" -eq 8 ] || fail "clients.csv should list 7 clients"
   ;;
@@ -85,7 +98,8 @@ limit)
   ;;
 learn)
   rm -rf learn
-  run 2 learn --set train.rounds=30 --set train.lr=0.01 || { cat learn.log; fail "30 rounds"; }
+  run 2 learn --set train.rounds=30 --set train.lr=0.01 --set run.plots=true ||
+    { cat learn.log; fail "30 rounds"; }
   first=$(sed -n 2p learn/metrics.csv | cut -d, -f2) last=$(tail -n 1 learn/metrics.csv | cut -d, -f2)
   bytes=$(tail -n 1 learn/metrics.csv | cut -d, -f3) shared=$(tail -n 1 learn/metrics.csv | cut -d, -f4)
   echo "$method: loss $first -> $last, bytes/round $bytes, shared floats/client $shared"
@@ -94,6 +108,29 @@ learn)
     [ "$(wc -l <learn/kalter.csv)" -eq 22 ] || fail "kalter.csv should have 21 rows"
     awk -F, 'NR > 1 { d = $4 + $5 - 1; if (d < 0) d = -d; if (!($4 >= 0 && $4 < 1) || d > 1e-5) bad = 1 }
              END { exit bad }' learn/kalter.csv || fail "Kalter diagnostics out of range"
+    [ "$(wc -l <learn/kalter_rounds.csv)" -eq 7 ] || fail "kalter_rounds.csv should have 6 rows"
+    # the last row against kalter.csv: per layer l the mean over clients of ln R, K eta, P+/P-
+    awk -F, 'NR == FNR { if (FNR > 1) for (q = 0; q < 3; q++) m[q, $2] += $(3 + q) / 7; next }
+             FNR > 1 { for (l = 0; l < 3; l++) { d = $(5 + l) + $(8 + l) - 1; if (d < 0) d = -d
+                                                 if (d > 1e-5) bad = 1 }
+                       last = $0 }
+             END { n = split(last, f, ",")
+                   for (q = 0; q < 3; q++) for (l = 0; l < 3; l++) {
+                     d = f[2 + 3 * q + l] - m[q, l]; if (d < 0) d = -d; if (d > 1e-6) bad = 1 }
+                   exit bad }' learn/kalter.csv learn/kalter_rounds.csv ||
+      fail "kalter_rounds.csv: K eta + P+/P- != 1 or its last row is not kalter.csv's client means"
+    # the histograms: fractions sum to 1 per client; binned mean within 0.05 of the mean ln R
+    awk -F, 'NR == FNR { if (FNR > 1) r[$1] += $3 / 3; next }
+             FNR > 1 { for (k = 0; k < 7; k++) { s[k] += $(k + 2); mu[k] += $1 * $(k + 2) } }
+             END { for (k = 0; k < 7; k++) { d = s[k] - 1; e = mu[k] - r[k]
+                     if (d < 0) d = -d; if (e < 0) e = -e; if (d > 1e-6 || e > 0.0501) bad = 1 }
+                   exit bad }' learn/kalter.csv learn/kalter_logR_hist.csv ||
+      fail "kalter_logR_hist.csv: fractions do not sum to 1 or do not match kalter.csv's mean ln R"
+    if command -v gnuplot >/dev/null; then
+      for png in kalter_R kalter_gain kalter_logR_hist; do
+        [ -s "learn/plots/$png.png" ] || fail "plots/$png.png missing"
+      done
+    fi
   fi
   if [ "$method" = selftrain ]; then
     [ "$bytes" = 0 ] && [ "$shared" = 0 ] || fail "selftrain sent $bytes bytes, shares $shared floats"
@@ -114,6 +151,25 @@ localq)
     <(tail -n 1 local3/metrics.csv) || fail "local q/eta does not send fewer bytes"
   cmp local1/clients.csv local3/clients.csv || fail "local q/eta: 1 and 3 ranks differ"
   ! cmp -s shared/clients.csv local1/clients.csv || fail "local q/eta equals the shared run"
+  ;;
+linear)
+  rm -rf tanh lin1 lin3 linlearn
+  run 2 linlearn --set model.kalter_linear=true --set train.rounds=30 --set train.lr=0.01 ||
+    { cat linlearn.log; fail "linear, 30 rounds"; }
+  last=$(tail -n 1 linlearn/metrics.csv | cut -d, -f2)
+  echo "linear transition: loss after 30 rounds $last"
+  awk -v l="$last" 'BEGIN { exit !(l < 0.55) }' || fail "linear transition did not learn: loss $last"
+  awk -F, 'NR > 1 && !($4 >= 0 && $4 < 1) { bad = 1 } END { exit bad }' linlearn/kalter.csv ||
+    fail "linear transition: K eta out of [0, 1)"
+  common+=(--set train.rounds=3 --set train.batch=8)
+  run 2 tanh || { cat tanh.log; fail "tanh transition"; }
+  run 1 lin1 --set model.kalter_linear=true || { cat lin1.log; fail "linear, 1 rank"; }
+  run 3 lin3 --set model.kalter_linear=true || { cat lin3.log; fail "linear, 3 ranks"; }
+  cmp lin1/clients.csv lin3/clients.csv || fail "linear: 1 and 3 ranks differ"
+  ! cmp -s tanh/clients.csv lin1/clients.csv || fail "linear equals the tanh run"
+  ! cmp -s tanh/kalter.csv lin1/kalter.csv || fail "linear: kalter.csv equals the tanh run's"
+  [ "$(tail -n 1 lin1/metrics.csv | cut -d, -f4)" = "$(tail -n 1 tanh/metrics.csv | cut -d, -f4)" ] ||
+    fail "linear: shared floats differ from the tanh run's"
   ;;
 reset)
   rm -rf keep reset1 reset3

@@ -1612,14 +1612,16 @@ static void relu_dropout_backward(gc_ctx *c) {
                                   gc_has(c, "mask") ? gc_x(c, "mask") : NULL, c->dims[0]);
 }
 
-/* kalter: dims {N, dh, d, dm, with_mask}; eps 0.25, r_min 1e-4. The reference is the float64
+/* kalter: dims {N, dh, d, dm, with_mask, linear}; eps 0.25, r_min 1e-4; linear: the
+ * linear-transition ablation (no tanh, g = 1). The reference is the float64
  * one (tess_nn_kalter_*_ref): the row converts every buffer to double and back. kinks is off:
  * no step of these draws crosses a ReLU kink (one that did would fail the FD check); the kink
  * filter would instead skip components whose gradient is small against the curvature of tanh
  * and softplus. The float64 finite-difference check at step 1e-6 is tests/nn/test_kalter.c. */
 static tess_nn_kalter_dims kalter_dims(const gc_ctx *c) {
     return (tess_nn_kalter_dims){.N = c->dims[0], .dh = c->dims[1], .d = c->dims[2],
-                                 .dm = c->dims[3], .eps = GC_GIN_EPS, .r_min = 1e-4f};
+                                 .dm = c->dims[3], .eps = GC_GIN_EPS, .r_min = 1e-4f,
+                                 .linear = c->dims[5] != 0};
 }
 static const char *const kalter_pnames[10] = {"w_a", "b_a", "q", "eta", "w1",
                                               "b1",  "w2",  "b2", "w_r", "b_r"};
@@ -1827,6 +1829,8 @@ static const gc_row gc_rows[] = {
     {"kalter", {8, 2, 3, 4, 0}, kalter_setup, kalter_forward, kalter_backward, kalter_forward_ref,
      kalter_backward_ref, 0, false, gc_graph_teardown, NULL},
     {"kalter_dropout", {8, 3, 4, 5, 1}, kalter_setup, kalter_forward, kalter_backward,
+     kalter_forward_ref, kalter_backward_ref, 0, false, gc_graph_teardown, NULL},
+    {"kalter_linear", {8, 2, 3, 4, 1, 1}, kalter_setup, kalter_forward, kalter_backward,
      kalter_forward_ref, kalter_backward_ref, 0, false, gc_graph_teardown, NULL},
     {"conv1d_causal", {2, 7, 3, 4, 5, 1, 4, 1}, conv1d_setup, conv1d_forward, conv1d_backward,
      conv1d_forward_ref, conv1d_backward_ref, 0, false, NULL, NULL},

@@ -15,6 +15,7 @@
 #include "core/rng.h"  /* tess_rng_uniform */
 #include "nn/graph.h"  /* tess_graph_batch_*, tess_nn_gin_*, tess_nn_gcn_tanh_* */
 #include "nn/kalter.h" /* tess_nn_kalter_* */
+#include "nn/linear.h" /* tess_nn_linear_forward */
 #include "tess_test.h"
 
 /* graph 0: 0-1, 1-2, 2-3, 1-3, 3-4; graph 1: 0-1 and an isolated node (batch node 7) */
@@ -85,8 +86,9 @@ static double loss64(const double *v, const layout *l, const double *r, const te
     return L;
 }
 
-static void test_fd64(const tess_graph_batch *b, int with_mask) {
-    tess_nn_kalter_dims d = {.N = 8, .dh = 2, .d = 3, .dm = 4, .eps = 0.25f, .r_min = 1e-4f};
+static void test_fd64(const tess_graph_batch *b, int with_mask, bool linear) {
+    tess_nn_kalter_dims d = {.N = 8, .dh = 2, .d = 3, .dm = 4, .eps = 0.25f, .r_min = 1e-4f,
+                             .linear = linear};
     layout l = make_layout(&d);
     tess_csr A = tess_graph_batch_adj(b), Ah = tess_graph_batch_ahat(b),
              Ah2 = tess_graph_batch_ahat2(b);
@@ -118,8 +120,8 @@ static void test_fd64(const tess_graph_batch *b, int with_mask) {
             dd += (an - fd) * (an - fd), na += an * an, nf += fd * fd;
         }
         double err = sqrt(dd) / fmax(fmax(sqrt(na), sqrt(nf)), 1e-300);
-        printf("  kalter f64%s d%-4s n=%-3lld rel error %.2e\n", with_mask ? " mask" : "", names[k],
-               (long long)l.n[k], err);
+        printf("  kalter f64%s%s d%-4s n=%-3lld rel error %.2e\n", with_mask ? " mask" : "",
+               linear ? " linear" : "", names[k], (long long)l.n[k], err);
         TESS_TEST_CHECK(err < 1e-6 && na > 0, "d%s: relative error %g (|g| %g)", names[k], err,
                         sqrt(na));
     }
@@ -175,7 +177,8 @@ static void test_invariants(const tess_graph_batch *b) {
     free(v), free(out), free(keta), free(ratio);
 }
 
-/* R -> infinity: the layer is FedStar's two channels; R -> 0: the state becomes z / eta. */
+/* R -> infinity: the layer is FedStar's two channels (with a linear transition: the GCN without
+ * tanh); R -> 0: the state becomes z / eta. */
 static void test_limits(const tess_graph_batch *b) {
     tess_nn_kalter_dims d = {.N = 8, .dh = 3, .d = 4, .dm = 5, .eps = 0.0f, .r_min = 1e-4f};
     layout l = make_layout(&d);
@@ -206,6 +209,20 @@ static void test_limits(const tess_graph_batch *b) {
     TESS_TEST_CHECK(ds <= 1e-6, "R -> inf: |s+ - FedStar structure channel| = %g", ds);
     TESS_TEST_CHECK(dh <= 1e-6, "R -> inf: |h+ - FedStar feature channel| = %g", dh);
     free(cache);
+    /* the linear-transition ablation at R -> infinity: s+ = A-hat s W_A^T + b_A (no tanh) */
+    d.linear = true;
+    cache = run_fast(out, f, &l, b, &d);
+    float *a = calloc((size_t)n, sizeof(float));
+    tess_nn_linear_forward(a, u, p.w_a, p.b_a, N, D, D);
+    double dl = 0, dt = 0;
+    for (int64_t i = 0; i < n; i++) {
+        dl = fmax(dl, fabs(out[i] - a[i]));
+        dt = fmax(dt, fabs(out[i] - s_ref[i]));
+    }
+    TESS_TEST_CHECK(dl <= 1e-6, "linear, R -> inf: |s+ - (A-hat s W_A^T + b_A)| = %g", dl);
+    TESS_TEST_CHECK(dt > 1e-3, "linear, R -> inf: s+ equals the tanh layer's (%g)", dt);
+    d.linear = false;
+    free(cache), free(a);
     /* R -> 0: b_R = -40 (softplus ~ 4e-18), r_min = 0: K eta = 1 and s+ = z / eta */
     d.r_min = 0.0f;
     for (int64_t j = 0; j < D; j++) f[l.off[12] + j] = -40.0f;
@@ -227,8 +244,9 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     tess_graph_batch b;
     make_batch(&b);
-    test_fd64(&b, 0);
-    test_fd64(&b, 1);
+    test_fd64(&b, 0, false);
+    test_fd64(&b, 1, false);
+    test_fd64(&b, 1, true);
     test_invariants(&b);
     test_limits(&b);
     tess_graph_batch_free(&b);
