@@ -288,7 +288,10 @@ typedef struct tess_nn_moe_stack tess_nn_moe_stack;
  * adjacent ones). It owns none of the layers (the model does); use it only while they live.
  * With expert parallelism each layer exchanges token rows over ep (par/dispatch.h): one count
  * exchange and two row exchanges in forward (rows out; outputs back, with z when lambda_sp > 0,
- * so R_sp is exact: computed where the token lives), two and one in backward. The feed-forward
+ * so R_sp is exact: computed where the token lives), two and one in backward. With pad (every
+ * expert's block padded to the capacity) there is no count exchange: the blocks have a fixed
+ * size, exchanged by MPI_Alltoall; the capacity is a function of N, so every rank of ep must
+ * run its forward with the same N (a training batch split evenly over the ranks). The feed-forward
  * interface cannot return a status, so an MPI failure is kept: check tess_nn_moe_stack_status
  * after each forward and backward. Gradient convention with ep of size P: every rank's loss is
  * its own tokens' (dense gradients are each rank's, averaged over the data-parallel ranks by
@@ -309,6 +312,10 @@ tess_status tess_nn_moe_stack_make_ffn(void *ctx, int64_t layer, const tess_tfm_
 /* TESS_OK, or the first failure of an exchange in a layer's forward or backward (its record is
  * the error text); the layers' outputs are then undefined. */
 tess_status tess_nn_moe_stack_status(const tess_nn_moe_stack *s);
+/* Wall seconds this rank spent in the expert exchanges of every MoE layer (the plans and the row
+ * exchanges of par/dispatch.h, waiting for the other ranks of ep included; not the local
+ * regrouping) since the stack was made or last reset; 0 without ep. reset: start again at 0. */
+double tess_nn_moe_stack_exchange_seconds(tess_nn_moe_stack *s, bool reset);
 /* The aux gradients added by each layer's backward are scaled like the main loss: set the
  * model's loss_scale here before tess_tfm_backward (default 1). */
 void tess_nn_moe_stack_set_loss_scale(tess_nn_moe_stack *s, float scale);
@@ -336,6 +343,9 @@ const float *tess_nn_moe_stack_mass(const tess_nn_moe_stack *s, int64_t i);
  * PHI_SQ the mean squared cosine of co-activated experts' z, PHI_SIGNED the mean cosine.
  * NAN when k = 1, or with ep and lambda_sp = 0 (z then stays on the experts' ranks). */
 double tess_nn_moe_stack_cosine(const tess_nn_moe_stack *s, int64_t i, tess_nn_moe_phi phi);
+/* Guo et al.'s orthogonality loss L_o of MoE layer i's last forward, whatever lambda_o is (the
+ * outputs y are on the token's rank in every mode); NAN when k = 1. */
+double tess_nn_moe_stack_ortho(const tess_nn_moe_stack *s, int64_t i);
 /* The selection bias (E) of MoE layer i, or NULL without bias_balance. */
 float *tess_nn_moe_stack_bias(tess_nn_moe_stack *s, int64_t i);
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/rng.h"     /* tess_rng_* */
+#include "core/timer.h"   /* tess_timer_now */
 #include "nn/linear.h"    /* tess_nn_linear_* */
 #include "nn/mlp.h"       /* tess_nn_mlp_swiglu_* */
 #include "nn/moe.h"
@@ -24,6 +25,7 @@ struct tess_nn_moe_stack {
     uint64_t step;     /* the jitter's counter */
     int64_t token0;    /* global index of this rank's first token */
     tess_status status; /* first exchange failure of a layer (TESS_OK if none) */
+    double t_exchange; /* wall seconds in the plans and row exchanges of par/dispatch.h */
     moe_layer **layer; /* MoE layers in model order, borrowed */
     int64_t n, cap;
 };
@@ -271,13 +273,17 @@ static void keep(moe_layer *m, tess_status st) {
 
 /* Home rows (expert order) -> expert side [local expert][source]: exchange into tmp, regroup. */
 static void to_experts(moe_layer *m, const float *home, float *tmp, float *grp, int64_t w) {
+    const double t0 = tess_timer_now();
     keep(m, tess_dispatch_forward(m->plan, home, tmp, w));
+    m->stack->t_exchange += tess_timer_now() - t0;
     tess_dispatch_regroup(m->plan, tmp, grp, w);
 }
 /* Expert side -> home rows: ungroup into tmp, reverse exchange. */
 static void to_home(moe_layer *m, const float *grp, float *tmp, float *home, int64_t w) {
     tess_dispatch_ungroup(m->plan, grp, tmp, w);
+    const double t0 = tess_timer_now();
     keep(m, tess_dispatch_reverse(m->plan, tmp, home, w));
+    m->stack->t_exchange += tess_timer_now() - t0;
 }
 
 static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) {
@@ -320,7 +326,12 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
     for (int64_t e = 0; e < E; e++) m->pos[e] = m->offs[e + 1] - m->offs[e]; /* block rows */
     /* to the experts' ranks: rows in expert order are already grouped by rank */
     if (m->plan) {
-        keep(m, tess_dispatch_plan(m->plan, m->pos));
+        /* padded: every rank sends cap rows per expert, so fixed-size blocks and no count
+         * exchange (the ranks of ep run the same N, so the same cap: moe.h) */
+        const double t0 = tess_timer_now();
+        keep(m, cfg->pad ? tess_dispatch_plan_fixed(m->plan, cap)
+                         : tess_dispatch_plan(m->plan, m->pos));
+        m->stack->t_exchange += tess_timer_now() - t0;
         to_experts(m, m->xp, m->xt, m->xg, C);
         for (int64_t j = 0; j < m->nle; j++) m->rows[j] = tess_dispatch_slot_rows(m->plan, j);
     } else {
@@ -595,6 +606,12 @@ void tess_nn_moe_stack_set_step(tess_nn_moe_stack *s, bool train, uint64_t step,
 
 tess_status tess_nn_moe_stack_status(const tess_nn_moe_stack *s) { return s->status; }
 
+double tess_nn_moe_stack_exchange_seconds(tess_nn_moe_stack *s, bool reset) {
+    const double t = s->t_exchange;
+    if (reset) s->t_exchange = 0.0;
+    return t;
+}
+
 void tess_nn_moe_stack_aux(const tess_nn_moe_stack *s, tess_nn_moe_aux *aux) {
     *aux = (tess_nn_moe_aux){.layers = s->n};
     double routed = 0.0;
@@ -654,4 +671,10 @@ double tess_nn_moe_stack_cosine(const tess_nn_moe_stack *s, int64_t i, tess_nn_m
     const moe_layer *m = s->layer[i];
     if (m->k < 2 || (m->plan && s->cfg.lambda_sp <= 0)) return NAN; /* z is not at home */
     return tess_nn_moe_rsp_forward(m->z, m->row_of, m->N, m->k, m->F, phi);
+}
+
+double tess_nn_moe_stack_ortho(const tess_nn_moe_stack *s, int64_t i) {
+    const moe_layer *m = s->layer[i];
+    if (m->k < 2) return NAN;
+    return tess_nn_moe_ortho_forward(m->y, m->row_of, m->N, m->k, m->base.C);
 }

@@ -16,6 +16,7 @@ struct tess_dispatch {
     int *rrows, *rdisp;        /* (P) rows and displacements per source */
     int64_t *rcnt64;           /* (P*S) received counts as int64 (the public view) */
     int64_t nsend, nrecv;
+    bool fixed;                /* the plan has equal blocks (tess_dispatch_plan_fixed) */
     /* all-gather mode */
     bool allgather;
     int *acnt;                 /* (P, P*S) every rank's send counts */
@@ -87,6 +88,19 @@ static int per_rank(const int *cnt, int64_t P, int64_t S, int *rows, int *disp) 
     return off > INT_MAX ? -1 : 0;
 }
 
+/* Rows and displacements per rank and the totals from scnt and rcnt; total rows sent. */
+static tess_status finish_plan(tess_dispatch *d, int64_t total, bool fixed) {
+    const int64_t P = d->g->size, S = d->S;
+    TESS_REQUIRE(per_rank(d->scnt, P, S, d->srows, d->sdisp) == 0 &&
+                     per_rank(d->rcnt, P, S, d->rrows, d->rdisp) == 0,
+                 TESS_ERR_ARG, "dispatch: rows per exchange reach 2^31");
+    d->nsend = total;
+    d->nrecv = 0;
+    for (int64_t i = 0; i < P * S; i++) d->nrecv += (d->rcnt64[i] = d->rcnt[i]);
+    d->fixed = fixed;
+    return TESS_OK;
+}
+
 tess_status tess_dispatch_plan(tess_dispatch *d, const int64_t *send_counts) {
     const int64_t P = d->g->size, S = d->S;
     int64_t total = 0;
@@ -120,13 +134,21 @@ tess_status tess_dispatch_plan(tess_dispatch *d, const int64_t *send_counts) {
         TESS_MPI_CHECK(MPI_Alltoall(d->scnt, (int)S, MPI_INT, d->rcnt, (int)S, MPI_INT,
                                     d->g->comm));
     }
-    TESS_REQUIRE(per_rank(d->scnt, P, S, d->srows, d->sdisp) == 0 &&
-                     per_rank(d->rcnt, P, S, d->rrows, d->rdisp) == 0,
-                 TESS_ERR_ARG, "dispatch: rows per exchange reach 2^31");
-    d->nsend = total;
-    d->nrecv = 0;
-    for (int64_t i = 0; i < P * S; i++) d->nrecv += (d->rcnt64[i] = d->rcnt[i]);
-    return TESS_OK;
+    return finish_plan(d, total, false);
+}
+
+tess_status tess_dispatch_plan_fixed(tess_dispatch *d, int64_t rows) {
+    const int64_t P = d->g->size, S = d->S;
+    TESS_REQUIRE(rows >= 0 && rows < INT_MAX / (P * S), TESS_ERR_ARG,
+                 "dispatch: %lld rows per (rank, slot) x %lld ranks x %lld slots out of range",
+                 (long long)rows, (long long)P, (long long)S);
+    for (int64_t i = 0; i < P * S; i++) d->scnt[i] = d->rcnt[i] = (int)rows;
+    if (d->allgather) { /* every rank's counts are rows: rank q's rows for me start at me*S*rows */
+        for (int64_t i = 0; i < P * P * S; i++) d->acnt[i] = (int)rows;
+        for (int64_t q = 0; q < P; q++) d->qoff[q] = d->g->rank * S * rows;
+        d->M = P * S * rows;
+    }
+    return finish_plan(d, P * S * rows, true);
 }
 
 int64_t tess_dispatch_send_rows(const tess_dispatch *d) { return d->nsend; }
@@ -145,7 +167,10 @@ static tess_status exchange(tess_dispatch *d, const float *in, const int *icnt, 
     MPI_Datatype row;
     TESS_MPI_CHECK(MPI_Type_contiguous((int)width, MPI_FLOAT, &row));
     TESS_MPI_CHECK(MPI_Type_commit(&row));
-    const int rc = MPI_Alltoallv(in, icnt, idisp, row, out, ocnt, odisp, row, d->g->comm);
+    /* equal blocks: icnt[r] = ocnt[r] = S*rows for every r, displacements r*S*rows */
+    const int rc = d->fixed ? MPI_Alltoall(in, icnt[0], row, out, ocnt[0], row, d->g->comm)
+                            : MPI_Alltoallv(in, icnt, idisp, row, out, ocnt, odisp, row,
+                                            d->g->comm);
     MPI_Type_free(&row);
     TESS_MPI_CHECK(rc);
     return TESS_OK;

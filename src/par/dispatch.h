@@ -14,6 +14,10 @@
  * rows as a contiguous datatype of `width` floats, with no extra agreement on buffer room (the
  * counts are already known on both sides). Counts in rows must stay below 2^31 (Open MPI 4.1 has
  * no large-count all-to-all-v).
+ * Fixed-size blocks (tess_dispatch_plan_fixed): when every rank sends the same number of rows to
+ * every (rank, slot) - drop-and-pad MoE, every expert's block padded to its capacity - the plan
+ * needs no communication and an exchange is one MPI_Alltoall of equal blocks (S*rows rows per
+ * rank pair), no counts and no displacements.
  * The all-gather mode (tess_dispatch_create_allgather) is the correctness oracle of the all-to-all
  * one (Megatron's AllGather dispatcher): same interface, same results bit for bit, through other
  * collectives. Its plan all-gathers every rank's P*S counts (MPI_Allgather); a forward exchange
@@ -44,6 +48,14 @@ void tess_dispatch_destroy(tess_dispatch **d);
 /* Exchange the counts: send_counts (P*S) rows from this rank to each (rank, slot). Collective.
  * TESS_ERR_ARG if a count is negative or a rank's total reaches 2^31; TESS_ERR_MPI. */
 tess_status tess_dispatch_plan(tess_dispatch *d, const int64_t *send_counts);
+
+/* A plan in which every rank sends `rows` >= 0 rows to every (rank, slot) and so receives
+ * `rows` from every (rank, slot): no communication (not collective), but every rank of the group
+ * must pass the same `rows` before its next exchange (exchanges of unequal blocks are erroneous
+ * MPI). The forward and reverse exchanges of the all-to-all mode are then MPI_Alltoall of equal
+ * blocks; the all-gather mode works as with counts. TESS_ERR_ARG if rows < 0 or P*S*rows reaches
+ * 2^31. */
+tess_status tess_dispatch_plan_fixed(tess_dispatch *d, int64_t rows);
 
 /* Of the current plan: rows sent and received in total, and the received counts (P*S), indexed
  * [source][slot]; rows received for slot j in total (slot_rows). */

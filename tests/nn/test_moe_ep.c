@@ -10,7 +10,11 @@
  * (the oracle of par/dispatch.h) give the same outputs, aux terms and gradients within 1e-6, and
  * the experts of all ranks process exactly the rows all ranks sent (count conservation). Three configurations: dropless softmax;
  * sigmoid scores with capacity by score, padding and router jitter; capacity by position with
- * Guo et al.'s orthogonality and variance losses. */
+ * Guo et al.'s orthogonality and variance losses. Drop-and-pad exchanges fixed-size blocks: with
+ * padding and a capacity that drops nothing the layers equal the dropless ones (outputs, aux,
+ * gradients), and the PMPI wrappers below show that they make no count exchange and no
+ * all-to-all-v (one MPI_Alltoall per row exchange), where the dropless ones make one count
+ * exchange per layer and all-to-all-v row exchanges. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +27,19 @@
 #include "tess_ref.h"        /* tess_ref_fill_uniform */
 
 enum { N = 7, C = 6, F = 5, E = 4, K = 2 };
+
+/* MPI profiling interface: the library's calls land here, counted, then in PMPI_. */
+static int n_alltoall, n_alltoallv;
+int MPI_Alltoall(const void *sb, int sc, MPI_Datatype st, void *rb, int rc, MPI_Datatype rt,
+                 MPI_Comm comm) {
+    n_alltoall++;
+    return PMPI_Alltoall(sb, sc, st, rb, rc, rt, comm);
+}
+int MPI_Alltoallv(const void *sb, const int *sc, const int *sd, MPI_Datatype st, void *rb,
+                  const int *rc, const int *rd, MPI_Datatype rt, MPI_Comm comm) {
+    n_alltoallv++;
+    return PMPI_Alltoallv(sb, sc, sd, st, rb, rc, rd, rt, comm);
+}
 
 typedef struct {
     tess_registry *reg;
@@ -213,6 +230,57 @@ static void check_ep(const tess_nn_moe_config *base, const char *label, tess_gro
     pair_free(&ag);
 }
 
+/* Drop-and-pad against dropless at ep = world: capacity by score with factor E/k (capacity N: no
+ * expert can receive more than N of a rank's pairs, so nothing is dropped) and padding gives the
+ * dropless outputs, aux terms and gradients (the padding rows are zeros and get zero gradients)
+ * within 1e-6. Each layer's forward makes 3 row exchanges (x out, y and z back) and its backward
+ * 3 (dy and dz out, dx back), counted over both layers: padded, 12 MPI_Alltoall and no
+ * MPI_Alltoallv; dropless, 2 MPI_Alltoall (one count exchange per layer) and 12 MPI_Alltoallv. */
+static void check_padded(const tess_nn_moe_config *base, tess_group *world, tess_group *self,
+                         int rank, int size) {
+    tess_nn_moe_config dc = *base, pc = *base;
+    dc.ep = pc.ep = world, dc.edp = pc.edp = self;
+    pc.drop = TESS_NN_MOE_DROP_PROBS, pc.capacity_factor = (double)E / K, pc.pad = true;
+    pair d, p;
+    DIST_TEST_OK(pair_build(&d, &dc));
+    DIST_TEST_OK(pair_build(&p, &pc));
+    float *x = malloc((size_t)(N * C) * sizeof(float)), *dout = malloc((size_t)(N * C) * sizeof(float));
+    float dy[N * C], ddx[N * C], py[N * C], pdx[N * C];
+    tess_ref_fill_uniform(x, N * C, (uint32_t)(27 + rank), 1.0f);
+    tess_ref_fill_uniform(dout, N * C, (uint32_t)(37 + rank), 1.0f);
+    memset(ddx, 0, sizeof ddx), memset(pdx, 0, sizeof pdx);
+    tess_registry_zero_grads(d.reg), tess_registry_zero_grads(p.reg);
+    int a0 = n_alltoall, v0 = n_alltoallv;
+    const double daux = pair_run(&d, dy, ddx, x, dout);
+    const int da = n_alltoall - a0, dv = n_alltoallv - v0;
+    a0 = n_alltoall, v0 = n_alltoallv;
+    const double paux = pair_run(&p, py, pdx, x, dout);
+    const int pa = n_alltoall - a0, pv = n_alltoallv - v0;
+    DIST_TEST_OK(tess_nn_moe_stack_status(d.st));
+    DIST_TEST_OK(tess_nn_moe_stack_status(p.st));
+    TESS_TEST_CHECK(pa == 12 && pv == 0, "padded: %d MPI_Alltoall, %d MPI_Alltoallv; expected "
+                    "12 and 0", pa, pv);
+    TESS_TEST_CHECK(da == 2 && dv == 12, "dropless: %d MPI_Alltoall, %d MPI_Alltoallv; expected "
+                    "2 and 12", da, dv);
+    for (int l = 0; l < 2; l++)
+        TESS_TEST_CHECK(tess_nn_moe_stack_dropped(p.st, l) == 0, "padded layer %d dropped %lld",
+                        l, (long long)tess_nn_moe_stack_dropped(p.st, l));
+    double worst = fmax(rel(py, dy, N * C), rel(pdx, ddx, N * C));
+    for (int64_t i = 0; i < tess_registry_count(p.reg); i++)
+        worst = fmax(worst, rel(tess_registry_grad(p.reg, i), tess_registry_grad(d.reg, i),
+                                tess_registry_get(p.reg, i)->local_count));
+    TESS_TEST_CHECK(worst <= 1e-6, "padded, nothing dropped vs dropless: %.3g", worst);
+    TESS_TEST_CHECK(fabs(paux - daux) <= 1e-6 * fabs(daux), "padded aux %.9g vs dropless %.9g",
+                    paux, daux);
+    if (rank == 0)
+        printf("moe ep=%d padded (fixed-size MPI_Alltoall, %d calls, %d all-to-all-v) vs dropless "
+               "(%d count exchanges, %d all-to-all-v): max rel %.2e\n",
+               size, pa, pv, da, dv, worst);
+    free(x), free(dout);
+    pair_free(&d);
+    pair_free(&p);
+}
+
 /* The objective on a global batch of P N rows, (1/P) sum_r [P <dout_r, y_r> + aux_r] with the
  * global-batch L_lb (lb_group = world), has the gradients of one rank on all P N rows at once
  * (`whole`), whether split over the ranks as data parallelism (dense gradients averaged over
@@ -311,6 +379,7 @@ int main(int argc, char **argv) {
         tess_nn_moe_config all = base;
         all.lambda_o = 0.6, all.lambda_v = 0.8;
         check_split(&all, world, self, rank, size);
+        check_padded(&base, world, self, rank, size);
     }
     /* E not divisible by the ep size */
     tess_nn_moe_config bad = epc;

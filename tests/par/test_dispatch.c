@@ -2,9 +2,13 @@
  * (including empty slots and a rank that sends nothing), count conservation over the group, rows
  * arriving at the right (rank, slot) in [source][slot] order, regroup/ungroup, the reverse
  * exchange returning every row to its sender, several widths with one plan, bad counts; all of
- * it in both modes, all-to-all and the all-gather oracle. */
+ * it in both modes, all-to-all and the all-gather oracle. The fixed-size plan (equal blocks,
+ * tess_dispatch_plan_fixed) in both modes: the same rows at the same places as a plan with those
+ * counts, and in the all-to-all mode no count exchange and no all-to-all-v: the PMPI wrappers
+ * below count the MPI_Alltoall and MPI_Alltoallv calls of the library. */
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "par/coll.h"     /* tess_par_allreduce_i64 */
 #include "par/dispatch.h" /* tess_dispatch_* */
@@ -12,6 +16,19 @@
 #include "par_test.h"
 
 enum { S = 3 };
+
+/* MPI profiling interface: the library's calls land here, counted, then in PMPI_. */
+static int n_alltoall, n_alltoallv;
+int MPI_Alltoall(const void *sb, int sc, MPI_Datatype st, void *rb, int rc, MPI_Datatype rt,
+                 MPI_Comm comm) {
+    n_alltoall++;
+    return PMPI_Alltoall(sb, sc, st, rb, rc, rt, comm);
+}
+int MPI_Alltoallv(const void *sb, const int *sc, const int *sd, MPI_Datatype st, void *rb,
+                  const int *rc, const int *rd, MPI_Datatype rt, MPI_Comm comm) {
+    n_alltoallv++;
+    return PMPI_Alltoallv(sb, sc, sd, st, rb, rc, rd, rt, comm);
+}
 
 /* rows rank `from` sends to (rank to, slot j): uneven, sometimes 0; rank 1 sends nothing */
 static int64_t count(int from, int to, int j) {
@@ -85,6 +102,59 @@ static void check_mode(tess_group *g, int rank, int size, bool allgather) {
     tess_dispatch_destroy(&d);
 }
 
+/* Fixed-size blocks of `rows` rows per (rank, slot), width w = 3: forward and reverse equal to a
+ * counted plan with every count = rows; in the all-to-all mode the fixed plan makes no MPI call
+ * and each exchange is one MPI_Alltoall. */
+static void check_fixed(tess_group *g, int size, bool allgather, int64_t rows) {
+    enum { W = 3 };
+    tess_dispatch *fx = NULL, *cn = NULL;
+    DIST_TEST_OK(allgather ? tess_dispatch_create_allgather(&fx, g, S) : tess_dispatch_create(&fx, g, S));
+    DIST_TEST_OK(allgather ? tess_dispatch_create_allgather(&cn, g, S) : tess_dispatch_create(&cn, g, S));
+    const int64_t n = (int64_t)size * S * rows;
+    int64_t *sc = malloc((size_t)(size * S) * sizeof *sc);
+    for (int i = 0; i < size * S; i++) sc[i] = rows;
+    DIST_TEST_OK(tess_dispatch_plan(cn, sc));
+    const int a0 = n_alltoall, v0 = n_alltoallv;
+    DIST_TEST_OK(tess_dispatch_plan_fixed(fx, rows));
+    TESS_TEST_CHECK(n_alltoall == a0 && n_alltoallv == v0, "the fixed plan communicates");
+    TESS_TEST_CHECK(tess_dispatch_send_rows(fx) == n && tess_dispatch_recv_rows(fx) == n,
+                    "fixed plan: %lld rows sent, %lld received, expected %lld",
+                    (long long)tess_dispatch_send_rows(fx), (long long)tess_dispatch_recv_rows(fx),
+                    (long long)n);
+    for (int j = 0; j < S; j++)
+        TESS_TEST_CHECK(tess_dispatch_slot_rows(fx, j) == size * rows, "slot %d rows", j);
+    float *send = malloc((size_t)(n * W + 1) * sizeof(float));
+    float *r1 = malloc((size_t)(n * W + 1) * sizeof(float)), *r2 = malloc((size_t)(n * W + 1) * sizeof(float));
+    float *b1 = malloc((size_t)(n * W + 1) * sizeof(float)), *b2 = malloc((size_t)(n * W + 1) * sizeof(float));
+    for (int64_t i = 0; i < n * W; i++) send[i] = (float)(g->rank * 100000 + i);
+    DIST_TEST_OK(tess_dispatch_forward(cn, send, r2, W));
+    DIST_TEST_OK(tess_dispatch_reverse(cn, r2, b2, W));
+    const int a1 = n_alltoall, v1 = n_alltoallv;
+    DIST_TEST_OK(tess_dispatch_forward(fx, send, r1, W));
+    DIST_TEST_OK(tess_dispatch_reverse(fx, r1, b1, W));
+    if (!allgather)
+        TESS_TEST_CHECK(n_alltoall == a1 + 2 && n_alltoallv == v1,
+                        "fixed exchanges: %d MPI_Alltoall and %d MPI_Alltoallv calls, expected 2 "
+                        "and 0", n_alltoall - a1, n_alltoallv - v1);
+    TESS_TEST_CHECK(memcmp(r1, r2, (size_t)(n * W) * sizeof(float)) == 0,
+                    "fixed forward differs from the counted one (%s, rows %lld)",
+                    allgather ? "all-gather" : "all-to-all", (long long)rows);
+    TESS_TEST_CHECK(memcmp(b1, send, (size_t)(n * W) * sizeof(float)) == 0 &&
+                        memcmp(b2, send, (size_t)(n * W) * sizeof(float)) == 0,
+                    "fixed reverse returns every row to its sender");
+    /* row (q, j, i) arrives at [q][j][i] */
+    int bad = 0;
+    for (int q = 0; q < size; q++)
+        for (int64_t i = 0; i < S * rows * W; i++)
+            bad += r1[(int64_t)q * S * rows * W + i] !=
+                   (float)(q * 100000 + (int64_t)g->rank * S * rows * W + i);
+    TESS_TEST_CHECK(bad == 0, "fixed forward: %d values at the wrong place", bad);
+    DIST_TEST_FAILS(tess_dispatch_plan_fixed(fx, -1), TESS_ERR_ARG, "rows per (rank, slot)");
+    free(sc), free(send), free(r1), free(r2), free(b1), free(b2);
+    tess_dispatch_destroy(&fx);
+    tess_dispatch_destroy(&cn);
+}
+
 int main(int argc, char **argv) {
     int rank, size;
     par_test_init(&argc, &argv, &rank, &size);
@@ -92,6 +162,10 @@ int main(int argc, char **argv) {
     DIST_TEST_OK(tess_group_create(MPI_COMM_WORLD, "ep", &g));
     check_mode(g, rank, size, false);
     check_mode(g, rank, size, true);
+    for (int64_t rows = 0; rows <= 2; rows += 2) {
+        check_fixed(g, size, false, rows);
+        check_fixed(g, size, true, rows);
+    }
     tess_group_destroy(&g);
     int rc = tess_test_finish_mpi("par_dispatch", MPI_COMM_WORLD);
     MPI_Finalize();
