@@ -41,9 +41,9 @@
 #include "run/run.h"        /* tess_run_* */
 #include "tensor/tensor.h"  /* tess_tensor_sqnorm */
 
-/* routing.csv: layer, then ROUTE_COLS statistics (a row per MoE layer, any number of layers);
- * eval.csv: EVAL_COLS. */
-enum { ROUTE_COLS = 8, EVAL_COLS = 10 };
+/* metrics.csv: TRAIN_COLS; routing.csv: layer, then ROUTE_COLS statistics (a row per MoE layer,
+ * any number of layers); eval.csv: EVAL_COLS. */
+enum { TRAIN_COLS = 14, ROUTE_COLS = 8, EVAL_COLS = 10 };
 
 static const tess_opt_enum source_names[] = {{"synthetic", MOE_SOURCE_SYNTHETIC},
                                              {"text", MOE_SOURCE_TEXT}};
@@ -140,7 +140,8 @@ typedef struct {
     tess_gradsync *sync;
     tess_guard guard;
     int32_t *ids, *targets, *domain; /* (b, T) */
-    int64_t *counts;                 /* (E) summed over ranks, for the balancing bias */
+    int64_t *counts;                 /* (nmoe, E) the training batch's routed pairs per expert,
+                                      * summed over the ranks (balancing bias, load metrics) */
     double *stats;                   /* evaluation sums, reduced over ranks */
     double *route;                   /* (nmoe, 1 + ROUTE_COLS) routing.csv rows */
     int train_csv, eval_csv, route_csv, expert_csv, domain_csv, domain_expert_csv;
@@ -228,6 +229,12 @@ static tess_status read_options(moe_app *a, const tess_config *c, int nranks, ui
     a->log_every = tess_config_int(c, "run.log_every");
     a->eval_every = tess_config_int(c, "train.eval_every");
     a->eval_batch = tess_config_int(c, "train.eval_batch");
+    /* the expert exchange is collective on ep: every rank evaluates the same number of chunks of
+     * the same size (with padding the blocks are fixed-size, moe.h) */
+    TESS_REQUIRE(a->ep == 1 || a->eval_batch % nranks == 0, TESS_ERR_CONFIG,
+                 "train.eval_batch = %lld must be a multiple of the number of ranks (%d) with "
+                 "dist.ep = %lld (every rank evaluates as many sequences)",
+                 (long long)a->eval_batch, nranks, (long long)a->ep);
     a->uni_samples = tess_config_int(c, "data.unigram_samples");
     a->clip = tess_config_real(c, "train.grad_clip");
     return TESS_OK;
@@ -261,8 +268,9 @@ static tess_status unigram_baseline(moe_app *a) {
 }
 
 static tess_status declare_metrics(tess_run *run, moe_app *a) {
-    static const char *const train_cols[] = {"loss", "aux", "lb", "z", "sp", "cp",
-                                             "lr", "grad_norm", "tok_per_s"};
+    static const char *const train_cols[TRAIN_COLS] = {
+        "loss", "aux",     "lb",   "z",  "sp", "cp",        "o",        "v",
+        "dropped", "maxvio", "dead", "lr", "grad_norm", "tok_per_s"};
     static const char *const eval_cols[EVAL_COLS] = {
         "val_loss", "val_ppl", "unigram_loss", "entropy", "mass",
         "maxvio",   "dead",    "mi_domain",    "mi_next", "cos2"};
@@ -272,8 +280,13 @@ static tess_status declare_metrics(tess_run *run, moe_app *a) {
     static const char *const domain_cols[] = {"domain", "val_loss", "tokens"};
     static const char *const domain_expert_cols[] = {"layer", "domain", "expert", "share"};
     static const char *const loss_plot[] = {"loss"};
-    static const char *const aux_plot[] = {"lb"}, *const aux_plot2[] = {"sp", "cp"};
-    static const char *const aux_titles[] = {"L_lb"}, *const aux_titles2[] = {"R_sp", "R_cp"};
+    static const char *const aux_plot[] = {"lb"}, *const aux_plot2[] = {"sp", "cp", "o", "v"};
+    static const char *const aux_titles[] = {"L_lb"},
+                             *const aux_titles2[] = {"R_sp", "R_cp", "L_o (Guo et al.)",
+                                                     "L_v (Guo et al., maximised)"};
+    static const char *const load_plot[] = {"maxvio", "dropped"}, *const load_plot2[] = {"dead"};
+    static const char *const load_titles[] = {"MaxVio", "dropped fraction of the (token, slot) pairs"};
+    static const char *const load_titles2[] = {"dead experts"};
     static const char *const eval_plot[] = {"val_loss", "unigram_loss"};
     static const char *const entropy_plot[] = {"entropy", "mass"};
     static const char *const mi_plot[] = {"mi_domain", "mi_next"};
@@ -281,7 +294,7 @@ static tess_status declare_metrics(tess_run *run, moe_app *a) {
                                             "top-1 expert vs next layer's top-1"};
     static const char *const entropy_titles[] = {"routing entropy / log E", "top-k mass"};
     static const char *const eval_titles[] = {"held-out loss", "unigram baseline"};
-    TESS_CHECK(tess_run_metrics(run, "metrics", train_cols, 9, true, &a->train_csv));
+    TESS_CHECK(tess_run_metrics(run, "metrics", train_cols, TRAIN_COLS, true, &a->train_csv));
     TESS_CHECK(tess_run_metrics(run, "eval", eval_cols, EVAL_COLS, true, &a->eval_csv));
     TESS_CHECK(tess_run_metrics(run, "routing", route_cols, 1 + ROUTE_COLS, true, &a->route_csv));
     TESS_CHECK(tess_run_metrics(run, "experts", expert_cols, 3, true, &a->expert_csv));
@@ -289,13 +302,18 @@ static tess_status declare_metrics(tess_run *run, moe_app *a) {
     TESS_CHECK(tess_run_metrics(run, "domain_experts", domain_expert_cols, 4, true,
                                 &a->domain_expert_csv));
     const char *const step = "step (optimizer updates)";
-    const tess_plot_spec plots[5] = {
+    /* L_o and L_v on aux.png with the Guo et al. ablation; the dropped fraction on load.png
+     * with a capacity */
+    const bool guo = a->moe.lambda_o > 0 || a->moe.lambda_v > 0;
+    const bool cap = a->moe.drop != TESS_NN_MOE_DROP_NONE;
+    const tess_plot_spec plots[6] = {
         {.title = "moe: training loss", .xlabel = step, .ycols = loss_plot, .ny = 1,
          .ylabel = "cross-entropy (nats/token)", .logy = true},
         {.title = "moe: auxiliary losses (sums over MoE layers)", .xlabel = step,
          .ycols = aux_plot, .ny = 1, .ylabel = "L_lb (dimensionless; 1 per layer when balanced)",
-         .ytitles = aux_titles, .y2cols = aux_plot2, .ny2 = 2, .y2titles = aux_titles2,
-         .y2label = "R_sp, R_cp (dimensionless)"},
+         .ytitles = aux_titles, .y2cols = aux_plot2, .ny2 = guo ? 4 : 2,
+         .y2titles = aux_titles2,
+         .y2label = guo ? "R_sp, R_cp, L_o, L_v (dimensionless)" : "R_sp, R_cp (dimensionless)"},
         {.title = "moe: held-out loss and the unigram baseline", .xlabel = step,
          .ycols = eval_plot, .ny = 2, .ytitles = eval_titles,
          .ylabel = "cross-entropy (nats/token)"},
@@ -305,11 +323,17 @@ static tess_status declare_metrics(tess_run *run, moe_app *a) {
         {.title = "moe: mutual information of top-1 expert with the domain and with the next "
                   "layer's top-1 (means over MoE layers)",
          .xlabel = step, .ycols = mi_plot, .ny = 2, .ytitles = mi_titles,
-         .ylabel = "mutual information (nats)"}};
-    const int ids[5] = {a->train_csv, a->train_csv, a->eval_csv, a->eval_csv, a->eval_csv};
-    static const char *const pngs[5] = {"loss.png", "aux.png", "eval.png", "entropy.png",
-                                        "mi_domain.png"};
-    for (int i = 0; i < 5; i++) TESS_CHECK(tess_run_plot(run, ids[i], pngs[i], &plots[i]));
+         .ylabel = "mutual information (nats)"},
+        {.title = "moe: expert load of the training batch (means over MoE layers)",
+         .xlabel = step, .ycols = load_plot, .ny = cap ? 2 : 1, .ytitles = load_titles,
+         .ylabel = cap ? "MaxVio, dropped fraction (dimensionless)" : "MaxVio (dimensionless)",
+         .y2cols = load_plot2, .ny2 = 1, .y2titles = load_titles2,
+         .y2label = "dead experts (no token routed; count)"}};
+    const int ids[6] = {a->train_csv, a->train_csv, a->eval_csv,
+                        a->eval_csv,  a->eval_csv,  a->train_csv};
+    static const char *const pngs[6] = {"loss.png",    "aux.png",       "eval.png",
+                                        "entropy.png", "mi_domain.png", "load.png"};
+    for (int i = 0; i < 6; i++) TESS_CHECK(tess_run_plot(run, ids[i], pngs[i], &plots[i]));
     return TESS_OK;
 }
 
@@ -363,7 +387,7 @@ static tess_status moe_setup(tess_run *run, void *ctx) {
     a->ids = malloc((size_t)n * sizeof *a->ids);
     a->targets = malloc((size_t)n * sizeof *a->targets);
     a->domain = malloc((size_t)n * sizeof *a->domain);
-    a->counts = malloc((size_t)E * sizeof *a->counts);
+    a->counts = malloc((size_t)(a->nmoe * E) * sizeof *a->counts);
     /* per layer: entropy, mass, cos2, E counts, D x E domain-by-top-1, E x E top-1 pairs with
      * the next layer; then loss * tokens and tokens; then per domain the loss sum and tokens */
     const int64_t per = 3 + E + a->src.D * E + E * E;
@@ -536,16 +560,42 @@ static tess_status evaluate(tess_run *run, moe_app *a, const tess_group *g) {
     return TESS_OK;
 }
 
-/* Aux-loss-free balancing: each MoE layer's bias from its counts summed over the ranks. */
-static tess_status update_biases(moe_app *a, const tess_group *g) {
-    for (int64_t i = 0; i < a->nmoe; i++) {
-        memcpy(a->counts, tess_nn_moe_stack_counts(a->stack, i),
-               (size_t)a->moe.E * sizeof *a->counts);
-        TESS_CHECK(tess_par_allreduce_i64(g, a->counts, a->moe.E, TESS_PAR_SUM));
-        tess_nn_moe_bias_update(tess_nn_moe_stack_bias(a->stack, i), a->counts, a->moe.E,
-                                (float)a->bias_rate);
-    }
+/* a->counts: every MoE layer's routed pairs per expert in the last forward (before capacity
+ * drops), summed over the ranks of g in one all-reduce. Collective on g. */
+static tess_status global_counts(moe_app *a, const tess_group *g) {
+    const int64_t E = a->moe.E;
+    for (int64_t i = 0; i < a->nmoe; i++)
+        memcpy(a->counts + i * E, tess_nn_moe_stack_counts(a->stack, i),
+               (size_t)E * sizeof *a->counts);
+    TESS_CHECK(tess_par_allreduce_i64(g, a->counts, a->nmoe * E, TESS_PAR_SUM));
     return TESS_OK;
+}
+
+/* Aux-loss-free balancing: each MoE layer's bias from its counts summed over the ranks
+ * (a->counts, global_counts). */
+static void update_biases(moe_app *a) {
+    for (int64_t i = 0; i < a->nmoe; i++)
+        tess_nn_moe_bias_update(tess_nn_moe_stack_bias(a->stack, i), a->counts + i * a->moe.E,
+                                a->moe.E, (float)a->bias_rate);
+}
+
+/* The load of the training batch from a->counts (global_counts), means over the MoE layers:
+ * load[0] = MaxVio = max_e |c_e - k n / E| / (k n / E) for n tokens, load[1] = dead experts (no
+ * pair routed to them). */
+static void batch_load(const moe_app *a, double n, double load[2]) {
+    const int64_t E = a->moe.E;
+    const double ideal = (double)a->moe.k * n / (double)E;
+    load[0] = load[1] = 0.0;
+    for (int64_t i = 0; i < a->nmoe; i++) {
+        double vio = 0.0, dead = 0.0;
+        for (int64_t e = 0; e < E; e++) {
+            const double c = (double)a->counts[i * E + e];
+            vio = fmax(vio, fabs(c - ideal) / ideal);
+            dead += c == 0.0;
+        }
+        load[0] += vio / (double)a->nmoe;
+        load[1] += dead / (double)a->nmoe;
+    }
 }
 
 /* One optimizer step on sequences [cursor, cursor + global_B) of the training stream. */
@@ -553,6 +603,7 @@ static tess_status moe_step(tess_run *run, void *ctx, int64_t step, tess_run_ste
     moe_app *a = ctx;
     const tess_group *dp = tess_run_group(run);
     const int64_t cursor = out->data_cursor, done = step + 1, steps = a->sched.total_steps;
+    const bool log = done % a->log_every == 0 || done == steps;
     TESS_CHECK(tess_par_agree(dp, moe_source_batch(&a->src, MOE_SPLIT_TRAIN,
                                                    cursor + dp->rank * a->b, a->b, a->ids,
                                                    a->targets, NULL)));
@@ -566,9 +617,17 @@ static tess_status moe_step(tess_run *run, void *ctx, int64_t step, tess_run_ste
     tess_tfm_backward(a->model, 1.0f);
     TESS_CHECK(tess_nn_moe_stack_status(a->stack));
     TESS_CHECK(tess_gradsync_finish(a->sync, NULL));
-    double v[6] = {ce, aux.total, aux.lb, aux.z, aux.sp, aux.cp};
-    TESS_CHECK(tess_par_allreduce_f64(dp, v, 6, TESS_PAR_MEAN));
-    if (a->moe.bias_balance) TESS_CHECK(update_biases(a, dp));
+    /* L_o is measured on logged steps whatever lambda_ortho is (NAN for top_k = 1) */
+    double lo = aux.o;
+    if (log && a->moe.lambda_o <= 0) {
+        lo = 0.0;
+        for (int64_t i = 0; i < a->nmoe; i++) lo += tess_nn_moe_stack_ortho(a->stack, i);
+    }
+    double v[9] = {ce, aux.total, aux.lb, aux.z, aux.sp, aux.cp, lo,
+                   a->moe.E >= 2 ? aux.v : NAN, aux.dropped};
+    TESS_CHECK(tess_par_allreduce_f64(dp, v, 9, TESS_PAR_MEAN));
+    if (a->moe.bias_balance || log) TESS_CHECK(global_counts(a, dp));
+    if (a->moe.bias_balance) update_biases(a);
     if (isnan(a->first_loss)) a->first_loss = v[0];
     a->loss = v[0];
     double norm;
@@ -580,11 +639,14 @@ static tess_status moe_step(tess_run *run, void *ctx, int64_t step, tess_run_ste
     a->steps_run++;
 
     const double tokens = (double)(a->global_B * a->mc.T);
-    if (done % a->log_every == 0 || done == steps) {
+    if (log) {
         const double now = tess_timer_now();
         const int64_t since = done % a->log_every ? done % a->log_every : a->log_every;
-        const double row[9] = {v[0], v[1], v[2], v[3], v[4], v[5], lr, norm,
-                               tokens * (double)since / (now - a->t_log)};
+        double load[2];
+        batch_load(a, tokens, load);
+        const double row[TRAIN_COLS] = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8],
+                                        load[0], load[1], lr, norm,
+                                        tokens * (double)since / (now - a->t_log)};
         a->t_log = now;
         TESS_CHECK(tess_run_metrics_row(run, a->train_csv, row));
     }

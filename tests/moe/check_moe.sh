@@ -25,6 +25,11 @@
 #   reshard:  a run saved at ep 2 and resumed at ep 1 and ep 4 continues with the losses of the
 #             uninterrupted run (relative 1e-5; measured 2e-8): the experts, their AdamW moments
 #             and the balancing biases reshard through the checkpoint's global layout.
+#   metrics:  the load and Guo et al. columns of metrics.csv on 2 ranks: dropless (dp 2) the
+#             dropped fraction is 0 in every row; with capacity factor 0.5 by score, padded, at
+#             ep 2 (the fixed-size exchange) it is at least 0.45 (the capacity keeps at most half
+#             of the pairs, rounded up); MaxVio >= 0, dead experts in [0, E], L_o >= 0 and L_v > 0
+#             in every row; with plots (when gnuplot is installed) load.png and aux.png exist.
 #   dp:       the same 20 steps on 1 and 2 ranks agree to a relative 1e-4 in the training loss.
 #             In ep, reshard and dp lambda_lb = 0: L_lb uses each rank's own counts (the per-micro-batch variant),
 #             so with it the 2-rank objective is not the 1-rank one.
@@ -36,7 +41,7 @@ small=(--set model.layers=2 --set model.channels=32 --set model.heads=2 --set mo
        --set train.batch=8 --set train.eval_batch=16 --set run.plots=false)
 
 # run directories of an earlier run of this test would be resumed: start clean
-rm -rf converge full stopped to1 to4 ep1 np2ep2 np4ep2 np4ep4 np1 np2 np2local layers textrun \
+rm -rf mdropless mcap converge full stopped to1 to4 ep1 np2ep2 np4ep2 np4ep4 np1 np2 np2local layers textrun \
   corpus corpusrun
 
 case "$mode" in
@@ -147,6 +152,34 @@ resume)
     { cat params.log; fail "--print-params"; }
   grep -q "^params/layers.1.mlp.bias " params.log && grep -q "^optim/v/layers.0.mlp.w_gate " params.log ||
     { cat params.log; fail "--print-params lacks the balancing bias or the experts' AdamW state"; }
+  ;;
+metrics)
+  common=("${small[@]}" --set train.steps=6 --set train.eval_every=6 --set run.log_every=2
+          --set optim.warmup_steps=1)
+  "$mpiexec" -n 2 "$exe" "${common[@]}" --set run.dir=mdropless >mdropless.log 2>&1 ||
+    { cat mdropless.log; fail "dropless run"; }
+  plots=false
+  command -v gnuplot >/dev/null && plots=true
+  "$mpiexec" -n 2 "$exe" "${common[@]}" --set dist.ep=2 --set moe.drop=probs \
+    --set moe.capacity_factor=0.5 --set moe.pad=true --set moe.lambda_ortho=1e-3 \
+    --set moe.lambda_var=1e-3 --set run.plots=$plots --set run.dir=mcap >mcap.log 2>&1 ||
+    { cat mcap.log; fail "capacity 0.5, padded, ep 2"; }
+  for d in mdropless mcap; do
+    head -n 1 $d/metrics.csv |
+      grep -q "^step,loss,aux,lb,z,sp,cp,o,v,dropped,maxvio,dead,lr,grad_norm,tok_per_s,seconds$" ||
+      fail "$d/metrics.csv header: $(head -n 1 $d/metrics.csv)"
+    lo=0 hi=0
+    [ $d = mcap ] && lo=0.45 hi=0.99
+    awk -F, -v lo=$lo -v hi=$hi 'NR > 1 { n++
+           if (!($10 >= lo && $10 <= hi)) { print "dropped " $10 " outside [" lo ", " hi "]"; bad++ }
+           if (!($11 >= 0 && $12 >= 0 && $12 <= 4)) { print "maxvio " $11 ", dead " $12; bad++ }
+           if (!($8 >= 0 && $9 > 0)) { print "L_o " $8 ", L_v " $9; bad++ } }
+         END { exit !(n == 3 && bad == 0) }' $d/metrics.csv ||
+      { cat $d/metrics.csv; fail "$d/metrics.csv: 3 rows with plausible load and Guo columns"; }
+  done
+  if [ $plots = true ]; then
+    [ -s mcap/plots/load.png ] && [ -s mcap/plots/aux.png ] || fail "no load.png or aux.png"
+  fi
   ;;
 dp)
   common=("${small[@]}" --set train.steps=20 --set train.eval_every=20 --set run.log_every=5
