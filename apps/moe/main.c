@@ -14,7 +14,8 @@
  * summed over every rank (moe.lb_global), so the objective does not depend on the number of
  * ranks; the balancing biases are updated from counts summed over the ranks, so every rank
  * updates alike.
- * Outputs under run.dir: config.ini, metrics.csv (training), eval.csv (held-out loss, perplexity,
+ * Outputs under run.dir: config.ini, metrics.csv (training: losses, L_o and L_v of Guo et al.,
+ * the dropped fraction, MaxVio and dead experts of the batch), eval.csv (held-out loss, perplexity,
  * the unigram baseline, routing statistics averaged over the MoE layers), routing.csv (one row
  * per MoE layer and evaluation), experts.csv (one row per expert, MoE layer and evaluation: the
  * load f_e), domains.csv (held-out loss per domain), domain_experts.csv (the share of each
@@ -280,13 +281,14 @@ static tess_status declare_metrics(tess_run *run, moe_app *a) {
     static const char *const domain_cols[] = {"domain", "val_loss", "tokens"};
     static const char *const domain_expert_cols[] = {"layer", "domain", "expert", "share"};
     static const char *const loss_plot[] = {"loss"};
-    static const char *const aux_plot[] = {"lb"}, *const aux_plot2[] = {"sp", "cp", "o", "v"};
-    static const char *const aux_titles[] = {"L_lb"},
-                             *const aux_titles2[] = {"R_sp", "R_cp", "L_o (Guo et al.)",
-                                                     "L_v (Guo et al., maximised)"};
-    static const char *const load_plot[] = {"maxvio", "dropped"}, *const load_plot2[] = {"dead"};
-    static const char *const load_titles[] = {"MaxVio", "dropped fraction of the (token, slot) pairs"};
-    static const char *const load_titles2[] = {"dead experts"};
+    static const char *const aux_plot[] = {"lb"}, *const aux_plot2[] = {"sp", "cp"};
+    static const char *const aux_titles[] = {"L_lb"}, *const aux_titles2[] = {"R_sp", "R_cp"};
+    static const char *const guo_plot[] = {"o"}, *const guo_plot2[] = {"v"};
+    static const char *const guo_titles[] = {"L_o, orthogonality"};
+    static const char *const guo_titles2[] = {"L_v, routing variance (maximised)"};
+    static const char *const load_plot[] = {"maxvio", "dead", "dropped"};
+    static const char *const load_titles[] = {"MaxVio", "dead experts (no pair routed)",
+                                              "dropped fraction of the (token, slot) pairs"};
     static const char *const eval_plot[] = {"val_loss", "unigram_loss"};
     static const char *const entropy_plot[] = {"entropy", "mass"};
     static const char *const mi_plot[] = {"mi_domain", "mi_next"};
@@ -302,18 +304,16 @@ static tess_status declare_metrics(tess_run *run, moe_app *a) {
     TESS_CHECK(tess_run_metrics(run, "domain_experts", domain_expert_cols, 4, true,
                                 &a->domain_expert_csv));
     const char *const step = "step (optimizer updates)";
-    /* L_o and L_v on aux.png with the Guo et al. ablation; the dropped fraction on load.png
-     * with a capacity */
-    const bool guo = a->moe.lambda_o > 0 || a->moe.lambda_v > 0;
+    /* the dropped fraction on load.png with a capacity; guo.png needs k >= 2 (L_o) */
     const bool cap = a->moe.drop != TESS_NN_MOE_DROP_NONE;
-    const tess_plot_spec plots[6] = {
+    const int nplots = a->moe.k >= 2 ? 7 : 6;
+    const tess_plot_spec plots[7] = {
         {.title = "moe: training loss", .xlabel = step, .ycols = loss_plot, .ny = 1,
          .ylabel = "cross-entropy (nats/token)", .logy = true},
         {.title = "moe: auxiliary losses (sums over MoE layers)", .xlabel = step,
          .ycols = aux_plot, .ny = 1, .ylabel = "L_lb (dimensionless; 1 per layer when balanced)",
-         .ytitles = aux_titles, .y2cols = aux_plot2, .ny2 = guo ? 4 : 2,
-         .y2titles = aux_titles2,
-         .y2label = guo ? "R_sp, R_cp, L_o, L_v (dimensionless)" : "R_sp, R_cp (dimensionless)"},
+         .ytitles = aux_titles, .y2cols = aux_plot2, .ny2 = 2, .y2titles = aux_titles2,
+         .y2label = "R_sp, R_cp (dimensionless)"},
         {.title = "moe: held-out loss and the unigram baseline", .xlabel = step,
          .ycols = eval_plot, .ny = 2, .ytitles = eval_titles,
          .ylabel = "cross-entropy (nats/token)"},
@@ -325,15 +325,19 @@ static tess_status declare_metrics(tess_run *run, moe_app *a) {
          .xlabel = step, .ycols = mi_plot, .ny = 2, .ytitles = mi_titles,
          .ylabel = "mutual information (nats)"},
         {.title = "moe: expert load of the training batch (means over MoE layers)",
-         .xlabel = step, .ycols = load_plot, .ny = cap ? 2 : 1, .ytitles = load_titles,
-         .ylabel = cap ? "MaxVio, dropped fraction (dimensionless)" : "MaxVio (dimensionless)",
-         .y2cols = load_plot2, .ny2 = 1, .y2titles = load_titles2,
-         .y2label = "dead experts (no token routed; count)"}};
-    const int ids[6] = {a->train_csv, a->train_csv, a->eval_csv,
-                        a->eval_csv,  a->eval_csv,  a->train_csv};
-    static const char *const pngs[6] = {"loss.png",    "aux.png",       "eval.png",
-                                        "entropy.png", "mi_domain.png", "load.png"};
-    for (int i = 0; i < 6; i++) TESS_CHECK(tess_run_plot(run, ids[i], pngs[i], &plots[i]));
+         .xlabel = step, .ycols = load_plot, .ny = cap ? 3 : 2, .ytitles = load_titles,
+         .ylabel = cap ? "MaxVio, dropped fraction (dimensionless); dead experts (count)"
+                       : "MaxVio (dimensionless); dead experts (count)"},
+        {.title = "moe: the baseline losses of Guo et al. (sums over MoE layers, measured at any "
+                  "weight)",
+         .xlabel = step, .ycols = guo_plot, .ny = 1, .ytitles = guo_titles,
+         .ylabel = "L_o (squared output norm, dimensionless)", .y2cols = guo_plot2, .ny2 = 1,
+         .y2titles = guo_titles2, .y2label = "L_v (variance of the scores, dimensionless)"}};
+    const int ids[7] = {a->train_csv, a->train_csv, a->eval_csv, a->eval_csv,
+                        a->eval_csv,  a->train_csv, a->train_csv};
+    static const char *const pngs[7] = {"loss.png",      "aux.png",  "eval.png", "entropy.png",
+                                        "mi_domain.png", "load.png", "guo.png"};
+    for (int i = 0; i < nplots; i++) TESS_CHECK(tess_run_plot(run, ids[i], pngs[i], &plots[i]));
     return TESS_OK;
 }
 
@@ -430,11 +434,17 @@ static tess_status moe_setup(tess_run *run, void *ctx) {
                   a->moe.pad ? ", padded" : "", (long long)steps, (long long)a->global_B,
                   dp->size, (long long)a->b);
     char subtitle[256];
+    char guo[64] = "", cap[64] = "";
+    if (a->moe.lambda_o > 0 || a->moe.lambda_v > 0)
+        snprintf(guo, sizeof guo, " o %g v %g", a->moe.lambda_o, a->moe.lambda_v);
+    if (a->moe.drop != TESS_NN_MOE_DROP_NONE)
+        snprintf(cap, sizeof cap, ", cap %g %s%s", a->moe.capacity_factor,
+                 tess_nn_moe_drop_names[a->moe.drop].name, a->moe.pad ? " pad" : "");
     snprintf(subtitle, sizeof subtitle,
-             "L=%lld C=%lld, %lld MoE layers E=%lld k=%lld, lambda lb %g sp %g cp %g, batch %lld, "
+             "L=%lld C=%lld, %lld MoE E=%lld k=%lld, lb %g sp %g cp %g%s%s, batch %lld, "
              "%d rank%s (ep %lld)",
              (long long)a->mc.L, (long long)a->mc.C, (long long)a->nmoe, (long long)E,
-             (long long)a->moe.k, a->moe.lambda_lb, a->moe.lambda_sp, a->moe.lambda_cp,
+             (long long)a->moe.k, a->moe.lambda_lb, a->moe.lambda_sp, a->moe.lambda_cp, guo, cap,
              (long long)a->global_B, dp->size, dp->size == 1 ? "" : "s", (long long)a->ep);
     tess_run_plot_subtitle(run, subtitle);
     a->first_loss = a->loss = a->eval_loss = NAN;

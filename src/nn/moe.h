@@ -314,8 +314,10 @@ tess_status tess_nn_moe_stack_make_ffn(void *ctx, int64_t layer, const tess_tfm_
 tess_status tess_nn_moe_stack_status(const tess_nn_moe_stack *s);
 /* Wall seconds this rank spent in the expert exchanges of every MoE layer (the plans and the row
  * exchanges of par/dispatch.h, waiting for the other ranks of ep included; not the local
- * regrouping) since the stack was made or last reset; 0 without ep. reset: start again at 0. */
-double tess_nn_moe_stack_exchange_seconds(tess_nn_moe_stack *s, bool reset);
+ * regrouping) since the stack was made or last reset; 0 without ep. *cpu (may be NULL): the
+ * calling thread's CPU seconds in them (MPI's polling while it waits counts; time descheduled by
+ * other processes does not). reset: start both again at 0. */
+double tess_nn_moe_stack_exchange_seconds(tess_nn_moe_stack *s, bool reset, double *cpu);
 /* The aux gradients added by each layer's backward are scaled like the main loss: set the
  * model's loss_scale here before tess_tfm_backward (default 1). */
 void tess_nn_moe_stack_set_loss_scale(tess_nn_moe_stack *s, float scale);

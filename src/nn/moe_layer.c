@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/rng.h"     /* tess_rng_* */
 #include "core/timer.h"   /* tess_timer_now */
@@ -26,6 +27,7 @@ struct tess_nn_moe_stack {
     int64_t token0;    /* global index of this rank's first token */
     tess_status status; /* first exchange failure of a layer (TESS_OK if none) */
     double t_exchange; /* wall seconds in the plans and row exchanges of par/dispatch.h */
+    double c_exchange; /* the calling thread's CPU seconds in them */
     moe_layer **layer; /* MoE layers in model order, borrowed */
     int64_t n, cap;
 };
@@ -266,6 +268,19 @@ static void scale_copy(float *y, float alpha, const float *x, int64_t n) {
     scale_block(y + i, alpha, x + i, n - i);
 }
 
+/* The calling thread's CPU seconds. */
+static double thread_cpu(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Add the wall and CPU seconds since (t0, c0) to the stack's exchange time. */
+static void exchanged(moe_layer *m, double t0, double c0) {
+    m->stack->t_exchange += tess_timer_now() - t0;
+    m->stack->c_exchange += thread_cpu() - c0;
+}
+
 /* Keep the first failure of an exchange. */
 static void keep(moe_layer *m, tess_status st) {
     if (st != TESS_OK && m->stack->status == TESS_OK) m->stack->status = st;
@@ -273,17 +288,17 @@ static void keep(moe_layer *m, tess_status st) {
 
 /* Home rows (expert order) -> expert side [local expert][source]: exchange into tmp, regroup. */
 static void to_experts(moe_layer *m, const float *home, float *tmp, float *grp, int64_t w) {
-    const double t0 = tess_timer_now();
+    const double t0 = tess_timer_now(), c0 = thread_cpu();
     keep(m, tess_dispatch_forward(m->plan, home, tmp, w));
-    m->stack->t_exchange += tess_timer_now() - t0;
+    exchanged(m, t0, c0);
     tess_dispatch_regroup(m->plan, tmp, grp, w);
 }
 /* Expert side -> home rows: ungroup into tmp, reverse exchange. */
 static void to_home(moe_layer *m, const float *grp, float *tmp, float *home, int64_t w) {
     tess_dispatch_ungroup(m->plan, grp, tmp, w);
-    const double t0 = tess_timer_now();
+    const double t0 = tess_timer_now(), c0 = thread_cpu();
     keep(m, tess_dispatch_reverse(m->plan, tmp, home, w));
-    m->stack->t_exchange += tess_timer_now() - t0;
+    exchanged(m, t0, c0);
 }
 
 static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) {
@@ -328,10 +343,10 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
     if (m->plan) {
         /* padded: every rank sends cap rows per expert, so fixed-size blocks and no count
          * exchange (the ranks of ep run the same N, so the same cap: moe.h) */
-        const double t0 = tess_timer_now();
+        const double t0 = tess_timer_now(), c0 = thread_cpu();
         keep(m, cfg->pad ? tess_dispatch_plan_fixed(m->plan, cap)
                          : tess_dispatch_plan(m->plan, m->pos));
-        m->stack->t_exchange += tess_timer_now() - t0;
+        exchanged(m, t0, c0);
         to_experts(m, m->xp, m->xt, m->xg, C);
         for (int64_t j = 0; j < m->nle; j++) m->rows[j] = tess_dispatch_slot_rows(m->plan, j);
     } else {
@@ -606,9 +621,10 @@ void tess_nn_moe_stack_set_step(tess_nn_moe_stack *s, bool train, uint64_t step,
 
 tess_status tess_nn_moe_stack_status(const tess_nn_moe_stack *s) { return s->status; }
 
-double tess_nn_moe_stack_exchange_seconds(tess_nn_moe_stack *s, bool reset) {
+double tess_nn_moe_stack_exchange_seconds(tess_nn_moe_stack *s, bool reset, double *cpu) {
     const double t = s->t_exchange;
-    if (reset) s->t_exchange = 0.0;
+    if (cpu) *cpu = s->c_exchange;
+    if (reset) s->t_exchange = s->c_exchange = 0.0;
     return t;
 }
 

@@ -29,7 +29,7 @@
 #             dropped fraction is 0 in every row; with capacity factor 0.5 by score, padded, at
 #             ep 2 (the fixed-size exchange) it is at least 0.45 (the capacity keeps at most half
 #             of the pairs, rounded up); MaxVio >= 0, dead experts in [0, E], L_o >= 0 and L_v > 0
-#             in every row; with plots (when gnuplot is installed) load.png and aux.png exist.
+#             in every row; with plots (when gnuplot is installed) load.png and guo.png exist.
 #   dp:       the same 20 steps on 1 and 2 ranks agree to a relative 1e-4 in the training loss.
 #             In ep, reshard and dp lambda_lb = 0: L_lb uses each rank's own counts (the per-micro-batch variant),
 #             so with it the 2-rank objective is not the 1-rank one.
@@ -178,7 +178,7 @@ metrics)
       { cat $d/metrics.csv; fail "$d/metrics.csv: 3 rows with plausible load and Guo columns"; }
   done
   if [ $plots = true ]; then
-    [ -s mcap/plots/load.png ] && [ -s mcap/plots/aux.png ] || fail "no load.png or aux.png"
+    [ -s mcap/plots/load.png ] && [ -s mcap/plots/guo.png ] || fail "no load.png or guo.png"
   fi
   ;;
 dp)
