@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# bench/run_moe_ep.sh - the expert-parallel and aux-loss rows of docs/benchmarks.md ("MoE layer:
+# expert parallelism, memory, R_sp + R_cp"), from bench_moe_ep at the issue's two shapes, one
+# BLAS thread per rank:
+#   1. EP = 2 vs EP = 1 on 2 ranks (the same tokens per rank, configurations alternating step by
+#      step): the time of a step (forward, backward, gradient sync) in CPU seconds (mean over
+#      the ranks) and wall seconds (the slowest rank), the layer time (forward + backward) and
+#      the share of it in the expert exchanges at EP = 2, in CPU and in wall time (on a loaded
+#      machine the wall time counts the ranks' descheduling: bench_moe_ep.c);
+#   2. peak memory (VmHWM, the larger rank) against the floor computed from the shapes, EP = 1
+#      and EP = 2, each configuration alone in its run;
+#   3. R_sp + R_cp on vs off, two MoE layers (R_cp couples them), alternating: on 1 rank, and
+#      on 2 ranks at EP = 2 (z travels back with the rows).
+# Medians and (min-max) over `reps` steps; ratios are the
+# median (min-max) of the per-step ratios of the alternating configurations.
+# usage: bash bench/run_moe_ep.sh [build_dir=build/release] [reps=5]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bd=${1:-build/release}
+reps=${2:-5}
+exe=$bd/bench/bench_moe_ep
+# a rank waiting in MPI yields the core (on a machine shared with other processes, busy polling
+# would count the peer's descheduled time as this rank's CPU time)
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 OPENBLAS_NUM_THREADS=1 \
+  OMP_NUM_THREADS=1
+mpi=(mpiexec --bind-to none)
+[ "$(id -u)" = 0 ] && mpi+=(--allow-run-as-root)
+# the issue's shapes, or MOE_EP_SHAPES="T d d_ff E k;..." (a quick check of this script)
+IFS=';' read -ra shapes <<< "${MOE_EP_SHAPES:-2048 256 512 8 2;4096 512 1024 16 2}"
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc --all) cores; $(date -u +%FT%TZ); $bd;" \
+  "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+# med KEY < output: "median min max" of the KEY lines
+med() { awk -v k="$1" '$1 == k {print $2}' | sort -n |
+  awk '{a[NR]=$1} END{printf "%.4f %.4f %.4f\n", a[int((NR+1)/2)], a[1], a[NR]}'; }
+val() { awk -v k="$1" '$1 == k {print $2}'; }
+# ratio A B < output: "median min max" of B / A over the steps, paired in run order
+ratio() { awk -v ka="$1" -v kb="$2" '$1 == ka {a[++na] = $2} $1 == kb {b[++nb] = $2}
+  END {for (i = 1; i <= nb; i++) print b[i] / a[i]}' | sort -n |
+  awk '{r[NR]=$1} END{printf "%.3f %.3f %.3f\n", r[int((NR+1)/2)], r[1], r[NR]}'; }
+
+echo
+echo "| shape (T per rank, d, d_ff, E, k) | EP = 1 step CPU s | EP = 2 step CPU s | EP 2 / EP 1 step, CPU (min-max) | EP 2 / EP 1 step, wall (min-max) | EP = 2 layer CPU s | EP = 2 exchange CPU s | exchange share of the layer, CPU (wall) | gradient sync CPU s, EP 1 / EP 2 |"
+echo "|---|---:|---:|---|---|---:|---:|---|---|"
+for shape in "${shapes[@]}"; do
+  set -- $shape
+  out=$("${mpi[@]}" -n 2 "$exe" --compare 1 --tokens "$1" --dim "$2" --hidden "$3" --experts "$4" \
+    --topk "$5" --reps "$reps" --warmup 1)
+  read -r a _ _ < <(echo "$out" | med a_step_cpu_s)
+  read -r b _ _ < <(echo "$out" | med b_step_cpu_s)
+  read -r rc rclo rchi < <(echo "$out" | ratio a_step_cpu_s b_step_cpu_s)
+  read -r rw rwlo rwhi < <(echo "$out" | ratio a_step_s b_step_s)
+  read -r bl _ _ < <(echo "$out" | med b_layer_cpu_s)
+  read -r bx _ _ < <(echo "$out" | med b_a2a_cpu_s)
+  read -r sc sclo schi < <(echo "$out" | ratio b_layer_cpu_s b_a2a_cpu_s)
+  read -r sw _ _ < <(echo "$out" | ratio b_layer_s b_a2a_s)
+  read -r as _ _ < <(echo "$out" | med a_sync_cpu_s)
+  read -r bs _ _ < <(echo "$out" | med b_sync_cpu_s)
+  awk -v s="$1, $2, $3, $4, $5" -v a="$a" -v b="$b" -v rc="$rc" -v rclo="$rclo" -v rchi="$rchi" \
+      -v rw="$rw" -v rwlo="$rwlo" -v rwhi="$rwhi" -v bl="$bl" -v bx="$bx" -v sc="$sc" \
+      -v sclo="$sclo" -v schi="$schi" -v sw="$sw" -v as="$as" -v bs="$bs" 'BEGIN {
+    printf "| %s | %.3f | %.3f | %.2f (%.2f-%.2f) | %.2f (%.2f-%.2f) | %.3f | %.4f | %.1f%% (%.0f-%.0f%%) (wall %.0f%%) | %.3f / %.3f |\n",
+           s, a, b, rc, rclo, rchi, rw, rwlo, rwhi, bl, bx, 100 * sc, 100 * sclo, 100 * schi,
+           100 * sw, as, bs }'
+done
+
+echo
+echo "| shape (T per rank, d, d_ff, E, k) | EP | parameters per rank | VmHWM MiB | at start MiB | VmHWM - start MiB | floor MiB | (VmHWM - start) / floor | layer arena MiB | backward scratch MiB |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+for shape in "${shapes[@]}"; do
+  set -- $shape
+  for ep in 1 2; do
+    out=$("${mpi[@]}" -n 2 "$exe" --compare 0 --ep "$ep" --tokens "$1" --dim "$2" --hidden "$3" \
+      --experts "$4" --topk "$5" --reps 2 --warmup 1)
+    awk -v s="$1, $2, $3, $4, $5" -v ep="$ep" -v hwm="$(echo "$out" | val vmhwm_kib)" \
+        -v base="$(echo "$out" | val base_kib)" -v fl="$(echo "$out" | val floor_bytes)" \
+        -v p="$(echo "$out" | val params)" -v act="$(echo "$out" | val act_bytes)" \
+        -v sc="$(echo "$out" | val scratch_bytes)" 'BEGIN {
+      m = 1048576; printf "| %s | %d | %.2fM | %.0f | %.0f | %.0f | %.0f | %.2f | %.0f | %.0f |\n",
+             s, ep, p / 1e6, hwm / 1024, base / 1024, (hwm - base) / 1024, fl / m,
+             (hwm - base) * 1024 / fl, act / m, sc / m }'
+  done
+done
+
+echo
+echo "| shape (T per rank, d, d_ff, E, k), 2 MoE layers | ranks, EP | L_lb step CPU s (min-max) | + R_sp + R_cp step CPU s (min-max) | overhead (min-max) |"
+echo "|---|---|---|---|---|"
+for shape in "${shapes[@]}"; do
+  set -- $shape
+  for np in 1 2; do
+    out=$("${mpi[@]}" -n "$np" "$exe" --compare 2 --layers 2 --ep "$np" --tokens "$1" --dim "$2" \
+      --hidden "$3" --experts "$4" --topk "$5" --reps "$reps" --warmup 1)
+    read -r a alo ahi < <(echo "$out" | med a_step_cpu_s)
+    read -r b blo bhi < <(echo "$out" | med b_step_cpu_s)
+    read -r r rlo rhi < <(echo "$out" | ratio a_step_cpu_s b_step_cpu_s)
+    awk -v s="$1, $2, $3, $4, $5" -v np="$np" -v a="$a" -v alo="$alo" -v ahi="$ahi" -v b="$b" \
+        -v blo="$blo" -v bhi="$bhi" -v r="$r" -v rlo="$rlo" -v rhi="$rhi" 'BEGIN {
+      printf "| %s | %d, %d | %.3f (%.3f-%.3f) | %.3f (%.3f-%.3f) | %+.1f%% (%+.1f%% to %+.1f%%) |\n",
+             s, np, np, a, alo, ahi, b, blo, bhi, 100 * (r - 1), 100 * (rlo - 1), 100 * (rhi - 1) }'
+  done
+done
+echo
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg); $(date -u +%FT%TZ)"
