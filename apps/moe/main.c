@@ -44,7 +44,7 @@
 
 /* metrics.csv: TRAIN_COLS; routing.csv: layer, then ROUTE_COLS statistics (a row per MoE layer,
  * any number of layers); eval.csv: EVAL_COLS. */
-enum { TRAIN_COLS = 14, ROUTE_COLS = 8, EVAL_COLS = 10 };
+enum { TRAIN_COLS = 15, ROUTE_COLS = 8, EVAL_COLS = 10 };
 
 static const tess_opt_enum source_names[] = {{"synthetic", MOE_SOURCE_SYNTHETIC},
                                              {"text", MOE_SOURCE_TEXT}};
@@ -271,7 +271,7 @@ static tess_status unigram_baseline(moe_app *a) {
 static tess_status declare_metrics(tess_run *run, moe_app *a) {
     static const char *const train_cols[TRAIN_COLS] = {
         "loss", "aux",     "lb",   "z",  "sp", "cp",        "o",        "v",
-        "dropped", "maxvio", "dead", "lr", "grad_norm", "tok_per_s"};
+        "dropped", "maxvio", "dead", "lr", "grad_norm", "tok_per_s", "a2a_share"};
     static const char *const eval_cols[EVAL_COLS] = {
         "val_loss", "val_ppl", "unigram_loss", "entropy", "mass",
         "maxvio",   "dead",    "mi_domain",    "mi_next", "cos2"};
@@ -633,9 +633,14 @@ static tess_status moe_step(tess_run *run, void *ctx, int64_t step, tess_run_ste
         lo = 0.0;
         for (int64_t i = 0; i < a->nmoe; i++) lo += tess_nn_moe_stack_ortho(a->stack, i);
     }
-    double v[9] = {ce, aux.total, aux.lb, aux.z, aux.sp, aux.cp, lo,
-                   a->moe.E >= 2 ? aux.v : NAN, aux.dropped};
-    TESS_CHECK(tess_par_allreduce_f64(dp, v, 9, TESS_PAR_MEAN));
+    /* the share of the wall time since the last row spent in the expert exchanges */
+    const double now = log ? tess_timer_now() : 0.0;
+    double v[10] = {ce, aux.total, aux.lb, aux.z, aux.sp, aux.cp, lo,
+                    a->moe.E >= 2 ? aux.v : NAN, aux.dropped,
+                    log ? tess_nn_moe_stack_exchange_seconds(a->stack, true, NULL) /
+                              (now - a->t_log)
+                        : 0.0};
+    TESS_CHECK(tess_par_allreduce_f64(dp, v, 10, TESS_PAR_MEAN));
     if (a->moe.bias_balance || log) TESS_CHECK(global_counts(a, dp));
     if (a->moe.bias_balance) update_biases(a);
     if (isnan(a->first_loss)) a->first_loss = v[0];
@@ -650,13 +655,12 @@ static tess_status moe_step(tess_run *run, void *ctx, int64_t step, tess_run_ste
 
     const double tokens = (double)(a->global_B * a->mc.T);
     if (log) {
-        const double now = tess_timer_now();
         const int64_t since = done % a->log_every ? done % a->log_every : a->log_every;
         double load[2];
         batch_load(a, tokens, load);
         const double row[TRAIN_COLS] = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8],
                                         load[0], load[1], lr, norm,
-                                        tokens * (double)since / (now - a->t_log)};
+                                        tokens * (double)since / (now - a->t_log), v[9]};
         a->t_log = now;
         TESS_CHECK(tess_run_metrics_row(run, a->train_csv, row));
     }

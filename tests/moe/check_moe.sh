@@ -29,7 +29,8 @@
 #             dropped fraction is 0 in every row; with capacity factor 0.5 by score, padded, at
 #             ep 2 (the fixed-size exchange) it is at least 0.45 (the capacity keeps at most half
 #             of the pairs, rounded up); MaxVio >= 0, dead experts in [0, E], L_o >= 0 and L_v > 0
-#             in every row; with plots (when gnuplot is installed) load.png and guo.png exist.
+#             in every row; the share of the time in the expert exchanges is 0 without and in
+#             (0, 1] with ep; with plots (when gnuplot is installed) load.png and guo.png exist.
 #   dp:       the same 20 steps on 1 and 2 ranks agree to a relative 1e-4 in the training loss.
 #             In ep, reshard and dp lambda_lb = 0: L_lb uses each rank's own counts (the per-micro-batch variant),
 #             so with it the 2-rank objective is not the 1-rank one.
@@ -166,11 +167,12 @@ metrics)
     { cat mcap.log; fail "capacity 0.5, padded, ep 2"; }
   for d in mdropless mcap; do
     head -n 1 $d/metrics.csv |
-      grep -q "^step,loss,aux,lb,z,sp,cp,o,v,dropped,maxvio,dead,lr,grad_norm,tok_per_s,seconds$" ||
+      grep -q "^step,loss,aux,lb,z,sp,cp,o,v,dropped,maxvio,dead,lr,grad_norm,tok_per_s,a2a_share,seconds$" ||
       fail "$d/metrics.csv header: $(head -n 1 $d/metrics.csv)"
-    lo=0 hi=0
-    [ $d = mcap ] && lo=0.45 hi=0.99
-    awk -F, -v lo=$lo -v hi=$hi 'NR > 1 { n++
+    lo=0 hi=0 xlo=0 xhi=0
+    [ $d = mcap ] && lo=0.45 hi=0.99 xlo=1e-9 xhi=1
+    awk -F, -v lo=$lo -v hi=$hi -v xlo=$xlo -v xhi=$xhi 'NR > 1 { n++
+           if (!($16 >= xlo && $16 <= xhi)) { print "a2a_share " $16 " outside [" xlo ", " xhi "]"; bad++ }
            if (!($10 >= lo && $10 <= hi)) { print "dropped " $10 " outside [" lo ", " hi "]"; bad++ }
            if (!($11 >= 0 && $12 >= 0 && $12 <= 4)) { print "maxvio " $11 ", dead " $12; bad++ }
            if (!($8 >= 0 && $9 > 0)) { print "L_o " $8 ", L_v " $9; bad++ } }
