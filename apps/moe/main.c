@@ -72,6 +72,8 @@ static const tess_opt moe_opts[] = {
     TESS_OPT_REAL("lambda_z", 0.0, 0.0, 1e3, "router z-loss weight (1e-3 when used)"),
     TESS_OPT_REAL("lambda_sp", 2e-3, 0.0, 1e3, "specialization loss R_sp weight (needs top_k >= 2)"),
     TESS_OPT_REAL("lambda_cp", 1e-3, 0.0, 1e3, "cross-layer coupling loss R_cp weight"),
+    TESS_OPT_BOOL("cp_detach", false,
+                  "ablation: R_cp's gradient into the shallower layer of each pair only"),
     TESS_OPT_ENUM("phi", "sq", tess_nn_moe_phi_names, "phi of R_sp: sq (c^2), abs (|c|), signed (c)"),
     TESS_OPT_BOOL("bias_balance", false, "aux-loss-free balancing: a selection bias per expert"),
     TESS_OPT_REAL("bias_rate", 1e-3, 0.0, 1.0, "step of the balancing bias per training step"),
@@ -201,7 +203,8 @@ static tess_status read_options(moe_app *a, const tess_config *c, int nranks, ui
                                   .capacity_factor = tess_config_real(c, "moe.capacity_factor"),
                                   .pad = tess_config_bool(c, "moe.pad"),
                                   .lambda_o = tess_config_real(c, "moe.lambda_ortho"),
-                                  .lambda_v = tess_config_real(c, "moe.lambda_var")};
+                                  .lambda_v = tess_config_real(c, "moe.lambda_var"),
+                                  .cp_detach = tess_config_bool(c, "moe.cp_detach")};
     a->bias_rate = tess_config_real(c, "moe.bias_rate");
     a->lb_global = tess_config_bool(c, "moe.lb_global");
     TESS_CHECK(tess_nn_moe_check_config(&a->moe));
@@ -424,11 +427,12 @@ static tess_status moe_setup(tess_run *run, void *ctx) {
                   (long long)a->mc.L, (long long)a->mc.C, (long long)a->mc.NH,
                   (long long)a->nmoe, (long long)E, (long long)a->moe.k, (long long)a->moe.F,
                   (long long)tess_registry_global_total(a->reg));
-    tess_log_info("moe: lambda lb %g z %g sp %g cp %g ortho %g var %g, bias balance %s; %s "
+    tess_log_info("moe: lambda lb %g z %g sp %g cp %g%s ortho %g var %g, bias balance %s; %s "
                   "scores, jitter %g, drop %s (capacity factor %g%s); %lld steps, global batch "
                   "%lld = %d ranks x %lld",
                   a->moe.lambda_lb, a->moe.lambda_z, a->moe.lambda_sp, a->moe.lambda_cp,
-                  a->moe.lambda_o, a->moe.lambda_v, a->moe.bias_balance ? "on" : "off",
+                  a->moe.cp_detach ? " (deeper layer detached)" : "", a->moe.lambda_o,
+                  a->moe.lambda_v, a->moe.bias_balance ? "on" : "off",
                   tess_nn_moe_score_names[a->moe.score].name, a->moe.jitter,
                   tess_nn_moe_drop_names[a->moe.drop].name, a->moe.capacity_factor,
                   a->moe.pad ? ", padded" : "", (long long)steps, (long long)a->global_B,
@@ -437,6 +441,7 @@ static tess_status moe_setup(tess_run *run, void *ctx) {
     char guo[64] = "", cap[64] = "";
     if (a->moe.lambda_o > 0 || a->moe.lambda_v > 0)
         snprintf(guo, sizeof guo, " o %g v %g", a->moe.lambda_o, a->moe.lambda_v);
+    if (a->moe.cp_detach) strncat(guo, " (cp detached)", sizeof guo - strlen(guo) - 1);
     if (a->moe.drop != TESS_NN_MOE_DROP_NONE)
         snprintf(cap, sizeof cap, ", cap %g %s%s", a->moe.capacity_factor,
                  tess_nn_moe_drop_names[a->moe.drop].name, a->moe.pad ? " pad" : "");

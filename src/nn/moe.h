@@ -23,7 +23,8 @@
  * Aux losses (per layer): L_lb = E sum_e f_e P_e, f_e = c_e/(kN), P_e = mean_t p_{t,e};
  *   L_z = mean_t lse_t^2;
  *   R_sp = (1/N) sum_t (1/(k(k-1))) sum_{e != v in K_t} phi(cos(z_t^(e), z_t^(v)));
- *   R_cp between adjacent MoE layers a, b = -(1/N) sum_t M_t^(a) M_t^(b);
+ *   R_cp between adjacent MoE layers a, b = -(1/N) sum_t M_t^(a) M_t^(b) (cp_detach: M^(b) of
+ *   the deeper layer b taken as a constant in backward);
  *   the baselines of Guo et al. (arXiv:2505.22323): L_o = (1/(N k)) sum_t sum_s |P_{t,-s} y_{t,s}|^2,
  *   the squared projection of each selected expert's output onto the span of the token's other
  *   selected outputs, and L_v = mean_t var_e(p_{t,e}) (unbiased), which the objective maximises.
@@ -261,6 +262,9 @@ typedef struct {
      * variance of the scores is maximised); fixed weights (their automatic scaling of the weights
      * to powers of ten is not done) */
     double lambda_o, lambda_v;
+    /* R_cp ablation: its gradient flows into the shallower layer of each adjacent pair only, the
+     * deeper layer's top-k mass a constant (a detached "teacher"); the value is unchanged */
+    bool cp_detach;
 } tess_nn_moe_config;
 
 /* TESS_ERR_CONFIG naming the field: E < 1, k outside [1, E], F < 1, every < 1, a negative lambda,

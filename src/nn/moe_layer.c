@@ -482,7 +482,7 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
     if (cfg->lambda_cp > 0 && m->stack->n > 1) {
         memset(dmass, 0, (size_t)N * sizeof(float));
         const float dl = sc * (float)cfg->lambda_cp;
-        if (m->idx > 0)
+        if (m->idx > 0 && !cfg->cp_detach) /* this layer is the pair's deeper one */
             tess_nn_moe_rcp_backward(dmass, NULL, dl, m->mass, m->stack->layer[m->idx - 1]->mass, N);
         if (m->idx + 1 < m->stack->n)
             tess_nn_moe_rcp_backward(dmass, NULL, dl, m->mass, m->stack->layer[m->idx + 1]->mass, N);

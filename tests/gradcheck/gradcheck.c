@@ -1057,7 +1057,9 @@ static void moe_variance_backward(gc_ctx *c) {
  * composition token by token from the _ref kernels. variant 0: softmax, dropless; 1: sigmoid
  * scores (lambda_z 0), capacity factor 0.75 dropping by score, padded blocks; 2: capacity 0.75
  * dropping by position, training with router jitter 0.3 (step 3); 3: Guo et al.'s baselines on
- * as well (lambda_o 0.6, lambda_v 0.8). */
+ * as well (lambda_o 0.6, lambda_v 0.8); 4: R_cp with the deeper layer detached (cp_detach): the
+ * function differentiated is the aux total with R_cp's M^(2) replaced by the constant
+ * "m2_frozen", the second layer's top-k mass at the drawn point (setup computes it). */
 static struct {
     tess_registry *reg;
     tess_nn_moe_stack *stack;
@@ -1076,6 +1078,8 @@ static tess_nn_moe_config gc_moe_cfg(const gc_ctx *c) {
         mc.drop = TESS_NN_MOE_DROP_POSITION, mc.capacity_factor = 0.75, mc.jitter = 0.3;
     } else if (c->dims[6] == 3) {
         mc.lambda_o = 0.6, mc.lambda_v = 0.8;
+    } else if (c->dims[6] == 4) {
+        mc.cp_detach = true;
     }
     return mc;
 }
@@ -1103,6 +1107,7 @@ static tess_status moe_layers_build(const gc_ctx *c) {
     TESS_REQUIRE(gc_moe.y1 && gc_moe.dy1 && gc_moe.scratch, TESS_ERR_MEM, "moe_layers buffers");
     return TESS_OK;
 }
+static void moe_layers_forward(gc_ctx *c);
 static void moe_layers_setup(gc_ctx *c) {
     const int64_t N = c->dims[0], C = c->dims[1];
     if (moe_layers_build(c) != TESS_OK) gc_die(tess_error_text(), "moe_layers");
@@ -1117,6 +1122,11 @@ static void moe_layers_setup(gc_ctx *c) {
     }
     gc_output(c, "y2", N * C);
     gc_output(c, "aux", 1);
+    if (c->dims[6] == 4) { /* the detached mass: the second layer's at the drawn point */
+        float *frozen = gc_const(c, "m2_frozen", N, 0, 1);
+        moe_layers_forward(c);
+        memcpy(frozen, tess_nn_moe_stack_mass(gc_moe.stack, 1), (size_t)N * sizeof(float));
+    }
 }
 static void moe_layers_load(gc_ctx *c) {
     for (int64_t i = 0; i < tess_registry_count(gc_moe.reg); i++) {
@@ -1132,7 +1142,14 @@ static void moe_layers_forward(gc_ctx *c) {
     tess_nn_ffn_forward(gc_moe.f[1], gc_x(c, "y2"), gc_moe.y1, N);
     tess_nn_moe_aux aux;
     tess_nn_moe_stack_aux(gc_moe.stack, &aux);
-    gc_x(c, "aux")[0] = (float)aux.total;
+    double total = aux.total;
+    if (gc_has(c, "m2_frozen")) { /* R_cp with the deeper layer's mass a constant */
+        const float *m1 = tess_nn_moe_stack_mass(gc_moe.stack, 0), *m2 = gc_x(c, "m2_frozen");
+        double j = 0;
+        for (int64_t t = 0; t < N; t++) j += (double)m1[t] * m2[t];
+        total += gc_moe_cfg(c).lambda_cp * (-j / (double)N - aux.cp);
+    }
+    gc_x(c, "aux")[0] = (float)total;
 }
 static void moe_layers_backward(gc_ctx *c) {
     const int64_t N = c->dims[0], C = c->dims[1];
@@ -1226,8 +1243,9 @@ static void moe_layers_forward_ref(gc_ctx *c) {
     float m1[64], m2[64];
     double aux = moe_layer_ref(gc_moe.y1, m1, gc_x(c, "x"), "m1", 0, c);
     aux += moe_layer_ref(gc_x(c, "y2"), m2, gc_moe.y1, "m2", 1, c);
+    const float *mb = gc_has(c, "m2_frozen") ? gc_x(c, "m2_frozen") : m2;
     double j = 0;
-    for (int64_t t = 0; t < N; t++) j += (double)m1[t] * m2[t];
+    for (int64_t t = 0; t < N; t++) j += (double)m1[t] * mb[t];
     gc_x(c, "aux")[0] = (float)(aux - gc_moe_cfg(c).lambda_cp * j / (double)N);
 }
 static void moe_layers_teardown(gc_ctx *c) {
@@ -1800,6 +1818,10 @@ static const gc_row gc_rows[] = {
      moe_layers_forward, moe_layers_backward, moe_layers_forward_ref, NULL, 0, true,
      moe_layers_teardown, NULL},
     {"moe_layers_guo_ov", {9, 8, 6, 4, 2, 0, 3}, moe_layers_setup, moe_layers_forward,
+     moe_layers_backward, moe_layers_forward_ref, NULL, 0, true, moe_layers_teardown, NULL},
+    /* (the name keys the draws: "moe_layers_cp_detach" drew a point where R_sp's curvature put
+     * the h = 1e-2 difference of m1.w_up 2.5e-3 off, at every N tried) */
+    {"moe_layers_detached_cp", {9, 8, 6, 4, 2, 0, 4}, moe_layers_setup, moe_layers_forward,
      moe_layers_backward, moe_layers_forward_ref, NULL, 0, true, moe_layers_teardown, NULL},
     {"moe_ortho_k2", {5, 2, 4, 0}, moe_ortho_setup, moe_ortho_forward, moe_ortho_backward,
      moe_ortho_forward_ref, NULL, 0, false, NULL, NULL},
