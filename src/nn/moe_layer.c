@@ -65,6 +65,7 @@ struct moe_layer {
     float *a, *b, *zg;           /* (Rx,F) */
     float *xt;                   /* (Rx, max(C,F)) exchange buffer with ep */
     int64_t *rows;               /* (nle) rows of each local expert in the last forward */
+    int64_t rx_cap;              /* expert-side rows carved */
     const float *in;             /* (N,C) of the last forward, borrowed */
     int64_t N;                   /* rows of the last forward */
     float lb, zl, sp, ol, vl;    /* aux values of the last forward */
@@ -200,6 +201,17 @@ static int64_t rows_max(const moe_layer *m, int64_t N) {
     return padded > R ? padded : R;
 }
 
+/* Rows of the expert side for N tokens per rank (the ranks of ep run the same N): dropless, up
+ * to P*Rm (every rank's rows to this one); with a capacity at most E*cap (each of P ranks sends
+ * at most cap rows to each of this rank's E/P experts), exactly that with padding. */
+static int64_t rx_max(const moe_layer *m, int64_t N) {
+    const tess_nn_moe_config *c = &m->stack->cfg;
+    const int64_t worst = m->P * rows_max(m, N);
+    if (c->drop == TESS_NN_MOE_DROP_NONE) return worst;
+    const int64_t bound = m->E * tess_nn_moe_capacity(N, m->E, m->k, c->capacity_factor);
+    return bound < worst ? bound : worst;
+}
+
 static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
     moe_layer *m = (moe_layer *)f;
     const int64_t N = max_N, E = m->E, k = m->k, R = rows_max(m, max_N), C = f->C, F = m->F;
@@ -221,7 +233,8 @@ static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
     TESS_CHECK(tess_arena_floats(ar, R * C, &m->xp));
     TESS_CHECK(tess_arena_floats(ar, R * C, &m->y));
     TESS_CHECK(tess_arena_floats(ar, R * F, &m->z));
-    const int64_t Rx = m->P * R; /* worst case: every rank's rows to this one */
+    const int64_t Rx = rx_max(m, max_N);
+    m->rx_cap = Rx;
     if (m->plan) {
         TESS_CHECK(tess_arena_floats(ar, Rx * C, &m->xg));
         TESS_CHECK(tess_arena_floats(ar, Rx * C, &m->yg));
@@ -241,8 +254,6 @@ static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
     return TESS_OK;
 }
 
-/* Rows of the expert side: up to P*Rm. */
-static int64_t rx_max(const moe_layer *m, int64_t N) { return m->P * rows_max(m, N); }
 
 /* Backward scratch: dgates (N,k), dprobs, dlogits (N,E), dmass (N); home side dy, dxp (Rm,C),
  * dz (Rm,F); expert side (Rx rows) dyg, dxg (Rx,C), dzg, db (Rx,F); then, with jitter, the
@@ -347,6 +358,7 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
         keep(m, cfg->pad ? tess_dispatch_plan_fixed(m->plan, cap)
                          : tess_dispatch_plan(m->plan, m->pos));
         exchanged(m, t0, c0);
+        TESS_ASSERT(tess_dispatch_recv_rows(m->plan) <= m->rx_cap);
         to_experts(m, m->xp, m->xt, m->xg, C);
         for (int64_t j = 0; j < m->nle; j++) m->rows[j] = tess_dispatch_slot_rows(m->plan, j);
     } else {
