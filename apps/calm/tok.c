@@ -270,10 +270,11 @@ static void encode(calm_tok *t, const float *x, int64_t Bn, tess_rng_key key, in
     const bool noise = tau_g > 0.0f;
     if (noise) {
         const uint64_t ctr = tess_rng_ctr(TESS_RNG_PURPOSE_NOISE, (uint64_t)step);
-        for (int64_t i = 0; i < Q * K; i++) {
-            double u = tess_rng_uniform(key, ctr, (uint64_t)(first * M * K + i), 1e-12, 1.0);
-            t->G[i] = (float)-log(-log(u));
-        }
+        /* G = -log(-log U) in float (libm's logf: the double log was the step's hot spot);
+         * U in [1e-12, 1) rounded to float may reach 1, which is kept just below it */
+        tess_rng_fill_uniform(key, ctr, first * M * K, Q * K, t->G, 1e-12f, 1.0f);
+        for (int64_t i = 0; i < Q * K; i++)
+            t->G[i] = -logf(-logf(t->G[i] < 1.0f ? t->G[i] : 0x1.fffffep-1f));
     }
     tess_nn_codebook_dims cd = {Q, K, Dc, c->tau_cos, t->tau_g, mode};
     tess_nn_codebook_forward(t->q, t->logits, t->y, t->ids, t->z, t->E, noise ? t->G : NULL, &cd);
@@ -372,7 +373,8 @@ void calm_tok_backward(calm_tok *t, float scale) {
                             W(t, t->din_w), Q, Dc, c->dt);
     /* codebook: the quantiser (soft path), the usage entropy on the logits, orthogonality */
     memset(t->dlogits, 0, (size_t)(Q * K) * sizeof(float));
-    tess_nn_codebook_entropy_backward(t->dlogits, scale * c->lambda_h, t->p, t->pbar, Q, K);
+    tess_nn_codebook_entropy_backward(t->dlogits, t->work, scale * c->lambda_h, t->p, t->pbar, Q,
+                                      K);
     memset(t->dz, 0, (size_t)(Q * Dc) * sizeof(float));
     if (c->quant == CALM_QUANT_VQ) { /* straight-through + commitment; usage via logits = z E^T / tau */
         tess_nn_codebook_vq_backward(t->dz, t->dq, scale * c->beta, t->z, t->q, Q, Dc);

@@ -152,18 +152,17 @@ double tess_nn_codebook_entropy_forward(float *p, float *pbar, const float *logi
     return log((double)K) - h;
 }
 
-void tess_nn_codebook_entropy_backward(float *dlogits, float dloss, const float *p,
+void tess_nn_codebook_entropy_backward(float *dlogits, float *work, float dloss, const float *p,
                                        const float *pbar, int64_t N, int64_t K) {
-    /* dL/dpbar_k = log pbar_k + 1; dL/dp_nk = that / N; through each row's softmax */
+    /* dL/dpbar_k = g_k = log pbar_k + 1 (once per code, in work); dL/dp_nk = g_k / N; through
+     * each row's softmax */
+    for (int64_t k = 0; k < K; k++) work[k] = pbar[k] > 0.0f ? (float)(log((double)pbar[k]) + 1.0) : 0.0f;
     for (int64_t n = 0; n < N; n++) {
         const float *pr = p + n * K;
         double dot = 0.0;
-        for (int64_t k = 0; k < K; k++)
-            dot += pr[k] * (pbar[k] > 0.0f ? log((double)pbar[k]) + 1.0 : 0.0);
-        for (int64_t k = 0; k < K; k++) {
-            double g = pbar[k] > 0.0f ? log((double)pbar[k]) + 1.0 : 0.0;
-            dlogits[n * K + k] += (float)(dloss * pr[k] * (g - dot) / (double)N);
-        }
+        for (int64_t k = 0; k < K; k++) dot += (double)pr[k] * work[k];
+        const float c = (float)(dloss / (double)N), fdot = (float)dot;
+        for (int64_t k = 0; k < K; k++) dlogits[n * K + k] += c * pr[k] * (work[k] - fdot);
     }
 }
 

@@ -64,8 +64,8 @@ void tess_nn_codebook_backward_ref(float *dz, float *dE, const float *dq, const 
 /* Returns L_H = log K - H(pbar); p (N, K) softmax of logits and pbar (K) are written (cache). */
 double tess_nn_codebook_entropy_forward(float *p, float *pbar, const float *logits, int64_t N,
                                         int64_t K);
-/* dlogits (N, K) += dloss * dL_H/dlogits. */
-void tess_nn_codebook_entropy_backward(float *dlogits, float dloss, const float *p,
+/* dlogits (N, K) += dloss * dL_H/dlogits; work (K) scratch (log pbar_k + 1, once per code). */
+void tess_nn_codebook_entropy_backward(float *dlogits, float *work, float dloss, const float *p,
                                        const float *pbar, int64_t N, int64_t K);
 
 /* Returns L_orth = ||E E^T - I||_F^2 / K^2; gram (K, K) = E E^T written (cache). */

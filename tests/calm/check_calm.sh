@@ -3,7 +3,8 @@
 #   dp:    the same tokenizer + DAT steps with the global batch on 1 rank and split over 2: every
 #          parameter of both models within 1e-5 (tess-ckpt diff of the final checkpoints; the
 #          gradient sums are reordered over ranks, so bitwise equality is not expected); the
-#          token-id caches (tokens.h5) written by both runs identical.
+#          token-id caches (tokens.h5) written by both runs equal but for near-ties (at most 1 in
+#          10^4 ids).
 #   resume: stopped after 3 of 6 steps on 1 rank (exit 75; tokenizer done, DAT half-way) and
 #          resumed on 2 ranks: every parameter within 1e-5 of an uninterrupted 1-rank run, the
 #          token ids read back from the cache the stopped run wrote (tokens.h5).
@@ -51,8 +52,13 @@ dp)
        END { exit bad }' diff.txt || fail "parameters differ by more than 1e-5 between 1 and 2 ranks"
   n=$(grep -c "params/" diff.txt || true)
   echo "1 rank x B vs 2 ranks x B/2: $n parameter tensors differ, all within 1e-5"
-  h5diff np1/tokens.h5 np2/tokens.h5 /ids || fail "the token-id caches of 1 and 2 ranks differ"
-  echo "token-id caches of 1 and 2 ranks identical"
+  # the tokenizers agree to ~1e-7, not bitwise (sums over ranks), so an id whose two best codes
+  # tie to that level may flip: at most 1 in 10^4 ids may differ (measured 0 or 1 of 483,840)
+  nd=$(h5diff np1/tokens.h5 np2/tokens.h5 /ids | awk '/differences found/ { print $1 }' || true)
+  total=$(h5ls np1/tokens.h5 | awk '$1 == "ids" { gsub(/[{}]/, "", $3); print $3 }')
+  nd=${nd:-0}
+  [ "$nd" -le $((total / 10000)) ] || fail "$nd of $total token ids differ between 1 and 2 ranks"
+  echo "token-id caches of 1 and 2 ranks: $nd of $total ids differ (near-ties)"
   ;;
 resume)
   rm -rf full part
