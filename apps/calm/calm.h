@@ -45,7 +45,7 @@ typedef struct {
     calm_sim_config simcfg;
     calm_tok_config tokc;
     calm_dat_config datc;
-    int64_t tok_steps, tok_batch, tok_b, dat_steps, dat_batch, dat_b, eval_b, horizon;
+    int64_t tok_steps, tok_restart, tok_batch, tok_b, dat_steps, dat_batch, dat_b, eval_b, horizon;
     double tok_lr, clip, weight_decay, train_fraction;
     tess_sched sched;
     int64_t nsess, units, ntrain, ntest, max_traces;

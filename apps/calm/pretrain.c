@@ -43,10 +43,39 @@ const tess_opt calm_tok_opts[] = {
     TESS_OPT_INT("steps", 200, 0, 10000000, "stage 1 steps"),
     TESS_OPT_INT("batch", 64, 1, 1 << 20, "GLOBAL traces per step; a multiple of the ranks"),
     TESS_OPT_REAL("lr", 2e-3, 1e-7, 1.0, "AdamW learning rate"),
+    TESS_OPT_ENUM("quantizer", "gumbel", calm_quant_names,
+                  "gumbel (Gumbel-softmax, hard straight-through at the end) or vq (nearest code, "
+                  "commitment 0.25, EMA codebook)"),
+    TESS_OPT_REAL("ema_decay", 0.99, 0.0, 0.999999, "vq: decay of the codebook's EMA"),
+    TESS_OPT_INT("restart", 1000, 0, 10000000,
+                 "restart a code unassigned for this many steps at an encoder output (0: never)"),
 };
 const int64_t calm_tok_nopts = sizeof calm_tok_opts / sizeof calm_tok_opts[0];
 
+/* model.preset: custom (the size options as given) or the spec's tiny / base sizes. */
+typedef enum { CALM_PRESET_CUSTOM = 0, CALM_PRESET_TINY, CALM_PRESET_BASE, CALM_PRESET_COUNT } calm_preset;
+static const tess_opt_enum calm_preset_names[] = {
+    {"custom", CALM_PRESET_CUSTOM}, {"tiny", CALM_PRESET_TINY}, {"base", CALM_PRESET_BASE}};
+TESS_OPT_ENUM_TABLE_CHECK(calm_preset_names, CALM_PRESET_COUNT);
+
+/* The sizes a preset sets (the spec's table: tokenizer c 64, d_t 128, n_t 2, 4 heads, D_c 32;
+ * tiny K 256, M 16, DAT d 64, 2 layers, 4 heads, FFN 256, N_max 64; base K 512, M 32, d 256,
+ * 6 layers, 8 heads, FFN 1024, N_max 256). */
+static const struct {
+    const char *key;
+    int64_t tiny, base;
+} preset_sizes[] = {
+    {"tok.patches", 16, 32},     {"tok.channels", 64, 64},  {"tok.width", 128, 128},
+    {"tok.layers", 2, 2},        {"tok.heads", 4, 4},       {"tok.code_dim", 32, 32},
+    {"tok.codes", 256, 512},     {"model.channels", 64, 256}, {"model.layers", 2, 6},
+    {"model.heads", 4, 8},       {"model.ffn", 256, 1024},  {"model.max_neurons", 64, 256},
+};
+
 const tess_opt calm_model_opts[] = {
+    TESS_OPT_ENUM("preset", "custom", calm_preset_names,
+                  "custom: the size options as given; tiny / base: the spec's sizes (tok.patches, "
+                  "channels, width, layers, heads, code_dim, codes; model.channels, layers, heads, "
+                  "ffn, max_neurons), a size option may then only be left at its default"),
     TESS_OPT_INT("channels", 64, 2, 8192, "DAT width d"),
     TESS_OPT_INT("layers", 2, 1, 64, "DAT layers"),
     TESS_OPT_INT("heads", 4, 1, 64, "attention heads"),
@@ -79,6 +108,31 @@ const tess_opt calm_train_opts[] = {
     TESS_OPT_INT("horizon", 4, 1, 255, "forecast horizon in patches (context = patches - horizon)"),
 };
 const int64_t calm_train_nopts = sizeof calm_train_opts / sizeof calm_train_opts[0];
+
+/* The size option `key` ("tok.codes"): its value, or under a preset the preset's size.
+ * TESS_ERR_CONFIG naming the option when a preset is chosen and the option is set to neither its
+ * default nor the preset's size. */
+static tess_status sized(const tess_config *cfg, const char *key, int64_t *v) {
+    *v = tess_config_int(cfg, key);
+    const calm_preset preset = (calm_preset)tess_config_enum(cfg, "model.preset");
+    if (preset == CALM_PRESET_CUSTOM) return TESS_OK;
+    const tess_opt *opts = strncmp(key, "tok.", 4) == 0 ? calm_tok_opts : calm_model_opts;
+    const int64_t nopts = opts == calm_tok_opts ? calm_tok_nopts : calm_model_nopts;
+    const char *name = strchr(key, '.') + 1;
+    int64_t def = 0, size = 0;
+    for (int64_t i = 0; i < nopts; i++)
+        if (strcmp(opts[i].key, name) == 0) def = opts[i].int_def;
+    for (size_t i = 0; i < sizeof preset_sizes / sizeof preset_sizes[0]; i++)
+        if (strcmp(preset_sizes[i].key, key) == 0)
+            size = preset == CALM_PRESET_TINY ? preset_sizes[i].tiny : preset_sizes[i].base;
+    TESS_ASSERT(size > 0);
+    TESS_REQUIRE(*v == def || *v == size, TESS_ERR_CONFIG,
+                 "%s = %lld conflicts with model.preset = %s (which sets %lld); leave it at its "
+                 "default or use model.preset = custom",
+                 key, (long long)*v, calm_preset_names[preset].name, (long long)size);
+    *v = size;
+    return TESS_OK;
+}
 
 /* ---- data ---------------------------------------------------------------------------------- */
 
@@ -258,16 +312,17 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
     const tess_config *cfg = tess_run_config(run);
     const tess_group *g = tess_run_group(run);
     TESS_CHECK(calm_sim_config_read(&p->simcfg, cfg, tess_run_seed(run)));
-    p->tokc = (calm_tok_config){.P = tess_config_int(cfg, "tok.patch"),
-                                .M = tess_config_int(cfg, "tok.patches"),
-                                .c = tess_config_int(cfg, "tok.channels"),
-                                .dt = tess_config_int(cfg, "tok.width"),
-                                .nt = tess_config_int(cfg, "tok.layers"),
-                                .heads = tess_config_int(cfg, "tok.heads"),
-                                .Dc = tess_config_int(cfg, "tok.code_dim"),
-                                .K = tess_config_int(cfg, "tok.codes"),
+    enum { NSIZES = sizeof preset_sizes / sizeof preset_sizes[0] };
+    int64_t sz[NSIZES]; /* the sizes of preset_sizes, in its order */
+    for (int i = 0; i < NSIZES; i++) TESS_CHECK(sized(cfg, preset_sizes[i].key, &sz[i]));
+    p->tokc = (calm_tok_config){.P = tess_config_int(cfg, "tok.patch"), .M = sz[0], .c = sz[1],
+                                .dt = sz[2], .nt = sz[3], .heads = sz[4], .Dc = sz[5], .K = sz[6],
                                 .tau_cos = 0.1f, .lambda_d = 0.5f, .lambda_orth = 0.1f,
-                                .lambda_h = 0.01f};
+                                .lambda_h = 0.01f,
+                                .quant = (calm_quant)tess_config_enum(cfg, "tok.quantizer"),
+                                .beta = 0.25f,
+                                .ema_decay = (float)tess_config_real(cfg, "tok.ema_decay")};
+    p->tok_restart = tess_config_int(cfg, "tok.restart");
     p->tok_steps = tess_config_int(cfg, "tok.steps");
     p->tok_batch = tess_config_int(cfg, "tok.batch");
     p->tok_lr = tess_config_real(cfg, "tok.lr");
@@ -294,15 +349,12 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
     TESS_CHECK(calm_tok_check(&p->tokc, 1));
     p->tok_b = p->tok_batch / g->size;
     p->dat_b = p->dat_batch / g->size;
-    p->eval_b = 4;
+    p->eval_b = p->dat_b < 4 ? p->dat_b : 4; /* forecast windows per forward (memory: base) */
     TESS_CHECK(load_sessions(p, tess_config_string(cfg, "data.files"),
                              tess_config_string(cfg, "data.trace")));
-    p->datc = (calm_dat_config){.K = p->tokc.K, .d = tess_config_int(cfg, "model.channels"),
-                                .layers = tess_config_int(cfg, "model.layers"),
-                                .heads = tess_config_int(cfg, "model.heads"),
-                                .ffn = tess_config_int(cfg, "model.ffn"), .units = p->units,
-                                .sessions = p->nsess,
-                                .max_N = tess_config_int(cfg, "model.max_neurons"),
+    p->datc = (calm_dat_config){.K = p->tokc.K, .d = sz[7], .layers = sz[8], .heads = sz[9],
+                                .ffn = sz[10], .units = p->units, .sessions = p->nsess,
+                                .max_N = sz[11],
                                 .M = p->tokc.M, .P = p->tokc.P,
                                 .patch_input = tess_config_bool(cfg, "model.patch_input"),
                                 .ahead = tess_config_int(cfg, "model.ahead"),
@@ -332,10 +384,12 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
     tess_state *st = tess_run_state(run);
     TESS_CHECK(tess_state_add_registry(st, "tok/params", p->tok_reg, false));
     TESS_CHECK(tess_adamw_describe(p->tok_opt, st, "tok/optim"));
+    TESS_CHECK(calm_tok_describe(p->tok, st, "tok/codes"));
     TESS_CHECK(tess_state_add_registry(st, "dat/params", p->dat_reg, false));
     TESS_CHECK(tess_adamw_describe(p->dat_opt, st, "dat/optim"));
-    static const char *const tcols[] = {"tok_loss", "tok_mse", "perplexity"};
-    TESS_CHECK(tess_run_metrics(run, "tokenizer", tcols, 3, true, &p->tok_csv));
+    static const char *const tcols[] = {"tok_loss",       "tok_mse",    "perplexity",
+                                        "code_perplexity", "codes_used", "restarts"};
+    TESS_CHECK(tess_run_metrics(run, "tokenizer", tcols, 6, true, &p->tok_csv));
     static const char *const dcols[] = {"ce", "bits_per_token", "patch_mse", "grad_norm", "lr"};
     TESS_CHECK(tess_run_metrics(run, "metrics", dcols, 5, true, &p->dat_csv));
     static const char *const fcols[] = {
@@ -365,10 +419,8 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
     snprintf(subtitle, sizeof subtitle,
              "%lld sessions, %lld units, windows of %lld frames; K=%lld codes, DAT d=%lld L=%lld "
              "head %s; %d rank%s",
-             (long long)p->nsess, (long long)p->units, (long long)Lw,
-             (long long)tess_config_int(cfg, "tok.codes"),
-             (long long)tess_config_int(cfg, "model.channels"),
-             (long long)tess_config_int(cfg, "model.layers"), tess_config_string(cfg, "model.head"),
+             (long long)p->nsess, (long long)p->units, (long long)Lw, (long long)p->tokc.K,
+             (long long)p->datc.d, (long long)p->datc.layers, tess_config_string(cfg, "model.head"),
              g->size, g->size == 1 ? "" : "s");
     tess_run_plot_subtitle(run, subtitle);
     TESS_CHECK(tess_run_plot(run, p->tok_csv, "tokenizer.png", &tok_plot));
@@ -378,6 +430,19 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
                   "%lld frames",
                   (long long)p->nsess, (long long)p->units, (long long)p->ntrain,
                   (long long)p->ntest, (long long)Lw);
+    int64_t emb = 0; /* the unit embeddings grow with the data, the rest is the model's size */
+    for (int64_t i = 0; i < tess_registry_count(p->dat_reg); i++)
+        if (strcmp(tess_registry_get(p->dat_reg, i)->name, "dat.unit_emb") == 0)
+            emb = tess_registry_get(p->dat_reg, i)->global_count;
+    tess_log_info("model (preset %s): tokenizer c %lld, d_t %lld x %lld layers, D_c %lld, K %lld, "
+                  "%lld parameters; DAT d %lld x %lld layers, %lld heads, FFN %lld, N_max %lld x "
+                  "M %lld, %lld parameters excluding the %lld of the unit embeddings",
+                  tess_config_string(cfg, "model.preset"), (long long)p->tokc.c,
+                  (long long)p->tokc.dt, (long long)p->tokc.nt, (long long)p->tokc.Dc,
+                  (long long)p->tokc.K, (long long)tess_registry_global_total(p->tok_reg),
+                  (long long)p->datc.d, (long long)p->datc.layers, (long long)p->datc.heads,
+                  (long long)p->datc.ffn, (long long)p->datc.max_N, (long long)p->datc.M,
+                  (long long)(tess_registry_global_total(p->dat_reg) - emb), (long long)emb);
     return TESS_OK;
 }
 
@@ -414,8 +479,17 @@ static tess_status tok_step(tess_run *run, calm_pretrain *p, int64_t step,
     double gnorm = 0.0;
     TESS_CHECK(tess_clip_grad_norm(p->tok_reg, p->clip, g, &gnorm));
     tess_adamw_step(p->tok_opt, (float)p->tok_lr);
-    double row[3] = {l.total, l.mse, exp(log((double)p->tokc.K) - l.entropy)};
-    TESS_CHECK(tess_par_allreduce_f64(g, row, 3, TESS_PAR_MEAN));
+    int64_t restarted = 0;
+    TESS_CHECK(calm_tok_codes_update(p->tok, g, (tess_rng_key){(uint32_t)tess_run_seed(run), 10},
+                                     step, first, p->tok_batch, p->tok_restart, &restarted));
+    /* usage of the hard assignments of the global batch: perplexity exp(H(n / sum n)), share */
+    const float *nk = calm_tok_code_counts(p->tok);
+    double h = 0.0, used = 0.0, total = (double)(p->tok_batch * p->tokc.M);
+    for (int64_t k = 0; k < p->tokc.K; k++)
+        if (nk[k] > 0.0f) h -= nk[k] / total * log(nk[k] / total), used += 1.0;
+    double row[6] = {l.total, l.mse, exp(log((double)p->tokc.K) - l.entropy), exp(h),
+                     used / (double)p->tokc.K, (double)calm_tok_restarts(p->tok)};
+    TESS_CHECK(tess_par_allreduce_f64(g, row, 2, TESS_PAR_MEAN));
     if ((step + 1) % 10 == 0 || step + 1 == p->tok_steps)
         TESS_CHECK(tess_run_metrics_row(run, p->tok_csv, row));
     *out = (tess_run_step_out){.loss = row[0], .items = (double)p->tok_batch, .position = NAN,

@@ -13,7 +13,9 @@
 #include "nn/conv1d.h"       /* tess_nn_conv1d_*, tess_nn_convt1d_* */
 #include "nn/ffn.h"          /* tess_nn_ffn_dense_create */
 #include "nn/linear.h"       /* tess_nn_linear_* */
+#include "par/coll.h"        /* tess_par_allreduce */
 #include "par/layout.h"      /* tess_layout_replicated */
+#include "tensor/matmul.h"   /* tess_matmul */
 
 enum { KW = 5 }; /* width of the first and last convolution */
 
@@ -44,6 +46,12 @@ struct calm_tok {
     int64_t Bn;
     tess_nn_codebook_mode mode;
     float tau_g;
+    double commit;                      /* VQ commitment of the last forward */
+    /* codebook upkeep (calm_tok_codes_update): state, then scratch */
+    float *ema_count, *ema_sum;         /* (K), (K,Dc) */
+    int64_t *idle, restarts;            /* (K), total */
+    float *nk, *sk, *rows;              /* (K), (K,Dc), (K,Dc) */
+    int64_t *dead;                      /* (K) */
 };
 
 tess_status calm_tok_check(const calm_tok_config *c, int64_t max_Bn) {
@@ -59,6 +67,11 @@ tess_status calm_tok_check(const calm_tok_config *c, int64_t max_Bn) {
                  "tok.width = %lld must be a multiple of tok.heads = %lld with an even head size",
                  (long long)c->dt, (long long)c->heads);
     TESS_REQUIRE(c->tau_cos > 0.0f, TESS_ERR_CONFIG, "tok.tau_cos must be > 0");
+    TESS_REQUIRE(c->quant >= 0 && c->quant < CALM_QUANT_COUNT, TESS_ERR_CONFIG,
+                 "tok.quantizer = %d is not a quantiser", (int)c->quant);
+    TESS_REQUIRE(c->ema_decay >= 0.0f && c->ema_decay < 1.0f && c->beta >= 0.0f, TESS_ERR_CONFIG,
+                 "tok.ema_decay = %g must be in [0, 1) and the commitment weight %g >= 0",
+                 (double)c->ema_decay, (double)c->beta);
     TESS_REQUIRE(max_Bn >= 1, TESS_ERR_CONFIG, "the tokenizer batch must hold one trace");
     return TESS_OK;
 }
@@ -145,7 +158,8 @@ static tess_status carve(calm_tok *t, tess_arena *a) {
         {&t->dzr, Q * c->Dc},   {&t->de, Q * c->dt},      {&t->da2, Q * C},
         {&t->dg1, R * C},       {&t->da0, R * C},         {&t->dlogits, Q * K},
         {&t->dE, K * c->Dc},    {&t->work, Q * K},        {&t->kwork, K * K},
-        {&t->dcol, big}};
+        {&t->dcol, big},        {&t->ema_count, K},       {&t->ema_sum, K * c->Dc},
+        {&t->nk, K},            {&t->sk, K * c->Dc},      {&t->rows, K * c->Dc}};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         TESS_CHECK(tess_arena_floats(a, bufs[i].n, bufs[i].ptr));
     for (int64_t l = 0; l <= c->nt; l++) {
@@ -153,6 +167,8 @@ static tess_status carve(calm_tok *t, tess_arena *a) {
         TESS_CHECK(tess_arena_floats(a, Q * c->dt, &t->h[l]));
     }
     TESS_CHECK(tess_arena_alloc(a, (size_t)Q * sizeof(int32_t), (void **)&t->ids));
+    TESS_CHECK(tess_arena_alloc(a, (size_t)K * sizeof(int64_t), (void **)&t->idle));
+    TESS_CHECK(tess_arena_alloc(a, (size_t)K * sizeof(int64_t), (void **)&t->dead));
     for (int64_t l = 0; l < c->nt; l++) {
         TESS_CHECK(tess_nn_block_carve(t->enc[l], a));
         TESS_CHECK(tess_nn_block_carve(t->dec[l], a));
@@ -182,6 +198,11 @@ tess_status calm_tok_create(calm_tok **out, const calm_tok_config *c, int64_t ma
         s = carve(t, &measure);
         if (s == TESS_OK) s = tess_arena_init(&t->arena, tess_arena_high_water(&measure));
         if (s == TESS_OK) s = carve(t, &t->arena);
+    }
+    if (s == TESS_OK) { /* the upkeep state starts at zero (the arena is not cleared) */
+        memset(t->ema_count, 0, (size_t)c->K * sizeof(float));
+        memset(t->ema_sum, 0, (size_t)(c->K * c->Dc) * sizeof(float));
+        memset(t->idle, 0, (size_t)c->K * sizeof(int64_t));
     }
     if (s != TESS_OK) {
         calm_tok_destroy(&t);
@@ -241,13 +262,19 @@ static void encode(calm_tok *t, const float *x, int64_t Bn, tess_rng_key key, in
     tess_nn_linear_forward(t->zr, t->e[c->nt], W(t, t->out_w), NULL, Q, c->dt, Dc);
     tess_nn_l2norm_forward(t->z, t->rz, t->zr, Q, Dc, 1e-6f);
     tess_nn_l2norm_forward(t->E, t->rE, W(t, t->code), K, Dc, 1e-6f);
+    if (c->quant == CALM_QUANT_VQ) { /* ids = argmax logits, q = E[ids]; logits for the usage */
+        t->commit = tess_nn_codebook_vq_forward(t->q, t->ids, t->z, t->E, Q, K, Dc);
+        tess_matmul(t->logits, t->z, t->E, Q, K, Dc, false, true, 1.0f / c->tau_cos, 0.0f);
+        return;
+    }
     const bool noise = tau_g > 0.0f;
     if (noise) {
         const uint64_t ctr = tess_rng_ctr(TESS_RNG_PURPOSE_NOISE, (uint64_t)step);
-        for (int64_t i = 0; i < Q * K; i++) {
-            double u = tess_rng_uniform(key, ctr, (uint64_t)(first * M * K + i), 1e-12, 1.0);
-            t->G[i] = (float)-log(-log(u));
-        }
+        /* G = -log(-log U) in float (libm's logf: the double log was the step's hot spot);
+         * U in [1e-12, 1) rounded to float may reach 1, which is kept just below it */
+        tess_rng_fill_uniform(key, ctr, first * M * K, Q * K, t->G, 1e-12f, 1.0f);
+        for (int64_t i = 0; i < Q * K; i++)
+            t->G[i] = -logf(-logf(t->G[i] < 1.0f ? t->G[i] : 0x1.fffffep-1f));
     }
     tess_nn_codebook_dims cd = {Q, K, Dc, c->tau_cos, t->tau_g, mode};
     tess_nn_codebook_forward(t->q, t->logits, t->y, t->ids, t->z, t->E, noise ? t->G : NULL, &cd);
@@ -287,8 +314,9 @@ calm_tok_loss calm_tok_forward(calm_tok *t, const float *x, int64_t Bn, int32_t 
         }
     loss.mse = se / (double)R;
     loss.dmse = L > 1 ? sd / (double)(Bn * (L - 1)) : 0.0;
+    loss.commit = c->quant == CALM_QUANT_VQ ? t->commit : 0.0;
     loss.total = loss.mse + c->lambda_d * loss.dmse + c->lambda_orth * loss.orth +
-                 c->lambda_h * loss.entropy;
+                 c->lambda_h * loss.entropy + c->beta * loss.commit;
     return loss;
 }
 
@@ -345,13 +373,20 @@ void calm_tok_backward(calm_tok *t, float scale) {
                             W(t, t->din_w), Q, Dc, c->dt);
     /* codebook: the quantiser (soft path), the usage entropy on the logits, orthogonality */
     memset(t->dlogits, 0, (size_t)(Q * K) * sizeof(float));
-    tess_nn_codebook_entropy_backward(t->dlogits, scale * c->lambda_h, t->p, t->pbar, Q, K);
+    tess_nn_codebook_entropy_backward(t->dlogits, t->work, scale * c->lambda_h, t->p, t->pbar, Q,
+                                      K);
     memset(t->dz, 0, (size_t)(Q * Dc) * sizeof(float));
-    memset(t->dE, 0, (size_t)(K * Dc) * sizeof(float));
-    tess_nn_codebook_dims cd = {Q, K, Dc, c->tau_cos, t->tau_g, t->mode};
-    tess_nn_codebook_backward(t->dz, t->dE, t->work, t->dq, t->dlogits, t->z, t->E, t->y, &cd);
-    tess_nn_codebook_orth_backward(t->dE, t->kwork, scale * c->lambda_orth, t->gram, t->E, K, Dc);
-    tess_nn_l2norm_backward(dW(t, t->code), t->dE, t->E, t->rE, W(t, t->code), K, Dc, 1e-6f);
+    if (c->quant == CALM_QUANT_VQ) { /* straight-through + commitment; usage via logits = z E^T / tau */
+        tess_nn_codebook_vq_backward(t->dz, t->dq, scale * c->beta, t->z, t->q, Q, Dc);
+        tess_matmul(t->dz, t->dlogits, t->E, Q, Dc, K, false, false, 1.0f / c->tau_cos, 1.0f);
+    } else {
+        memset(t->dE, 0, (size_t)(K * Dc) * sizeof(float));
+        tess_nn_codebook_dims cd = {Q, K, Dc, c->tau_cos, t->tau_g, t->mode};
+        tess_nn_codebook_backward(t->dz, t->dE, t->work, t->dq, t->dlogits, t->z, t->E, t->y, &cd);
+        tess_nn_codebook_orth_backward(t->dE, t->kwork, scale * c->lambda_orth, t->gram, t->E, K,
+                                       Dc);
+        tess_nn_l2norm_backward(dW(t, t->code), t->dE, t->E, t->rE, W(t, t->code), K, Dc, 1e-6f);
+    }
     /* encoder */
     memset(t->dzr, 0, (size_t)(Q * Dc) * sizeof(float));
     tess_nn_l2norm_backward(t->dzr, t->dz, t->z, t->rz, t->zr, Q, Dc, 1e-6f);
@@ -380,4 +415,60 @@ double calm_tok_usage_loss(const calm_tok *t) {
     for (int64_t k = 0; k < t->c.K; k++)
         if (t->pbar[k] > 0.0f) h -= (double)t->pbar[k] * log((double)t->pbar[k]);
     return log((double)t->c.K) - h;
+}
+
+tess_status calm_tok_codes_update(calm_tok *t, const tess_group *g, tess_rng_key key,
+                                  int64_t step, int64_t first, int64_t global_Bn, int64_t window,
+                                  int64_t *restarted) {
+    const calm_tok_config *c = &t->c;
+    const int64_t K = c->K, Dc = c->Dc, M = c->M, Q = t->Bn * M;
+    *restarted = 0;
+    tess_nn_codebook_ema_stats(t->nk, t->sk, t->z, t->ids, Q, K, Dc);
+    TESS_CHECK(tess_par_allreduce(g, t->nk, K, TESS_PAR_SUM));
+    float *E = W(t, t->code);
+    if (c->quant == CALM_QUANT_VQ) {
+        TESS_CHECK(tess_par_allreduce(g, t->sk, K * Dc, TESS_PAR_SUM));
+        tess_nn_codebook_ema_apply(E, t->ema_count, t->ema_sum, t->nk, t->sk, K, Dc, c->ema_decay);
+    }
+    if (window < 1) return TESS_OK;
+    const int64_t n = tess_nn_codebook_dead(t->dead, t->idle, t->nk, K, window);
+    if (n == 0) return TESS_OK; /* the same n on every rank: the counts are global */
+    const uint64_t ctr = tess_rng_ctr(TESS_RNG_PURPOSE_DATA, (uint64_t)step);
+    memset(t->rows, 0, (size_t)(n * Dc) * sizeof(float));
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t j = (int64_t)(tess_rng_u64(key, ctr, (uint64_t)t->dead[i]) %
+                                    (uint64_t)(global_Bn * M)) - first * M;
+        if (j >= 0 && j < Q) memcpy(t->rows + i * Dc, t->z + j * Dc, (size_t)Dc * sizeof(float));
+    }
+    TESS_CHECK(tess_par_allreduce(g, t->rows, n * Dc, TESS_PAR_SUM));
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t k = t->dead[i];
+        memcpy(E + k * Dc, t->rows + i * Dc, (size_t)Dc * sizeof(float));
+        if (c->quant == CALM_QUANT_VQ) {
+            t->ema_count[k] = 1.0f;
+            memcpy(t->ema_sum + k * Dc, t->rows + i * Dc, (size_t)Dc * sizeof(float));
+        }
+    }
+    t->restarts += n;
+    *restarted = n;
+    return TESS_OK;
+}
+
+const float *calm_tok_code_counts(const calm_tok *t) { return t->nk; }
+
+int64_t calm_tok_restarts(const calm_tok *t) { return t->restarts; }
+
+tess_status calm_tok_describe(calm_tok *t, tess_state *st, const char *prefix) {
+    const tess_layout rep = tess_layout_replicated();
+    const int64_t K = t->c.K, shape[2] = {K, t->c.Dc};
+    char name[TESS_STATE_NAME_MAX];
+    snprintf(name, sizeof name, "%s/ema_count", prefix);
+    TESS_CHECK(tess_state_add(st, name, TESS_F32, 1, &K, &rep, t->ema_count));
+    snprintf(name, sizeof name, "%s/ema_sum", prefix);
+    TESS_CHECK(tess_state_add(st, name, TESS_F32, 2, shape, &rep, t->ema_sum));
+    snprintf(name, sizeof name, "%s/idle", prefix);
+    TESS_CHECK(tess_state_add(st, name, TESS_I64, 1, &K, &rep, t->idle));
+    snprintf(name, sizeof name, "%s/restarts", prefix);
+    TESS_CHECK(tess_state_add_i64(st, name, &t->restarts));
+    return TESS_OK;
 }

@@ -170,23 +170,47 @@ static void softmax_inplace(float *row, int64_t n) {
 /* row (n) = softmax over the keys s with mask[s] != 0; masked keys get 0, and a row without
  * any key is all 0 (attention.h). Scalar: only masked attention takes this path. */
 static void softmax_masked(float *row, int64_t n, const uint8_t *mask) {
-    float m = 0.0f;
-    bool any = false;
-    for (int64_t s = 0; s < n; s++) {
-        if (mask[s] && (!any || row[s] > m)) m = row[s];
-        any = any || mask[s];
+    /* written like softmax_inplace (LANES partial results): the neural attention of
+     * apps/calm runs every row through here */
+    const int64_t nv = n - n % LANES;
+    float mx[LANES], m = -INFINITY;
+    int anyl[LANES] = {0}, any = 0;
+    for (int l = 0; l < LANES; l++) mx[l] = -INFINITY;
+    for (int64_t s = 0; s < nv; s += LANES) {
+        for (int l = 0; l < LANES; l++) {
+            const float v = mask[s + l] ? row[s + l] : -INFINITY;
+            mx[l] = v > mx[l] ? v : mx[l];
+            anyl[l] |= mask[s + l];
+        }
+    }
+    for (int l = 0; l < LANES; l++) m = mx[l] > m ? mx[l] : m, any |= anyl[l];
+    for (int64_t s = nv; s < n; s++) {
+        m = mask[s] && row[s] > m ? row[s] : m;
+        any |= mask[s];
     }
     if (!any) {
         memset(row, 0, (size_t)n * sizeof(float));
         return;
     }
-    float sum = 0.0f;
-    for (int64_t s = 0; s < n; s++) {
+    float acc[LANES] = {0}, sum = 0.0f;
+    for (int64_t s = 0; s < nv; s += LANES) {
+        for (int l = 0; l < LANES; l++) {
+            float e = tess_tensor_expf(row[s + l] - m);
+            e = mask[s + l] ? e : 0.0f;
+            row[s + l] = e;
+            acc[l] += e;
+        }
+    }
+    for (int64_t s = nv; s < n; s++) {
         row[s] = mask[s] ? tess_tensor_expf(row[s] - m) : 0.0f;
         sum += row[s];
     }
+    for (int l = 0; l < LANES; l++) sum += acc[l];
     const float inv = 1.0f / sum; /* sum >= 1: the maximum contributes exp(0) */
-    for (int64_t s = 0; s < n; s++) row[s] *= inv;
+    for (int64_t s = 0; s < nv; s += LANES) {
+        for (int l = 0; l < LANES; l++) row[s + l] *= inv;
+    }
+    for (int64_t s = nv; s < n; s++) row[s] *= inv;
 }
 
 /* g (n) = a * (g - <a, g>): softmax backward in place; a (n) the weights, g (n) d/d weights. */

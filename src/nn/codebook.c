@@ -152,18 +152,17 @@ double tess_nn_codebook_entropy_forward(float *p, float *pbar, const float *logi
     return log((double)K) - h;
 }
 
-void tess_nn_codebook_entropy_backward(float *dlogits, float dloss, const float *p,
+void tess_nn_codebook_entropy_backward(float *dlogits, float *work, float dloss, const float *p,
                                        const float *pbar, int64_t N, int64_t K) {
-    /* dL/dpbar_k = log pbar_k + 1; dL/dp_nk = that / N; through each row's softmax */
+    /* dL/dpbar_k = g_k = log pbar_k + 1 (once per code, in work); dL/dp_nk = g_k / N; through
+     * each row's softmax */
+    for (int64_t k = 0; k < K; k++) work[k] = pbar[k] > 0.0f ? (float)(log((double)pbar[k]) + 1.0) : 0.0f;
     for (int64_t n = 0; n < N; n++) {
         const float *pr = p + n * K;
         double dot = 0.0;
-        for (int64_t k = 0; k < K; k++)
-            dot += pr[k] * (pbar[k] > 0.0f ? log((double)pbar[k]) + 1.0 : 0.0);
-        for (int64_t k = 0; k < K; k++) {
-            double g = pbar[k] > 0.0f ? log((double)pbar[k]) + 1.0 : 0.0;
-            dlogits[n * K + k] += (float)(dloss * pr[k] * (g - dot) / (double)N);
-        }
+        for (int64_t k = 0; k < K; k++) dot += (double)pr[k] * work[k];
+        const float c = (float)(dloss / (double)N), fdot = (float)dot;
+        for (int64_t k = 0; k < K; k++) dlogits[n * K + k] += c * pr[k] * (work[k] - fdot);
     }
 }
 
@@ -241,19 +240,38 @@ void tess_nn_codebook_vq_backward(float *dz, const float *dq, float dcommit, con
         dz[i] += dq[i] + dcommit * 2.0f * (z[i] - q[i]) / (float)N;
 }
 
-void tess_nn_codebook_ema_update(float *E, float *count, float *sum, const float *z,
-                                 const int32_t *ids, int64_t N, int64_t K, int64_t D, float decay) {
-    for (int64_t k = 0; k < K; k++) {
-        count[k] *= decay;
-        for (int64_t j = 0; j < D; j++) sum[k * D + j] *= decay;
-    }
+void tess_nn_codebook_ema_stats(float *nk, float *sk, const float *z, const int32_t *ids,
+                                int64_t N, int64_t K, int64_t D) {
+    memset(nk, 0, (size_t)K * sizeof(float));
+    memset(sk, 0, (size_t)(K * D) * sizeof(float));
     for (int64_t n = 0; n < N; n++) {
         int32_t k = ids[n];
         TESS_ASSERT(k >= 0 && k < K);
-        count[k] += 1.0f - decay;
-        for (int64_t j = 0; j < D; j++) sum[k * D + j] += (1.0f - decay) * z[n * D + j];
+        nk[k] += 1.0f;
+        for (int64_t j = 0; j < D; j++) sk[k * D + j] += z[n * D + j];
     }
-    for (int64_t k = 0; k < K; k++)
+}
+
+void tess_nn_codebook_ema_apply(float *E, float *count, float *sum, const float *nk,
+                                const float *sk, int64_t K, int64_t D, float decay) {
+    for (int64_t k = 0; k < K; k++) {
+        count[k] = decay * count[k] + (1.0f - decay) * nk[k];
+        for (int64_t j = 0; j < D; j++)
+            sum[k * D + j] = decay * sum[k * D + j] + (1.0f - decay) * sk[k * D + j];
         if (count[k] > 1e-6f)
             for (int64_t j = 0; j < D; j++) E[k * D + j] = sum[k * D + j] / count[k];
+    }
+}
+
+/* ---- dead codes ---------------------------------------------------------------------------- */
+
+int64_t tess_nn_codebook_dead(int64_t *dead, int64_t *idle, const float *nk, int64_t K,
+                              int64_t window) {
+    TESS_ASSERT(window >= 1);
+    int64_t n = 0;
+    for (int64_t k = 0; k < K; k++) {
+        idle[k] = nk[k] > 0.0f ? 0 : idle[k] + 1;
+        if (idle[k] >= window) dead[n++] = k, idle[k] = 0;
+    }
+    return n;
 }

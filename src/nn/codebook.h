@@ -64,8 +64,8 @@ void tess_nn_codebook_backward_ref(float *dz, float *dE, const float *dq, const 
 /* Returns L_H = log K - H(pbar); p (N, K) softmax of logits and pbar (K) are written (cache). */
 double tess_nn_codebook_entropy_forward(float *p, float *pbar, const float *logits, int64_t N,
                                         int64_t K);
-/* dlogits (N, K) += dloss * dL_H/dlogits. */
-void tess_nn_codebook_entropy_backward(float *dlogits, float dloss, const float *p,
+/* dlogits (N, K) += dloss * dL_H/dlogits; work (K) scratch (log pbar_k + 1, once per code). */
+void tess_nn_codebook_entropy_backward(float *dlogits, float *work, float dloss, const float *p,
                                        const float *pbar, int64_t N, int64_t K);
 
 /* Returns L_orth = ||E E^T - I||_F^2 / K^2; gram (K, K) = E E^T written (cache). */
@@ -86,10 +86,26 @@ double tess_nn_codebook_vq_forward(float *q, int32_t *ids, const float *z, const
 void tess_nn_codebook_vq_backward(float *dz, const float *dq, float dcommit, const float *z,
                                   const float *q, int64_t N, int64_t D);
 
-/* EMA codebook: count (K) <- decay count + (1 - decay) n_k, sum (K, D) <- decay sum +
- * (1 - decay) sum_{n: ids_n = k} z_n, E_k = sum_k / max(count_k, 1e-6) for codes with
- * count_k > 1e-6 (others keep their row). z (N, D), ids (N). */
-void tess_nn_codebook_ema_update(float *E, float *count, float *sum, const float *z,
-                                 const int32_t *ids, int64_t N, int64_t K, int64_t D, float decay);
+/* EMA codebook, in two halves so that a data-parallel caller can sum the batch statistics over
+ * the ranks in between (they are sums, so the update is then the global batch's):
+ *   stats  nk (K) = number of rows assigned to code k, sk (K, D) = sum of those rows z_n
+ *          (overwritten); z (N, D), ids (N).
+ *   apply  count (K) <- decay count + (1 - decay) nk, sum (K, D) <- decay sum + (1 - decay) sk,
+ *          E_k = sum_k / count_k for codes with count_k > 1e-6 (others keep their row). */
+void tess_nn_codebook_ema_stats(float *nk, float *sk, const float *z, const int32_t *ids,
+                                int64_t N, int64_t K, int64_t D);
+void tess_nn_codebook_ema_apply(float *E, float *count, float *sum, const float *nk,
+                                const float *sk, int64_t K, int64_t D, float decay);
+
+/* ---- dead codes ---- */
+
+/* Dead-code tracking (the restart rule: a code unassigned for `window` steps is dead): idle (K)
+ * counts the consecutive steps without an assignment, nk (K) this step's assignment counts (a
+ * data-parallel caller passes the counts summed over the ranks, so every rank decides alike).
+ * idle_k <- nk_k > 0 ? 0 : idle_k + 1; the codes with idle_k >= window (window >= 1) are written
+ * to dead (K, ascending) with their idle reset to 0 (the caller restarts them); returns their
+ * number. Deterministic: a pure function of (idle, nk, window). */
+int64_t tess_nn_codebook_dead(int64_t *dead, int64_t *idle, const float *nk, int64_t K,
+                              int64_t window);
 
 #endif

@@ -3,7 +3,8 @@
 #   dp:    the same tokenizer + DAT steps with the global batch on 1 rank and split over 2: every
 #          parameter of both models within 1e-5 (tess-ckpt diff of the final checkpoints; the
 #          gradient sums are reordered over ranks, so bitwise equality is not expected); the
-#          token-id caches (tokens.h5) written by both runs identical.
+#          token-id caches (tokens.h5) written by both runs equal but for near-ties (at most 1 in
+#          10^4 ids).
 #   resume: stopped after 3 of 6 steps on 1 rank (exit 75; tokenizer done, DAT half-way) and
 #          resumed on 2 ranks: every parameter within 1e-5 of an uninterrupted 1-rank run, the
 #          token ids read back from the cache the stopped run wrote (tokens.h5).
@@ -13,6 +14,21 @@
 #   ids:   unit and session ids out of range on resume: a run stopped on 1 rank, resumed on 2
 #          ranks with more and with fewer simulated animals (other unit and session tables) -
 #          refused with exit 65 naming dat.unit_emb and dat.sess_emb.
+#   codes: the codebook's upkeep. (1) The VQ quantiser with the EMA codebook and dead-code
+#          restart (tok.restart = 20 steps) trains on simulated data on 2 ranks: the
+#          reconstruction MSE falls and the code perplexity of the hard assignments of the last
+#          logged step is above K/2 = 16 (measured 24.3 of 32; 15.3 without the restart) and
+#          above the first logged one; codes were restarted. (2) Rank-count independence: with
+#          both quantisers and restarts every 2 steps, 1 rank x B and 2 ranks x B/2 restart the
+#          same codes at the same steps (tokenizer.csv's codes_used and restarts columns equal)
+#          and end with every tokenizer parameter and EMA state within 1e-5.
+#   tiny:  model.preset = tiny (the spec's sizes) trains 2 tokenizer + 2 DAT steps on 2 ranks and
+#          forecasts; the log names the spec's tiny sizes (K 256, M 16, d 64 x 2 layers, FFN 256,
+#          N_max 64; 167,104 DAT parameters without the unit embeddings for one session, the
+#          spec's ~0.15 M).
+#   base:  model.preset = base passes --check on 1 rank (one window per forward: 2.3 GB) with the
+#          spec's base sizes (K 512, M 32, d 256 x 6 layers, 8 heads, FFN 1024, N_max 256;
+#          6,577,920 DAT parameters, the spec's ~6.5 M).
 #   smoke: the spec's end-to-end smoke test: a short pretraining on simulated data on 2 ranks
 #          (small model, 50 tokenizer + 300 DAT steps, the default heads) - the DAT's forecast of
 #          the held-out tail beats copy-last (prediction score 1 - MSE/MSE_copy-last > 0.02 over
@@ -36,8 +52,13 @@ dp)
        END { exit bad }' diff.txt || fail "parameters differ by more than 1e-5 between 1 and 2 ranks"
   n=$(grep -c "params/" diff.txt || true)
   echo "1 rank x B vs 2 ranks x B/2: $n parameter tensors differ, all within 1e-5"
-  h5diff np1/tokens.h5 np2/tokens.h5 /ids || fail "the token-id caches of 1 and 2 ranks differ"
-  echo "token-id caches of 1 and 2 ranks identical"
+  # the tokenizers agree to ~1e-7, not bitwise (sums over ranks), so an id whose two best codes
+  # tie to that level may flip: at most 1 in 10^4 ids may differ (measured 0 or 1 of 483,840)
+  nd=$(h5diff np1/tokens.h5 np2/tokens.h5 /ids | awk '/differences found/ { print $1 }' || true)
+  total=$(h5ls np1/tokens.h5 | awk '$1 == "ids" { gsub(/[{}]/, "", $3); print $3 }')
+  nd=${nd:-0}
+  [ "$nd" -le $((total / 10000)) ] || fail "$nd of $total token ids differ between 1 and 2 ranks"
+  echo "token-id caches of 1 and 2 ranks: $nd of $total ids differ (near-ties)"
   ;;
 resume)
   rm -rf full part
@@ -100,6 +121,50 @@ ids)
       { cat out.txt; fail "$animals animals: no message naming the session embedding"; }
     echo "resume with $animals animals instead of 2: refused (exit 65), unit and session tables named"
   done
+  ;;
+codes)
+  rm -rf vq && "$mpiexec" -n 2 "$exe" "${small[@]}" --set tok.quantizer=vq --set tok.restart=20 \
+    --set tok.steps=150 --set train.steps=1 --set train.warmup=0 --set run.dir=vq > vq.log 2>&1 ||
+    { cat vq.log; fail "the VQ run failed"; }
+  cat vq/tokenizer.csv
+  awk -F, 'NR == 2 { m0 = $3; p0 = $5 } NR > 1 { m = $3; p = $5; r = $7 }
+    END { printf "VQ: MSE %.3f -> %.3f, code perplexity %.1f -> %.1f of 32, %d codes restarted\n", m0, m, p0, p, r
+          exit !(m < m0 && p > 16 && p > p0 && r > 0) }' vq/tokenizer.csv ||
+    fail "the VQ tokenizer did not train to a code perplexity above 16 with restarts"
+  for q in vq gumbel; do
+    rm -rf np1 np2
+    steps=(--set tok.quantizer=$q --set tok.restart=2 --set tok.steps=8 --set train.steps=1
+           --set train.warmup=0)
+    "$mpiexec" -n 1 "$exe" "${small[@]}" "${steps[@]}" --set run.dir=np1 >/dev/null
+    "$mpiexec" -n 2 "$exe" "${small[@]}" "${steps[@]}" --set run.dir=np2 >/dev/null
+    cut -d, -f1,6,7 np1/tokenizer.csv > c1.txt && cut -d, -f1,6,7 np2/tokenizer.csv > c2.txt
+    diff c1.txt c2.txt || fail "$q: codes used / restarts differ between 1 and 2 ranks"
+    [ "$(tail -n 1 c1.txt | cut -d, -f3)" -gt 0 ] || fail "$q: no code was restarted"
+    a=$(ls np1/checkpoints/ckpt_*.h5 | tail -n 1) b=$(ls np2/checkpoints/ckpt_*.h5 | tail -n 1)
+    "$mpiexec" -n 1 "$ckpt" diff "$a" "$b" > diff.txt || true
+    awk '/tok\/(params|codes)\// && /max_abs/ { for (i = 1; i <= NF; i++) if ($i == "max_abs" && $(i + 1) > 1e-5) bad = 1 }
+         END { exit bad }' diff.txt || { cat diff.txt; fail "$q: tokenizer state differs by more than 1e-5"; }
+    echo "$q: 1 rank x B vs 2 ranks x B/2: $(tail -n 1 c1.txt | cut -d, -f3) codes restarted alike, tokenizer within 1e-5"
+  done
+  ;;
+tiny)
+  rm -rf tiny
+  "$mpiexec" -n 2 "$exe" --set model.preset=tiny --set run.plots=false --set tok.steps=2 \
+    --set sim.animals=1 --set sim.sessions=1 \
+    --set train.steps=2 --set train.warmup=0 --set run.dir=tiny > tiny.log 2>&1 ||
+    { cat tiny.log; fail "the tiny preset run failed"; }
+  grep "model (preset" tiny.log
+  grep -q "model (preset tiny): tokenizer c 64, d_t 128 x 2 layers, D_c 32, K 256, .* DAT d 64 x 2 layers, 4 heads, FFN 256, N_max 64 x M 16, 167104 parameters" tiny.log ||
+    fail "the tiny preset does not have the spec's sizes"
+  [ "$(wc -l < tiny/forecast.csv)" -eq 17 ] || fail "no forecast of the 16 horizon frames"
+  ;;
+base)
+  rm -rf base
+  "$mpiexec" -n 1 "$exe" --check --set model.preset=base --set train.batch=1 --set run.dir=base \
+    > base.log 2>&1 || { cat base.log; fail "--check with the base preset failed"; }
+  grep "model (preset" base.log
+  grep -q "model (preset base): tokenizer c 64, d_t 128 x 2 layers, D_c 32, K 512, .* DAT d 256 x 6 layers, 8 heads, FFN 1024, N_max 256 x M 32, 6577920 parameters" base.log ||
+    fail "the base preset does not have the spec's sizes"
   ;;
 smoke)
   rm -rf smoke

@@ -1386,6 +1386,7 @@ static void cb_entropy_setup(gc_ctx *c) {
     gc_input(c, "logits", c->dims[0] * c->dims[1], -2, 2);
     gc_cache(c, "p", c->dims[0] * c->dims[1]);
     gc_cache(c, "pbar", c->dims[1]);
+    gc_cache(c, "work", c->dims[1]);
     gc_output(c, "loss", 1);
 }
 static void cb_entropy_forward(gc_ctx *c) {
@@ -1393,8 +1394,8 @@ static void cb_entropy_forward(gc_ctx *c) {
         gc_x(c, "p"), gc_x(c, "pbar"), gc_x(c, "logits"), c->dims[0], c->dims[1]);
 }
 static void cb_entropy_backward(gc_ctx *c) {
-    tess_nn_codebook_entropy_backward(gc_g(c, "logits"), gc_g(c, "loss")[0], gc_x(c, "p"),
-                                      gc_x(c, "pbar"), c->dims[0], c->dims[1]);
+    tess_nn_codebook_entropy_backward(gc_g(c, "logits"), gc_x(c, "work"), gc_g(c, "loss")[0],
+                                      gc_x(c, "p"), gc_x(c, "pbar"), c->dims[0], c->dims[1]);
 }
 
 /* codebook_orth: dims {K, D}; loss = ||E E^T - I||_F^2 / K^2 */

@@ -96,12 +96,56 @@ static void test_vq(void) {
         used[ids[n]]++;
         for (int j = 0; j < D; j++) mean[ids[n] * D + j] += z[n * D + j];
     }
-    tess_nn_codebook_ema_update(E, count, sum, z, ids, N, K, D, 0.0f);
+    /* the statistics of two halves summed (two ranks) are the whole batch's */
+    float nk[K], sk[K * D], nk2[K], sk2[K * D];
+    tess_nn_codebook_ema_stats(nk, sk, z, ids, N / 2, K, D);
+    tess_nn_codebook_ema_stats(nk2, sk2, z + (N / 2) * D, ids + N / 2, N - N / 2, K, D);
+    for (int k = 0; k < K; k++) {
+        nk[k] += nk2[k];
+        for (int j = 0; j < D; j++) sk[k * D + j] += sk2[k * D + j];
+    }
+    float E0[K * D];
+    memcpy(E0, E, sizeof E);
+    tess_nn_codebook_ema_apply(E, count, sum, nk, sk, K, D, 0.0f);
     double err = 0.0;
-    for (int k = 0; k < K; k++)
-        for (int j = 0; j < D; j++)
+    int kept = 1;
+    for (int k = 0; k < K; k++) {
+        TESS_TEST_CHECK(nk[k] == (float)used[k], "code %d: %g assignments counted, %d made", k,
+                        nk[k], used[k]);
+        for (int j = 0; j < D; j++) {
             if (used[k]) err = fmax(err, fabs(E[k * D + j] - mean[k * D + j] / used[k]));
+            else kept &= E[k * D + j] == E0[k * D + j];
+        }
+    }
     TESS_TEST_CHECK(err < 1e-5, "EMA (decay 0) moves codes to their means (err %.2g)", err);
+    TESS_TEST_CHECK(kept, "EMA leaves unused codes where they are");
+    /* decay 0.5: count and row are the average of the old state and this batch */
+    float c1[K], s1[K * D];
+    memcpy(c1, count, sizeof c1), memcpy(s1, sum, sizeof s1);
+    float zero[K] = {0}, zsk[K * D] = {0};
+    tess_nn_codebook_ema_apply(E, count, sum, zero, zsk, K, D, 0.5f);
+    int halved = 1;
+    for (int k = 0; k < K; k++) halved &= count[k] == 0.5f * c1[k] && sum[k * D] == 0.5f * s1[k * D];
+    TESS_TEST_CHECK(halved, "an empty batch with decay 0.5 halves count and sum");
+}
+
+/* Dead codes: a code is dead after `window` consecutive steps without an assignment, reported
+ * once (its idle count restarts), and an assignment resets its count. */
+static void test_dead(void) {
+    enum { K = 4 };
+    int64_t idle[K] = {0}, dead[K];
+    const float used01[K] = {1, 3, 0, 0}, used3[K] = {2, 0, 0, 1};
+    TESS_TEST_CHECK(tess_nn_codebook_dead(dead, idle, used01, K, 2) == 0, "no code dead after 1 step");
+    int64_t n = tess_nn_codebook_dead(dead, idle, used3, K, 2);
+    TESS_TEST_CHECK(n == 1 && dead[0] == 2, "code 2 (idle 2 steps, window 2) is dead: %lld codes",
+                    (long long)n);
+    TESS_TEST_CHECK(idle[0] == 0 && idle[1] == 1 && idle[2] == 0 && idle[3] == 0,
+                    "idle counts after the second step: %lld %lld %lld %lld", (long long)idle[0],
+                    (long long)idle[1], (long long)idle[2], (long long)idle[3]);
+    n = tess_nn_codebook_dead(dead, idle, used3, K, 2);
+    TESS_TEST_CHECK(n == 1 && dead[0] == 1, "code 1 dead at its second idle step, code 2 not yet");
+    n = tess_nn_codebook_dead(dead, idle, (const float[K]){0, 0, 0, 0}, K, 1);
+    TESS_TEST_CHECK(n == K && dead[0] == 0 && dead[3] == 3, "window 1: every unused code, ascending");
 }
 
 static void test_welch(void) {
@@ -121,6 +165,7 @@ int main(int argc, char **argv) {
     test_hard_st();
     test_vq();
     test_welch();
+    test_dead();
     int rc = tess_test_finish("test_codebook");
     MPI_Finalize();
     return rc;
