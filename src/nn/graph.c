@@ -7,6 +7,7 @@
 
 #include "nn/linear.h"     /* tess_nn_linear_* */
 #include "tensor/sparse.h" /* tess_csr_spmm* */
+#include "tensor/tensor.h" /* tess_tensor_tanhf */
 
 void tess_graph_batch_free(tess_graph_batch *b) {
     free(b->node_ptr);
@@ -294,7 +295,7 @@ void tess_nn_gcn_tanh_forward(float *out, float *u, const float *s, const tess_c
                               const float *w, const float *b, int64_t N, int64_t C, int64_t OC) {
     tess_csr_spmm(u, Ahat, s, C, 1.0f, 0.0f);
     tess_nn_linear_forward(out, u, w, b, N, C, OC);
-    for (int64_t i = 0; i < N * OC; i++) out[i] = tanhf(out[i]);
+    for (int64_t i = 0; i < N * OC; i++) out[i] = tess_tensor_tanhf(out[i]);
 }
 
 void tess_nn_gcn_tanh_backward(float *ds, float *dw, float *db, float *scratch, const float *dout,
