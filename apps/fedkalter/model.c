@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/graph.h"      /* tess_nn_gin_*, tess_nn_gcn_tanh_*, tess_nn_relu_dropout_* */
+#include "nn/graph.h"      /* tess_nn_gin_*, tess_nn_gcn_tanh_*, tess_nn_*dropout* */
 #include "nn/kalter.h"     /* tess_nn_kalter_* */
 #include "nn/linear.h"     /* tess_nn_linear_* */
 #include "nn/loss.h"       /* tess_nn_crossentropy_* */
@@ -229,14 +229,11 @@ static tess_nn_kalter_params kalter_p(const fk_model *m, int64_t l, bool grad) {
                                    f(m, e->br[l])};
 }
 
-/* mask (n) = 0 or 1/(1-p) from the float uniforms of (key, ctr) at offset first (drawn into
- * mask itself, two per Philox block); NULL if no dropout */
+/* mask (n) = 0 or 1/(1-p) (tess_nn_dropout_mask, elements from first on); NULL if no dropout */
 static float *dropout_mask(float *mask, int64_t n, float p, tess_rng_key key, uint64_t ctr,
                            uint64_t first) {
     if (p <= 0.0f) return NULL;
-    const float keep = 1.0f / (1.0f - p);
-    tess_rng_fill_uniform(key, ctr, (int64_t)first, n, mask, 0.0f, 1.0f);
-    for (int64_t i = 0; i < n; i++) mask[i] = mask[i] < p ? 0.0f : keep;
+    tess_nn_dropout_mask(mask, n, p, key, ctr, first);
     return mask;
 }
 
