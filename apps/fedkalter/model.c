@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/graph.h"      /* tess_nn_gin_*, tess_nn_gcn_tanh_*, tess_nn_relu_dropout_* */
+#include "nn/graph.h"      /* tess_nn_gin_*, tess_nn_gcn_tanh_*, tess_nn_*dropout* */
 #include "nn/kalter.h"     /* tess_nn_kalter_* */
 #include "nn/linear.h"     /* tess_nn_linear_* */
 #include "nn/loss.h"       /* tess_nn_crossentropy_* */
@@ -229,14 +229,11 @@ static tess_nn_kalter_params kalter_p(const fk_model *m, int64_t l, bool grad) {
                                    f(m, e->br[l])};
 }
 
-/* mask (n) = 0 or 1/(1-p) from the float uniforms of (key, ctr) at offset first (drawn into
- * mask itself, two per Philox block); NULL if no dropout */
+/* mask (n) = 0 or 1/(1-p) (tess_nn_dropout_mask, elements from first on); NULL if no dropout */
 static float *dropout_mask(float *mask, int64_t n, float p, tess_rng_key key, uint64_t ctr,
                            uint64_t first) {
     if (p <= 0.0f) return NULL;
-    const float keep = 1.0f / (1.0f - p);
-    tess_rng_fill_uniform(key, ctr, (int64_t)first, n, mask, 0.0f, 1.0f);
-    for (int64_t i = 0; i < n; i++) mask[i] = mask[i] < p ? 0.0f : keep;
+    tess_nn_dropout_mask(mask, n, p, key, ctr, first);
     return mask;
 }
 
@@ -248,13 +245,11 @@ static void concat(float *out, const float *a, const float *b, int64_t N, int64_
     }
 }
 
-/* a (N,d) += in[:, :d], b (N,d) += in[:, d:] of in (N, 2d) */
-static void split_add(float *a, float *b, const float *in, int64_t N, int64_t d) {
+/* a (N,d) = in[:, :d], b (N,d) = in[:, d:] of in (N, 2d): overwrites (no zeroing before) */
+static void split(float *a, float *b, const float *in, int64_t N, int64_t d) {
     for (int64_t n = 0; n < N; n++) {
-        for (int64_t j = 0; j < d; j++) {
-            a[n * d + j] += in[n * 2 * d + j];
-            b[n * d + j] += in[n * 2 * d + d + j];
-        }
+        memcpy(a + n * d, in + n * 2 * d, (size_t)d * sizeof(float));
+        memcpy(b + n * d, in + n * 2 * d + d, (size_t)d * sizeof(float));
     }
 }
 
@@ -344,23 +339,28 @@ double fk_model_batch(fk_model *m, fk_work *w, const tess_graph_batch *b, const 
                             P_(m, e->post_w), B, d, d);
     float *gx = w->gx, *gs = w->gs, *gP = w->gP, *gx2 = w->gx2, *gs2 = w->gs2, *gP2 = w->gP2;
     const size_t nd = (size_t)(N * d) * sizeof(float);
-    memset(gx, 0, nd);
-    memset(gs, 0, nd);
-    memset(gP, 0, nd);
+    /* gradients of x, s, P at the current layer's output: gx, gs, gP (gP Fed-Kalter only, gs
+     * structure methods only); the layer writes those of its input into gx2, gs2, gP2 */
+    if (kal) memset(gP, 0, nd);
     if (st) {
         memset(w->o, 0, nd); /* reused as the gradient of o */
         tess_segment_sum_backward(w->o, w->gpooled, b->graph_of, N, d);
         memset(w->gcat, 0, 2 * nd);
         tess_nn_linear_backward(w->gcat, G_(m, e->hp_w), G_(m, e->hp_b), w->o, w->hcat,
                                 P_(m, e->hp_w), N, 2 * d, d);
-        split_add(gx, gs, w->gcat, N, d);
+        split(gx, gs, w->gcat, N, d);
     } else {
+        memset(gx, 0, nd);
         tess_segment_sum_backward(gx, w->gpooled, b->graph_of, N, d);
     }
     for (int64_t l = L - 1; l >= 0; l--) {
-        memset(gx2, 0, nd);
-        memset(gs2, 0, nd);
-        memset(gP2, 0, nd);
+        if (kal) { /* the Kalter backward adds into all three */
+            memset(gx2, 0, nd);
+            memset(gs2, 0, nd);
+            memset(gP2, 0, nd);
+        } else if (!st) {
+            memset(gx2, 0, nd); /* the GIN's input gradient, added into */
+        }
         if (kal) {
             const tess_nn_kalter_params kp = kalter_p(m, l, false), kg = kalter_p(m, l, true);
             tess_nn_kalter_backward(gx2, gs2, gP2, &kg, w->scratch, gs, gP, gx, w->x[l],
@@ -376,7 +376,7 @@ double fk_model_batch(fk_model *m, fk_work *w, const tess_graph_batch *b, const 
                                  0.0f, P_(m, e->gin_w1[l]), P_(m, e->gin_w2[l]), w->m[l], w->c[l],
                                  w->r[l], N, din, d, d);
             if (st) {
-                split_add(gx2, gs2, w->gcat, N, d);
+                split(gx2, gs2, w->gcat, N, d); /* gs2 then += the GCN's part */
                 tess_nn_gcn_tanh_backward(gs2, G_(m, e->gcn_w[l]), G_(m, e->gcn_b[l]),
                                           w->scratch, gs, w->s[l + 1], w->u[l], &Ah,
                                           P_(m, e->gcn_w[l]), N, d, d);

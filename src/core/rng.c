@@ -22,6 +22,27 @@ void tess_rng_block(tess_rng_key key, uint64_t ctr, uint64_t block, uint32_t out
     for (int i = 0; i < 4; i++) out[i] = r.v[i];
 }
 
+void tess_rng_blocks(tess_rng_key key, uint64_t ctr, uint64_t first, int64_t n, uint32_t *out) {
+    /* Philox4x32-10 written out over a run of blocks (Random123's constants and round order),
+     * one block per iteration with no cross-iteration state: the loop vectorises. */
+    TESS_ASSERT(n >= 0);
+    const uint32_t c2 = (uint32_t)ctr, c3 = (uint32_t)(ctr >> 32);
+    for (int64_t b = 0; b < n; b++) {
+        const uint64_t blk = first + (uint64_t)b;
+        uint32_t x0 = (uint32_t)blk, x1 = (uint32_t)(blk >> 32), x2 = c2, x3 = c3;
+        uint32_t k0 = key.seed, k1 = key.stream;
+        for (int r = 0; r < 10; r++) {
+            const uint64_t p0 = (uint64_t)0xD2511F53u * x0, p1 = (uint64_t)0xCD9E8D57u * x2;
+            const uint32_t y0 = (uint32_t)(p1 >> 32) ^ x1 ^ k0, y1 = (uint32_t)p1;
+            const uint32_t y2 = (uint32_t)(p0 >> 32) ^ x3 ^ k1, y3 = (uint32_t)p0;
+            x0 = y0, x1 = y1, x2 = y2, x3 = y3;
+            k0 += 0x9E3779B9u;
+            k1 += 0xBB67AE85u;
+        }
+        out[4 * b] = x0, out[4 * b + 1] = x1, out[4 * b + 2] = x2, out[4 * b + 3] = x3;
+    }
+}
+
 static uint64_t half64(const uint32_t w[4], int half) {
     return (uint64_t)w[2 * half] | ((uint64_t)w[2 * half + 1] << 32);
 }

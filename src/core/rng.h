@@ -44,6 +44,11 @@ uint64_t tess_rng_ctr(tess_rng_purpose purpose, uint64_t n);
  * {seed, stream}). */
 void tess_rng_block(tess_rng_key key, uint64_t ctr, uint64_t block, uint32_t out[4]);
 
+/* Blocks first .. first + n - 1 of counter ctr into out (n, 4): out[4 b .. 4 b + 3] =
+ * tess_rng_block(key, ctr, first + b), computed in a loop that vectorises (for masks and other
+ * bulk draws that take their own bits from the blocks). */
+void tess_rng_blocks(tess_rng_key key, uint64_t ctr, uint64_t first, int64_t n, uint32_t *out);
+
 /* 64 random bits for element idx. */
 uint64_t tess_rng_u64(tess_rng_key key, uint64_t ctr, uint64_t idx);
 /* Uniform in [a, b) for element idx (53 random bits). */

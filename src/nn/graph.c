@@ -7,6 +7,7 @@
 
 #include "nn/linear.h"     /* tess_nn_linear_* */
 #include "tensor/sparse.h" /* tess_csr_spmm* */
+#include "tensor/tensor.h" /* tess_tensor_tanhf */
 
 void tess_graph_batch_free(tess_graph_batch *b) {
     free(b->node_ptr);
@@ -294,7 +295,7 @@ void tess_nn_gcn_tanh_forward(float *out, float *u, const float *s, const tess_c
                               const float *w, const float *b, int64_t N, int64_t C, int64_t OC) {
     tess_csr_spmm(u, Ahat, s, C, 1.0f, 0.0f);
     tess_nn_linear_forward(out, u, w, b, N, C, OC);
-    for (int64_t i = 0; i < N * OC; i++) out[i] = tanhf(out[i]);
+    for (int64_t i = 0; i < N * OC; i++) out[i] = tess_tensor_tanhf(out[i]);
 }
 
 void tess_nn_gcn_tanh_backward(float *ds, float *dw, float *db, float *scratch, const float *dout,
@@ -330,7 +331,32 @@ void tess_nn_gcn_tanh_backward_ref(float *ds, float *dw, float *db, const float 
     free(du);
 }
 
-/* ---- ReLU with dropout mask ---- */
+/* ---- dropout mask, ReLU with dropout mask ---- */
+
+enum { DROPOUT_BLOCKS = 64 }; /* Philox blocks drawn per tess_rng_blocks call (512 elements) */
+
+void tess_nn_dropout_mask(float *mask, int64_t n, float p, tess_rng_key key, uint64_t ctr,
+                          uint64_t first) {
+    TESS_ASSERT(n >= 0 && p >= 0.0f && p < 1.0f);
+    const uint32_t thr = (uint32_t)lrintf(p * 65536.0f);
+    const float keep = 1.0f / (1.0f - p);
+    uint32_t w[4 * DROPOUT_BLOCKS];
+    uint64_t e = first;
+    const uint64_t end = first + (uint64_t)n;
+    while (e < end) {
+        /* the blocks holding elements e .. min(end, e + 8 DROPOUT_BLOCKS - e % 8) - 1 */
+        const uint64_t b0 = e / 8, b1 = (end - 1) / 8 + 1;
+        const int64_t nb = b1 - b0 < DROPOUT_BLOCKS ? (int64_t)(b1 - b0) : DROPOUT_BLOCKS;
+        tess_rng_blocks(key, ctr, b0, nb, w);
+        const uint64_t stop = (b0 + (uint64_t)nb) * 8 < end ? (b0 + (uint64_t)nb) * 8 : end;
+        for (; e < stop; e++) {
+            const uint64_t r = e - b0 * 8; /* half-word within the drawn run */
+            const uint32_t bits = (w[r / 2] >> (16 * (r % 2))) & 0xFFFFu;
+            mask[e - first] = bits < thr ? 0.0f : keep;
+        }
+    }
+}
+
 
 void tess_nn_relu_dropout_forward(float *out, const float *in, const float *mask, int64_t n) {
     for (int64_t i = 0; i < n; i++) {

@@ -16,6 +16,7 @@
 
 #include <stdint.h>
 
+#include "core/rng.h"      /* tess_rng_key */
 #include "core/status.h"   /* tess_status */
 #include "io/graphs.h"     /* tess_graphs */
 #include "tensor/sparse.h" /* tess_csr */
@@ -113,6 +114,14 @@ void tess_nn_gcn_tanh_forward_ref(float *out, float *u, const float *s, const te
 void tess_nn_gcn_tanh_backward_ref(float *ds, float *dw, float *db, const float *dout,
                                    const float *out, const float *u, const tess_csr *Ahat,
                                    const float *w, int64_t N, int64_t C, int64_t OC);
+
+/* Dropout mask (n) for elements first .. first + n - 1 of counter ctr: element i takes the 16-bit
+ * half-word (i % 8) of Philox block i / 8 (tess_rng_blocks; half-word 2 w + h is bits 16 h ..
+ * 16 h + 15 of the block's word w) and is 0 (dropped) if that draw is below round(p 2^16), else
+ * 1/(1-p). So the drop probability is p rounded to a multiple of 2^-16, and a mask is a pure
+ * function of (key, ctr, element): any slice equals the same slice of a longer mask. p in [0, 1). */
+void tess_nn_dropout_mask(float *mask, int64_t n, float p, tess_rng_key key, uint64_t ctr,
+                          uint64_t first);
 
 /* out (n) = mask * relu(in); mask (n) holds 0 or 1/(1-p) (dropout), or NULL for none.
  * out may alias in. din (n) += dout * mask * 1[in > 0] (din must not alias). */

@@ -6,17 +6,16 @@
 #include <string.h>
 
 #include "core/status.h"   /* TESS_ASSERT */
+#include "nn/graph.h"      /* tess_nn_relu_dropout_forward */
 #include "nn/linear.h"     /* tess_nn_linear_* */
 #include "tensor/matmul.h" /* tess_matmul */
 #include "tensor/sparse.h" /* tess_csr_spmm* */
+#include "tensor/tensor.h" /* tess_tensor_tanhf, tess_tensor_softplusf, tess_tensor_sigmoidf */
 
 #define KALTER_S_MIN 1e-8
 
 static inline double softplus(double x) { return x > 20.0 ? x : log1p(exp(x)); }
 static inline double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
-/* The fast path's per-element softplus and sigmoid of a_R, in float (R is kept in float). */
-static inline float softplusf(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
-static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 /* The cache, carved in this order from one float buffer. */
 typedef struct {
@@ -54,6 +53,35 @@ int64_t tess_nn_kalter_scratch_size(const tess_nn_kalter_dims *dm) {
     return N * (6 * d + dm->dm + 2 * dx) + d * d;
 }
 
+/* The update of one row (d channels), in float: sm holds a = u W_A^T + b_A on entry and s- on
+ * return; g, pm, R, S, K, nu are the cache's rows; Q = softplus(q). Restrict pointers and no
+ * libm: the loop vectorises (inlined with a constant lin). */
+static inline void update_row(float *restrict sm, float *restrict g, float *restrict pm,
+                       float *restrict R, float *restrict S, float *restrict K,
+                       float *restrict nu, float *restrict s_out, float *restrict p_out,
+                       const float *restrict V, const float *restrict aR,
+                       const float *restrict z, const float *restrict Q,
+                       const float *restrict eta, float r_min, bool lin, int64_t d) {
+    for (int64_t j = 0; j < d; j++) {
+        const float a = sm[j], t = lin ? a : tess_tensor_tanhf(a);
+        const float gj = lin ? 1.0f : 1.0f - t * t;
+        const float pmj = gj * gj * V[j] + Q[j];
+        const float Rj = tess_tensor_softplusf(aR[j]) + r_min;
+        const float S0 = eta[j] * eta[j] * pmj + Rj;
+        const float Sj = S0 > (float)KALTER_S_MIN ? S0 : (float)KALTER_S_MIN;
+        const float inv = 1.0f / Sj, Kj = eta[j] * pmj * inv, nuj = z[j] - eta[j] * t;
+        sm[j] = t;
+        g[j] = gj;
+        pm[j] = pmj;
+        R[j] = Rj;
+        S[j] = Sj;
+        K[j] = Kj;
+        nu[j] = nuj;
+        s_out[j] = t + Kj * nuj;
+        p_out[j] = pmj * (Rj * inv);
+    }
+}
+
 void tess_nn_kalter_forward(float *s_out, float *p_out, float *h_out, float *cache,
                             const float *h, const float *s, const float *P, const tess_csr *A,
                             const tess_csr *Ahat, const tess_csr *Ahat2, const float *mask,
@@ -77,31 +105,52 @@ void tess_nn_kalter_forward(float *s_out, float *p_out, float *h_out, float *cac
     for (int64_t i = 0; i < N * dm->dm; i++) k.r[i] = k.c[i] > 0.0f ? k.c[i] : 0.0f;
     tess_nn_linear_forward(k.z, k.r, p->w2, p->b2, N, dm->dm, d);
     tess_nn_linear_forward(k.aR, h, p->w_r, p->b_r, N, dh, d);
-    /* elementwise: predict's nonlinearity, the gain and the update, in double; Q = softplus(q)
-     * once per channel */
-    double Q[d];
-    for (int64_t j = 0; j < d; j++) Q[j] = softplus(p->q[j]);
+    /* elementwise, in float with the vectorisable tanh / softplus of tensor.h: predict's
+     * nonlinearity, the gain and the update; Q = softplus(q) once per channel */
+    float Q[d];
+    for (int64_t j = 0; j < d; j++) Q[j] = tess_tensor_softplusf(p->q[j]);
     for (int64_t n = 0; n < N; n++) {
-        for (int64_t j = 0; j < d; j++) {
-            const int64_t i = n * d + j;
-            const double sm = dm->linear ? (double)k.sm[i] : tanh((double)k.sm[i]);
-            const double g = dm->linear ? 1.0 : 1.0 - sm * sm;
-            const double pm = g * g * k.V[i] + Q[j];
-            const double R = (double)softplusf(k.aR[i]) + dm->r_min, eta = p->eta[j];
-            const double S = fmax(eta * eta * pm + R, KALTER_S_MIN), K = eta * pm / S;
-            const double nu = k.z[i] - eta * sm;
-            k.sm[i] = (float)sm;
-            k.g[i] = (float)g;
-            k.pm[i] = (float)pm;
-            k.R[i] = (float)R;
-            k.S[i] = (float)S;
-            k.K[i] = (float)K;
-            k.nu[i] = (float)nu;
-            s_out[i] = (float)(sm + K * nu);
-            p_out[i] = (float)(pm * R / S);
-            const float hz = k.z[i] > 0.0f ? k.z[i] : 0.0f;
-            h_out[i] = mask ? mask[i] * hz : hz;
+        const int64_t o = n * d;
+        float *const c[7] = {k.sm + o, k.g + o, k.pm + o, k.R + o, k.S + o, k.K + o, k.nu + o};
+        /* a constant lin at each call: the inlined copies carry no select between the two */
+        if (dm->linear) {
+            update_row(c[0], c[1], c[2], c[3], c[4], c[5], c[6], s_out + o, p_out + o, k.V + o,
+                       k.aR + o, k.z + o, Q, p->eta, dm->r_min, true, d);
+        } else {
+            update_row(c[0], c[1], c[2], c[3], c[4], c[5], c[6], s_out + o, p_out + o, k.V + o,
+                       k.aR + o, k.z + o, Q, p->eta, dm->r_min, false, d);
         }
+    }
+    tess_nn_relu_dropout_forward(h_out, k.z, mask, N * d);
+}
+
+/* The backward of update_row for one row: Gz += ds_out K (Gz holds h+'s part already),
+ * GaR, GV, Ga overwritten, teta / tq (d) the row's terms of eta's and q's gradients. The 1/S^2
+ * terms are written through r = R / S, c = P- / S and 1/S (no R^2 overflow for large R). */
+static inline void backward_row(float *restrict Gz, float *restrict GaR, float *restrict GV,
+                         float *restrict Ga, float *restrict teta, float *restrict tq,
+                         const float *restrict ds_out, const float *restrict dp_out,
+                         const float *restrict Kc, const float *restrict S,
+                         const float *restrict Rc, const float *restrict pmc,
+                         const float *restrict smc, const float *restrict g,
+                         const float *restrict nu, const float *restrict V,
+                         const float *restrict aR, const float *restrict eta, bool lin,
+                         int64_t d) {
+    for (int64_t j = 0; j < d; j++) {
+        const float gs = ds_out[j], gp = dp_out[j], e = eta[j];
+        const float K = Kc[j], R = Rc[j], pm = pmc[j], sm = smc[j], gg = g[j];
+        const float inv = 1.0f / S[j], r = R * inv, c = pm * inv;
+        Gz[j] += gs * K;
+        const float GK = gs * nu[j];
+        const float Gsm = gs * (1.0f - K * e);
+        const float Gpm = gp * r * r + GK * e * r * inv;
+        const float GR = gp * K * K - GK * e * c * inv;
+        teta[j] = -gs * K * sm + GK * c * (R - e * e * pm) * inv - 2.0f * gp * e * c * c * R;
+        tq[j] = Gpm;
+        GaR[j] = GR * tess_tensor_sigmoidf(aR[j]);
+        GV[j] = Gpm * gg * gg;
+        const float Gg = Gpm * 2.0f * gg * V[j];
+        Ga[j] = lin ? Gsm : (Gsm - 2.0f * sm * Gg) * gg; /* g' = 0 if linear */
     }
 }
 
@@ -119,26 +168,26 @@ void tess_nn_kalter_backward(float *dh, float *ds, float *dP, const tess_nn_kalt
     double geta[d], gq[d];
     memset(geta, 0, sizeof geta);
     memset(gq, 0, sizeof gq);
-    /* update, noise, covariance and mean nonlinearity: elementwise (kalter.h, in double) */
+    /* update, noise, covariance and mean nonlinearity: elementwise in float (backward_row), the
+     * per-channel sums of eta's and q's gradients in double */
+    float teta[d], tq[d];
+    const bool lin = dm->linear;
+    memset(Gz, 0, (size_t)(N * d) * sizeof(float));
+    tess_nn_relu_dropout_backward(Gz, dh_out, k.z, mask, N * d); /* h+ = mask o relu(z) */
     for (int64_t n = 0; n < N; n++) {
+        const int64_t o = n * d;
+        const float *const c[9] = {k.K + o, k.S + o, k.R + o, k.pm + o, k.sm + o,
+                                   k.g + o, k.nu + o, k.V + o, k.aR + o};
+        if (lin) { /* constant lin per call, as in the forward */
+            backward_row(Gz + o, GaR + o, GV + o, Ga + o, teta, tq, ds_out + o, dp_out + o, c[0],
+                         c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], p->eta, true, d);
+        } else {
+            backward_row(Gz + o, GaR + o, GV + o, Ga + o, teta, tq, ds_out + o, dp_out + o, c[0],
+                         c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], p->eta, false, d);
+        }
         for (int64_t j = 0; j < d; j++) {
-            const int64_t i = n * d + j;
-            const double gs = ds_out[i], gp = dp_out[i], eta = p->eta[j];
-            const double K = k.K[i], S = k.S[i], R = k.R[i], pm = k.pm[i], sm = k.sm[i];
-            const double gg_ = k.g[i], nu = k.nu[i], S2 = S * S;
-            const double gh = k.z[i] > 0.0f ? (mask ? (double)mask[i] : 1.0) * dh_out[i] : 0.0;
-            Gz[i] = (float)(gs * K + gh);
-            const double GK = gs * nu;
-            const double Gsm = gs * (1.0 - K * eta);
-            const double Gpm = gp * R * R / S2 + GK * eta * R / S2;
-            const double GR = gp * K * K - GK * eta * pm / S2;
-            geta[j] += -gs * K * sm + GK * pm * (R - eta * eta * pm) / S2 -
-                       2.0 * gp * eta * pm * pm * R / S2;
-            GaR[i] = (float)(GR * (double)sigmoidf(k.aR[i]));
-            gq[j] += Gpm;
-            GV[i] = (float)(Gpm * gg_ * gg_);
-            const double Gg = Gpm * 2.0 * gg_ * k.V[i];
-            Ga[i] = (float)(dm->linear ? Gsm : (Gsm - 2.0 * sm * Gg) * gg_); /* g' = 0 if linear */
+            geta[j] += teta[j];
+            gq[j] += tq[j];
         }
     }
     for (int64_t j = 0; j < d; j++) {

@@ -23,6 +23,21 @@ static void test_known_answers(void) {
     TESS_TEST_CHECK(w[0] == 0xd16cfe09u && w[1] == 0x94fdccebu && w[2] == 0x5001e420u &&
                         w[3] == 0x24126ea1u,
                     "pi vector: %08x %08x %08x %08x", w[0], w[1], w[2], w[3]);
+    /* the bulk blocks: the pi vector, and every block of a run crossing 2^32 (the block's high
+     * word) equal to the single ones */
+    uint32_t bulk[4 * 37];
+    tess_rng_blocks((tess_rng_key){0xa4093822u, 0x299f31d0u}, 0x0370734413198a2eull,
+                    0x85a308d3243f6a88ull, 1, bulk);
+    TESS_TEST_CHECK(bulk[0] == 0xd16cfe09u && bulk[3] == 0x24126ea1u, "bulk pi vector");
+    const tess_rng_key k = {99, 5};
+    const uint64_t c = tess_rng_ctr(TESS_RNG_PURPOSE_DROPOUT, 3), first = 0xFFFFFFF0ull;
+    tess_rng_blocks(k, c, first, 37, bulk);
+    int same = 1;
+    for (int b = 0; b < 37; b++) {
+        tess_rng_block(k, c, first + (uint64_t)b, w);
+        same &= memcmp(w, bulk + 4 * b, sizeof w) == 0;
+    }
+    TESS_TEST_CHECK(same, "tess_rng_blocks equals tess_rng_block over 37 blocks across 2^32");
 }
 
 /* Fills of any sub-range equal the whole fill bitwise, and equal the single draws. */

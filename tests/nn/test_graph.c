@@ -173,11 +173,51 @@ static void test_batch(void) {
     tess_error_clear();
 }
 
+/* Dropout masks: values 0 or 1/(1-p), the drop fraction within 5 standard errors of p (p rounded
+ * to 2^-16 is exact for these p), any slice equal to the slice of a longer mask (what makes the
+ * app's results independent of how batches fall on ranks), other counters give other masks. */
+static void test_dropout_mask(void) {
+    enum { M = 100003 };
+    static float whole[M], part[M];
+    const tess_rng_key key = {3, 9};
+    const uint64_t ctr = tess_rng_ctr(TESS_RNG_PURPOSE_DROPOUT, 4), first = (uint64_t)5 << 34;
+    const float ps[] = {0.5f, 0.125f, 0.75f};
+    for (int k = 0; k < 3; k++) {
+        const float p = ps[k], keep = 1.0f / (1.0f - p);
+        tess_nn_dropout_mask(whole, M, p, key, ctr, first);
+        int64_t dropped = 0, bad = 0;
+        for (int64_t i = 0; i < M; i++) {
+            dropped += whole[i] == 0.0f;
+            bad += whole[i] != 0.0f && whole[i] != keep;
+        }
+        const double frac = (double)dropped / M, se = sqrt(p * (1.0 - p) / M);
+        TESS_TEST_CHECK(bad == 0, "p = %g: %lld values neither 0 nor 1/(1-p)", p, (long long)bad);
+        TESS_TEST_CHECK(fabs(frac - p) < 5.0 * se, "p = %g: dropped fraction %g", p, frac);
+    }
+    tess_nn_dropout_mask(whole, M, 0.5f, key, ctr, first);
+    const int64_t cuts[][2] = {{0, 1}, {3, 5}, {7, 513}, {8, 512}, {1001, 4099}, {M - 9, 9}};
+    for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
+        const int64_t lo = cuts[c][0], n = cuts[c][1];
+        tess_nn_dropout_mask(part, n, 0.5f, key, ctr, first + (uint64_t)lo);
+        TESS_TEST_CHECK(memcmp(part, whole + lo, (size_t)n * sizeof(float)) == 0,
+                        "mask slice [%lld, %lld) equals the whole mask's", (long long)lo,
+                        (long long)(lo + n));
+    }
+    tess_nn_dropout_mask(part, M, 0.5f, key, ctr + 1, first);
+    TESS_TEST_CHECK(memcmp(part, whole, (size_t)M * sizeof(float)) != 0,
+                    "another counter gives another mask");
+    tess_nn_dropout_mask(part, 16, 0.0f, key, ctr, first);
+    int ones = 1;
+    for (int i = 0; i < 16; i++) ones &= part[i] == 1.0f;
+    TESS_TEST_CHECK(ones, "p = 0 keeps everything with scale 1");
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     test_hand_values();
     test_against_dense();
     test_batch();
+    test_dropout_mask();
     int rc = tess_test_finish("graph");
     MPI_Finalize();
     return rc;

@@ -198,6 +198,55 @@ static void test_softmax_torch(const char *dir) {
     tess_ref_free(&r);
 }
 
+/* worst relative error of f against the double function g on [lo, hi] stepping by step */
+static double worst_rel(float (*f)(float), double (*g)(double), double lo, double hi,
+                        double step, double *at) {
+    double worst = 0;
+    for (double x = lo; x <= hi; x += step) {
+        const float xf = (float)x;
+        const double want = g((double)xf), e = fabs(f(xf) - want) / fabs(want);
+        if (e > worst) {
+            worst = e;
+            *at = xf;
+        }
+    }
+    return worst;
+}
+
+static float tanh_f(float x) { return tess_tensor_tanhf(x); }
+static float log1p_f(float x) { return tess_tensor_log1pf(x); }
+static float softplus_f(float x) { return tess_tensor_softplusf(x); }
+static float sigmoid_f(float x) { return tess_tensor_sigmoidf(x); }
+static double softplus_d(double x) { return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)); }
+static double sigmoid_d(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+static void test_tanh_log1p(void) {
+    double at = 0, w;
+    /* tanh: fine steps across the polynomial / exponential switch at 0.625, coarse beyond */
+    w = worst_rel(tanh_f, tanh, 1e-6, 2.0, 1.1e-6, &at);
+    TESS_TEST_CHECK(w <= 3e-7, "tanhf: relative error %g at x = %g", w, at);
+    w = worst_rel(tanh_f, tanh, -20.0, -1e-6, 3.7e-5, &at);
+    TESS_TEST_CHECK(w <= 3e-7, "tanhf (negative): relative error %g at x = %g", w, at);
+    TESS_TEST_CHECK(tess_tensor_tanhf(0.0f) == 0.0f && tess_tensor_tanhf(INFINITY) == 1.0f &&
+                        tess_tensor_tanhf(-INFINITY) == -1.0f && isnan(tess_tensor_tanhf(NAN)),
+                    "tanhf: 0, +-inf, NaN");
+    TESS_TEST_CHECK(tess_tensor_tanhf(1e-30f) == 1e-30f, "tanhf: tiny x is x");
+    w = worst_rel(log1p_f, log1p, -0.99, 1.0, 1.3e-6, &at);
+    TESS_TEST_CHECK(w <= 3e-7, "log1pf: relative error %g at t = %g", w, at);
+    w = worst_rel(log1p_f, log1p, 1.0, 1e6, 0.77, &at);
+    TESS_TEST_CHECK(w <= 3e-7, "log1pf (large t): relative error %g at t = %g", w, at);
+    w = worst_rel(log1p_f, log1p, 1e-12, 1e-6, 1.3e-10, &at);
+    TESS_TEST_CHECK(w <= 3e-7, "log1pf (tiny t): relative error %g at t = %g", w, at);
+    TESS_TEST_CHECK(tess_tensor_log1pf(0.0f) == 0.0f, "log1pf(0) = 0");
+    w = worst_rel(softplus_f, softplus_d, -87.0, 60.0, 7.3e-5, &at);
+    TESS_TEST_CHECK(w <= 4e-7, "softplusf: relative error %g at x = %g", w, at);
+    TESS_TEST_CHECK(tess_tensor_softplusf(-200.0f) >= 0.0f && tess_tensor_softplusf(-200.0f) < 1.3e-38f,
+                    "softplusf clamps far below");
+    TESS_TEST_CHECK(tess_tensor_softplusf(1e30f) == 1e30f, "softplusf(large) = x");
+    w = worst_rel(sigmoid_f, sigmoid_d, -87.0, 60.0, 7.3e-5, &at);
+    TESS_TEST_CHECK(w <= 3e-7, "sigmoidf: relative error %g at x = %g", w, at);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     TESS_TEST_CHECK(argc == 2, "usage: test_tensor <tests/data/nn_refs dir>");
@@ -206,6 +255,7 @@ int main(int argc, char **argv) {
     test_elementwise();
     test_reductions();
     test_exp();
+    test_tanh_log1p();
     test_softmax();
     int rc = tess_test_finish("tensor");
     MPI_Finalize();
