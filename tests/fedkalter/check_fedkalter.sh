@@ -30,6 +30,15 @@
 #           (warm-up 0, eps1 1e9, eps2 0) 2 clusters after round 1 and more later (metrics.csv
 #           "clusters"), identical on 1, 2 and 4 ranks, and 2 ranks stopped after round 2 and
 #           resumed on 3 ranks (the clusters come from the checkpoint) equal the 1-rank run;
+#   gcflplus GCFL+: within its warm-up bitwise FedAvg; with splits forced (warm-up 0, eps1 1e9,
+#           eps2 0, 2 norms per sequence) the clusters per round are 1 2 2 3 3 4 (a split needs 2
+#           norms recorded since the last one, one split per round), identical on 1, 2 and 4
+#           ranks, different from GCFL's; 2 ranks stopped after round 3 (one norm recorded)
+#           and resumed on 3 ranks equal the 1-rank run;
+#   oneds   GCFL's oneDS split of one TU dataset of 60 graphs written here over 4 clients
+#           (15 each: 12/1/2): 1 and 2 ranks identical, clients named 0-TOY..3-TOY; 11 clients
+#           (5 graphs each) exit 65 naming the dataset and the empty split; no data.oneds and
+#           a missing dataset exit 78 and 66 naming the option and the file;
 #   tufiles the SM setting on 7 tiny TU datasets written here (10 triangles each): one round
 #           on 2 ranks runs; then BZR_A.txt names a node of another graph: exit 65 on 1 and on 2
 #           ranks, naming the file; on 2 ranks BZR is client 1 and belongs to rank 1 alone (rank
@@ -203,6 +212,76 @@ gcfl)
   cmp g1/clients.csv gstop/clients.csv || fail "gcfl: the resumed run differs"
   cmp <(cut -d, -f1,2,5 g1/metrics.csv) <(cut -d, -f1,2,5 gstop/metrics.csv) ||
     fail "gcfl: loss or clusters of the resumed run differ"
+  ;;
+gcflplus)
+  rm -rf avg warm p1 p2 p4 gc pstop
+  common=(--set run.plots=false --set data.graphs=40 --set model.hidden=16 --set train.rounds=6
+          --set train.batch=8)
+  run 2 avg --set model.method=fedavg --set train.rounds=3 || { cat avg.log; fail "fedavg"; }
+  run 2 warm --set model.method=gcflplus --set train.rounds=3 || { cat warm.log; fail "gcflplus in its warm-up"; }
+  cmp avg/clients.csv warm/clients.csv || fail "GCFL+ within its warm-up differs from FedAvg"
+  forced=(--set train.gcfl_warmup=0 --set train.gcfl_eps1=1e9 --set train.gcfl_eps2=0)
+  run 2 gc --set model.method=gcfl "${forced[@]}" || { cat gc.log; fail "gcfl"; }
+  common+=(--set model.method=gcflplus --set train.gcfl_seq_length=2 "${forced[@]}")
+  for np in 1 2 4; do
+    run "$np" "p$np" || { cat "p$np.log"; fail "gcflplus with splits, $np ranks"; }
+    cmp p1/clients.csv "p$np/clients.csv" || fail "gcflplus: $np ranks differ from 1 rank"
+  done
+  got=$(tail -n +2 p1/metrics.csv | cut -d, -f5 | paste -sd' ')
+  [ "$got" = "1 2 2 3 3 4" ] || fail "gcflplus clusters per round: $got, want 1 2 2 3 3 4"
+  grep -q "round 2: GCFL+ split 1 cluster(s) into 2" p1.log || fail "no GCFL+ split logged"
+  ! cmp -s gc/clients.csv p1/clients.csv || fail "gcflplus equals gcfl"
+  rc=0
+  run 2 pstop --set run.stop_at=3 || rc=$?
+  [ "$rc" -eq 75 ] || { cat pstop.log; fail "stop after round 3: exit $rc"; }
+  run 3 pstop --resume auto || { cat pstop.log; fail "gcflplus resume on 3 ranks"; }
+  cmp p1/clients.csv pstop/clients.csv || fail "gcflplus: the resumed run differs"
+  cmp <(cut -d, -f1,2,5 p1/metrics.csv) <(cut -d, -f1,2,5 pstop/metrics.csv) ||
+    fail "gcflplus: loss or clusters of the resumed run differ"
+  ;;
+oneds)
+  rm -rf one o1 o2 obad onone omiss
+  mkdir -p one/TOY # 60 graphs: triangles (class 0) and 4-paths (class 1), node labels 1..3
+  node=0
+  for g in $(seq 0 59); do
+    b=$node
+    if [ $((g % 2)) = 0 ]; then
+      printf '%d, %d\n' $((b+1)) $((b+2)) $((b+2)) $((b+1)) $((b+2)) $((b+3)) $((b+3)) $((b+2)) \
+        $((b+1)) $((b+3)) $((b+3)) $((b+1)) >>one/TOY/TOY_A.txt
+      nn=3
+    else
+      printf '%d, %d\n' $((b+1)) $((b+2)) $((b+2)) $((b+1)) $((b+2)) $((b+3)) $((b+3)) $((b+2)) \
+        $((b+3)) $((b+4)) $((b+4)) $((b+3)) >>one/TOY/TOY_A.txt
+      nn=4
+    fi
+    for i in $(seq 1 "$nn"); do
+      echo $((g + 1)) >>one/TOY/TOY_graph_indicator.txt
+      echo $((1 + (g + i) % 3)) >>one/TOY/TOY_node_labels.txt
+    done
+    echo $((g % 2)) >>one/TOY/TOY_graph_labels.txt
+    node=$((node + nn))
+  done
+  o=(--set data.setting=oneDS --set data.dir=one --set data.oneds=TOY --set train.rounds=2)
+  for np in 1 2; do
+    run "$np" "o$np" "${o[@]}" --set data.clients=4 || { cat "o$np.log"; fail "oneDS, $np ranks"; }
+  done
+  cmp o1/clients.csv o2/clients.csv || fail "oneDS: 1 and 2 ranks differ"
+  [ "$(tail -n +2 o1/clients.csv | cut -d, -f2 | paste -sd' ')" = "12 12 12 12" ] ||
+    fail "oneDS training graphs: $(cut -d, -f2 o1/clients.csv | paste -sd' '), want 12 each"
+  grep -q "client 3 3-TOY on rank" o1.log || fail "oneDS client names"
+  expect() { # expect CODE REGEX DIR ARGS...
+    local code=$1 re=$2 dir=$3 rc=0
+    shift 3
+    run 2 "$dir" "$@" || rc=$?
+    [ "$rc" -eq "$code" ] || { cat "$dir.log"; fail "$dir: exit $rc, expected $code"; }
+    grep -Eq "$re" "$dir.log" || { cat "$dir.log"; fail "$dir: no message matching '$re'"; }
+  }
+  expect 65 "TOY, oneDS client [0-9]+ of 11': 5 graphs give an empty split" obad "${o[@]}" \
+    --set data.clients=11
+  expect 78 "data.oneds is required for data.setting = oneDS" onone --set data.setting=oneDS \
+    --set data.dir=one
+  expect 66 "NOPE_graph_labels.txt" omiss --set data.setting=oneDS --set data.dir=one \
+    --set data.oneds=NOPE
   ;;
 tufiles)
   rm -rf tu tu_ok tu_bad1 tu_bad2
