@@ -5,7 +5,8 @@ each setting x method, over the seeds that finished (OUT/<run>.done), the last-r
 clients of each client's std across seeds, FedStar's convention) and, labelled separately, the std
 across seeds of the client mean; both stds are population stds (numpy's default). Next to it the
 published row of the same method (second-hand: FedIGL, NeurIPS 2025, Table 1, FedSSP protocol)
-and the run time from OUT/commands.tsv. Markdown on stdout. Standard library only."""
+and the run time from OUT/commands.tsv; with one seed both stds are "-". Markdown on stdout.
+Standard library only."""
 import csv
 import math
 import os
@@ -80,12 +81,14 @@ def main(out):
             means = [sum(v) / len(v) for v in per_client]
             client_mean = [sum(by_seed[s]) / len(names) for s in seeds]
             pm = sum(pstd(v) for v in per_client) / len(names)
+            spread = (f"{pm:.2f} | {pstd(client_mean):.2f}" if len(seeds) > 1
+                      else "- | -")  # one seed: no spread
             mins = [seconds[(setting, method, s)] / 60 for s in seeds
                     if (setting, method, s) in seconds]
             t = f"{sum(mins) / len(mins):.0f}" if mins else "-"
             print(f"| {LABEL.get(method, method)} | {','.join(map(str, seeds))} | " +
                   " | ".join(f"{m:.2f}" for m in means) +
-                  f" | {sum(client_mean) / len(seeds):.2f} | {pm:.2f} | {pstd(client_mean):.2f}"
+                  f" | {sum(client_mean) / len(seeds):.2f} | {spread}"
                   f" | {' / '.join(f'{c:.2f}' for c in client_mean)}"
                   f" | {PUBLISHED.get(setting, {}).get(method, '-')} | {t} |")
         fs, fk = runs.get((setting, "fedstar"), {}), runs.get((setting, "fedkalter"), {})

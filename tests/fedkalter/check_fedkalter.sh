@@ -39,6 +39,10 @@
 #           (15 each: 12/1/2): 1 and 2 ranks identical, clients named 0-TOY..3-TOY; 11 clients
 #           (5 graphs each) exit 65 naming the dataset and the empty split; no data.oneds and
 #           a missing dataset exit 78 and 66 naming the option and the file;
+#   experiment experiments/fedkalter/run.sh on 7 tiny SM datasets written here (2 rounds, seeds
+#           1 and 2, FedStar and Fed-Kalter): commands.tsv lists the 4 runs seed-major with exit 0
+#           and their commands; a second call skips them; an unknown method exits 64; table.py
+#           prints both rows over seeds 1,2 with seed 1's client mean and the difference line;
 #   tufiles the SM setting on 7 tiny TU datasets written here (10 triangles each): one round
 #           on 2 ranks runs; then BZR_A.txt names a node of another graph: exit 65 on 1 and on 2
 #           ranks, naming the file; on 2 ranks BZR is client 1 and belongs to rank 1 alone (rank
@@ -51,6 +55,19 @@ run() { # run NP DIR [ARGS...]
   local np=$1 dir=$2
   shift 2
   "$mpiexec" -n "$np" "$exe" "${common[@]}" --set run.dir="$dir" "$@" >"$dir.log" 2>&1
+}
+write_sm() { # write_sm DIR: the 7 SM datasets as 10 triangles each, classes 0/1, labels 1..2
+  for name in MUTAG BZR COX2 DHFR PTC_MR AIDS NCI1; do
+    mkdir -p "$1/$name"
+    for g in $(seq 0 9); do
+      b=$((3 * g))
+      printf '%d, %d\n' $((b+1)) $((b+2)) $((b+2)) $((b+1)) $((b+2)) $((b+3)) $((b+3)) $((b+2)) \
+        $((b+1)) $((b+3)) $((b+3)) $((b+1)) >>"$1/$name/${name}_A.txt"
+      printf '%d\n%d\n%d\n' $((g+1)) $((g+1)) $((g+1)) >>"$1/$name/${name}_graph_indicator.txt"
+      printf '%d\n' $((g % 2)) >>"$1/$name/${name}_graph_labels.txt"
+      printf '1\n2\n%d\n' $((1 + g % 2)) >>"$1/$name/${name}_node_labels.txt"
+    done
+  done
 }
 case "$mode" in
 ranks)
@@ -285,17 +302,7 @@ oneds)
   ;;
 tufiles)
   rm -rf tu tu_ok tu_bad1 tu_bad2
-  for name in MUTAG BZR COX2 DHFR PTC_MR AIDS NCI1; do # 10 triangles, classes 0/1, labels 1..2
-    mkdir -p "tu/$name"
-    for g in $(seq 0 9); do
-      b=$((3 * g))
-      printf '%d, %d\n' $((b+1)) $((b+2)) $((b+2)) $((b+1)) $((b+2)) $((b+3)) $((b+3)) $((b+2)) \
-        $((b+1)) $((b+3)) $((b+3)) $((b+1)) >>"tu/$name/${name}_A.txt"
-      printf '%d\n%d\n%d\n' $((g+1)) $((g+1)) $((g+1)) >>"tu/$name/${name}_graph_indicator.txt"
-      printf '%d\n' $((g % 2)) >>"tu/$name/${name}_graph_labels.txt"
-      printf '1\n2\n%d\n' $((1 + g % 2)) >>"tu/$name/${name}_node_labels.txt"
-    done
-  done
+  write_sm tu
   tu=(--set data.setting=SM --set data.dir=tu --set train.rounds=1)
   run 2 tu_ok "${tu[@]}" || { cat tu_ok.log; fail "SM on the generated TU files"; }
   [ "$(wc -l <tu_ok/clients.csv)" -eq 8 ] || fail "clients.csv should list 7 clients"
@@ -307,6 +314,32 @@ tufiles)
     grep -q "BZR_A.txt" "tu_bad$np.log" || { cat "tu_bad$np.log"; fail "the error does not name BZR_A.txt"; }
   done
   grep -q "rank 1 .*failed" tu_bad2.log || { cat tu_bad2.log; fail "2 ranks: not reported as rank 1's error"; }
+  ;;
+experiment)
+  rm -rf xtu xout
+  write_sm xtu
+  exp=$(cd "$(dirname "$0")/../../experiments/fedkalter" && pwd)
+  export FK_BIN=$exe FK_SEEDS="1 2" FK_NICE=0 FK_ARGS="--set train.rounds=2 --set model.hidden=8 --set run.plots=false"
+  bash "$exp/run.sh" xtu xout sm:fedstar sm:fedkalter >x1.log 2>&1 || { cat x1.log; fail "run.sh"; }
+  [ "$(tail -n +2 xout/commands.tsv | cut -f1-3,5 | paste -sd' ')" = \
+    "$(printf 'sm\tfedstar\t1\t0 sm\tfedkalter\t1\t0 sm\tfedstar\t2\t0 sm\tfedkalter\t2\t0')" ] ||
+    { cat xout/commands.tsv; fail "commands.tsv: 4 runs, seed-major, exit 0"; }
+  grep -q -- "--set model.method=fedkalter --set run.seed=2 --set run.dir=xout/sm-fedkalter-s2" \
+    xout/commands.tsv || fail "commands.tsv does not record the command"
+  bash "$exp/run.sh" xtu xout sm:fedstar sm:fedkalter >x2.log 2>&1 || { cat x2.log; fail "run.sh again"; }
+  [ "$(grep -c 'done, skipped' x2.log)" -eq 4 ] && [ "$(wc -l <xout/commands.tsv)" -eq 5 ] ||
+    { cat x2.log; fail "finished runs were not skipped"; }
+  rc=0
+  bash "$exp/run.sh" xtu xout sm:fedsage >x3.log 2>&1 || rc=$?
+  [ "$rc" -eq 64 ] && grep -q "unknown method 'fedsage'" x3.log || { cat x3.log; fail "bad method: exit $rc"; }
+  /usr/bin/python3 "$exp/table.py" xout >table.md || fail "table.py"
+  grep -q "^| FedStar | 1,2 | " table.md && grep -q "^| Fed-Kalter | 1,2 | " table.md ||
+    { cat table.md; fail "table rows"; }
+  want=$(tail -n +2 xout/sm-fedstar-s1/clients.csv | cut -d, -f5 | paste -sd' ' |
+         awk '{ s = 0; for (i = 1; i <= NF; i++) s += $i; printf "%.2f", 100 * s / NF }')
+  grep -q "^| FedStar | 1,2 | .* / " table.md && grep "^| FedStar" table.md | grep -q "| $want / " ||
+    { cat table.md; fail "seed 1's client mean $want not in the FedStar row"; }
+  grep -q "Fed-Kalter − FedStar, client mean, same seed: s1 .*, s2 " table.md || fail "difference line"
   ;;
 *) fail "unknown mode $mode" ;;
 esac
