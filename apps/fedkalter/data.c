@@ -168,6 +168,83 @@ tess_status fk_split_sizes(const char *name, int64_t G, int64_t *n_train, int64_
     return TESS_OK;
 }
 
+tess_status fk_oneds_assign(const char *name, int64_t G, int64_t N, uint64_t seed,
+                            int32_t *client, int64_t *size) {
+    const int64_t m = N > 0 && G / N < 50 ? G / N : 50;
+    TESS_REQUIRE(N > 0 && m > 0, TESS_ERR_DATA,
+                 "'%s': %lld graphs cannot fill %lld oneDS clients (data.clients)", name,
+                 (long long)G, (long long)N);
+    const tess_rng_key key = {(uint32_t)seed, 0x6f6e6544u}; /* "oneD" */
+    const uint64_t ctr = tess_rng_ctr(TESS_RNG_PURPOSE_DATA, 1);
+    for (int64_t k = 0; k < N; k++) size[k] = 0;
+    for (int64_t g = 0; g < G; g++) {
+        int64_t k = g < N * m ? g / m : (int64_t)tess_rng_uniform(key, ctr, (uint64_t)g, 0,
+                                                                   (double)N);
+        if (k >= N) k = N - 1;
+        client[g] = (int32_t)k;
+        size[k]++;
+    }
+    for (int64_t k = 0; k < N; k++) {
+        char part[TESS_GRAPHS_NAME_MAX + 32];
+        snprintf(part, sizeof part, "%s, oneDS client %lld of %lld", name, (long long)k,
+                 (long long)N);
+        int64_t tr, va, te;
+        TESS_CHECK(fk_split_sizes(part, size[k], &tr, &va, &te));
+    }
+    return TESS_OK;
+}
+
+tess_status fk_dataset_subset(fk_dataset *ds, const tess_graphs *src, const int32_t *client,
+                              int64_t k, const char *name) {
+    memset(ds, 0, sizeof *ds);
+    tess_graphs *gs = &ds->gs;
+    const int64_t F = src->num_features;
+    int64_t G = 0, N = 0, E = 0;
+    for (int64_t g = 0; g < src->num_graphs; g++) {
+        if (client[g] != k) continue;
+        G++;
+        N += src->node_ptr[g + 1] - src->node_ptr[g];
+        E += src->edge_ptr[g + 1] - src->edge_ptr[g];
+    }
+    gs->node_ptr = malloc((size_t)(G + 1) * sizeof(int64_t));
+    gs->edge_ptr = malloc((size_t)(G + 1) * sizeof(int64_t));
+    gs->indptr = malloc((size_t)(N + 1) * sizeof(int64_t));
+    gs->indices = malloc((size_t)(E > 0 ? E : 1) * sizeof(int32_t));
+    gs->x = malloc((size_t)(N * F > 0 ? N * F : 1) * sizeof(float));
+    gs->y = malloc((size_t)(G > 0 ? G : 1) * sizeof(int32_t));
+    gs->graph_ids = malloc((size_t)(G > 0 ? G : 1) * sizeof(int64_t));
+    gs->label_values = malloc((size_t)src->num_classes * sizeof(int64_t));
+    if (!gs->node_ptr || !gs->edge_ptr || !gs->indptr || !gs->indices || !gs->x || !gs->y ||
+        !gs->graph_ids || !gs->label_values) {
+        fk_dataset_free(ds);
+        TESS_REQUIRE(0, TESS_ERR_MEM, "'%s': %lld graphs", name, (long long)G);
+    }
+    snprintf(gs->name, sizeof gs->name, "%s", name);
+    memcpy(gs->feature_kind, src->feature_kind, sizeof gs->feature_kind);
+    memcpy(gs->label_values, src->label_values, (size_t)src->num_classes * sizeof(int64_t));
+    gs->total_graphs = src->total_graphs, gs->total_nodes = src->total_nodes;
+    gs->total_nnz = src->total_nnz, gs->num_features = F, gs->num_classes = src->num_classes;
+    gs->num_graphs = G, gs->num_nodes = N, gs->nnz = E;
+    gs->node_ptr[0] = gs->edge_ptr[0] = gs->indptr[0] = 0;
+    int64_t j = 0, node = 0, e = 0;
+    for (int64_t g = 0; g < src->num_graphs; g++) {
+        if (client[g] != k) continue;
+        const int64_t n0 = src->node_ptr[g], n1 = src->node_ptr[g + 1];
+        const int64_t e0 = src->edge_ptr[g], e1 = src->edge_ptr[g + 1];
+        memcpy(gs->indices + e, src->indices + e0, (size_t)(e1 - e0) * sizeof(int32_t));
+        memcpy(gs->x + node * F, src->x + n0 * F, (size_t)((n1 - n0) * F) * sizeof(float));
+        for (int64_t i = n0; i < n1; i++, node++)
+            gs->indptr[node + 1] = e + src->indptr[i + 1] - e0;
+        e += e1 - e0;
+        gs->y[j] = src->y[g];
+        gs->graph_ids[j] = src->graph_ids[g];
+        gs->node_ptr[++j] = node;
+        gs->edge_ptr[j] = e;
+    }
+    TESS_CHECK(tess_graphs_check(gs, name));
+    return TESS_OK;
+}
+
 /* Split count of n graphs over classes in proportion to cnt (C classes): floor shares, then the
  * remainder to the largest fractional parts (lowest class first on ties). */
 static void allot(int64_t *out, const int64_t *cnt, int64_t C, int64_t total, int64_t n) {

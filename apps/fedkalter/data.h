@@ -48,6 +48,21 @@ tess_status fk_dataset_tu(fk_dataset *ds, const char *dir, const char *name);
  * TESS_ERR_NOINPUT naming the file, TESS_ERR_IO on a read error. */
 tess_status fk_dataset_tu_count(const char *dir, const char *name, int64_t *G);
 
+/* GCFL's oneDS split of one dataset of G graphs (its name: errors) over N clients: with
+ * m = min(50, floor(G / N)), graph g < N m goes to client floor(g / m) (file order, as the
+ * reference's consecutive chunks), every later graph to a client drawn uniformly (Philox keyed
+ * by seed). client (G) gets each graph's client, size (N) each client's graph count. Depends on
+ * (G, N, seed) only: every rank computes it without parsing. TESS_ERR_DATA naming the dataset,
+ * G and N when m = 0 or when a client's 80/10/10 split would be empty (fk_split_sizes). */
+tess_status fk_oneds_assign(const char *name, int64_t G, int64_t N, uint64_t seed,
+                            int32_t *client, int64_t *size);
+
+/* Client k's part of a parsed dataset: the graphs g of src with client[g] == k, in file order,
+ * copied (owned by ds; fk_dataset_free); gs.name = name, the totals and features of src.
+ * TESS_ERR_MEM. */
+tess_status fk_dataset_subset(fk_dataset *ds, const tess_graphs *src, const int32_t *client,
+                              int64_t k, const char *name);
+
 /* The split sizes of G graphs: ceil(0.2 G) held out, halved into val (floor) and test (ceil),
  * the rest train. TESS_ERR_DATA naming the dataset `name` and the sizes when a part is empty. */
 tess_status fk_split_sizes(const char *name, int64_t G, int64_t *n_train, int64_t *n_val,

@@ -59,26 +59,34 @@ static double dot(const double *a, const double *b, int64_t L) {
     return s;
 }
 
+/* The clients idc (m) of cluster c, and whether the cluster passes GCFL's split rule. */
+static bool split_rule(const int64_t *cluster, int64_t c, const double *dw, int64_t n, int64_t L,
+                       int64_t round, int64_t warmup, double eps1, double eps2, int64_t *idc,
+                       int64_t *m) {
+    *m = 0;
+    for (int64_t k = 0; k < n; k++) {
+        if (cluster[k] == c) idc[(*m)++] = k;
+    }
+    double max_norm = 0.0, mean_norm = 0.0;
+    for (int64_t a = 0; a < *m; a++) {
+        const double nk = sqrt(dot(dw + idc[a] * L, dw + idc[a] * L, L));
+        if (nk > max_norm) max_norm = nk;
+    }
+    for (int64_t i = 0; i < L; i++) {
+        double s = 0.0;
+        for (int64_t a = 0; a < *m; a++) s += dw[idc[a] * L + i];
+        mean_norm += (s / (double)*m) * (s / (double)*m);
+    }
+    mean_norm = sqrt(mean_norm);
+    return *m > 2 && round > warmup && mean_norm < eps1 && max_norm > eps2;
+}
+
 int64_t fk_gcfl_step(int64_t *cluster, int64_t *ncl, const double *dw, int64_t n, int64_t L,
                      int64_t round, int64_t warmup, double eps1, double eps2) {
     int64_t next[GCFL_MAX], out = 0, splits = 0;
     for (int64_t c = 0; c < *ncl; c++) {
-        int64_t idc[GCFL_MAX], m = 0;
-        for (int64_t k = 0; k < n; k++) {
-            if (cluster[k] == c) idc[m++] = k;
-        }
-        double max_norm = 0.0, mean_norm = 0.0;
-        for (int64_t a = 0; a < m; a++) {
-            const double nk = sqrt(dot(dw + idc[a] * L, dw + idc[a] * L, L));
-            if (nk > max_norm) max_norm = nk;
-        }
-        for (int64_t i = 0; i < L; i++) {
-            double s = 0.0;
-            for (int64_t a = 0; a < m; a++) s += dw[idc[a] * L + i];
-            mean_norm += (s / (double)m) * (s / (double)m);
-        }
-        mean_norm = sqrt(mean_norm);
-        if (!(m > 2 && round > warmup && mean_norm < eps1 && max_norm > eps2)) {
+        int64_t idc[GCFL_MAX], m;
+        if (!split_rule(cluster, c, dw, n, L, round, warmup, eps1, eps2, idc, &m)) {
             for (int64_t a = 0; a < m; a++) next[idc[a]] = out;
             out++;
             continue;
@@ -96,6 +104,65 @@ int64_t fk_gcfl_step(int64_t *cluster, int64_t *ncl, const double *dw, int64_t n
         for (int64_t a = 0; a < m; a++) next[idc[a]] = side[a] ? out : out + 1;
         out += 2;
         splits++;
+    }
+    memcpy(cluster, next, (size_t)n * sizeof(int64_t));
+    *ncl = out;
+    return splits;
+}
+
+double fk_gcfl_dtw(const double *x, const double *y, int64_t n) {
+    /* D[i][j] = (x_i - y_j)^2 + min(D[i-1][j], D[i][j-1], D[i-1][j-1]), two rows */
+    double prev[FK_GCFL_SEQ_MAX], cur[FK_GCFL_SEQ_MAX];
+    for (int64_t i = 0; i < n; i++) {
+        for (int64_t j = 0; j < n; j++) {
+            const double d = (x[i] - y[j]) * (x[i] - y[j]);
+            double best;
+            if (i == 0 && j == 0) best = 0.0;
+            else if (i == 0) best = cur[j - 1];
+            else if (j == 0) best = prev[j];
+            else best = fmin(fmin(prev[j], cur[j - 1]), prev[j - 1]);
+            cur[j] = d + best;
+        }
+        memcpy(prev, cur, (size_t)n * sizeof(double));
+    }
+    return sqrt(prev[n - 1]);
+}
+
+int64_t fk_gcflplus_step(int64_t *cluster, int64_t *ncl, const double *dw, double *seq,
+                         int64_t *count, int64_t n, int64_t L, int64_t T, int64_t round,
+                         int64_t warmup, double eps1, double eps2) {
+    for (int64_t k = 0; k < n; k++) { /* append this round's norm, dropping the oldest if full */
+        double *s = seq + k * T;
+        if (*count == T) memmove(s, s + 1, (size_t)(T - 1) * sizeof(double));
+        s[*count == T ? T - 1 : *count] = sqrt(dot(dw + k * L, dw + k * L, L));
+    }
+    if (*count < T) ++*count;
+    if (*count < T) return 0;
+    int64_t next[GCFL_MAX], out = 0, splits = 0;
+    for (int64_t c = 0; c < *ncl; c++) {
+        int64_t idc[GCFL_MAX], m;
+        if (splits > 0 ||
+            !split_rule(cluster, c, dw, n, L, round, warmup, eps1, eps2, idc, &m)) {
+            for (int64_t k = 0; k < n; k++) {
+                if (cluster[k] == c) next[k] = out;
+            }
+            out++;
+            continue;
+        }
+        double dist[GCFL_MAX * GCFL_MAX], dmax = 0.0;
+        bool side[GCFL_MAX];
+        for (int64_t a = 0; a < m; a++) {
+            for (int64_t b = 0; b < m; b++) {
+                dist[a * m + b] = a == b ? 0.0 : fk_gcfl_dtw(seq + idc[a] * T, seq + idc[b] * T, T);
+                if (dist[a * m + b] > dmax) dmax = dist[a * m + b];
+            }
+        }
+        for (int64_t i = 0; i < m * m; i++) dist[i] = dmax - dist[i];
+        fk_gcfl_min_cut(dist, m, side);
+        for (int64_t a = 0; a < m; a++) next[idc[a]] = side[a] ? out : out + 1;
+        out += 2;
+        splits++;
+        *count = 0;
     }
     memcpy(cluster, next, (size_t)n * sizeof(int64_t));
     *ncl = out;

@@ -22,19 +22,26 @@
 #include "par/coll.h"     /* tess_par_allreduce_* */
 #include "run/run.h"      /* tess_run_* */
 
+/* GCFL+ is GCFL's network and sharing with another split rule (gcfl.h): the model sees FK_GCFL,
+ * the app the flag gcflplus. */
+enum { FK_GCFLPLUS = FK_GCFL + 1 };
 /* The names of model.method: values from the table, never from list positions. */
 static const tess_opt_enum method_names[] = {{"selftrain", FK_SELFTRAIN}, {"fedavg", FK_FEDAVG},
                                              {"fedstar", FK_FEDSTAR}, {"fedkalter", FK_FEDKALTER},
-                                             {"fedprox", FK_FEDPROX}, {"gcfl", FK_GCFL}};
-TESS_OPT_ENUM_TABLE_CHECK(method_names, FK_GCFL + 1);
+                                             {"fedprox", FK_FEDPROX}, {"gcfl", FK_GCFL},
+                                             {"gcflplus", FK_GCFLPLUS}};
+TESS_OPT_ENUM_TABLE_CHECK(method_names, FK_GCFLPLUS + 1);
 
 static const tess_opt data_opts[] = {
-    TESS_OPT_CHOICE("setting", "synthetic", "synthetic|SM|SM-CV|BIO-SM|BIO-SM-SN|BIO-SN-CV|SM-SN-CV",
+    TESS_OPT_CHOICE("setting", "synthetic",
+                    "synthetic|SM|SM-CV|BIO-SM|BIO-SM-SN|BIO-SN-CV|SM-SN-CV|oneDS",
                     "clients: generated graphs, or one TU dataset per client (SM: 7 molecule "
                     "sets; SM-CV: SM and Letter-low/med/high; the others docs/fedkalter.md, "
-                    "BIO-* partial: DD and COLLAB are not available)"),
+                    "BIO-* partial: DD and COLLAB are not available), or oneDS: the TU dataset "
+                    "data.oneds split over data.clients clients (GCFL)"),
     TESS_OPT_STRING("dir", "", "directory holding the TU datasets (<dir>/<NAME>/<NAME>_A.txt ...)"),
-    TESS_OPT_INT("clients", 7, 1, FK_MAX_CLIENTS, "clients of the synthetic setting"),
+    TESS_OPT_INT("clients", 7, 1, FK_MAX_CLIENTS, "clients of the synthetic and oneDS settings"),
+    TESS_OPT_STRING("oneds", "", "oneDS: the TU dataset split over the clients (e.g. NCI1)"),
     TESS_OPT_INT("graphs", 120, 10, 10000, "graphs per synthetic client"),
     TESS_OPT_INT("split_seed", 123, 0, UINT32_MAX, "seed of the stratified 80/10/10 splits"),
 };
@@ -42,7 +49,8 @@ static const tess_opt model_opts[] = {
     TESS_OPT_ENUM("method", "fedkalter", method_names,
                     "Self-train (no sharing), FedAvg (GIN shared), FedStar (structure channel "
                     "shared), Fed-Kalter (Kalman structure channel shared), FedProx (FedAvg and "
-                    "a proximal term), GCFL (FedAvg within clusters split by update similarity)"),
+                    "a proximal term), GCFL (FedAvg within clusters split by update similarity), "
+                    "GCFL+ (split by the DTW distance of update-norm sequences)"),
     TESS_OPT_INT("hidden", 64, 1, 4096, "hidden width d"),
     TESS_OPT_INT("layers", 3, 1, 8, "graph convolution layers"),
     TESS_OPT_REAL("dropout", 0.5, 0.0, 0.95, "dropout after each convolution and after post"),
@@ -70,6 +78,8 @@ static const tess_opt train_opts[] = {
     TESS_OPT_REAL("gcfl_eps2", 0.1, 0.0, 1e9,
                   "GCFL: ... and the largest update norm of its clients is above this"),
     TESS_OPT_INT("gcfl_warmup", 20, 0, 1000000, "GCFL: no split in the first rounds"),
+    TESS_OPT_INT("gcfl_seq_length", 5, 1, FK_GCFL_SEQ_MAX,
+                 "GCFL+: update norms per client compared by DTW (FedStar's 5; GCFL's paper 10)"),
     TESS_OPT_BOOL("reset_adam", false,
                   "after every download of the averaged shared entries, reset each client's Adam "
                   "(moments and step count, as a re-created optimizer); default: never reset"),
@@ -100,12 +110,18 @@ typedef struct {
     int64_t cluster[FK_MAX_CLIENTS], ncl, gcfl_warmup;
     double gcfl_eps1, gcfl_eps2;
     double *dw;              /* GCFL: (nclients, shared floats) this round's updates */
+    bool gcflplus;           /* GCFL+ (method FK_GCFL with the DTW split rule) */
+    int64_t seq_len, seq_count; /* GCFL+: T, norms recorded in every sequence (checkpointed) */
+    double *seq;             /* GCFL+: (nclients, T) update norms, oldest first (checkpointed) */
     fk_client *clients;      /* (nlocal) */
     tess_registry **regs;    /* (nlocal) */
     int64_t *ids;            /* (nlocal) */
     double *weights;         /* (nlocal) n_train */
     char names[FK_MAX_CLIENTS][TESS_GRAPHS_NAME_MAX];
     int64_t n_train[FK_MAX_CLIENTS];
+    int32_t *oneds_client;   /* oneDS: (oneds_total) each graph's client; NULL otherwise */
+    int64_t oneds_total;     /* oneDS: graphs of data.oneds (its graph-label lines) */
+    fk_dataset oneds_full;   /* oneDS: the whole dataset while this rank cuts its clients */
     fk_work *work;
     tess_graph_batch gb;     /* reserved once for the largest mini-batch, refilled per batch */
     float *X, *Xse;          /* (max nodes, max F), (max nodes, 32) */
@@ -186,6 +202,30 @@ static tess_status client_sizes(fk_app *a, const tess_config *c, const char **tu
             G[k] = tess_config_int(c, "data.graphs");
             snprintf(a->names[k], sizeof a->names[k], "synthetic-%lld", (long long)k);
         }
+    } else if (strcmp(setting, "oneDS") == 0) {
+        const char *dir = tess_config_string(c, "data.dir"), *name = tess_config_string(c, "data.oneds");
+        TESS_REQUIRE(name[0] != '\0', TESS_ERR_CONFIG,
+                     "data.oneds is required for data.setting = oneDS (the TU dataset to split, "
+                     "e.g. NCI1)");
+        TESS_REQUIRE(dir[0] != '\0', TESS_ERR_CONFIG,
+                     "data.dir is required for data.setting = oneDS (the directory holding the "
+                     "TU dataset %s)", name);
+        TESS_REQUIRE(strlen(name) + 24 < TESS_GRAPHS_NAME_MAX, TESS_ERR_CONFIG,
+                     "data.oneds = '%s': name too long", name);
+        a->nclients = tess_config_int(c, "data.clients");
+        int64_t total;
+        TESS_CHECK(fk_dataset_tu_count(dir, name, &total));
+        a->oneds_total = total;
+        a->oneds_client = malloc((size_t)(total > 0 ? total : 1) * sizeof(int32_t));
+        TESS_REQUIRE(a->oneds_client, TESS_ERR_MEM, "oneDS clients of %lld graphs",
+                     (long long)total);
+        TESS_CHECK(fk_oneds_assign(name, total, a->nclients,
+                                   (uint64_t)tess_config_int(c, "data.split_seed"),
+                                   a->oneds_client, G));
+        for (int64_t k = 0; k < a->nclients; k++) {
+            tu[k] = name;
+            snprintf(a->names[k], sizeof a->names[k], "%lld-%s", (long long)k, name);
+        }
     } else {
         const char *dir = tess_config_string(c, "data.dir");
         a->nclients = fk_setting_datasets(setting, tu);
@@ -210,11 +250,19 @@ static tess_status client_sizes(fk_app *a, const tess_config *c, const char **tu
     return TESS_OK;
 }
 
-/* Client k's dataset (generated, or TU dataset tu parsed), its encodings and split. */
-static tess_status load_client(fk_dataset *ds, const fk_app *a, const tess_config *c, int64_t k,
+/* Client k's dataset (generated, TU dataset tu parsed, or its oneDS part), its encodings and
+ * split. */
+static tess_status load_client(fk_dataset *ds, fk_app *a, const tess_config *c, int64_t k,
                                const char *tu) {
     const uint64_t split_seed = (uint64_t)tess_config_int(c, "data.split_seed");
-    if (tu) TESS_CHECK(fk_dataset_tu(ds, tess_config_string(c, "data.dir"), tu));
+    if (a->oneds_client) { /* the dataset parsed once per rank, each client's graphs copied */
+        if (!a->oneds_full.gs.num_graphs)
+            TESS_CHECK(fk_dataset_tu(&a->oneds_full, tess_config_string(c, "data.dir"), tu));
+        TESS_REQUIRE(a->oneds_full.gs.num_graphs == a->oneds_total, TESS_ERR_DATA,
+                     "'%s': %lld graphs parsed, but its graph labels counted %lld", tu,
+                     (long long)a->oneds_full.gs.num_graphs, (long long)a->oneds_total);
+        TESS_CHECK(fk_dataset_subset(ds, &a->oneds_full.gs, a->oneds_client, k, a->names[k]));
+    } else if (tu) TESS_CHECK(fk_dataset_tu(ds, tess_config_string(c, "data.dir"), tu));
     else TESS_CHECK(fk_dataset_synthetic(ds, k, tess_config_int(c, "data.graphs"), split_seed));
     TESS_CHECK(fk_dataset_prepare(ds, k, split_seed));
     TESS_REQUIRE(ds->n_train == a->n_train[k], TESS_ERR_DATA,
@@ -290,6 +338,9 @@ static tess_status setup(tess_run *run, void *ctx) {
     const tess_config *c = tess_run_config(run);
     const tess_group *g = tess_run_group(run);
     a->method = (fk_method)tess_config_enum(c, "model.method");
+    a->gcflplus = (int)a->method == FK_GCFLPLUS;
+    if (a->gcflplus) a->method = FK_GCFL;
+    a->seq_len = tess_config_int(c, "train.gcfl_seq_length");
     a->rounds = tess_config_int(c, "train.rounds");
     a->batch = tess_config_int(c, "train.batch");
     a->eval_every = tess_config_int(c, "train.eval_every");
@@ -327,6 +378,7 @@ static tess_status setup(tess_run *run, void *ctx) {
         a->clients[j].id = k;
         s = load_client(&a->clients[j++].ds, a, c, k, tu[k]);
     }
+    fk_dataset_free(&a->oneds_full);
     TESS_CHECK(tess_par_agree(g, s)); /* a bad file of one rank's client fails every rank */
     tess_run_set_total(run, (double)a->rounds, a->rounds);
     tess_run_local_from_here(run);
@@ -398,6 +450,14 @@ static tess_status setup(tess_run *run, void *ctx) {
         const tess_layout rep = tess_layout_replicated();
         TESS_CHECK(tess_state_add(st, "gcfl/cluster", TESS_I64, 1, shape, &rep, a->cluster));
         TESS_CHECK(tess_state_add_i64(st, "gcfl/clusters", &a->ncl));
+        if (a->gcflplus) {
+            a->seq = calloc((size_t)(a->nclients * a->seq_len), sizeof(double));
+            TESS_REQUIRE(a->seq, TESS_ERR_MEM, "GCFL+ sequences of %lld clients",
+                         (long long)a->nclients);
+            const int64_t sshape[2] = {a->nclients, a->seq_len};
+            TESS_CHECK(tess_state_add(st, "gcfl/seq", TESS_F64, 2, sshape, &rep, a->seq));
+            TESS_CHECK(tess_state_add_i64(st, "gcfl/seq_count", &a->seq_count));
+        }
     }
 
     static const char *const cols[] = {"loss", "bytes_sent", "shared_floats", "clusters"};
@@ -499,10 +559,15 @@ static tess_status gcfl_round(fk_app *a, const tess_group *g, int64_t round, int
     }
     TESS_CHECK(tess_par_allreduce_f64(g, a->dw, a->nclients * Ls, TESS_PAR_SUM));
     const int64_t before = a->ncl;
-    if (fk_gcfl_step(a->cluster, &a->ncl, a->dw, a->nclients, Ls, round + 1, a->gcfl_warmup,
-                     a->gcfl_eps1, a->gcfl_eps2) > 0)
-        tess_log_info("round %lld: GCFL split %lld cluster(s) into %lld", (long long)(round + 1),
-                      (long long)before, (long long)a->ncl);
+    const int64_t splits =
+        a->gcflplus ? fk_gcflplus_step(a->cluster, &a->ncl, a->dw, a->seq, &a->seq_count,
+                                       a->nclients, Ls, a->seq_len, round + 1, a->gcfl_warmup,
+                                       a->gcfl_eps1, a->gcfl_eps2)
+                    : fk_gcfl_step(a->cluster, &a->ncl, a->dw, a->nclients, Ls, round + 1,
+                                   a->gcfl_warmup, a->gcfl_eps1, a->gcfl_eps2);
+    if (splits > 0)
+        tess_log_info("round %lld: %s split %lld cluster(s) into %lld", (long long)(round + 1),
+                      a->gcflplus ? "GCFL+" : "GCFL", (long long)before, (long long)a->ncl);
     for (int64_t c = 0; c < a->ncl; c++) { /* each cluster: its clients of this rank, in order */
         tess_registry *regs[FK_MAX_CLIENTS];
         int64_t ids[FK_MAX_CLIENTS], size = 0, b = 0;
@@ -701,6 +766,9 @@ static void destroy(void *ctx) {
     free(a->ids);
     free(a->weights);
     free(a->dw);
+    free(a->seq);
+    free(a->oneds_client);
+    fk_dataset_free(&a->oneds_full);
     free(a->logr_hist);
     fk_work_destroy(&a->work);
     tess_graph_batch_free(&a->gb);

@@ -30,6 +30,19 @@
 #           (warm-up 0, eps1 1e9, eps2 0) 2 clusters after round 1 and more later (metrics.csv
 #           "clusters"), identical on 1, 2 and 4 ranks, and 2 ranks stopped after round 2 and
 #           resumed on 3 ranks (the clusters come from the checkpoint) equal the 1-rank run;
+#   gcflplus GCFL+: within its warm-up bitwise FedAvg; with splits forced (warm-up 0, eps1 1e9,
+#           eps2 0, 2 norms per sequence) the clusters per round are 1 2 2 3 3 4 (a split needs 2
+#           norms recorded since the last one, one split per round), identical on 1, 2 and 4
+#           ranks, different from GCFL's; 2 ranks stopped after round 3 (one norm recorded)
+#           and resumed on 3 ranks equal the 1-rank run;
+#   oneds   GCFL's oneDS split of one TU dataset of 60 graphs written here over 4 clients
+#           (15 each: 12/1/2): 1 and 2 ranks identical, clients named 0-TOY..3-TOY; 11 clients
+#           (5 graphs each) exit 65 naming the dataset and the empty split; no data.oneds and
+#           a missing dataset exit 78 and 66 naming the option and the file;
+#   experiment experiments/fedkalter/run.sh on 7 tiny SM datasets written here (2 rounds, seeds
+#           1 and 2, FedStar and Fed-Kalter): commands.tsv lists the 4 runs seed-major with exit 0
+#           and their commands; a second call skips them; an unknown method exits 64; table.py
+#           prints both rows over seeds 1,2 with seed 1's client mean and the difference line;
 #   tufiles the SM setting on 7 tiny TU datasets written here (10 triangles each): one round
 #           on 2 ranks runs; then BZR_A.txt names a node of another graph: exit 65 on 1 and on 2
 #           ranks, naming the file; on 2 ranks BZR is client 1 and belongs to rank 1 alone (rank
@@ -42,6 +55,19 @@ run() { # run NP DIR [ARGS...]
   local np=$1 dir=$2
   shift 2
   "$mpiexec" -n "$np" "$exe" "${common[@]}" --set run.dir="$dir" "$@" >"$dir.log" 2>&1
+}
+write_sm() { # write_sm DIR: the 7 SM datasets as 10 triangles each, classes 0/1, labels 1..2
+  for name in MUTAG BZR COX2 DHFR PTC_MR AIDS NCI1; do
+    mkdir -p "$1/$name"
+    for g in $(seq 0 9); do
+      b=$((3 * g))
+      printf '%d, %d\n' $((b+1)) $((b+2)) $((b+2)) $((b+1)) $((b+2)) $((b+3)) $((b+3)) $((b+2)) \
+        $((b+1)) $((b+3)) $((b+3)) $((b+1)) >>"$1/$name/${name}_A.txt"
+      printf '%d\n%d\n%d\n' $((g+1)) $((g+1)) $((g+1)) >>"$1/$name/${name}_graph_indicator.txt"
+      printf '%d\n' $((g % 2)) >>"$1/$name/${name}_graph_labels.txt"
+      printf '1\n2\n%d\n' $((1 + g % 2)) >>"$1/$name/${name}_node_labels.txt"
+    done
+  done
 }
 case "$mode" in
 ranks)
@@ -204,19 +230,79 @@ gcfl)
   cmp <(cut -d, -f1,2,5 g1/metrics.csv) <(cut -d, -f1,2,5 gstop/metrics.csv) ||
     fail "gcfl: loss or clusters of the resumed run differ"
   ;;
+gcflplus)
+  rm -rf avg warm p1 p2 p4 gc pstop
+  common=(--set run.plots=false --set data.graphs=40 --set model.hidden=16 --set train.rounds=6
+          --set train.batch=8)
+  run 2 avg --set model.method=fedavg --set train.rounds=3 || { cat avg.log; fail "fedavg"; }
+  run 2 warm --set model.method=gcflplus --set train.rounds=3 || { cat warm.log; fail "gcflplus in its warm-up"; }
+  cmp avg/clients.csv warm/clients.csv || fail "GCFL+ within its warm-up differs from FedAvg"
+  forced=(--set train.gcfl_warmup=0 --set train.gcfl_eps1=1e9 --set train.gcfl_eps2=0)
+  run 2 gc --set model.method=gcfl "${forced[@]}" || { cat gc.log; fail "gcfl"; }
+  common+=(--set model.method=gcflplus --set train.gcfl_seq_length=2 "${forced[@]}")
+  for np in 1 2 4; do
+    run "$np" "p$np" || { cat "p$np.log"; fail "gcflplus with splits, $np ranks"; }
+    cmp p1/clients.csv "p$np/clients.csv" || fail "gcflplus: $np ranks differ from 1 rank"
+  done
+  got=$(tail -n +2 p1/metrics.csv | cut -d, -f5 | paste -sd' ')
+  [ "$got" = "1 2 2 3 3 4" ] || fail "gcflplus clusters per round: $got, want 1 2 2 3 3 4"
+  grep -q "round 2: GCFL+ split 1 cluster(s) into 2" p1.log || fail "no GCFL+ split logged"
+  ! cmp -s gc/clients.csv p1/clients.csv || fail "gcflplus equals gcfl"
+  rc=0
+  run 2 pstop --set run.stop_at=3 || rc=$?
+  [ "$rc" -eq 75 ] || { cat pstop.log; fail "stop after round 3: exit $rc"; }
+  run 3 pstop --resume auto || { cat pstop.log; fail "gcflplus resume on 3 ranks"; }
+  cmp p1/clients.csv pstop/clients.csv || fail "gcflplus: the resumed run differs"
+  cmp <(cut -d, -f1,2,5 p1/metrics.csv) <(cut -d, -f1,2,5 pstop/metrics.csv) ||
+    fail "gcflplus: loss or clusters of the resumed run differ"
+  ;;
+oneds)
+  rm -rf one o1 o2 obad onone omiss
+  mkdir -p one/TOY # 60 graphs: triangles (class 0) and 4-paths (class 1), node labels 1..3
+  node=0
+  for g in $(seq 0 59); do
+    b=$node
+    if [ $((g % 2)) = 0 ]; then
+      printf '%d, %d\n' $((b+1)) $((b+2)) $((b+2)) $((b+1)) $((b+2)) $((b+3)) $((b+3)) $((b+2)) \
+        $((b+1)) $((b+3)) $((b+3)) $((b+1)) >>one/TOY/TOY_A.txt
+      nn=3
+    else
+      printf '%d, %d\n' $((b+1)) $((b+2)) $((b+2)) $((b+1)) $((b+2)) $((b+3)) $((b+3)) $((b+2)) \
+        $((b+3)) $((b+4)) $((b+4)) $((b+3)) >>one/TOY/TOY_A.txt
+      nn=4
+    fi
+    for i in $(seq 1 "$nn"); do
+      echo $((g + 1)) >>one/TOY/TOY_graph_indicator.txt
+      echo $((1 + (g + i) % 3)) >>one/TOY/TOY_node_labels.txt
+    done
+    echo $((g % 2)) >>one/TOY/TOY_graph_labels.txt
+    node=$((node + nn))
+  done
+  o=(--set data.setting=oneDS --set data.dir=one --set data.oneds=TOY --set train.rounds=2)
+  for np in 1 2; do
+    run "$np" "o$np" "${o[@]}" --set data.clients=4 || { cat "o$np.log"; fail "oneDS, $np ranks"; }
+  done
+  cmp o1/clients.csv o2/clients.csv || fail "oneDS: 1 and 2 ranks differ"
+  [ "$(tail -n +2 o1/clients.csv | cut -d, -f2 | paste -sd' ')" = "12 12 12 12" ] ||
+    fail "oneDS training graphs: $(cut -d, -f2 o1/clients.csv | paste -sd' '), want 12 each"
+  grep -q "client 3 3-TOY on rank" o1.log || fail "oneDS client names"
+  expect() { # expect CODE REGEX DIR ARGS...
+    local code=$1 re=$2 dir=$3 rc=0
+    shift 3
+    run 2 "$dir" "$@" || rc=$?
+    [ "$rc" -eq "$code" ] || { cat "$dir.log"; fail "$dir: exit $rc, expected $code"; }
+    grep -Eq "$re" "$dir.log" || { cat "$dir.log"; fail "$dir: no message matching '$re'"; }
+  }
+  expect 65 "TOY, oneDS client [0-9]+ of 11': 5 graphs give an empty split" obad "${o[@]}" \
+    --set data.clients=11
+  expect 78 "data.oneds is required for data.setting = oneDS" onone --set data.setting=oneDS \
+    --set data.dir=one
+  expect 66 "NOPE_graph_labels.txt" omiss --set data.setting=oneDS --set data.dir=one \
+    --set data.oneds=NOPE
+  ;;
 tufiles)
   rm -rf tu tu_ok tu_bad1 tu_bad2
-  for name in MUTAG BZR COX2 DHFR PTC_MR AIDS NCI1; do # 10 triangles, classes 0/1, labels 1..2
-    mkdir -p "tu/$name"
-    for g in $(seq 0 9); do
-      b=$((3 * g))
-      printf '%d, %d\n' $((b+1)) $((b+2)) $((b+2)) $((b+1)) $((b+2)) $((b+3)) $((b+3)) $((b+2)) \
-        $((b+1)) $((b+3)) $((b+3)) $((b+1)) >>"tu/$name/${name}_A.txt"
-      printf '%d\n%d\n%d\n' $((g+1)) $((g+1)) $((g+1)) >>"tu/$name/${name}_graph_indicator.txt"
-      printf '%d\n' $((g % 2)) >>"tu/$name/${name}_graph_labels.txt"
-      printf '1\n2\n%d\n' $((1 + g % 2)) >>"tu/$name/${name}_node_labels.txt"
-    done
-  done
+  write_sm tu
   tu=(--set data.setting=SM --set data.dir=tu --set train.rounds=1)
   run 2 tu_ok "${tu[@]}" || { cat tu_ok.log; fail "SM on the generated TU files"; }
   [ "$(wc -l <tu_ok/clients.csv)" -eq 8 ] || fail "clients.csv should list 7 clients"
@@ -228,6 +314,32 @@ tufiles)
     grep -q "BZR_A.txt" "tu_bad$np.log" || { cat "tu_bad$np.log"; fail "the error does not name BZR_A.txt"; }
   done
   grep -q "rank 1 .*failed" tu_bad2.log || { cat tu_bad2.log; fail "2 ranks: not reported as rank 1's error"; }
+  ;;
+experiment)
+  rm -rf xtu xout
+  write_sm xtu
+  exp=$(cd "$(dirname "$0")/../../experiments/fedkalter" && pwd)
+  export FK_BIN=$exe FK_SEEDS="1 2" FK_NICE=0 FK_ARGS="--set train.rounds=2 --set model.hidden=8 --set run.plots=false"
+  bash "$exp/run.sh" xtu xout sm:fedstar sm:fedkalter >x1.log 2>&1 || { cat x1.log; fail "run.sh"; }
+  [ "$(tail -n +2 xout/commands.tsv | cut -f1-3,5 | paste -sd' ')" = \
+    "$(printf 'sm\tfedstar\t1\t0 sm\tfedkalter\t1\t0 sm\tfedstar\t2\t0 sm\tfedkalter\t2\t0')" ] ||
+    { cat xout/commands.tsv; fail "commands.tsv: 4 runs, seed-major, exit 0"; }
+  grep -q -- "--set model.method=fedkalter --set run.seed=2 --set run.dir=xout/sm-fedkalter-s2" \
+    xout/commands.tsv || fail "commands.tsv does not record the command"
+  bash "$exp/run.sh" xtu xout sm:fedstar sm:fedkalter >x2.log 2>&1 || { cat x2.log; fail "run.sh again"; }
+  [ "$(grep -c 'done, skipped' x2.log)" -eq 4 ] && [ "$(wc -l <xout/commands.tsv)" -eq 5 ] ||
+    { cat x2.log; fail "finished runs were not skipped"; }
+  rc=0
+  bash "$exp/run.sh" xtu xout sm:fedsage >x3.log 2>&1 || rc=$?
+  [ "$rc" -eq 64 ] && grep -q "unknown method 'fedsage'" x3.log || { cat x3.log; fail "bad method: exit $rc"; }
+  /usr/bin/python3 "$exp/table.py" xout >table.md || fail "table.py"
+  grep -q "^| FedStar | 1,2 | " table.md && grep -q "^| Fed-Kalter | 1,2 | " table.md ||
+    { cat table.md; fail "table rows"; }
+  want=$(tail -n +2 xout/sm-fedstar-s1/clients.csv | cut -d, -f5 | paste -sd' ' |
+         awk '{ s = 0; for (i = 1; i <= NF; i++) s += $i; printf "%.2f", 100 * s / NF }')
+  grep -q "^| FedStar | 1,2 | .* / " table.md && grep "^| FedStar" table.md | grep -q "| $want / " ||
+    { cat table.md; fail "seed 1's client mean $want not in the FedStar row"; }
+  grep -q "Fed-Kalter − FedStar, client mean, same seed: s1 .*, s2 " table.md || fail "difference line"
   ;;
 *) fail "unknown mode $mode" ;;
 esac

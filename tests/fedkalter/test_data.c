@@ -3,7 +3,11 @@
  *   with the TU files (argv[1], the directory holding them; exit 77 = skipped when absent): the
  *   SM clients' graph counts, one-hot widths (MUTAG 7, BZR 53, COX2 35, DHFR 53, PTC_MR 18,
  *   AIDS 38, NCI1 37), split sizes of the method's table, isolated nodes (AIDS 210, NCI1 428)
- *   whose RWSE rows are 0 and whose DSE is the degree-1 code, labels remapped to 0..C-1. */
+ *   whose RWSE rows are 0 and whose DSE is the degree-1 code, labels remapped to 0..C-1.
+ *   GCFL's oneDS split: the chunk sizes (min(50, G/N) consecutive graphs per client, the rest
+ *   spread, every graph once), the same for the same seed and different for another, the
+ *   errors for a client count the data cannot fill; a client's subset of a generated dataset
+ *   holds exactly its graphs (labels, nodes, features, edges) and splits 80/10/10. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,9 +131,78 @@ static void test_tu(const char *dir) {
     }
 }
 
+static void test_oneds(void) {
+    enum { G = 4110, N = 30 };
+    int32_t *cl = malloc(G * sizeof(int32_t)), *cl2 = malloc(G * sizeof(int32_t));
+    int64_t size[N], size2[N], total = 0;
+    TESS_TEST_CHECK(fk_oneds_assign("NCI1", G, N, 123, cl, size) == TESS_OK, "oneDS 4110 / 30");
+    int bad = 0, spread = 0;
+    for (int64_t g = 0; g < G; g++) {
+        bad += cl[g] < 0 || cl[g] >= N || (g < N * 50 && cl[g] != g / 50);
+        spread += g >= N * 50;
+    }
+    for (int k = 0; k < N; k++) total += size[k];
+    TESS_TEST_CHECK(bad == 0 && total == G, "chunks of 50 in file order: %d bad, %lld graphs",
+                    bad, (long long)total);
+    int64_t smin = G, smax = 0;
+    for (int k = 0; k < N; k++) smin = size[k] < smin ? size[k] : smin, smax = size[k] > smax ? size[k] : smax;
+    /* 2610 spread graphs: 87 per client on average */
+    TESS_TEST_CHECK(spread == G - N * 50 && smin >= 50 + 40 && smax <= 50 + 140,
+                    "spread graphs: sizes %lld..%lld", (long long)smin, (long long)smax);
+    TESS_TEST_CHECK(fk_oneds_assign("NCI1", G, N, 123, cl2, size2) == TESS_OK &&
+                    memcmp(cl, cl2, G * sizeof(int32_t)) == 0, "the same seed, the same split");
+    TESS_TEST_CHECK(fk_oneds_assign("NCI1", G, N, 124, cl2, size2) == TESS_OK &&
+                    memcmp(cl, cl2, G * sizeof(int32_t)) != 0, "another seed, another split");
+    /* 100 graphs, 7 clients: 14 consecutive each, 2 spread */
+    TESS_TEST_CHECK(fk_oneds_assign("MUTAG", 100, 7, 1, cl, size) == TESS_OK && cl[13] == 0 &&
+                    cl[14] == 1 && cl[97] == 6 && size[0] + size[6] >= 28, "100 / 7");
+    /* 100 graphs over 30 clients: 3 each, a split of 3 graphs has no validation graph */
+    TESS_TEST_CHECK(fk_oneds_assign("MUTAG", 100, 30, 1, cl, size) == TESS_ERR_DATA,
+                    "100 graphs, 30 clients: TESS_ERR_DATA");
+    TESS_TEST_CHECK(strstr(tess_error_text(), "oneDS client") &&
+                    strstr(tess_error_text(), "MUTAG") && strstr(tess_error_text(), "empty split"),
+                    "message: %s", tess_error_text());
+    tess_error_clear();
+    TESS_TEST_CHECK(fk_oneds_assign("MUTAG", 20, 30, 1, cl, size) == TESS_ERR_DATA &&
+                    strstr(tess_error_text(), "20 graphs cannot fill 30 oneDS clients"),
+                    "fewer graphs than clients: %s", tess_error_text());
+    tess_error_clear();
+    /* a generated dataset of 97 graphs over 4 clients; client 2's subset */
+    fk_dataset src, sub;
+    TESS_TEST_CHECK(fk_dataset_synthetic(&src, 1, 97, 5) == TESS_OK, "generate 97");
+    const tess_graphs *a = &src.gs;
+    TESS_TEST_CHECK(fk_oneds_assign("synthetic-1", 97, 4, 5, cl, size) == TESS_OK, "97 / 4");
+    TESS_TEST_CHECK(fk_dataset_subset(&sub, a, cl, 2, "2-synthetic") == TESS_OK, "subset");
+    const tess_graphs *b = &sub.gs;
+    TESS_TEST_CHECK(b->num_graphs == size[2] && strcmp(b->name, "2-synthetic") == 0 &&
+                    b->num_features == a->num_features, "subset of %lld graphs", (long long)size[2]);
+    bad = 0;
+    for (int64_t g = 0, j = 0; g < 97 && j < b->num_graphs; g++) {
+        if (cl[g] != 2) continue;
+        const int64_t n0 = a->node_ptr[g], n = a->node_ptr[g + 1] - n0, m0 = b->node_ptr[j];
+        const int64_t e0 = a->edge_ptr[g], ne = a->edge_ptr[g + 1] - e0, f0 = b->edge_ptr[j];
+        bad += b->y[j] != a->y[g] || b->graph_ids[j] != a->graph_ids[g] ||
+               b->node_ptr[j + 1] - m0 != n || b->edge_ptr[j + 1] - f0 != ne;
+        bad += memcmp(b->x + m0 * a->num_features, a->x + n0 * a->num_features,
+                      (size_t)(n * a->num_features) * sizeof(float)) != 0;
+        bad += memcmp(b->indices + f0, a->indices + e0, (size_t)ne * sizeof(int32_t)) != 0;
+        for (int64_t i = 0; i <= n; i++) bad += b->indptr[m0 + i] - f0 != a->indptr[n0 + i] - e0;
+        j++;
+    }
+    TESS_TEST_CHECK(bad == 0, "subset: %d graphs differ from the source's", bad);
+    const int64_t held = (size[2] * 2 + 9) / 10;
+    TESS_TEST_CHECK(fk_dataset_prepare(&sub, 2, 123) == TESS_OK, "prepare the subset");
+    check_split(&sub, size[2] - held, held / 2, held - held / 2);
+    fk_dataset_free(&sub);
+    fk_dataset_free(&src);
+    free(cl);
+    free(cl2);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     test_synthetic();
+    test_oneds();
     test_settings();
     struct stat sb;
     char probe[4096];

@@ -3,7 +3,12 @@
  *   graphs of 2..8 vertices, and the returned sides have that weight, vertex 0 on the true side;
  *   fk_gcfl_step: 5 clients whose updates point two ways (0, 2, 4 vs 1, 3) with a small mean
  *   and large norms split into {0, 2, 4} and {1, 3} after the warm-up, not at it; a large mean,
- *   small norms, or a cluster of 2 do not split; a later cluster keeps its order after a split. */
+ *   small norms, or a cluster of 2 do not split; a later cluster keeps its order after a split.
+ *   GCFL+: fk_gcfl_dtw against hand values and the minimum over every monotone warping path of
+ *   random sequences (length 1..5); fk_gcflplus_step waits for T norms, not in the warm-up,
+ *   splits by the norm dynamics ({0, 2, 4} growing vs {1, 3} flat, although their directions
+ *   would cut otherwise), keeps a sliding window, restarts the sequences after a split, and
+ *   splits at most one cluster per round. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -88,8 +93,97 @@ static void test_step(void) {
                                                 "client %d in cluster %lld", k, (long long)cl[k]);
 }
 
+/* the cheapest monotone warping path from (i, j) to (n-1, n-1), every path enumerated */
+static double path_min(const double *x, const double *y, int64_t n, int64_t i, int64_t j) {
+    const double d = (x[i] - y[j]) * (x[i] - y[j]);
+    if (i == n - 1 && j == n - 1) return d;
+    double best = INFINITY;
+    if (i + 1 < n) best = fmin(best, path_min(x, y, n, i + 1, j));
+    if (j + 1 < n) best = fmin(best, path_min(x, y, n, i, j + 1));
+    if (i + 1 < n && j + 1 < n) best = fmin(best, path_min(x, y, n, i + 1, j + 1));
+    return d + best;
+}
+
+static void test_dtw(void) {
+    const double a[3] = {1, 2, 3}, b[3] = {2, 3, 4}, c[3] = {0, 0, 1}, e[3] = {0, 1, 1};
+    TESS_TEST_CHECK(fabs(fk_gcfl_dtw(a, b, 3) - sqrt(2.0)) <= 1e-15, "dtw(123, 234) = %.17g, "
+                    "want sqrt 2 (path 1-2, 2-2, 3-3, 3-4)", fk_gcfl_dtw(a, b, 3));
+    TESS_TEST_CHECK(fk_gcfl_dtw(c, e, 3) == 0.0, "dtw(001, 011) = %g, want 0 (warped)",
+                    fk_gcfl_dtw(c, e, 3));
+    TESS_TEST_CHECK(fabs(fk_gcfl_dtw(a, a + 2, 1) - 2.0) <= 1e-15, "length 1: |1 - 3|");
+    for (int64_t n = 1; n <= 5; n++) {
+        for (uint32_t seed = 1; seed <= 10; seed++) {
+            double x[5], y[5];
+            const tess_rng_key key = {seed, (uint32_t)(100 + n)};
+            for (int64_t i = 0; i < n; i++) {
+                x[i] = tess_rng_uniform(key, 0, (uint64_t)i, -1, 1);
+                y[i] = tess_rng_uniform(key, 1, (uint64_t)i, -1, 1);
+            }
+            const double want = sqrt(path_min(x, y, n, 0, 0)), got = fk_gcfl_dtw(x, y, n);
+            TESS_TEST_CHECK(fabs(got - want) <= 1e-14, "n %lld seed %u: dtw %.17g, every path "
+                            "%.17g", (long long)n, seed, got, want);
+            TESS_TEST_CHECK(got == fk_gcfl_dtw(y, x, n), "n %lld seed %u: not symmetric",
+                            (long long)n, seed);
+        }
+    }
+}
+
+/* round r's updates: clients 0, 2, 4 of norm r (along +e0), 1 and 3 of norm 1 (-e0, then +e0
+ * from round 3 on, so that GCFL's cosine cut would not give {0, 2, 4} vs {1, 3} in the last) */
+static void norms(double *dw, int64_t r) {
+    for (int64_t k = 0; k < 5; k++) {
+        dw[k * L + 0] = k % 2 == 0 ? (double)r : (r < 3 ? -1.0 : 1.0);
+        dw[k * L + 1] = dw[k * L + 2] = 0.0;
+    }
+}
+
+static void test_plus_step(void) {
+    double dw[5 * L], seq[5 * 3];
+    int64_t cl[5] = {0, 0, 0, 0, 0}, ncl = 1, count = 0;
+    /* eps1 1e9, eps2 0: GCFL's rule passes; T = 3 norms needed */
+    for (int64_t r = 1; r <= 2; r++) {
+        norms(dw, r);
+        TESS_TEST_CHECK(fk_gcflplus_step(cl, &ncl, dw, seq, &count, 5, L, 3, 20 + r, 20, 1e9,
+                                         0.0) == 0 && ncl == 1 && count == r,
+                        "round %lld: %lld norms of 3, no split", (long long)r, (long long)count);
+    }
+    norms(dw, 3);
+    TESS_TEST_CHECK(fk_gcflplus_step(cl, &ncl, dw, seq, &count, 5, L, 3, 20, 20, 1e9, 0.0) == 0 &&
+                    ncl == 1 && count == 3, "no split in the warm-up, 3 norms kept");
+    TESS_TEST_CHECK(seq[0] == 1 && seq[1] == 2 && seq[2] == 3 && seq[3] == 1 && seq[5] == 1,
+                    "sequences 1 2 3 and 1 1 1: %g %g %g / %g %g %g", seq[0], seq[1], seq[2],
+                    seq[3], seq[4], seq[5]);
+    TESS_TEST_CHECK(fk_gcflplus_step(cl, &ncl, dw, seq, &count, 5, L, 3, 23, 20, 0.5, 0.0) == 0 &&
+                    ncl == 1, "no split: the mean update's norm is above eps1");
+    TESS_TEST_CHECK(seq[0] == 2 && seq[1] == 3 && seq[2] == 3, "sliding window: %g %g %g",
+                    seq[0], seq[1], seq[2]);
+    TESS_TEST_CHECK(fk_gcflplus_step(cl, &ncl, dw, seq, &count, 5, L, 3, 24, 20, 1e9, 0.0) == 1 &&
+                    ncl == 2 && count == 0, "split past the warm-up, sequences restarted");
+    const int64_t want[5] = {0, 1, 0, 1, 0};
+    for (int k = 0; k < 5; k++) TESS_TEST_CHECK(cl[k] == want[k], "GCFL+: client %d in cluster "
+                                                "%lld", k, (long long)cl[k]);
+    /* two clusters of 3 that both pass the rule (T = 1: D = |norm difference|): the first
+     * splits {0, 1} | {2}, the second waits for the next round */
+    int64_t c6[6] = {0, 0, 0, 1, 1, 1};
+    double d6[6 * L] = {0}, s6[6];
+    const double nrm[6] = {1, 1, 3, 1, 1, 3};
+    for (int k = 0; k < 6; k++) d6[k * L] = nrm[k];
+    ncl = 2, count = 0;
+    TESS_TEST_CHECK(fk_gcflplus_step(c6, &ncl, d6, s6, &count, 6, L, 1, 21, 20, 1e9, 0.0) == 1 &&
+                    ncl == 3, "one split per round: %lld clusters", (long long)ncl);
+    const int64_t w1[6] = {0, 0, 1, 2, 2, 2}, w2[6] = {0, 0, 1, 2, 2, 3};
+    for (int k = 0; k < 6; k++) TESS_TEST_CHECK(c6[k] == w1[k], "first split: client %d in "
+                                                "cluster %lld", k, (long long)c6[k]);
+    TESS_TEST_CHECK(fk_gcflplus_step(c6, &ncl, d6, s6, &count, 6, L, 1, 22, 20, 1e9, 0.0) == 1 &&
+                    ncl == 4, "the second cluster splits in the next round");
+    for (int k = 0; k < 6; k++) TESS_TEST_CHECK(c6[k] == w2[k], "second split: client %d in "
+                                                "cluster %lld", k, (long long)c6[k]);
+}
+
 int main(void) {
     test_min_cut();
     test_step();
+    test_dtw();
+    test_plus_step();
     return tess_test_finish("fedkalter_gcfl");
 }
