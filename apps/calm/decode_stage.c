@@ -29,7 +29,7 @@ const tess_opt calm_decode_opts[] = {
                   "scratch: no DAT pretraining, random init, trained with the head"),
     TESS_OPT_INT("steps", 300, 1, 10000000, "decoding-head steps (after tok.steps + train.steps)"),
     TESS_OPT_INT("batch", 8, 1, 1 << 20, "GLOBAL windows per step; a multiple of the ranks"),
-    TESS_OPT_REAL("lr", 1e-3, 1e-7, 1.0,
+    TESS_OPT_REAL("lr", 3e-3, 1e-7, 1.0,
                   "AdamW learning rate of the head (and of the DAT in the scratch regime)"),
     TESS_OPT_REAL("backbone_lr", 1e-4, 1e-7, 1.0, "AdamW learning rate of the DAT (finetune)"),
     TESS_OPT_INT("hidden", 64, 1, 65536, "hidden units of the head's MLP and of the MLP decoder"),
