@@ -66,7 +66,7 @@ typedef struct {
     bool binary[CALM_DEC_MAX_TARGETS];
     char cols[2 + 2 * CALM_DEC_MAX_TARGETS][64], tcols[1 + 4 * CALM_DEC_MAX_TARGETS][64];
     const char *colp[2 + 2 * CALM_DEC_MAX_TARGETS], *tcolp[1 + 4 * CALM_DEC_MAX_TARGETS];
-    char ylabels[CALM_DEC_MAX_TARGETS][96], pngs[CALM_DEC_MAX_TARGETS][64];
+    char ylabels[CALM_DEC_MAX_TARGETS][96], pngs[CALM_DEC_MAX_TARGETS][64], title[320];
     double *mu, *sd; /* (sessions, D) training-frame mean and sd (regression targets) */
     tess_registry *reg;
     calm_dec *head;

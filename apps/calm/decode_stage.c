@@ -193,18 +193,32 @@ tess_status calm_decode_setup(tess_run *run, calm_pretrain *p) {
                                   .ylabel = "loss per output (squared error in sd units, BCE)"};
     TESS_CHECK(tess_run_plot(run, d->loss_csv, "decode_loss.png", &lplot));
     static const char *const ttitles[4] = {"true", "CalM-lite head", "ridge (lagged)", "MLP (lagged)"};
+    const bool sim = !tess_config_string(tess_run_config(run), "data.files")[0];
+    snprintf(d->title, sizeof d->title, "calm: decoded behaviour on the test frames of %.200s",
+             p->sess[0].name);
     for (int64_t k = 0; k < D; k++) {
-        snprintf(d->ylabels[k], sizeof d->ylabels[k],
-                 d->binary[k] ? "%s (true 0/1; predicted probability, ridge score)"
-                              : "%s (units of /behavior/%s)",
-                 d->names[k], d->names[k]);
+        if (d->binary[k])
+            snprintf(d->ylabels[k], sizeof d->ylabels[k],
+                     "%s (true 0/1; predicted probability, ridge score)", d->names[k]);
+        else if (sim && strcmp(d->names[k], "velocity") == 0)
+            snprintf(d->ylabels[k], sizeof d->ylabels[k], "running speed (cm/s)");
+        else
+            snprintf(d->ylabels[k], sizeof d->ylabels[k], "%s (units of /behavior/%s)", d->names[k],
+                     d->names[k]);
         snprintf(d->pngs[k], sizeof d->pngs[k], "decode_%s.png", d->names[k]);
-        const tess_plot_spec tplot = {.title = "calm: decoded behaviour on the test frames of the "
-                                               "first session",
-                                      .xlabel = "frame", .ycols = d->tcolp + 1 + 4 * k, .ny = 4,
-                                      .ytitles = ttitles, .ylabel = d->ylabels[k]};
+        const tess_plot_spec tplot = {.title = d->title, .xlabel = "frame (index in the session)",
+                                      .ycols = d->tcolp + 1 + 4 * k, .ny = 4, .ytitles = ttitles,
+                                      .ylabel = d->ylabels[k]};
         TESS_CHECK(tess_run_plot(run, d->trace_csv, d->pngs[k], &tplot));
     }
+    char subtitle[256];
+    snprintf(subtitle, sizeof subtitle,
+             "%lld sessions, %lld units; DAT d=%lld L=%lld, N_max=%lld; decode regime %s, %lld "
+             "head steps; %d rank%s",
+             (long long)p->nsess, (long long)p->units, (long long)dm, (long long)p->datc.layers,
+             (long long)N, calm_regime_names[d->regime].name, (long long)d->steps, g->size,
+             g->size == 1 ? "" : "s");
+    tess_run_plot_subtitle(run, subtitle);
     tess_log_info("decode: regime %s, %lld targets (%s%s%s), %lld head steps",
                   calm_regime_names[d->regime].name, (long long)D, d->names[0], D > 1 ? ", " : "",
                   D > 1 ? d->names[1] : "", (long long)d->steps);

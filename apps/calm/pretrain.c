@@ -401,7 +401,7 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
     tess_run_plot_subtitle(run, subtitle);
     TESS_CHECK(tess_run_plot(run, p->tok_csv, "tokenizer.png", &tok_plot));
     TESS_CHECK(tess_run_plot(run, p->dat_csv, "dat_ce.png", &dat_plot));
-    TESS_CHECK(tess_run_plot(run, p->fc_csv, "forecast.png", &fc_plot));
+    if (!p->dec.on) TESS_CHECK(tess_run_plot(run, p->fc_csv, "forecast.png", &fc_plot));
     if (p->dec.on) TESS_CHECK(calm_decode_setup(run, p));
     tess_log_info("pretrain: %lld sessions, %lld units, %lld training / %lld test windows of "
                   "%lld frames",
