@@ -179,6 +179,7 @@ static tess_status read_sessions(calm_pretrain *p, const char *files, const char
         st = tess_traces_import_flavell(&s, paths[k], trace_name, p->dec.on ? behavior : "");
         if (st != TESS_OK) break;
         p->sess[k] = (calm_session){.T = s.frames, .N = s.neurons, .x = s.traces, .beh = s.behavior};
+        snprintf(p->sess[k].name, sizeof p->sess[k].name, "%s", paths[k]);
     }
     for (int64_t k = 0; k < n; k++) free(paths[k]);
     free(paths);
