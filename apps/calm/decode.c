@@ -9,6 +9,7 @@
 
 #include "nn/activation.h" /* tess_nn_gelu_* */
 #include "nn/linear.h"     /* tess_nn_linear_* */
+#include "nn/norm.h"       /* tess_nn_layernorm_* */
 #include "nn/pool.h"       /* tess_nn_attnpool_* */
 #include "optim/adamw.h"   /* tess_adamw_* */
 #include "tensor/tensor.h" /* tess_tensor_permute_0213* */
@@ -45,8 +46,10 @@ static double loss_grad(const float *y, const float *t, const bool *binary, int6
 struct calm_dec {
     int64_t d, H, D, max_B, max_N, M, B;
     tess_registry *reg; /* borrowed */
-    int64_t iq, ifc, ifcb, iout, ioutb;
+    int64_t iq, inw, inb, ifc, ifcb, iout, ioutb;
     float *hp;   /* (G, max_N, d) the hidden state, groups (b, m) first */
+    float *hn, *dhn; /* (G, max_N, d) its LayerNorm, the gradient there */
+    float *mean, *rstd; /* (G, max_N) */
     float *att;  /* (G, max_N) pooling weights */
     float *pool; /* (G, d) */
     float *pre, *act, *dact; /* (G, H) */
@@ -81,6 +84,10 @@ tess_status calm_dec_create(calm_dec **out, int64_t d, int64_t H, int64_t D, int
     const int64_t G = max_B * M, GN = G * max_N;
     h->hp = malloc((size_t)(GN * d) * sizeof(float));
     h->dhp = malloc((size_t)(GN * d) * sizeof(float));
+    h->hn = malloc((size_t)(GN * d) * sizeof(float));
+    h->dhn = malloc((size_t)(GN * d) * sizeof(float));
+    h->mean = malloc((size_t)GN * sizeof(float));
+    h->rstd = malloc((size_t)GN * sizeof(float));
     h->att = malloc((size_t)GN * sizeof(float));
     h->pool = malloc((size_t)(G * d) * sizeof(float));
     h->dpool = malloc((size_t)(G * d) * sizeof(float));
@@ -91,11 +98,13 @@ tess_status calm_dec_create(calm_dec **out, int64_t d, int64_t H, int64_t D, int
     h->dy = malloc((size_t)(G * D) * sizeof(float));
     h->mask = malloc((size_t)GN);
     *out = h;
-    TESS_REQUIRE(h->hp && h->dhp && h->att && h->pool && h->dpool && h->pre && h->act && h->dact &&
+    TESS_REQUIRE(h->hp && h->dhp && h->hn && h->dhn && h->mean && h->rstd && h->att && h->pool && h->dpool && h->pre && h->act && h->dact &&
                      h->y && h->dy && h->mask,
                  TESS_ERR_MEM, "out of memory for the decoding head (%lld groups)", (long long)G);
     /* query N(0, 0.02): the pooling starts near the mean over the neurons */
     TESS_CHECK(add(reg, "dec.query", 1, d, 0, tess_init_normal(0.0, 0.02), &h->iq));
+    TESS_CHECK(add(reg, "dec.norm_w", 1, d, 0, tess_init_const(1.0), &h->inw));
+    TESS_CHECK(add(reg, "dec.norm_b", 1, d, 0, tess_init_zeros(), &h->inb));
     TESS_CHECK(add(reg, "dec.fc", 2, H, d, tess_init_normal(0.0, 1.0 / sqrt((double)d)), &h->ifc));
     TESS_CHECK(add(reg, "dec.fc_b", 1, H, 0, tess_init_zeros(), &h->ifcb));
     TESS_CHECK(add(reg, "dec.out", 2, D, H, tess_init_normal(0.0, 1.0 / sqrt((double)H)), &h->iout));
@@ -106,7 +115,7 @@ tess_status calm_dec_create(calm_dec **out, int64_t d, int64_t H, int64_t D, int
 void calm_dec_destroy(calm_dec **ph) {
     if (!ph || !*ph) return;
     calm_dec *h = *ph;
-    free(h->hp), free(h->dhp), free(h->att), free(h->pool), free(h->dpool), free(h->pre);
+    free(h->hp), free(h->dhp), free(h->hn), free(h->dhn), free(h->mean), free(h->rstd), free(h->att), free(h->pool), free(h->dpool), free(h->pre);
     free(h->act), free(h->dact), free(h->y), free(h->dy), free(h->mask);
     free(h);
     *ph = NULL;
@@ -121,7 +130,9 @@ const float *calm_dec_forward(calm_dec *h, const float *hidden, const int32_t *c
         for (int64_t m = 0; m < M; m++)
             for (int64_t n = 0; n < N; n++) h->mask[(b * M + m) * N + n] = n < count[b];
     const tess_registry *r = h->reg;
-    tess_nn_attnpool_forward(h->pool, h->att, h->hp, tess_registry_param(r, h->iq), h->mask, G, N,
+    tess_nn_layernorm_forward(h->hn, h->mean, h->rstd, h->hp, tess_registry_param(r, h->inw),
+                              tess_registry_param(r, h->inb), G * N, d, 1e-5f);
+    tess_nn_attnpool_forward(h->pool, h->att, h->hn, tess_registry_param(r, h->iq), h->mask, G, N,
                              d);
     tess_nn_linear_forward(h->pre, h->pool, tess_registry_param(r, h->ifc),
                            tess_registry_param(r, h->ifcb), G, d, h->H);
@@ -150,9 +161,13 @@ void calm_dec_backward(calm_dec *h, float scale, float *dhidden) {
     memset(h->dpool, 0, (size_t)(G * d) * sizeof(float));
     tess_nn_linear_backward(h->dpool, tess_registry_grad(r, h->ifc), tess_registry_grad(r, h->ifcb),
                             dpre, h->pool, tess_registry_param(r, h->ifc), G, d, H);
-    if (dhidden) memset(h->dhp, 0, (size_t)(G * N * d) * sizeof(float));
-    tess_nn_attnpool_backward(dhidden ? h->dhp : NULL, tess_registry_grad(r, h->iq), h->dpool,
-                              h->hp, tess_registry_param(r, h->iq), h->att, G, N, d);
+    memset(h->dhn, 0, (size_t)(G * N * d) * sizeof(float));
+    tess_nn_attnpool_backward(h->dhn, tess_registry_grad(r, h->iq), h->dpool, h->hn,
+                              tess_registry_param(r, h->iq), h->att, G, N, d);
+    memset(h->dhp, 0, (size_t)(G * N * d) * sizeof(float));
+    tess_nn_layernorm_backward(h->dhp, tess_registry_grad(r, h->inw), tess_registry_grad(r, h->inb),
+                               h->dhn, h->hp, tess_registry_param(r, h->inw), h->mean, h->rstd,
+                               G * N, d);
     if (!dhidden) return;
     memset(dhidden, 0, (size_t)(G * N * d) * sizeof(float));
     tess_tensor_permute_0213_backward(dhidden, h->dhp, B, N, M, d);

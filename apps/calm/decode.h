@@ -3,13 +3,14 @@
  * metrics.
  *
  * Head, per window b and patch m (POYO+-style readout; nn/pool.h):
- *   p[b, m] = attention pooling of h^L[b, n, m] over the window's real neurons n (one learned
- *             query, key-padding mask)                                               (d)
+ *   p[b, m] = attention pooling of LN(h^L[b, n, m]) over the window's real neurons n (one
+ *             learned query, key-padding mask; LN a LayerNorm over the d channels)   (d)
  *   y[b, m] = W2 gelu(W1 p[b, m] + b1) + b2                                          (D)
  * D behaviour outputs per patch: regression targets in standardised units, binary ones as
  * logits. Loss summed over (b, m, k): (y - t)^2 for a regression target, BCE(y, t) for a binary
  * one, t the patch's mean of the (standardised) target over its P frames (for a binary target
- * the fraction of positive frames). Parameters "dec.query" (d), "dec.fc" (H, d), "dec.fc_b" (H),
+ * the fraction of positive frames). Parameters "dec.query" (d), "dec.norm_w",
+ * "dec.norm_b" (d), "dec.fc" (H, d), "dec.fc_b" (H),
  * "dec.out" (D, H), "dec.out_b" (D) in the caller's registry.
  *
  * Baselines (per session, on the z-scored traces x (T, N)): the lagged population vector of
