@@ -219,9 +219,12 @@ tess_status calm_decode_setup(tess_run *run, calm_pretrain *p) {
              (long long)N, calm_regime_names[d->regime].name, (long long)d->steps, g->size,
              g->size == 1 ? "" : "s");
     tess_run_plot_subtitle(run, subtitle);
-    tess_log_info("decode: regime %s, %lld targets (%s%s%s), %lld head steps",
-                  calm_regime_names[d->regime].name, (long long)D, d->names[0], D > 1 ? ", " : "",
-                  D > 1 ? d->names[1] : "", (long long)d->steps);
+    char list[CALM_DEC_MAX_TARGETS * 50] = "";
+    for (int64_t k = 0; k < D; k++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s%s", k ? ", " : "",
+                 d->names[k], d->binary[k] ? " (binary)" : "");
+    tess_log_info("decode: regime %s, %lld targets (%s), %lld head steps",
+                  calm_regime_names[d->regime].name, (long long)D, list, (long long)d->steps);
     return TESS_OK;
 }
 
