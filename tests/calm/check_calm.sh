@@ -20,8 +20,8 @@
 #   decode: the spec's decoding smoke test: run.mode=decode on simulated data on 2 ranks (2
 #          animals x 1 session of 3000 frames, small model, 50 tokenizer steps, the scratch regime
 #          with 300 head steps) - the decoding head's velocity R^2 on the held-out tail, mean
-#          over the sessions, is above 0.5 (measured 0.63; with 30 head steps -0.002); the ridge and MLP decoders scored
-#          on the same frames.
+#          over the sessions, is above 0.5 (measured 0.63; with 30 head steps -0.002); the
+#          ridge and MLP decoders scored on the same frames.
 #   decode_dp: tokenizer + DAT + decoding-head steps (finetune regime: both the head and the DAT
 #          train) with the global batch on 1 rank and split over 2: every parameter within 1e-5.
 set -euo pipefail
