@@ -194,8 +194,9 @@ tess_status calm_decode_setup(tess_run *run, calm_pretrain *p) {
     TESS_CHECK(tess_run_plot(run, d->loss_csv, "decode_loss.png", &lplot));
     static const char *const ttitles[4] = {"true", "CalM-lite head", "ridge (lagged)", "MLP (lagged)"};
     const bool sim = !tess_config_string(tess_run_config(run), "data.files")[0];
+    const char *base = strrchr(p->sess[0].name, '/'); /* the file name without its folder */
     snprintf(d->title, sizeof d->title, "calm: decoded behaviour on the test frames of %.200s",
-             p->sess[0].name);
+             base ? base + 1 : p->sess[0].name);
     for (int64_t k = 0; k < D; k++) {
         if (d->binary[k])
             snprintf(d->ylabels[k], sizeof d->ylabels[k],
