@@ -8,16 +8,18 @@
 #include "core/config.h" /* tess_opt_enum */
 #include "run/run.h"     /* tess_run, tess_run_step_out */
 #include "dat.h"         /* calm_dat */
+#include "decode.h"      /* calm_dec */
 #include "optim/adamw.h" /* tess_adamw */
 #include "optim/sched.h" /* tess_sched */
 #include "par/gradsync.h" /* tess_gradsync */
 #include "sim.h"         /* calm_sim_config */
 #include "tok.h"         /* calm_tok */
 
-typedef enum { CALM_MODE_SIMULATE = 0, CALM_MODE_PRETRAIN, CALM_MODE_COUNT } calm_mode;
+typedef enum { CALM_MODE_SIMULATE = 0, CALM_MODE_PRETRAIN, CALM_MODE_DECODE, CALM_MODE_COUNT } calm_mode;
 
 static const tess_opt_enum calm_mode_names[] = {{"pretrain", CALM_MODE_PRETRAIN},
-                                                {"simulate", CALM_MODE_SIMULATE}};
+                                                {"simulate", CALM_MODE_SIMULATE},
+                                                {"decode", CALM_MODE_DECODE}};
 TESS_OPT_ENUM_TABLE_CHECK(calm_mode_names, CALM_MODE_COUNT);
 
 /* simulate mode: sessions dealt to ranks, `size` sessions per step. */
@@ -34,11 +36,45 @@ typedef struct {
     int64_t T, N, train_T; /* frames, neurons, training frames (the head of the session) */
     int64_t unit0;         /* global unit id of neuron 0 */
     float *x;              /* (T, N) */
+    float *beh;            /* (T, D) behaviour targets (decode mode; binary ones 0/1), or NULL */
 } calm_session;
 
 typedef struct {
     int64_t session, t0; /* a window of M P frames starting at frame t0 */
 } calm_window;
+
+/* How the decode mode trains the dual-axis transformer under the decoding head. */
+typedef enum {
+    CALM_REGIME_FROZEN = 0, /* pretrained, frozen: only the head trains (probe) */
+    CALM_REGIME_FINETUNE,   /* pretrained, trained with the head (decode.backbone_lr) */
+    CALM_REGIME_SCRATCH,    /* no DAT pretraining: random init, trained with the head */
+    CALM_REGIME_COUNT
+} calm_regime;
+
+static const tess_opt_enum calm_regime_names[] = {{"frozen", CALM_REGIME_FROZEN},
+                                                  {"finetune", CALM_REGIME_FINETUNE},
+                                                  {"scratch", CALM_REGIME_SCRATCH}};
+TESS_OPT_ENUM_TABLE_CHECK(calm_regime_names, CALM_REGIME_COUNT);
+
+/* decode mode (decode_stage.c): the behaviour-decoding stage after the pretraining stages. */
+typedef struct {
+    bool on;
+    calm_regime regime;
+    int64_t steps, batch, b, D, lags, hidden, mlp_steps;
+    double lr, backbone_lr;
+    char names[CALM_DEC_MAX_TARGETS][48]; /* behaviour datasets (/behavior/<name>) */
+    bool binary[CALM_DEC_MAX_TARGETS];
+    char cols[2 + 2 * CALM_DEC_MAX_TARGETS][64], tcols[1 + 4 * CALM_DEC_MAX_TARGETS][64];
+    const char *colp[2 + 2 * CALM_DEC_MAX_TARGETS], *tcolp[1 + 4 * CALM_DEC_MAX_TARGETS];
+    char ylabels[CALM_DEC_MAX_TARGETS][96], pngs[CALM_DEC_MAX_TARGETS][64], title[320];
+    double *mu, *sd; /* (sessions, D) training-frame mean and sd (regression targets) */
+    tess_registry *reg;
+    calm_dec *head;
+    tess_adamw *opt;
+    tess_gradsync *sync;
+    float *target, *dh; /* (b, M, D), (b, max_N, M, d) */
+    int loss_csv, res_csv, trace_csv;
+} calm_decode;
 
 /* pretrain mode: the data, both models, their optimizers and the batch buffers. */
 typedef struct {
@@ -64,6 +100,7 @@ typedef struct {
     int64_t *win_off; /* (windows + 1) offset of window k's ids in cache */
     int64_t *perm;  /* (units + 1) */
     int tok_csv, dat_csv, fc_csv;
+    calm_decode dec; /* decode mode only */
 } calm_pretrain;
 
 typedef struct {
@@ -89,6 +126,27 @@ tess_status calm_pretrain_step(tess_run *run, calm_pretrain *p, int64_t step,
                                tess_run_step_out *out);
 tess_status calm_pretrain_finish(tess_run *run, calm_pretrain *p);
 void calm_pretrain_free(calm_pretrain *p);
+
+/* decode mode (decode_stage.c): the pretrain mode's stages (the DAT stage skipped in the scratch
+ * regime), then decode.steps steps of the decoding head; finish scores it and the ridge and MLP
+ * decoders on the test frames. calm_decode_config reads the [decode] options into p->dec before
+ * the pretrain setup reads the data; calm_decode_setup builds the head after it (collective). */
+extern const tess_opt calm_decode_opts[];
+extern const int64_t calm_decode_nopts;
+tess_status calm_decode_config(tess_run *run, calm_pretrain *p);
+tess_status calm_decode_setup(tess_run *run, calm_pretrain *p);
+tess_status calm_decode_step(tess_run *run, calm_pretrain *p, int64_t step, tess_run_step_out *out);
+tess_status calm_decode_finish(tess_run *run, calm_pretrain *p);
+void calm_decode_free(calm_decode *d);
+
+/* The pretrain mode's pieces the decode stage reuses (pretrain.c): the token cache (built once,
+ * collective), a window's neurons, ids and frames into batch slot b (window k: training windows
+ * first, then test windows; subsample as in training with key and step), the Philox draw of
+ * global sample j of a step. */
+tess_status calm_pretrain_cache(tess_run *run, calm_pretrain *p);
+void calm_pretrain_window(calm_pretrain *p, int64_t k, int64_t b, bool subsample, uint64_t key,
+                          int64_t step);
+uint64_t calm_pretrain_draw(const tess_run *run, int64_t step, uint64_t what, int64_t j);
 
 /* simulate mode (simulate.c): setup is collective; a step writes this rank's session of the
  * round (global session index cursor + rank), so the files do not depend on the rank count. */

@@ -334,9 +334,32 @@ double calm_dat_forward(calm_dat *m, const int32_t *tokens, const float *frames,
     return m->ce + m->mse;
 }
 
-void calm_dat_backward(calm_dat *m, float scale) {
+/* From m->da = d/d h^L (clobbered) through the layers and the embeddings into the registry. */
+static void backbone_backward(calm_dat *m) {
     const calm_dat_config *c = &m->c;
     const int64_t B = m->B, N = c->max_N, M = c->M, d = c->d, R = rows(m, B);
+    for (int64_t l = c->layers - 1; l >= 0; l--) {
+        dat_layer *L = &m->layers[l];
+        /* da: d/d x[l+1] (B,N,M,d) -> db: d/d f (B,M,N,d) */
+        memset(m->db, 0, (size_t)(R * d) * sizeof(float));
+        tess_tensor_permute_0213_backward(m->db, m->da, B, M, N, d);
+        tess_nn_ffn_sub_backward(&L->ffn, m->db, &m->scr);
+        tess_nn_attn_sub_backward(&L->natt, m->db, &m->scr);
+        memset(m->da, 0, (size_t)(R * d) * sizeof(float));
+        tess_tensor_permute_0213_backward(m->da, m->db, B, N, M, d);
+        tess_nn_attn_sub_backward(&L->tatt, m->da, &m->scr);
+    }
+    tess_nn_embedp_backward(&m->tok, m->da);
+    tess_nn_embedp_backward(&m->unit, m->da);
+    tess_nn_embedp_backward(&m->sess, m->da);
+    if (c->patch_input)
+        tess_nn_linear_backward(NULL, tess_registry_grad(m->reg, m->win), NULL, m->da, m->frames,
+                                tess_registry_param(m->reg, m->win), R, c->P, d);
+}
+
+void calm_dat_backward(calm_dat *m, float scale) {
+    const calm_dat_config *c = &m->c;
+    const int64_t d = c->d, R = rows(m, m->B);
     memset(m->da, 0, (size_t)(R * d) * sizeof(float));
     if (token_head(m)) {
         float *dlogits = m->head.logits; /* dead after the loss */
@@ -359,23 +382,12 @@ void calm_dat_backward(calm_dat *m, float scale) {
                                     tess_registry_param(m->reg, m->wskip), R, c->skip * c->P, AP);
         tess_nn_lmhead_backward(&m->phead, m->da, m->scr.dtmp, dy);
     }
-    for (int64_t l = c->layers - 1; l >= 0; l--) {
-        dat_layer *L = &m->layers[l];
-        /* da: d/d x[l+1] (B,N,M,d) -> db: d/d f (B,M,N,d) */
-        memset(m->db, 0, (size_t)(R * d) * sizeof(float));
-        tess_tensor_permute_0213_backward(m->db, m->da, B, M, N, d);
-        tess_nn_ffn_sub_backward(&L->ffn, m->db, &m->scr);
-        tess_nn_attn_sub_backward(&L->natt, m->db, &m->scr);
-        memset(m->da, 0, (size_t)(R * d) * sizeof(float));
-        tess_tensor_permute_0213_backward(m->da, m->db, B, N, M, d);
-        tess_nn_attn_sub_backward(&L->tatt, m->da, &m->scr);
-    }
-    tess_nn_embedp_backward(&m->tok, m->da);
-    tess_nn_embedp_backward(&m->unit, m->da);
-    tess_nn_embedp_backward(&m->sess, m->da);
-    if (c->patch_input)
-        tess_nn_linear_backward(NULL, tess_registry_grad(m->reg, m->win), NULL, m->da, m->frames,
-                                tess_registry_param(m->reg, m->win), R, c->P, d);
+    backbone_backward(m);
+}
+
+void calm_dat_backward_hidden(calm_dat *m, const float *dh) {
+    memcpy(m->da, dh, (size_t)(rows(m, m->B) * m->c.d) * sizeof(float));
+    backbone_backward(m);
 }
 
 void calm_dat_loss_parts(const calm_dat *m, double *ce, double *mse) {
@@ -392,3 +404,5 @@ const float *calm_dat_patch_pred(const calm_dat *m) {
     TESS_ASSERT(patch_head(m));
     return m->ppred;
 }
+
+const float *calm_dat_hidden(const calm_dat *m) { return m->x[m->c.layers]; }

@@ -96,6 +96,13 @@ double calm_dat_forward(calm_dat *m, const int32_t *tokens, const float *frames,
  * gradients ADDED into the registry. Clobbers the logits and the patch predictions. */
 void calm_dat_backward(calm_dat *m, float scale);
 
+/* The final residual stream h^L (B, max_N, M, d) of the last forward, before the heads' norms:
+ * row (b, n, m) depends on patches <= m of window b only (the decoding head reads it). */
+const float *calm_dat_hidden(const calm_dat *m);
+/* Backward of the last forward from a gradient dh (B, max_N, M, d) arriving at calm_dat_hidden
+ * alone (the next-step losses left out): gradients ADDED into the registry. dh is read only. */
+void calm_dat_backward_hidden(calm_dat *m, const float *dh);
+
 /* Summed CE and summed patch MSE of the last forward (0 for a head not present). */
 void calm_dat_loss_parts(const calm_dat *m, double *ce, double *mse);
 /* Logits (B, max_N, M, K) of the last forward (token head only). */

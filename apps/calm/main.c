@@ -3,6 +3,10 @@
  *   run.mode = pretrain   (default) simulated sessions in memory; stage 1 the tokenizer, stage 2
  *                         the dual-axis transformer; at the end forecasting on the held-out tail
  *                         against copy-last (pretrain.c).
+ *   run.mode = decode     the pretrain mode's stages (the DAT stage skipped in the scratch
+ *                         regime), then the behaviour-decoding head (decode.regime: frozen,
+ *                         finetune, scratch); at the end the head, a ridge and an MLP decoder
+ *                         scored on the held-out tail (decode_stage.c).
  *   run.mode = simulate   the synthetic calcium simulator (sim.h): animals x sessions files with
  *                         ground truth in the layout of the shipped recordings, one round of
  *                         `ranks` sessions per step; the files do not depend on the rank count.
@@ -13,12 +17,14 @@
 
 static const tess_opt run_opts[] = {
     TESS_OPT_ENUM("mode", "pretrain", calm_mode_names,
-                  "pretrain: tokenizer + DAT on simulated data; simulate: write simulated sessions"),
+                  "pretrain: tokenizer + DAT; decode: + behaviour decoding; simulate: write simulated "
+                  "sessions"),
 };
 
 static tess_status calm_setup(tess_run *run, void *ctx) {
     calm_app *a = ctx;
     a->mode = (calm_mode)tess_config_enum(tess_run_config(run), "run.mode");
+    a->pre.dec.on = a->mode == CALM_MODE_DECODE;
     if (a->mode == CALM_MODE_SIMULATE) TESS_CHECK(calm_simulate_setup(run, &a->sim));
     else TESS_CHECK(calm_pretrain_setup(run, &a->pre));
     return TESS_OK;
@@ -34,6 +40,7 @@ static tess_status calm_step(tess_run *run, void *ctx, int64_t step, tess_run_st
 static tess_status calm_finish(tess_run *run, void *ctx) {
     calm_app *a = ctx;
     if (a->mode == CALM_MODE_PRETRAIN) TESS_CHECK(calm_pretrain_finish(run, &a->pre));
+    if (a->mode == CALM_MODE_DECODE) TESS_CHECK(calm_decode_finish(run, &a->pre));
     return TESS_OK;
 }
 
@@ -47,7 +54,8 @@ int main(int argc, char **argv) {
                                             {"sim", calm_sim_opts, calm_sim_nopts},
                                             {"tok", calm_tok_opts, calm_tok_nopts},
                                             {"model", calm_model_opts, calm_model_nopts},
-                                            {"train", calm_train_opts, calm_train_nopts}};
+                                            {"train", calm_train_opts, calm_train_nopts},
+                                            {"decode", calm_decode_opts, calm_decode_nopts}};
     const tess_run_app app = {
         .name = "calm", .unit = "step", .rate_unit = "samples", .default_dir = "runs/calm",
         .sections = sections, .nsections = sizeof sections / sizeof sections[0],

@@ -176,7 +176,25 @@ static tess_status list_files(const char *files, char **paths, int64_t max, int6
     return TESS_OK;
 }
 
-/* Sessions from recordings (data.files) or from the simulator: p->sess[k].x (T, N) raw. */
+/* The decode mode's behaviour of a simulated session: d->beh (T, D) from the simulator's
+ * velocity (cm/s) and run state (running: the frame is mostly in the run state, 0/1). */
+static tess_status sim_behavior(const calm_pretrain *p, calm_session *d, const calm_sim_session *s) {
+    const int64_t D = p->dec.D;
+    d->beh = malloc((size_t)(d->T * D) * sizeof(float));
+    TESS_REQUIRE(d->beh, TESS_ERR_MEM, "out of memory for the behaviour of %s", d->name);
+    for (int64_t k = 0; k < D; k++) {
+        const bool vel = strcmp(p->dec.names[k], "velocity") == 0;
+        TESS_REQUIRE(vel || strcmp(p->dec.names[k], "running") == 0, TESS_ERR_CONFIG,
+                     "decode.targets: '%s' is not a behaviour of the simulator (velocity, running)",
+                     p->dec.names[k]);
+        for (int64_t t = 0; t < d->T; t++)
+            d->beh[t * D + k] = vel ? s->velocity[t] : (float)(s->running[t] > 0.5f);
+    }
+    return TESS_OK;
+}
+
+/* Sessions from recordings (data.files) or from the simulator: p->sess[k].x (T, N) raw, and in
+ * the decode mode p->sess[k].beh (T, decode targets). */
 static tess_status read_sessions(calm_pretrain *p, const char *files, const char *trace_name) {
     if (!files[0]) {
         const calm_sim_config *c = &p->simcfg;
@@ -190,10 +208,16 @@ static tess_status read_sessions(calm_pretrain *p, const char *files, const char
             snprintf(p->sess[k].name, sizeof p->sess[k].name, "sim-a%03lld-s%02lld",
                      (long long)(k / c->sessions), (long long)(k % c->sessions));
             s.dff = NULL; /* keep the observed dF/F; free the rest */
+            tess_status st = p->dec.on ? sim_behavior(p, &p->sess[k], &s) : TESS_OK;
             calm_sim_session_free(&s);
+            TESS_CHECK(st);
         }
         return TESS_OK;
     }
+    char behavior[CALM_DEC_MAX_TARGETS * 48] = ""; /* the decode mode's behaviour datasets */
+    for (int64_t k = 0; k < p->dec.D; k++)
+        snprintf(behavior + strlen(behavior), sizeof behavior - strlen(behavior), "%s%s",
+                 k ? "," : "", p->dec.names[k]);
     enum { MAX_FILES = 4096 };
     char **paths = calloc(MAX_FILES, sizeof *paths);
     TESS_REQUIRE(paths, TESS_ERR_MEM, "out of memory");
@@ -206,11 +230,10 @@ static tess_status read_sessions(calm_pretrain *p, const char *files, const char
     }
     for (int64_t k = 0; st == TESS_OK && k < n; k++) {
         tess_traces_session s;
-        st = tess_traces_import_flavell(&s, paths[k], trace_name, "");
+        st = tess_traces_import_flavell(&s, paths[k], trace_name, p->dec.on ? behavior : "");
         if (st != TESS_OK) break;
-        p->sess[k] = (calm_session){.T = s.frames, .N = s.neurons, .x = s.traces};
+        p->sess[k] = (calm_session){.T = s.frames, .N = s.neurons, .x = s.traces, .beh = s.behavior};
         snprintf(p->sess[k].name, sizeof p->sess[k].name, "%s", paths[k]);
-        free(s.behavior);
     }
     for (int64_t k = 0; k < n; k++) free(paths[k]);
     free(paths);
@@ -350,6 +373,10 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
     p->tok_b = p->tok_batch / g->size;
     p->dat_b = p->dat_batch / g->size;
     p->eval_b = p->dat_b < 4 ? p->dat_b : 4; /* forecast windows per forward (memory: base) */
+    if (p->dec.on) {
+        TESS_CHECK(calm_decode_config(run, p));
+        p->eval_b = p->dec.b > p->eval_b ? p->dec.b : p->eval_b; /* the head's batch slots */
+    }
     TESS_CHECK(load_sessions(p, tess_config_string(cfg, "data.files"),
                              tess_config_string(cfg, "data.trace")));
     p->datc = (calm_dat_config){.K = p->tokc.K, .d = sz[7], .layers = sz[8], .heads = sz[9],
@@ -362,7 +389,9 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
                                 .head = (calm_head)tess_config_enum(cfg, "model.head")};
     TESS_CHECK(calm_dat_check(&p->datc, p->dat_b));
     TESS_CHECK(calm_ar_check(p->sess, p->nsess, AR_LAGS, p->horizon * p->tokc.P, VAL_FRACTION));
-    tess_run_set_total(run, (double)(p->tok_steps + p->dat_steps), p->tok_steps + p->dat_steps);
+    if (p->dec.on && p->dec.regime == CALM_REGIME_SCRATCH) p->dat_steps = 0; /* no pretraining */
+    const int64_t total = p->tok_steps + p->dat_steps + (p->dec.on ? p->dec.steps : 0);
+    tess_run_set_total(run, (double)total, total);
     tess_run_local_from_here(run);
 
     const int64_t N = p->datc.max_N, M = p->tokc.M, Lw = M * p->tokc.P;
@@ -425,7 +454,8 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
     tess_run_plot_subtitle(run, subtitle);
     TESS_CHECK(tess_run_plot(run, p->tok_csv, "tokenizer.png", &tok_plot));
     TESS_CHECK(tess_run_plot(run, p->dat_csv, "dat_ce.png", &dat_plot));
-    TESS_CHECK(tess_run_plot(run, p->fc_csv, "forecast.png", &fc_plot));
+    if (!p->dec.on) TESS_CHECK(tess_run_plot(run, p->fc_csv, "forecast.png", &fc_plot));
+    if (p->dec.on) TESS_CHECK(calm_decode_setup(run, p));
     tess_log_info("pretrain: %lld sessions, %lld units, %lld training / %lld test windows of "
                   "%lld frames",
                   (long long)p->nsess, (long long)p->units, (long long)p->ntrain,
@@ -672,7 +702,7 @@ static tess_status dat_step(tess_run *run, calm_pretrain *p, int64_t step, tess_
     const double ce = tot[0] / tot[2], mse = tot[1] / tot[2], mean = ce + mse;
     double row[5] = {ce, ce / log(2.0), mse, gnorm, lr};
     if ((k + 1) % 10 == 0 || k + 1 == p->dat_steps) TESS_CHECK(tess_run_metrics_row(run, p->dat_csv, row));
-    *out = (tess_run_step_out){.done = k + 1 == p->dat_steps, .loss = mean,
+    *out = (tess_run_step_out){.done = k + 1 == p->dat_steps && !p->dec.on, .loss = mean,
                                .items = (double)p->dat_batch, .position = NAN,
                                .data_cursor = out->data_cursor};
     return TESS_OK;
@@ -681,7 +711,8 @@ static tess_status dat_step(tess_run *run, calm_pretrain *p, int64_t step, tess_
 tess_status calm_pretrain_step(tess_run *run, calm_pretrain *p, int64_t step,
                                tess_run_step_out *out) {
     if (step < p->tok_steps) TESS_CHECK(tok_step(run, p, step, out));
-    else TESS_CHECK(dat_step(run, p, step, out));
+    else if (step < p->tok_steps + p->dat_steps) TESS_CHECK(dat_step(run, p, step, out));
+    else TESS_CHECK(calm_decode_step(run, p, step, out));
     return TESS_OK;
 }
 
@@ -815,8 +846,25 @@ void calm_pretrain_free(calm_pretrain *p) {
     calm_dat_destroy(&p->dat);
     tess_registry_destroy(&p->tok_reg);
     tess_registry_destroy(&p->dat_reg);
-    for (int64_t k = 0; p->sess && k < p->nsess; k++) free(p->sess[k].x);
+    calm_decode_free(&p->dec);
+    for (int64_t k = 0; p->sess && k < p->nsess; k++) free(p->sess[k].x), free(p->sess[k].beh);
     free(p->sess), free(p->train_win), free(p->test_win), free(p->x), free(p->ids);
     free(p->tokens), free(p->frames), free(p->cache), free(p->win_off), free(p->unit), free(p->sid), free(p->count), free(p->perm);
     *p = (calm_pretrain){0};
+}
+
+/* ---- for the decode stage (calm.h) --------------------------------------------------------- */
+
+tess_status calm_pretrain_cache(tess_run *run, calm_pretrain *p) {
+    if (!p->cache) TESS_CHECK(cache_build(run, p));
+    return TESS_OK;
+}
+
+void calm_pretrain_window(calm_pretrain *p, int64_t k, int64_t b, bool subsample, uint64_t key,
+                          int64_t step) {
+    window_tokens(p, k, b, subsample, key, step);
+}
+
+uint64_t calm_pretrain_draw(const tess_run *run, int64_t step, uint64_t what, int64_t j) {
+    return draw(run, step, what, j);
 }

@@ -1,0 +1,538 @@
+/* decode.c - the behaviour-decoding head, the ridge and MLP baseline decoders and the metrics
+ * (decode.h). */
+#include "decode.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/activation.h" /* tess_nn_gelu_* */
+#include "nn/linear.h"     /* tess_nn_linear_* */
+#include "nn/norm.h"       /* tess_nn_layernorm_* */
+#include "nn/pool.h"       /* tess_nn_attnpool_* */
+#include "optim/adamw.h"   /* tess_adamw_* */
+#include "tensor/tensor.h" /* tess_tensor_permute_0213* */
+
+/* BLAS / LAPACK (column-major). */
+void dgemm_(const char *ta, const char *tb, const int *m, const int *n, const int *k,
+            const double *alpha, const double *a, const int *lda, const double *b, const int *ldb,
+            const double *beta, double *c, const int *ldc);
+void dposv_(const char *uplo, const int *n, const int *nrhs, double *a, const int *lda, double *b,
+            const int *ldb, int *info);
+
+/* ---- the loss shared by the head and the MLP baseline ---------------------------------------- */
+
+/* Summed loss of y (G, D) against t (G, D): (y - t)^2, or for a binary target BCE with logits;
+ * dy (G, D) = its gradient. */
+static double loss_grad(const float *y, const float *t, const bool *binary, int64_t G, int64_t D,
+                        float *dy) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < G * D; i++) {
+        const double v = y[i], tt = t[i];
+        if (binary[i % D]) {
+            sum += (v > 0.0 ? v : 0.0) - tt * v + log1p(exp(-fabs(v)));
+            dy[i] = (float)(1.0 / (1.0 + exp(-v)) - tt);
+        } else {
+            sum += (v - tt) * (v - tt);
+            dy[i] = (float)(2.0 * (v - tt));
+        }
+    }
+    return sum;
+}
+
+/* ---- the head ------------------------------------------------------------------------------- */
+
+struct calm_dec {
+    int64_t d, H, D, max_B, max_N, M, B;
+    tess_registry *reg; /* borrowed */
+    int64_t iq, inw, inb, ifc, ifcb, iout, ioutb;
+    float *hp;   /* (G, max_N, d) the hidden state, groups (b, m) first */
+    float *hn, *dhn; /* (G, max_N, d) its LayerNorm, the gradient there */
+    float *mean, *rstd; /* (G, max_N) */
+    float *att;  /* (G, max_N) pooling weights */
+    float *pool; /* (G, d) */
+    float *pre, *act, *dact; /* (G, H) */
+    float *y, *dy; /* (G, D) */
+    float *dpool;  /* (G, d) */
+    float *dhp;    /* (G, max_N, d) */
+    uint8_t *mask; /* (G, max_N) */
+};
+
+static tess_status add(tess_registry *reg, const char *name, int ndim, int64_t a, int64_t b,
+                       tess_init init, int64_t *idx) {
+    const int64_t shape[2] = {a, b};
+    const tess_layout rep = tess_layout_replicated();
+    TESS_CHECK(tess_registry_add(reg, name, ndim, shape, &rep, idx));
+    TESS_CHECK(tess_registry_set_init(reg, *idx, init));
+    return TESS_OK;
+}
+
+tess_status calm_dec_create(calm_dec **out, int64_t d, int64_t H, int64_t D, int64_t max_B,
+                            int64_t max_N, int64_t M, tess_registry *reg) {
+    *out = NULL;
+    TESS_REQUIRE(H >= 1, TESS_ERR_CONFIG, "decode.hidden = %lld must be >= 1", (long long)H);
+    TESS_REQUIRE(D >= 1 && D <= CALM_DEC_MAX_TARGETS, TESS_ERR_CONFIG,
+                 "decode.targets: %lld targets, expected 1 to %d", (long long)D,
+                 CALM_DEC_MAX_TARGETS);
+    TESS_REQUIRE(d >= 1 && max_B >= 1 && max_N >= 1 && M >= 1, TESS_ERR_ARG,
+                 "decoding head: bad sizes d %lld, B %lld, N %lld, M %lld", (long long)d,
+                 (long long)max_B, (long long)max_N, (long long)M);
+    calm_dec *h = calloc(1, sizeof *h);
+    TESS_REQUIRE(h, TESS_ERR_MEM, "out of memory for the decoding head");
+    *h = (calm_dec){.d = d, .H = H, .D = D, .max_B = max_B, .max_N = max_N, .M = M, .reg = reg};
+    const int64_t G = max_B * M, GN = G * max_N;
+    h->hp = malloc((size_t)(GN * d) * sizeof(float));
+    h->dhp = malloc((size_t)(GN * d) * sizeof(float));
+    h->hn = malloc((size_t)(GN * d) * sizeof(float));
+    h->dhn = malloc((size_t)(GN * d) * sizeof(float));
+    h->mean = malloc((size_t)GN * sizeof(float));
+    h->rstd = malloc((size_t)GN * sizeof(float));
+    h->att = malloc((size_t)GN * sizeof(float));
+    h->pool = malloc((size_t)(G * d) * sizeof(float));
+    h->dpool = malloc((size_t)(G * d) * sizeof(float));
+    h->pre = malloc((size_t)(G * H) * sizeof(float));
+    h->act = malloc((size_t)(G * H) * sizeof(float));
+    h->dact = malloc((size_t)(G * H) * sizeof(float));
+    h->y = malloc((size_t)(G * D) * sizeof(float));
+    h->dy = malloc((size_t)(G * D) * sizeof(float));
+    h->mask = malloc((size_t)GN);
+    *out = h;
+    TESS_REQUIRE(h->hp && h->dhp && h->hn && h->dhn && h->mean && h->rstd && h->att && h->pool && h->dpool && h->pre && h->act && h->dact &&
+                     h->y && h->dy && h->mask,
+                 TESS_ERR_MEM, "out of memory for the decoding head (%lld groups)", (long long)G);
+    /* query N(0, 0.02): the pooling starts near the mean over the neurons */
+    TESS_CHECK(add(reg, "dec.query", 1, d, 0, tess_init_normal(0.0, 0.02), &h->iq));
+    TESS_CHECK(add(reg, "dec.norm_w", 1, d, 0, tess_init_const(1.0), &h->inw));
+    TESS_CHECK(add(reg, "dec.norm_b", 1, d, 0, tess_init_zeros(), &h->inb));
+    TESS_CHECK(add(reg, "dec.fc", 2, H, d, tess_init_normal(0.0, 1.0 / sqrt((double)d)), &h->ifc));
+    TESS_CHECK(add(reg, "dec.fc_b", 1, H, 0, tess_init_zeros(), &h->ifcb));
+    TESS_CHECK(add(reg, "dec.out", 2, D, H, tess_init_normal(0.0, 1.0 / sqrt((double)H)), &h->iout));
+    TESS_CHECK(add(reg, "dec.out_b", 1, D, 0, tess_init_zeros(), &h->ioutb));
+    return TESS_OK;
+}
+
+void calm_dec_destroy(calm_dec **ph) {
+    if (!ph || !*ph) return;
+    calm_dec *h = *ph;
+    free(h->hp), free(h->dhp), free(h->hn), free(h->dhn), free(h->mean), free(h->rstd), free(h->att), free(h->pool), free(h->dpool), free(h->pre);
+    free(h->act), free(h->dact), free(h->y), free(h->dy), free(h->mask);
+    free(h);
+    *ph = NULL;
+}
+
+const float *calm_dec_forward(calm_dec *h, const float *hidden, const int32_t *count, int64_t B) {
+    TESS_ASSERT(B >= 1 && B <= h->max_B);
+    const int64_t N = h->max_N, M = h->M, d = h->d, G = B * M;
+    h->B = B;
+    tess_tensor_permute_0213(h->hp, hidden, B, N, M, d); /* (B, N, M, d) -> (B, M, N, d) */
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++) h->mask[(b * M + m) * N + n] = n < count[b];
+    const tess_registry *r = h->reg;
+    tess_nn_layernorm_forward(h->hn, h->mean, h->rstd, h->hp, tess_registry_param(r, h->inw),
+                              tess_registry_param(r, h->inb), G * N, d, 1e-5f);
+    tess_nn_attnpool_forward(h->pool, h->att, h->hn, tess_registry_param(r, h->iq), h->mask, G, N,
+                             d);
+    tess_nn_linear_forward(h->pre, h->pool, tess_registry_param(r, h->ifc),
+                           tess_registry_param(r, h->ifcb), G, d, h->H);
+    tess_nn_gelu_forward(h->act, h->pre, G * h->H);
+    tess_nn_linear_forward(h->y, h->act, tess_registry_param(r, h->iout),
+                           tess_registry_param(r, h->ioutb), G, h->H, h->D);
+    return h->y;
+}
+
+double calm_dec_loss(calm_dec *h, const float *target, const bool *binary, int64_t *terms) {
+    const int64_t G = h->B * h->M;
+    *terms = G * h->D;
+    return loss_grad(h->y, target, binary, G, h->D, h->dy);
+}
+
+void calm_dec_backward(calm_dec *h, float scale, float *dhidden) {
+    const int64_t B = h->B, N = h->max_N, M = h->M, d = h->d, H = h->H, G = B * M;
+    const tess_registry *r = h->reg;
+    for (int64_t i = 0; i < G * h->D; i++) h->dy[i] *= scale;
+    memset(h->dact, 0, (size_t)(G * H) * sizeof(float));
+    tess_nn_linear_backward(h->dact, tess_registry_grad(r, h->iout), tess_registry_grad(r, h->ioutb),
+                            h->dy, h->act, tess_registry_param(r, h->iout), G, H, h->D);
+    float *dpre = h->act; /* the activations are dead once the output layer's gradient is in */
+    memset(dpre, 0, (size_t)(G * H) * sizeof(float));
+    tess_nn_gelu_backward(dpre, h->dact, h->pre, G * H);
+    memset(h->dpool, 0, (size_t)(G * d) * sizeof(float));
+    tess_nn_linear_backward(h->dpool, tess_registry_grad(r, h->ifc), tess_registry_grad(r, h->ifcb),
+                            dpre, h->pool, tess_registry_param(r, h->ifc), G, d, H);
+    memset(h->dhn, 0, (size_t)(G * N * d) * sizeof(float));
+    tess_nn_attnpool_backward(h->dhn, tess_registry_grad(r, h->iq), h->dpool, h->hn,
+                              tess_registry_param(r, h->iq), h->att, G, N, d);
+    memset(h->dhp, 0, (size_t)(G * N * d) * sizeof(float));
+    tess_nn_layernorm_backward(h->dhp, tess_registry_grad(r, h->inw), tess_registry_grad(r, h->inb),
+                               h->dhn, h->hp, tess_registry_param(r, h->inw), h->mean, h->rstd,
+                               G * N, d);
+    if (!dhidden) return;
+    memset(dhidden, 0, (size_t)(G * N * d) * sizeof(float));
+    tess_tensor_permute_0213_backward(dhidden, h->dhp, B, N, M, d);
+}
+
+/* ---- metrics -------------------------------------------------------------------------------- */
+
+double calm_dec_r2(const double *pred, const double *truth, int64_t n) {
+    if (n < 2) return NAN;
+    double mean = 0.0, res = 0.0, tot = 0.0;
+    for (int64_t i = 0; i < n; i++) mean += truth[i];
+    mean /= (double)n;
+    for (int64_t i = 0; i < n; i++) {
+        res += (pred[i] - truth[i]) * (pred[i] - truth[i]);
+        tot += (truth[i] - mean) * (truth[i] - mean);
+    }
+    return tot > 0.0 ? 1.0 - res / tot : NAN;
+}
+
+double calm_dec_pearson(const double *pred, const double *truth, int64_t n) {
+    if (n < 2) return NAN;
+    double mp = 0.0, mt = 0.0, sxy = 0.0, sxx = 0.0, syy = 0.0;
+    for (int64_t i = 0; i < n; i++) mp += pred[i], mt += truth[i];
+    mp /= (double)n, mt /= (double)n;
+    for (int64_t i = 0; i < n; i++) {
+        sxy += (pred[i] - mp) * (truth[i] - mt);
+        sxx += (pred[i] - mp) * (pred[i] - mp);
+        syy += (truth[i] - mt) * (truth[i] - mt);
+    }
+    return sxx > 0.0 && syy > 0.0 ? sxy / sqrt(sxx * syy) : NAN;
+}
+
+double calm_dec_accuracy(const double *score, const double *label, int64_t n, double threshold) {
+    if (n < 1) return NAN;
+    int64_t right = 0;
+    for (int64_t i = 0; i < n; i++) right += (score[i] >= threshold) == (label[i] > 0.5);
+    return (double)right / (double)n;
+}
+
+typedef struct {
+    double s;
+    int pos;
+} scored;
+
+static int scored_cmp(const void *a, const void *b) {
+    const double x = ((const scored *)a)->s, y = ((const scored *)b)->s;
+    return (x > y) - (x < y);
+}
+
+double calm_dec_auroc(const double *score, const double *label, int64_t n) {
+    scored *v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+    if (!v) return NAN;
+    int64_t npos = 0;
+    for (int64_t i = 0; i < n; i++) v[i] = (scored){score[i], label[i] > 0.5}, npos += v[i].pos;
+    const int64_t nneg = n - npos;
+    if (npos == 0 || nneg == 0) return free(v), NAN;
+    qsort(v, (size_t)n, sizeof *v, scored_cmp);
+    /* Mann-Whitney: the sum of the positives' ranks, ties given their average rank */
+    double rank_sum = 0.0;
+    for (int64_t i = 0; i < n;) {
+        int64_t j = i;
+        while (j < n && v[j].s == v[i].s) j++;
+        const double avg = 0.5 * (double)(i + 1 + j); /* ranks i+1 .. j */
+        for (int64_t k = i; k < j; k++) rank_sum += v[k].pos ? avg : 0.0;
+        i = j;
+    }
+    free(v);
+    return (rank_sum - 0.5 * (double)npos * (double)(npos + 1)) / ((double)npos * (double)nneg);
+}
+
+/* ---- baselines ------------------------------------------------------------------------------ */
+
+/* The last frame of t's patch. */
+static int64_t patch_end(int64_t t, int64_t P) { return (t / P) * P + P - 1; }
+
+/* Frame t has a complete lagged vector and it ends below `limit`. */
+static bool usable(int64_t t, int64_t limit, const calm_dec_base_config *c) {
+    const int64_t e = patch_end(t, c->P);
+    return e - c->L + 1 >= 0 && e < limit;
+}
+
+/* f (L N) = x[e(t) - L + 1 .. e(t), :] */
+static void lagged(const calm_dec_session *s, const calm_dec_base_config *c, int64_t t, double *f) {
+    const int64_t e = patch_end(t, c->P);
+    for (int64_t l = 0; l < c->L; l++)
+        for (int64_t n = 0; n < s->N; n++) f[l * s->N + n] = s->x[(e - c->L + 1 + l) * s->N + n];
+}
+
+/* The frames t in [lo, hi) usable below limit, into idx; their count. */
+static int64_t frames_in(const calm_dec_base_config *c, int64_t lo, int64_t hi, int64_t limit,
+                         int64_t *idx) {
+    int64_t n = 0;
+    for (int64_t t = lo; t < hi; t++)
+        if (usable(t, limit, c)) idx[n++] = t;
+    return n;
+}
+
+static int64_t val_start(const calm_dec_session *s, const calm_dec_base_config *c) {
+    return s->train_T - (int64_t)floor(c->val_fraction * (double)s->train_T);
+}
+
+tess_status calm_dec_base_check(const calm_dec_session *s, const calm_dec_base_config *c,
+                                const char *name) {
+    const int64_t v0 = val_start(s, c);
+    TESS_REQUIRE(v0 >= 2 * c->L + c->P && s->train_T - v0 >= c->L, TESS_ERR_DATA,
+                 "'%s': %lld training frames, too few for the baseline decoders (%lld lags, "
+                 "validation slice of %lld frames)",
+                 name, (long long)s->train_T, (long long)c->L, (long long)(s->train_T - v0));
+    return TESS_OK;
+}
+
+static const double RIDGE_LAMBDAS[] = {1.0, 10.0, 100.0, 1e3, 1e4, 1e5};
+enum { NRIDGE = sizeof RIDGE_LAMBDAS / sizeof RIDGE_LAMBDAS[0] };
+
+/* A ridge fit on the frames idx (n): centred features X (column-major (F, n)), targets Y
+ * (column-major (n, D)), their means mx (F), my (D). */
+typedef struct {
+    int64_t n, F, D;
+    double *X, *Y, *mx, *my, *A, *W; /* A: (F, F) or (n, n) work; W (F, D) */
+} ridge_fit;
+
+static void ridge_free(ridge_fit *r) {
+    free(r->X), free(r->Y), free(r->mx), free(r->my), free(r->A), free(r->W);
+}
+
+static tess_status ridge_prepare(ridge_fit *r, const calm_dec_session *s,
+                                 const calm_dec_base_config *c, const int64_t *idx, int64_t n) {
+    const int64_t F = c->L * s->N, D = s->D, k = F < n ? F : n;
+    *r = (ridge_fit){.n = n, .F = F, .D = D};
+    r->X = malloc((size_t)(F * n) * sizeof(double));
+    r->Y = malloc((size_t)(n * D) * sizeof(double));
+    r->mx = calloc((size_t)F, sizeof(double));
+    r->my = calloc((size_t)D, sizeof(double));
+    r->A = malloc((size_t)(k * k) * sizeof(double));
+    r->W = malloc((size_t)(F * D) * sizeof(double));
+    TESS_REQUIRE(r->X && r->Y && r->mx && r->my && r->A && r->W, TESS_ERR_MEM,
+                 "out of memory for a ridge decoder (%lld frames x %lld features)", (long long)n,
+                 (long long)F);
+    for (int64_t i = 0; i < n; i++) {
+        lagged(s, c, idx[i], r->X + i * F);
+        for (int64_t j = 0; j < F; j++) r->mx[j] += r->X[i * F + j] / (double)n;
+        for (int64_t k2 = 0; k2 < D; k2++) {
+            r->Y[k2 * n + i] = s->beh[idx[i] * D + k2];
+            r->my[k2] += r->Y[k2 * n + i] / (double)n;
+        }
+    }
+    for (int64_t i = 0; i < n; i++) {
+        for (int64_t j = 0; j < F; j++) r->X[i * F + j] -= r->mx[j];
+        for (int64_t k2 = 0; k2 < D; k2++) r->Y[k2 * n + i] -= r->my[k2];
+    }
+    return TESS_OK;
+}
+
+/* W = (X^T X + lambda I)^-1 X^T Y, in the primal (F <= n) or the dual form. */
+static tess_status ridge_solve(ridge_fit *r, double lambda) {
+    const int F = (int)r->F, n = (int)r->n, D = (int)r->D;
+    const double one = 1.0, zero = 0.0;
+    int info = 0;
+    if (F <= n) {
+        dgemm_("N", "T", &F, &F, &n, &one, r->X, &F, r->X, &F, &zero, r->A, &F);
+        dgemm_("N", "N", &F, &D, &n, &one, r->X, &F, r->Y, &n, &zero, r->W, &F);
+        for (int i = 0; i < F; i++) r->A[(int64_t)i * F + i] += lambda;
+        dposv_("L", &F, &D, r->A, &F, r->W, &F, &info);
+    } else {
+        double *alpha = malloc((size_t)n * (size_t)D * sizeof(double));
+        TESS_REQUIRE(alpha, TESS_ERR_MEM, "out of memory for a ridge decoder");
+        memcpy(alpha, r->Y, (size_t)n * (size_t)D * sizeof(double));
+        dgemm_("T", "N", &n, &n, &F, &one, r->X, &F, r->X, &F, &zero, r->A, &n);
+        for (int i = 0; i < n; i++) r->A[(int64_t)i * n + i] += lambda;
+        dposv_("L", &n, &D, r->A, &n, alpha, &n, &info);
+        if (info == 0) dgemm_("N", "N", &F, &D, &n, &one, r->X, &F, alpha, &n, &zero, r->W, &F);
+        free(alpha);
+    }
+    TESS_REQUIRE(info == 0, TESS_ERR_INTERNAL, "ridge decoder: dposv failed (info %d, lambda %g)",
+                 info, lambda);
+    return TESS_OK;
+}
+
+/* Target k at frame t from the fit r: my + (f - mx) . W[:, k]; f (F) scratch. */
+static double ridge_predict(const ridge_fit *r, const calm_dec_session *s,
+                            const calm_dec_base_config *c, int64_t t, int64_t k, double *f) {
+    lagged(s, c, t, f);
+    double y = r->my[k];
+    for (int64_t j = 0; j < r->F; j++) y += (f[j] - r->mx[j]) * r->W[k * r->F + j];
+    return y;
+}
+
+tess_status calm_dec_ridge(const calm_dec_session *s, const calm_dec_base_config *c, float *pred,
+                           double *lambda) {
+    const int64_t T = s->T, D = s->D, F = c->L * s->N, v0 = val_start(s, c);
+    int64_t *idx = malloc((size_t)T * sizeof(int64_t));
+    int64_t *vidx = malloc((size_t)T * sizeof(int64_t));
+    double *f = malloc((size_t)F * sizeof(double));
+    double *err = calloc((size_t)(NRIDGE * D), sizeof(double));
+    ridge_fit r = {0};
+    tess_status st = idx && vidx && f && err ? TESS_OK : TESS_ERR_MEM;
+    /* fitted before the validation slice, scored inside it */
+    const int64_t n = st == TESS_OK ? frames_in(c, 0, v0, v0, idx) : 0;
+    const int64_t nv = st == TESS_OK ? frames_in(c, v0, s->train_T, s->train_T, vidx) : 0;
+    if (st == TESS_OK) st = ridge_prepare(&r, s, c, idx, n);
+    for (int64_t li = 0; st == TESS_OK && li < NRIDGE; li++) {
+        st = ridge_solve(&r, RIDGE_LAMBDAS[li]);
+        for (int64_t i = 0; st == TESS_OK && i < nv; i++)
+            for (int64_t k = 0; k < D; k++)
+                err[li * D + k] += pow(ridge_predict(&r, s, c, vidx[i], k, f) -
+                                           s->beh[vidx[i] * D + k], 2);
+    }
+    ridge_free(&r);
+    for (int64_t k = 0; k < D; k++) {
+        int64_t best = 0;
+        for (int64_t li = 1; li < NRIDGE; li++) best = err[li * D + k] < err[best * D + k] ? li : best;
+        lambda[k] = RIDGE_LAMBDAS[best];
+    }
+    /* refitted on every training frame, one solve per target's penalty */
+    const int64_t nt = st == TESS_OK ? frames_in(c, 0, s->train_T, s->train_T, idx) : 0;
+    if (st == TESS_OK) st = ridge_prepare(&r, s, c, idx, nt);
+    for (int64_t i = 0; i < T * D; i++) pred[i] = NAN;
+    for (int64_t k = 0; st == TESS_OK && k < D; k++) {
+        st = ridge_solve(&r, lambda[k]);
+        for (int64_t t = 0; st == TESS_OK && t < T; t++)
+            if (usable(t, T, c)) pred[t * D + k] = (float)ridge_predict(&r, s, c, t, k, f);
+    }
+    ridge_free(&r);
+    free(idx), free(vidx), free(f), free(err);
+    TESS_REQUIRE(st == TESS_OK, st, "ridge decoder");
+    return TESS_OK;
+}
+
+/* The MLP baseline on n frames: registry, optimizer, activations. */
+typedef struct {
+    tess_registry *reg;
+    tess_adamw *opt;
+    int64_t ifc, ifcb, iout, ioutb, F, H, D;
+    float *pre, *act, *dact, *y, *dy;
+} mlp_net;
+
+static void mlp_free(mlp_net *m) {
+    tess_adamw_destroy(&m->opt);
+    tess_registry_destroy(&m->reg);
+    free(m->pre), free(m->act), free(m->dact), free(m->y), free(m->dy);
+}
+
+static tess_status mlp_make(mlp_net *m, const calm_dec_base_config *c, int64_t F, int64_t D,
+                            int64_t rows) {
+    const int64_t H = c->hidden;
+    *m = (mlp_net){.F = F, .H = H, .D = D};
+    TESS_CHECK(tess_registry_create(&m->reg));
+    TESS_CHECK(add(m->reg, "mlp.fc", 2, H, F, tess_init_normal(0.0, 1.0 / sqrt((double)F)), &m->ifc));
+    TESS_CHECK(add(m->reg, "mlp.fc_b", 1, H, 0, tess_init_zeros(), &m->ifcb));
+    TESS_CHECK(add(m->reg, "mlp.out", 2, D, H, tess_init_normal(0.0, 1.0 / sqrt((double)H)), &m->iout));
+    TESS_CHECK(add(m->reg, "mlp.out_b", 1, D, 0, tess_init_zeros(), &m->ioutb));
+    TESS_CHECK(tess_registry_finalize(m->reg));
+    TESS_CHECK(tess_registry_init_params(m->reg, c->seed));
+    const tess_adamw_config ac = {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f};
+    TESS_CHECK(tess_adamw_create(&m->opt, m->reg, &ac));
+    m->pre = malloc((size_t)(rows * H) * sizeof(float));
+    m->act = malloc((size_t)(rows * H) * sizeof(float));
+    m->dact = malloc((size_t)(rows * H) * sizeof(float));
+    m->y = malloc((size_t)(rows * D) * sizeof(float));
+    m->dy = malloc((size_t)(rows * D) * sizeof(float));
+    TESS_REQUIRE(m->pre && m->act && m->dact && m->y && m->dy, TESS_ERR_MEM,
+                 "out of memory for the MLP decoder");
+    return TESS_OK;
+}
+
+static void mlp_forward(mlp_net *m, const float *X, int64_t n) {
+    tess_nn_linear_forward(m->pre, X, tess_registry_param(m->reg, m->ifc),
+                           tess_registry_param(m->reg, m->ifcb), n, m->F, m->H);
+    tess_nn_gelu_forward(m->act, m->pre, n * m->H);
+    tess_nn_linear_forward(m->y, m->act, tess_registry_param(m->reg, m->iout),
+                           tess_registry_param(m->reg, m->ioutb), n, m->H, m->D);
+}
+
+/* One full-batch AdamW step on the mean loss over n rows. */
+static void mlp_step(mlp_net *m, const float *X, const float *Y, const bool *binary, int64_t n,
+                     float lr) {
+    tess_registry_zero_grads(m->reg);
+    mlp_forward(m, X, n);
+    loss_grad(m->y, Y, binary, n, m->D, m->dy);
+    for (int64_t i = 0; i < n * m->D; i++) m->dy[i] /= (float)n;
+    memset(m->dact, 0, (size_t)(n * m->H) * sizeof(float));
+    tess_nn_linear_backward(m->dact, tess_registry_grad(m->reg, m->iout),
+                            tess_registry_grad(m->reg, m->ioutb), m->dy, m->act,
+                            tess_registry_param(m->reg, m->iout), n, m->H, m->D);
+    memset(m->act, 0, (size_t)(n * m->H) * sizeof(float)); /* reused as d pre */
+    tess_nn_gelu_backward(m->act, m->dact, m->pre, n * m->H);
+    tess_nn_linear_backward(NULL, tess_registry_grad(m->reg, m->ifc),
+                            tess_registry_grad(m->reg, m->ifcb), m->act, X,
+                            tess_registry_param(m->reg, m->ifc), n, m->F, m->H);
+    tess_adamw_step(m->opt, lr);
+}
+
+/* Rows idx (n) as float features X (n, F) and targets Y (n, D), regression targets standardised
+ * with mu, sd. */
+static void mlp_rows(const calm_dec_session *s, const calm_dec_base_config *c, const int64_t *idx,
+                     int64_t n, const double *mu, const double *sd, float *X, float *Y,
+                     double *f) {
+    const int64_t F = c->L * s->N, D = s->D;
+    for (int64_t i = 0; i < n; i++) {
+        lagged(s, c, idx[i], f);
+        for (int64_t j = 0; j < F; j++) X[i * F + j] = (float)f[j];
+        for (int64_t k = 0; k < D; k++) {
+            const double v = s->beh[idx[i] * D + k];
+            Y[i * D + k] = (float)(c->binary[k] ? v : (v - mu[k]) / sd[k]);
+        }
+    }
+}
+
+tess_status calm_dec_mlp(const calm_dec_session *s, const calm_dec_base_config *c, float *pred,
+                         int64_t *steps) {
+    const int64_t T = s->T, D = s->D, F = c->L * s->N, v0 = val_start(s, c);
+    enum { EVERY = 10 };
+    int64_t *idx = malloc((size_t)T * sizeof(int64_t)), *vidx = malloc((size_t)T * sizeof(int64_t));
+    float *X = malloc((size_t)(T * F) * sizeof(float)), *Y = malloc((size_t)(T * D) * sizeof(float));
+    float *XV = malloc((size_t)(T * F) * sizeof(float)), *YV = malloc((size_t)(T * D) * sizeof(float));
+    double *f = malloc((size_t)F * sizeof(double));
+    tess_status st = idx && vidx && X && Y && XV && YV && f ? TESS_OK : TESS_ERR_MEM;
+    if (st != TESS_OK) {
+        free(idx), free(vidx), free(X), free(Y), free(XV), free(YV), free(f);
+        return tess_error_push(st, __FILE__, __LINE__, __func__,
+                               "out of memory for the MLP decoder (%lld frames x %lld features)",
+                               (long long)T, (long long)F);
+    }
+    /* regression targets standardised with the training frames */
+    double mu[CALM_DEC_MAX_TARGETS] = {0}, sd[CALM_DEC_MAX_TARGETS] = {0};
+    for (int64_t k = 0; k < D; k++) {
+        for (int64_t t = 0; t < s->train_T; t++) mu[k] += s->beh[t * D + k] / (double)s->train_T;
+        for (int64_t t = 0; t < s->train_T; t++) sd[k] += pow(s->beh[t * D + k] - mu[k], 2);
+        sd[k] = sqrt(sd[k] / (double)s->train_T) + 1e-12;
+    }
+    const int64_t n = frames_in(c, 0, v0, v0, idx), nv = frames_in(c, v0, s->train_T, s->train_T, vidx);
+    mlp_rows(s, c, idx, n, mu, sd, X, Y, f);
+    mlp_rows(s, c, vidx, nv, mu, sd, XV, YV, f);
+    mlp_net m = {0};
+    st = mlp_make(&m, c, F, D, n > nv ? n : nv);
+    /* early stopping: the step count with the lowest validation loss */
+    double best = INFINITY;
+    *steps = EVERY;
+    for (int64_t k = 1; st == TESS_OK && k <= c->max_steps; k++) {
+        mlp_step(&m, X, Y, c->binary, n, (float)c->lr);
+        if (k % EVERY) continue;
+        mlp_forward(&m, XV, nv);
+        const double l = loss_grad(m.y, YV, c->binary, nv, D, m.dy);
+        if (l < best) best = l, *steps = k;
+    }
+    mlp_free(&m);
+    /* refitted on every training frame for that many steps */
+    const int64_t nt = frames_in(c, 0, s->train_T, s->train_T, idx);
+    if (st == TESS_OK) st = mlp_make(&m, c, F, D, T);
+    if (st == TESS_OK) {
+        mlp_rows(s, c, idx, nt, mu, sd, X, Y, f);
+        for (int64_t k = 0; k < *steps; k++) mlp_step(&m, X, Y, c->binary, nt, (float)c->lr);
+        const int64_t na = frames_in(c, 0, T, T, idx);
+        mlp_rows(s, c, idx, na, mu, sd, X, Y, f);
+        mlp_forward(&m, X, na);
+        for (int64_t i = 0; i < T * D; i++) pred[i] = NAN;
+        for (int64_t i = 0; i < na; i++)
+            for (int64_t k = 0; k < D; k++) {
+                const double v = m.y[i * D + k];
+                pred[idx[i] * D + k] =
+                    (float)(c->binary[k] ? 1.0 / (1.0 + exp(-v)) : mu[k] + sd[k] * v);
+            }
+    }
+    mlp_free(&m);
+    free(idx), free(vidx), free(X), free(Y), free(XV), free(YV), free(f);
+    TESS_REQUIRE(st == TESS_OK, st, "MLP decoder");
+    return TESS_OK;
+}
