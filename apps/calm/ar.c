@@ -59,16 +59,26 @@ static double val_loss(const double *W, const double *Av, const double *Bv, int6
     return e;
 }
 
+/* Start of the validation slice of training span sp. */
+static int64_t val_start(const calm_span *sp, double val_fraction) {
+    return sp->t0 + (int64_t)floor((1.0 - val_fraction) * (double)(sp->t1 - sp->t0));
+}
+
 tess_status calm_ar_check(const calm_session *sess, int64_t nsess, int64_t lags, int64_t H,
                           double val_fraction) {
     for (int64_t k = 0; k < nsess; k++) {
-        const int64_t v0 = (int64_t)floor((1.0 - val_fraction) * (double)sess[k].train_T);
-        TESS_REQUIRE(v0 >= lags + H && sess[k].train_T - v0 >= 2 * H, TESS_ERR_DATA,
-                     "'%s': %lld training frames are too few for the ridge AR baselines (%lld lags "
-                     "and %lld frames ahead before the validation slice, the last %g %% of them, "
-                     "and %lld in it)",
-                     sess[k].name, (long long)sess[k].train_T, (long long)lags, (long long)H,
-                     100.0 * val_fraction, (long long)(2 * H));
+        for (int64_t i = 0; i < sess[k].nspans; i++) {
+            const calm_span *sp = &sess[k].spans[i];
+            const int64_t v0 = val_start(sp, val_fraction);
+            TESS_REQUIRE(!sp->train || (v0 - sp->t0 >= lags + H && sp->t1 - v0 >= 2 * H),
+                         TESS_ERR_DATA,
+                         "'%s': %lld training frames (%lld-%lld) are too few for the ridge AR "
+                         "baselines (%lld lags and %lld frames ahead before the validation slice, "
+                         "the last %g %% of them, and %lld in it)",
+                         sess[k].name, (long long)(sp->t1 - sp->t0), (long long)sp->t0,
+                         (long long)sp->t1, (long long)lags, (long long)H, 100.0 * val_fraction,
+                         (long long)(2 * H));
+        }
     }
     return TESS_OK;
 }
@@ -93,14 +103,19 @@ tess_status calm_ar_fit(calm_ar *ar, const calm_session *sess, int64_t nsess, in
                                            "out of memory for the ridge AR baselines");
     for (int64_t k = 0; st == TESS_OK && k < nsess; k++) {
         const calm_session *s = &sess[k];
-        const int64_t v0 = (int64_t)floor((1.0 - val_fraction) * (double)s->train_T);
         for (int64_t n = 0; n < s->N; n++) {
             double *A = nA + (s->unit0 + n) * 3 * LL, *B = nB + (s->unit0 + n) * 3 * LH;
-            /* fit: targets before v0; validation: last context frame from v0 - 1, targets in
-             * [v0, train_T); all: every target in the training part */
-            accumulate(s, n, lags, H, lags - 1, v0 - H, A, B, f);
-            accumulate(s, n, lags, H, v0 - 1, s->train_T - H, A + LL, B + LH, f);
-            accumulate(s, n, lags, H, lags - 1, s->train_T - H, A + 2 * LL, B + 2 * LH, f);
+            for (int64_t i = 0; i < s->nspans; i++) {
+                const calm_span *sp = &s->spans[i];
+                const int64_t v0 = val_start(sp, val_fraction);
+                if (!sp->train) continue;
+                /* fit: targets before v0; validation: last context frame from v0 - 1, targets
+                 * in [v0, t1); all: every target in the span */
+                accumulate(s, n, lags, H, sp->t0 + lags - 1, v0 - H, A, B, f);
+                accumulate(s, n, lags, H, v0 - 1, sp->t1 - H, A + LL, B + LH, f);
+                accumulate(s, n, lags, H, sp->t0 + lags - 1, sp->t1 - H, A + 2 * LL, B + 2 * LH, f);
+            }
+            if (s->held_out) continue; /* the pooled map never sees a held-out animal */
             for (int64_t i = 0; i < 3 * LL; i++) pA[i] += A[i];
             for (int64_t i = 0; i < 3 * LH; i++) pB[i] += B[i];
         }

@@ -13,6 +13,7 @@
 #include "optim/sched.h" /* tess_sched */
 #include "par/gradsync.h" /* tess_gradsync */
 #include "sim.h"         /* calm_sim_config */
+#include "split.h"       /* calm_session, calm_window, calm_split */
 #include "tok.h"         /* calm_tok */
 
 typedef enum { CALM_MODE_SIMULATE = 0, CALM_MODE_PRETRAIN, CALM_MODE_DECODE, CALM_MODE_COUNT } calm_mode;
@@ -30,18 +31,6 @@ typedef struct {
     int64_t total; /* animals x sessions */
 } calm_simulate;
 
-/* One session held in memory: z-scored traces (T, N) frame-major. */
-typedef struct {
-    char name[256];        /* file or simulated session, for messages */
-    int64_t T, N, train_T; /* frames, neurons, training frames (the head of the session) */
-    int64_t unit0;         /* global unit id of neuron 0 */
-    float *x;              /* (T, N) */
-    float *beh;            /* (T, D) behaviour targets (decode mode; binary ones 0/1), or NULL */
-} calm_session;
-
-typedef struct {
-    int64_t session, t0; /* a window of M P frames starting at frame t0 */
-} calm_window;
 
 /* How the decode mode trains the dual-axis transformer under the decoding head. */
 typedef enum {
@@ -82,11 +71,18 @@ typedef struct {
     calm_tok_config tokc;
     calm_dat_config datc;
     int64_t tok_steps, tok_restart, tok_batch, tok_b, dat_steps, dat_batch, dat_b, eval_b, horizon;
+    int64_t mlp_steps; /* train.mlp_steps: the MLP baseline's */
+    int64_t val_every, nval, best_step; /* train.val_every; validation windows; best's DAT step */
+    double best_loss;                   /* the lowest validation loss so far */
+    calm_window *val_win;               /* (nval) in the validation slices (train.val_every > 0) */
+    float *best;                        /* the DAT parameters of best_step (train.val_every > 0) */
+    int val_csv;
     double tok_lr, clip, weight_decay, train_fraction;
     tess_sched sched;
     int64_t nsess, units, ntrain, ntest, max_traces;
+    const char *split_name; /* train.split */
     calm_session *sess;
-    calm_window *train_win, *test_win;
+    calm_window *train_win, *test_win; /* training, test windows */
     tess_registry *tok_reg, *dat_reg;
     calm_tok *tok;
     calm_dat *dat;

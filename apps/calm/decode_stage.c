@@ -77,6 +77,12 @@ tess_status calm_decode_config(tess_run *run, calm_pretrain *p) {
                  "decode.batch = %lld must be a multiple of the number of ranks (%d)",
                  (long long)d->batch, size);
     d->b = d->batch / size;
+    /* the decoders fit on a session's head and score its tail (train_T) */
+    const calm_split split = (calm_split)tess_config_enum(cfg, "train.split");
+    TESS_REQUIRE(split == CALM_SPLIT_TAIL, TESS_ERR_CONFIG,
+                 "run.mode = decode needs train.split = tail (got '%s'; the block and animal "
+                 "splits are not implemented for decoding)",
+                 calm_split_names[split].name);
     const char *targets = tess_config_string(cfg, "decode.targets");
     if (!targets[0])
         targets = tess_config_string(cfg, "data.files")[0] ? "velocity,head_angle,reversal_vec"

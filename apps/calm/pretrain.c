@@ -1,8 +1,10 @@
-/* pretrain.c - the calm app's pretrain mode (docs/calm.md): simulated sessions (sim.h) in
- * memory, z-scored with training-frame statistics, windows of M patches of P frames on the
- * patch grid; stage 1 trains the tokenizer (tok.h) on single-neuron windows, stage 2 the
- * dual-axis transformer (dat.h) on the frozen tokenizer's ids; at the end, forecasting on the
- * held-out tail by argmax rollout, decoded through the tokenizer, against copy-last.
+/* pretrain.c - the calm app's pretrain mode (docs/calm.md): recordings or simulated sessions
+ * (sim.h) in memory, split into training and test spans (split.h: tail, block, animal),
+ * z-scored with training-frame statistics, windows of M patches of P frames on the patch grid;
+ * stage 1 trains the tokenizer (tok.h) on single-neuron windows, stage 2 the dual-axis
+ * transformer (dat.h) on the frozen tokenizer's ids (optionally keeping the best-validated
+ * parameters, train.val_every); at the end, forecasting of the test windows against copy-last,
+ * the context mean and the fitted baselines (ar.h, var.h, armlp.h).
  *
  * Data parallel: every rank holds every session (they are small and generated identically);
  * global sample j of a step is drawn by Philox keyed by (run.seed, step, j), and rank r runs the
@@ -18,6 +20,8 @@
 #include <sys/stat.h>
 
 #include "ar.h"            /* calm_ar_* */
+#include "armlp.h"         /* calm_armlp_* */
+#include "var.h"           /* calm_var_* */
 #include "calm.h"
 #include "core/log.h"     /* tess_log_info */
 #include "core/rng.h"     /* tess_rng_* */
@@ -106,9 +110,23 @@ const tess_opt calm_train_opts[] = {
     TESS_OPT_REAL("weight_decay", 0.05, 0.0, 1.0, "AdamW decoupled weight decay"),
     TESS_OPT_REAL("train_fraction", 0.7, 0.1, 0.95, "tail split: first fraction of each session trains"),
     TESS_OPT_INT("horizon", 4, 1, 255, "forecast horizon in patches (context = patches - horizon)"),
+    TESS_OPT_ENUM("split", "tail", calm_split_names,
+                  "tail: first train_fraction of each session trains; block: of each block; "
+                  "animal: leave train.test_animal out"),
+    TESS_OPT_INT("block", 500, 2, 1 << 30, "block split: frames per block"),
+    TESS_OPT_INT("test_animal", -1, -1, 1 << 30,
+                 "animal split: the held-out animal (-1: the last; a recording file is an animal)"),
+    TESS_OPT_INT("mlp_steps", 2000, 1, 10000000, "AdamW steps of the MLP forecasting baseline"),
+    TESS_OPT_INT("val_every", 0, 0, 10000000,
+                 "DAT validation period (0: none): the last 20 % of each training span is held "
+                 "out of DAT training, the loss on its windows measured every val_every steps, "
+                 "and the best-validated parameters forecast"),
 };
 const int64_t calm_train_nopts = sizeof calm_train_opts / sizeof calm_train_opts[0];
 
+enum { AR_LAGS = 16 };              /* lags of the AR baselines (4 patches at P = 4) */
+static const double VAL_FRACTION = 0.2; /* validation slice: the end of the training part */
+enum { MLP_HIDDEN = 64, MLP_BATCH = 256 }; /* the MLP baseline (armlp.h) */
 /* The size option `key` ("tok.codes"): its value, or under a preset the preset's size.
  * TESS_ERR_CONFIG naming the option when a preset is chosen and the option is set to neither its
  * default nor the preset's size. */
@@ -204,7 +222,8 @@ static tess_status read_sessions(calm_pretrain *p, const char *files, const char
         for (int64_t k = 0; k < p->nsess; k++) {
             calm_sim_session s;
             TESS_CHECK(calm_sim_generate(&s, c, k / c->sessions, k % c->sessions));
-            p->sess[k] = (calm_session){.T = s.frames, .N = s.neurons, .x = s.dff};
+            p->sess[k] = (calm_session){.T = s.frames, .N = s.neurons, .x = s.dff,
+                                        .animal = k / c->sessions};
             snprintf(p->sess[k].name, sizeof p->sess[k].name, "sim-a%03lld-s%02lld",
                      (long long)(k / c->sessions), (long long)(k % c->sessions));
             s.dff = NULL; /* keep the observed dF/F; free the rest */
@@ -232,7 +251,8 @@ static tess_status read_sessions(calm_pretrain *p, const char *files, const char
         tess_traces_session s;
         st = tess_traces_import_flavell(&s, paths[k], trace_name, p->dec.on ? behavior : "");
         if (st != TESS_OK) break;
-        p->sess[k] = (calm_session){.T = s.frames, .N = s.neurons, .x = s.traces, .beh = s.behavior};
+        p->sess[k] = (calm_session){.T = s.frames, .N = s.neurons, .x = s.traces, .beh = s.behavior,
+                                    .animal = k};
         snprintf(p->sess[k].name, sizeof p->sess[k].name, "%s", paths[k]);
     }
     for (int64_t k = 0; k < n; k++) free(paths[k]);
@@ -241,26 +261,49 @@ static tess_status read_sessions(calm_pretrain *p, const char *files, const char
     return TESS_OK;
 }
 
-static tess_status load_sessions(calm_pretrain *p, const char *files, const char *trace_name) {
-    TESS_CHECK(read_sessions(p, files, trace_name));
+/* The split (train.split, train.block, train.test_animal) of the sessions, z-scoring with
+ * their training frames, the windows. */
+static tess_status load_sessions(calm_pretrain *p, const tess_config *cfg) {
+    TESS_CHECK(read_sessions(p, tess_config_string(cfg, "data.files"),
+                             tess_config_string(cfg, "data.trace")));
+    const calm_split split = (calm_split)tess_config_enum(cfg, "train.split");
+    p->split_name = calm_split_names[split].name;
+    const int64_t block = tess_config_int(cfg, "train.block");
+    const int64_t animals = p->sess[p->nsess - 1].animal + 1;
+    int64_t test_animal = tess_config_int(cfg, "train.test_animal");
+    test_animal = test_animal < 0 ? animals - 1 : test_animal;
+    TESS_REQUIRE(split != CALM_SPLIT_ANIMAL || (test_animal < animals && animals >= 2),
+                 TESS_ERR_CONFIG,
+                 "train.test_animal = %lld must name one of the %lld animals (0..%lld), and the "
+                 "animal split needs at least 2",
+                 (long long)test_animal, (long long)animals, (long long)(animals - 1));
     const int64_t Lwin = p->tokc.M * p->tokc.P;
     int64_t unit = 0;
     for (int64_t k = 0; k < p->nsess; k++) {
         calm_session *d = &p->sess[k];
         d->unit0 = unit;
         unit += d->N;
-        d->train_T = (int64_t)floor(p->train_fraction * (double)d->T);
-        TESS_REQUIRE(d->train_T >= Lwin && d->T - d->train_T >= Lwin, TESS_ERR_DATA,
-                     "'%s': %lld frames, fewer than one window of %lld frames (tok.patches x "
-                     "tok.patch) in its training part (%lld frames) or its test part",
-                     d->name, (long long)d->T, (long long)Lwin, (long long)d->train_T);
+        TESS_CHECK(calm_split_session(d, split, p->train_fraction, block, test_animal));
+        for (int64_t i = 0; i < d->nspans; i++) {
+            const calm_span *sp = &d->spans[i];
+            TESS_REQUIRE(sp->t1 - sp->t0 >= Lwin || (sp->train && d->held_out), TESS_ERR_DATA,
+                         "'%s': %lld frames, fewer than one window of %lld frames (tok.patches x "
+                         "tok.patch) in its %s part (frames %lld-%lld; train.split = %s)",
+                         d->name, (long long)d->T, (long long)Lwin, sp->train ? "training" : "test",
+                         (long long)sp->t0, (long long)sp->t1, calm_split_names[split].name);
+        }
         /* z-score each neuron with its training frames, clip to [-5, 15] */
+        const double nt = (double)calm_split_train_frames(d);
         for (int64_t n = 0; n < d->N; n++) {
             double m = 0.0, v = 0.0;
-            for (int64_t t = 0; t < d->train_T; t++) m += d->x[t * d->N + n];
-            m /= (double)d->train_T;
-            for (int64_t t = 0; t < d->train_T; t++) v += pow(d->x[t * d->N + n] - m, 2);
-            double sd = sqrt(v / (double)d->train_T) + 1e-6;
+            for (int64_t i = 0; i < d->nspans; i++)
+                for (int64_t t = d->spans[i].t0; d->spans[i].train && t < d->spans[i].t1; t++)
+                    m += d->x[t * d->N + n];
+            m /= nt;
+            for (int64_t i = 0; i < d->nspans; i++)
+                for (int64_t t = d->spans[i].t0; d->spans[i].train && t < d->spans[i].t1; t++)
+                    v += pow(d->x[t * d->N + n] - m, 2);
+            double sd = sqrt(v / nt) + 1e-6;
             for (int64_t t = 0; t < d->T; t++) {
                 double z = (d->x[t * d->N + n] - m) / sd;
                 d->x[t * d->N + n] = (float)(z < -5.0 ? -5.0 : z > 15.0 ? 15.0 : z);
@@ -268,31 +311,23 @@ static tess_status load_sessions(calm_pretrain *p, const char *files, const char
         }
     }
     p->units = unit;
-    /* windows on the patch grid: training ones end inside the training frames, test ones start
-     * at or after the split */
-    const int64_t Lw = p->tokc.M * p->tokc.P, P = p->tokc.P;
-    for (int pass = 0; pass < 2; pass++) {
-        p->ntrain = p->ntest = 0;
-        for (int64_t k = 0; k < p->nsess; k++) {
-            const calm_session *d = &p->sess[k];
-            for (int64_t t0 = 0; t0 + Lw <= d->T; t0 += P) {
-                bool train = t0 + Lw <= d->train_T, test = t0 >= d->train_T;
-                if (pass == 1 && train) p->train_win[p->ntrain] = (calm_window){k, t0};
-                if (pass == 1 && test) p->test_win[p->ntest] = (calm_window){k, t0};
-                p->ntrain += train, p->ntest += test;
-            }
-        }
-        if (pass == 0) {
-            TESS_REQUIRE(p->ntrain > 0 && p->ntest > 0, TESS_ERR_CONFIG,
-                         "no complete window of %lld frames in the training (%lld) or test "
-                         "part of the sessions (sim.frames = %lld, train.train_fraction = %g)",
-                         (long long)Lw, (long long)p->sess[0].train_T, (long long)p->sess[0].T,
-                         p->train_fraction);
-            p->train_win = malloc((size_t)p->ntrain * sizeof *p->train_win);
-            p->test_win = malloc((size_t)p->ntest * sizeof *p->test_win);
-            TESS_REQUIRE(p->train_win && p->test_win, TESS_ERR_MEM, "out of memory for windows");
-        }
-    }
+    /* windows on the patch grid inside the training / test spans */
+    const int64_t P = p->tokc.P;
+    const double vf = p->val_every > 0 ? VAL_FRACTION : 0.0;
+    calm_split_windows(p->sess, p->nsess, Lwin, P, vf, NULL, &p->ntrain, NULL, &p->nval, NULL,
+                       &p->ntest);
+    TESS_REQUIRE(p->ntrain > 0 && p->ntest > 0 && (p->val_every == 0 || p->nval > 0),
+                 TESS_ERR_CONFIG,
+                 "no complete window of %lld frames in the training%s or test spans of the "
+                 "sessions (train.split = %s)",
+                 (long long)Lwin, p->val_every > 0 ? ", validation" : "",
+                 calm_split_names[split].name);
+    p->train_win = malloc((size_t)p->ntrain * sizeof *p->train_win);
+    p->test_win = malloc((size_t)p->ntest * sizeof *p->test_win);
+    p->val_win = malloc((size_t)(p->nval + 1) * sizeof *p->val_win);
+    TESS_REQUIRE(p->train_win && p->test_win && p->val_win, TESS_ERR_MEM, "out of memory for windows");
+    calm_split_windows(p->sess, p->nsess, Lwin, P, vf, p->train_win, &p->ntrain, p->val_win,
+                       &p->nval, p->test_win, &p->ntest);
     return TESS_OK;
 }
 
@@ -301,8 +336,6 @@ static void trace(const calm_session *s, int64_t n, int64_t t0, int64_t L, float
     for (int64_t t = 0; t < L; t++) out[t] = s->x[(t0 + t) * s->N + n];
 }
 
-enum { AR_LAGS = 16 };              /* lags of the AR baselines (4 patches at P = 4) */
-static const double VAL_FRACTION = 0.2; /* validation slice: the end of the training part */
 
 /* ---- setup --------------------------------------------------------------------------------- */
 
@@ -355,6 +388,8 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
     p->weight_decay = tess_config_real(cfg, "train.weight_decay");
     p->train_fraction = tess_config_real(cfg, "train.train_fraction");
     p->horizon = tess_config_int(cfg, "train.horizon");
+    p->mlp_steps = tess_config_int(cfg, "train.mlp_steps");
+    p->val_every = tess_config_int(cfg, "train.val_every");
     p->sched = (tess_sched){.kind = TESS_SCHED_COSINE, .lr = tess_config_real(cfg, "train.lr"),
                             .min_lr = 0.1 * tess_config_real(cfg, "train.lr"),
                             .warmup_steps = tess_config_int(cfg, "train.warmup"),
@@ -377,8 +412,7 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
         TESS_CHECK(calm_decode_config(run, p));
         p->eval_b = p->dec.b > p->eval_b ? p->dec.b : p->eval_b; /* the head's batch slots */
     }
-    TESS_CHECK(load_sessions(p, tess_config_string(cfg, "data.files"),
-                             tess_config_string(cfg, "data.trace")));
+    TESS_CHECK(load_sessions(p, cfg));
     p->datc = (calm_dat_config){.K = p->tokc.K, .d = sz[7], .layers = sz[8], .heads = sz[9],
                                 .ffn = sz[10], .units = p->units, .sessions = p->nsess,
                                 .max_N = sz[11],
@@ -416,17 +450,28 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
     TESS_CHECK(calm_tok_describe(p->tok, st, "tok/codes"));
     TESS_CHECK(tess_state_add_registry(st, "dat/params", p->dat_reg, false));
     TESS_CHECK(tess_adamw_describe(p->dat_opt, st, "dat/optim"));
+    p->best_loss = INFINITY;
+    if (p->val_every > 0) { /* the best-validated DAT parameters */
+        TESS_CHECK(tess_registry_alloc_state(p->dat_reg, &p->best));
+        TESS_CHECK(tess_state_add_like(st, "dat/best", p->dat_reg, p->best, false));
+        TESS_CHECK(tess_state_add_f64(st, "dat/best_loss", &p->best_loss));
+        TESS_CHECK(tess_state_add_i64(st, "dat/best_step", &p->best_step));
+    }
     static const char *const tcols[] = {"tok_loss",       "tok_mse",    "perplexity",
                                         "code_perplexity", "codes_used", "restarts"};
     TESS_CHECK(tess_run_metrics(run, "tokenizer", tcols, 6, true, &p->tok_csv));
     static const char *const dcols[] = {"ce", "bits_per_token", "patch_mse", "grad_norm", "lr"};
     TESS_CHECK(tess_run_metrics(run, "metrics", dcols, 5, true, &p->dat_csv));
+    static const char *const vcols[] = {"val_ce", "val_patch_mse", "val_loss", "best_val_loss"};
+    if (p->val_every > 0) TESS_CHECK(tess_run_metrics(run, "validation", vcols, 4, true, &p->val_csv));
     static const char *const fcols[] = {
         "horizon_frame", "mse_model",  "mse_copy_last", "mse_context_mean", "mse_ridge_ar",
-        "mse_pooled_ar", "score",      "score_context_mean", "score_ridge_ar", "score_pooled_ar"};
-    TESS_CHECK(tess_run_metrics(run, "forecast", fcols, 10, false, &p->fc_csv));
-    static const char *const fplot[] = {"mse_model", "mse_copy_last", "mse_context_mean",
-                                        "mse_ridge_ar", "mse_pooled_ar"};
+        "mse_pooled_ar", "score",      "score_context_mean", "score_ridge_ar", "score_pooled_ar",
+        "mse_pop_var",   "score_pop_var", "mse_mlp", "score_mlp"};
+    TESS_CHECK(tess_run_metrics(run, "forecast", fcols, 14, false, &p->fc_csv));
+    static const char *const fplot[] = {"mse_model",     "mse_copy_last", "mse_context_mean",
+                                        "mse_ridge_ar",  "mse_pooled_ar", "mse_pop_var",
+                                        "mse_mlp"};
     const tess_plot_spec tok_plot = {.title = "calm: tokenizer loss", .xlabel = "step (updates)",
                                      .ycols = tcols, .ny = 2,
                                      .ylabel = "loss, reconstruction MSE (z-scored units^2)",
@@ -440,16 +485,18 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
                                      .y2cols = dplot2, .ny2 = 1, .y2titles = dtitles2,
                                      .y2label = "next-patch MSE (z-scored units^2)"};
     static const char *const ftitles[] = {"CalM-lite", "copy-last", "context mean",
-                                          "per-neuron ridge AR", "pooled ridge AR"};
+                                          "per-neuron ridge AR", "pooled ridge AR",
+                                          "population ridge VAR", "MLP (NLinear)"};
     const tess_plot_spec fc_plot = {.title = "calm: test MSE per forecast horizon",
-                                    .xlabel = "horizon (frames ahead)", .ycols = fplot, .ny = 5,
+                                    .xlabel = "horizon (frames ahead)", .ycols = fplot, .ny = 7,
                                     .ytitles = ftitles, .ylabel = "MSE (z-scored units^2)"};
     char subtitle[256];
     snprintf(subtitle, sizeof subtitle,
-             "%lld sessions, %lld units, windows of %lld frames; K=%lld codes, DAT d=%lld L=%lld "
-             "head %s; %d rank%s",
-             (long long)p->nsess, (long long)p->units, (long long)Lw, (long long)p->tokc.K,
-             (long long)p->datc.d, (long long)p->datc.layers, tess_config_string(cfg, "model.head"),
+             "%lld sessions, %lld units, windows of %lld frames, %s split; K=%lld codes, DAT "
+             "d=%lld L=%lld head %s; %d rank%s",
+             (long long)p->nsess, (long long)p->units, (long long)Lw, p->split_name,
+             (long long)p->tokc.K, (long long)p->datc.d, (long long)p->datc.layers,
+             tess_config_string(cfg, "model.head"),
              g->size, g->size == 1 ? "" : "s");
     tess_run_plot_subtitle(run, subtitle);
     TESS_CHECK(tess_run_plot(run, p->tok_csv, "tokenizer.png", &tok_plot));
@@ -538,9 +585,11 @@ static uint64_t tok_fingerprint(const calm_pretrain *p) {
     return h;
 }
 
-/* Window k of all windows: the training ones, then the test ones. */
+/* Window k of all windows: the training ones, the test ones, then the validation ones. */
 static const calm_window *window_at(const calm_pretrain *p, int64_t k) {
-    return k < p->ntrain ? &p->train_win[k] : &p->test_win[k - p->ntrain];
+    return k < p->ntrain               ? &p->train_win[k]
+           : k < p->ntrain + p->ntest ? &p->test_win[k - p->ntrain]
+                                      : &p->val_win[k - p->ntrain - p->ntest];
 }
 
 /* The cache file run.dir/tokens.h5 if it holds ids of this tokenizer for these windows (count
@@ -577,7 +626,7 @@ static tess_status cache_write(const calm_pretrain *p, const char *path, int64_t
     tess_h5_quiet_begin(&q);
     hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     herr_t e = f >= 0 ? 0 : -1;
-    const hsize_t n[2] = {(hsize_t)count, (hsize_t)(p->ntrain + p->ntest)};
+    const hsize_t n[2] = {(hsize_t)count, (hsize_t)(p->ntrain + p->ntest + p->nval)};
     const void *data[2] = {p->cache, p->win_off};
     const char *names[2] = {"ids", "window_offset"};
     const hid_t types[2] = {H5T_STD_U16LE, H5T_STD_I64LE}, mem[2] = {H5T_NATIVE_UINT16,
@@ -607,7 +656,7 @@ static tess_status cache_write(const calm_pretrain *p, const char *path, int64_t
  * from here instead of re-running the tokenizer. */
 static tess_status cache_build(tess_run *run, calm_pretrain *p) {
     const tess_group *g = tess_run_group(run);
-    const int64_t M = p->tokc.M, Lw = M * p->tokc.P, nwin = p->ntrain + p->ntest;
+    const int64_t M = p->tokc.M, Lw = M * p->tokc.P, nwin = p->ntrain + p->ntest + p->nval;
     p->win_off = malloc((size_t)(nwin + 1) * sizeof(int64_t));
     TESS_REQUIRE(p->win_off, TESS_ERR_MEM, "out of memory for the token cache");
     p->win_off[0] = 0;
@@ -677,6 +726,28 @@ static void window_tokens(calm_pretrain *p, int64_t k, int64_t b, bool subsample
     p->count[b] = (int32_t)count;
 }
 
+/* The DAT's mean CE and next-patch MSE per pair (v[0], v[1]) on every validation window, all
+ * its neurons up to N_max, and the stopping criterion v[2]: the next-patch MSE when a patch head
+ * forecasts (model.head patch or both), else the CE. Windows split over the ranks in blocks.
+ * Collective. */
+static tess_status validate(calm_pretrain *p, const tess_group *g, double *v) {
+    int64_t lo = 0, hi = 0, pairs = 0;
+    double tot[3] = {0.0, 0.0, 0.0};
+    tess_par_block_range(p->nval, g->size, g->rank, &lo, &hi);
+    for (int64_t w0 = lo; w0 < hi; w0 += p->eval_b) {
+        const int64_t B = hi - w0 < p->eval_b ? hi - w0 : p->eval_b;
+        for (int64_t b = 0; b < B; b++) window_tokens(p, p->ntrain + p->ntest + w0 + b, b, false, 0, 0);
+        calm_dat_forward(p->dat, p->tokens, p->frames, p->unit, p->sid, p->count, B, &pairs);
+        double ce = 0.0, mse = 0.0;
+        calm_dat_loss_parts(p->dat, &ce, &mse);
+        tot[0] += ce, tot[1] += mse, tot[2] += (double)pairs;
+    }
+    TESS_CHECK(tess_par_allreduce_f64(g, tot, 3, TESS_PAR_SUM));
+    v[0] = tot[0] / tot[2], v[1] = tot[1] / tot[2];
+    v[2] = p->datc.head == CALM_HEAD_TOKEN ? v[0] : v[1];
+    return TESS_OK;
+}
+
 static tess_status dat_step(tess_run *run, calm_pretrain *p, int64_t step, tess_run_step_out *out) {
     const tess_group *g = tess_run_group(run);
     const int64_t k = step - p->tok_steps, first = g->rank * p->dat_b;
@@ -702,7 +773,19 @@ static tess_status dat_step(tess_run *run, calm_pretrain *p, int64_t step, tess_
     const double ce = tot[0] / tot[2], mse = tot[1] / tot[2], mean = ce + mse;
     double row[5] = {ce, ce / log(2.0), mse, gnorm, lr};
     if ((k + 1) % 10 == 0 || k + 1 == p->dat_steps) TESS_CHECK(tess_run_metrics_row(run, p->dat_csv, row));
+    if (p->val_every > 0 && ((k + 1) % p->val_every == 0 || k + 1 == p->dat_steps)) {
+        double v[4] = {0.0};
+        TESS_CHECK(validate(p, g, v));
+        if (v[2] < p->best_loss) {
+            p->best_loss = v[2], p->best_step = k + 1;
+            memcpy(p->best, tess_registry_params(p->dat_reg),
+                   sizeof(float) * (size_t)tess_registry_local_total(p->dat_reg));
+        }
+        v[3] = p->best_loss;
+        TESS_CHECK(tess_run_metrics_row(run, p->val_csv, v));
+    }
     *out = (tess_run_step_out){.done = k + 1 == p->dat_steps && !p->dec.on, .loss = mean,
+
                                .items = (double)p->dat_batch, .position = NAN,
                                .data_cursor = out->data_cursor};
     return TESS_OK;
@@ -770,18 +853,74 @@ static void forecast(calm_pretrain *p, int64_t B, int64_t Mc) {
     }
 }
 
+/* The population VAR's squared errors per horizon frame, added to err (H): per session with
+ * test windows its VAR (var.h) fitted on the training spans and forecasting after the last
+ * context frame of each of its test windows, scored on the first model.max_neurons neurons as
+ * the model. Sessions are dealt round-robin over the ranks, each fitted by one rank (a 1 x 1
+ * ScaLAPACK grid on the group `self`): a session's systems (a few hundred unknowns) are far
+ * too small to gain from a distributed solve, whose latency dominated on 2 shared cores.
+ * lambda (2): the smallest and largest penalty chosen (over all ranks). Collective on g. */
+static tess_status var_errors(const calm_pretrain *p, const tess_group *g, int64_t Mc, int64_t H,
+                              double *err, double *lambda) {
+    int64_t *tl = malloc(sizeof(int64_t) * (size_t)p->ntest);
+    tess_group *self = NULL;
+    tess_status st = tl ? tess_group_create(MPI_COMM_SELF, "calm_var", &self) : TESS_ERR_MEM;
+    for (int64_t k = 0, w = 0; st == TESS_OK && k < p->nsess; k++) {
+        const calm_session *s = &p->sess[k];
+        int64_t q = 0;
+        for (; w < p->ntest && p->test_win[w].session == k; w++)
+            tl[q++] = p->test_win[w].t0 + Mc * p->tokc.P - 1;
+        if (q == 0 || k % g->size != g->rank) continue;
+        double *pred = malloc(sizeof(double) * (size_t)(q * H * s->N));
+        calm_var v;
+        st = pred ? calm_var_fit(&v, s, AR_LAGS, H, VAL_FRACTION, CALM_VAR_AUTO, self) : TESS_ERR_MEM;
+        if (st == TESS_OK) {
+            st = calm_var_predict(&v, s, tl, q, pred);
+            lambda[0] = fmin(lambda[0], v.lambda), lambda[1] = fmax(lambda[1], v.lambda);
+            calm_var_free(&v);
+        }
+        const int64_t count = s->N < p->datc.max_N ? s->N : p->datc.max_N;
+        for (int64_t r = 0; st == TESS_OK && r < q; r++)
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t n = 0; n < count; n++)
+                    err[h] += pow(pred[(r * H + h) * s->N + n] - s->x[(tl[r] + 1 + h) * s->N + n], 2);
+        free(pred);
+    }
+    free(tl);
+    tess_group_destroy(&self);
+    st = tess_par_agree(g, st);
+    double l[2] = {-lambda[0], lambda[1]};
+    if (st == TESS_OK) st = tess_par_allreduce_f64(g, l, 2, TESS_PAR_MAX);
+    lambda[0] = -l[0], lambda[1] = l[1];
+    TESS_REQUIRE(st == TESS_OK, st, "the population VAR baseline");
+    return TESS_OK;
+}
+
 tess_status calm_pretrain_finish(tess_run *run, calm_pretrain *p) {
     const tess_group *g = tess_run_group(run);
     const int64_t N = p->datc.max_N, M = p->tokc.M, P = p->tokc.P, Lw = M * P;
     const int64_t Mc = M - p->horizon, H = p->horizon * P;
-    enum { NF = 5 }; /* model, copy-last, context mean, ridge AR, pooled AR */
+    enum { NF = 7 }; /* model, copy-last, context mean, ridge AR, pooled AR, population VAR, MLP */
     calm_ar ar;
     TESS_CHECK(calm_ar_fit(&ar, p->sess, p->nsess, p->units, AR_LAGS, H, VAL_FRACTION));
+    calm_armlp mlp;
+    const calm_armlp_config mc = {.lags = AR_LAGS, .H = H, .hidden = MLP_HIDDEN,
+                                  .steps = p->mlp_steps, .batch = MLP_BATCH, .eval_every = 100,
+                                  .lr = 1e-3, .seed = tess_run_seed(run)};
+    tess_status fst = calm_armlp_fit(&mlp, p->sess, p->nsess, &mc, VAL_FRACTION, g);
+    if (fst != TESS_OK) calm_ar_free(&ar);
+    TESS_CHECK(fst);
     /* per forecaster and horizon frame the squared errors; the count */
     double *acc = calloc((size_t)(NF * H + 1), sizeof(double)), *pred = malloc(sizeof(double) * (size_t)H);
-    if (!acc || !pred) free(acc), free(pred), calm_ar_free(&ar);
+    if (!acc || !pred) free(acc), free(pred), calm_ar_free(&ar), calm_armlp_free(&mlp);
     TESS_REQUIRE(acc && pred, TESS_ERR_MEM, "out of memory");
     tess_status st = p->cache ? TESS_OK : cache_build(run, p);
+    if (p->val_every > 0 && p->best_step > 0) { /* forecast with the best-validated DAT */
+        memcpy(tess_registry_params(p->dat_reg), p->best,
+               sizeof(float) * (size_t)tess_registry_local_total(p->dat_reg));
+        tess_log_info("validation: the DAT of step %lld (loss %.4f on %lld windows) forecasts",
+                      (long long)p->best_step, p->best_loss, (long long)p->nval);
+    }
     int64_t lo = 0, hi = 0;
     tess_par_block_range(p->ntest, g->size, g->rank, &lo, &hi); /* test windows split by rank */
     for (int64_t w0 = lo; st == TESS_OK && w0 < hi; w0 += p->eval_b) {
@@ -809,31 +948,46 @@ tess_status calm_pretrain_finish(tess_run *run, calm_pretrain *p) {
                 calm_ar_predict(&ar, ar.w_pooled, s, n, tl, pred);
                 for (int64_t h = 0; h < H; h++)
                     acc[4 * H + h] += pow(pred[h] - s->x[(tl + 1 + h) * s->N + n], 2);
+                calm_armlp_predict(&mlp, s, n, tl, pred);
+                for (int64_t h = 0; h < H; h++)
+                    acc[6 * H + h] += pow(pred[h] - s->x[(tl + 1 + h) * s->N + n], 2);
                 acc[NF * H] += 1.0;
             }
         }
     }
+    double var_lambda[2] = {INFINITY, 0.0}; /* smallest and largest chosen */
+    if (st == TESS_OK) st = var_errors(p, g, Mc, H, acc + 5 * H, var_lambda);
     if (st == TESS_OK) st = tess_par_allreduce_f64(g, acc, NF * H + 1, TESS_PAR_SUM);
     double mean[NF] = {0};
     for (int64_t h = 0; st == TESS_OK && h < H; h++) {
-        double row[2 * NF] = {(double)(h + 1)}, *mse = row + 1;
+        /* horizon, MSE of the first five, scores of the model and three baselines, then
+         * MSE and score of each later baseline */
+        double row[2 * NF] = {(double)(h + 1)}, mse[NF];
         for (int k = 0; k < NF; k++) mse[k] = acc[k * H + h] / acc[NF * H], mean[k] += mse[k] / (double)H;
-        row[NF + 1] = 1.0 - mse[0] / mse[1];
-        for (int k = 2; k < NF; k++) row[NF + k] = 1.0 - mse[k] / mse[1];
+        for (int k = 0; k < 5; k++) row[1 + k] = mse[k];
+        row[6] = 1.0 - mse[0] / mse[1];
+        for (int k = 2; k < 5; k++) row[5 + k] = 1.0 - mse[k] / mse[1];
+        for (int k = 5; k < NF; k++) row[10 + 2 * (k - 5)] = mse[k], row[11 + 2 * (k - 5)] = 1.0 - mse[k] / mse[1];
         st = tess_run_metrics_row(run, p->fc_csv, row);
     }
     free(acc);
     free(pred);
     const double ln = ar.lambda_neuron, lp = ar.lambda_pooled;
+    const int64_t mlp_best = mlp.best_step;
     calm_ar_free(&ar);
+    calm_armlp_free(&mlp);
     TESS_CHECK(st);
-    tess_log_info("forecast (held-out tail, %lld windows, %lld frames ahead, head %s): MSE model "
+    tess_log_info("forecast (%s split, %lld test windows, %lld frames ahead, head %s): MSE model "
                   "%.4f, copy-last %.4f, context mean %.4f, ridge AR %.4f (lambda %g), pooled AR "
-                  "%.4f (lambda %g); prediction score model %.4f, context mean %.4f, ridge AR "
-                  "%.4f, pooled AR %.4f",
-                  (long long)p->ntest, (long long)H, calm_head_names[p->datc.head].name, mean[0],
-                  mean[1], mean[2], mean[3], ln, mean[4], lp, 1.0 - mean[0] / mean[1],
-                  1.0 - mean[2] / mean[1], 1.0 - mean[3] / mean[1], 1.0 - mean[4] / mean[1]);
+                  "%.4f (lambda %g), population VAR %.4f (lambda %g-%g), MLP %.4f (best "
+                  "validation at step %lld); prediction score model %.4f, context mean %.4f, "
+                  "ridge AR %.4f, pooled AR %.4f, population VAR %.4f, MLP %.4f",
+                  p->split_name, (long long)p->ntest, (long long)H,
+                  calm_head_names[p->datc.head].name, mean[0],
+                  mean[1], mean[2], mean[3], ln, mean[4], lp, mean[5], var_lambda[0],
+                  var_lambda[1], mean[6], (long long)mlp_best, 1.0 - mean[0] / mean[1],
+                  1.0 - mean[2] / mean[1], 1.0 - mean[3] / mean[1], 1.0 - mean[4] / mean[1],
+                  1.0 - mean[5] / mean[1], 1.0 - mean[6] / mean[1]);
     return TESS_OK;
 }
 
@@ -847,8 +1001,10 @@ void calm_pretrain_free(calm_pretrain *p) {
     tess_registry_destroy(&p->tok_reg);
     tess_registry_destroy(&p->dat_reg);
     calm_decode_free(&p->dec);
-    for (int64_t k = 0; p->sess && k < p->nsess; k++) free(p->sess[k].x), free(p->sess[k].beh);
-    free(p->sess), free(p->train_win), free(p->test_win), free(p->x), free(p->ids);
+    for (int64_t k = 0; p->sess && k < p->nsess; k++)
+        free(p->sess[k].x), free(p->sess[k].beh), free(p->sess[k].spans);
+    free(p->sess), free(p->train_win), free(p->test_win), free(p->val_win), free(p->best);
+    free(p->x), free(p->ids);
     free(p->tokens), free(p->frames), free(p->cache), free(p->win_off), free(p->unit), free(p->sid), free(p->count), free(p->perm);
     *p = (calm_pretrain){0};
 }

@@ -8,6 +8,12 @@
 #   resume: stopped after 3 of 6 steps on 1 rank (exit 75; tokenizer done, DAT half-way) and
 #          resumed on 2 ranks: every parameter within 1e-5 of an uninterrupted 1-rank run, the
 #          token ids read back from the cache the stopped run wrote (tokens.h5).
+#   val:   validation-based stopping in the leave-one-animal-out split (train.val_every = 2,
+#          animal 1 held out): validation.csv's best_val_loss is the running minimum of
+#          val_loss (the next-patch MSE), the forecast uses the DAT of the step with the lowest one (named in run.log);
+#          stopped after 5 steps on 1 rank and resumed on 2, the best-validated parameters
+#          (dat/best), the best loss and step within 1e-5 and every validation loss within 1e-4
+#          of an uninterrupted 1-rank run.
 #   inputs DIR: the fixture of the calm_bad_* fail tests (tests/calm/CMakeLists.txt), written
 #          with h5import: DIR/notrace.h5 (only /gcamp/trace_array_original), DIR/nan.h5 (NaN at
 #          [5, 3]), DIR/short/rec.h5 (60 frames, fewer than one window).
@@ -45,7 +51,7 @@ mpiexec=$1 exe=$2 ckpt=$3 mode=$4; shift 4
 fail() { echo "check_calm: FAIL: $*" >&2; exit 1; }
 small=(--set run.plots=false --set tok.width=32 --set tok.codes=32 --set tok.channels=16
        --set model.channels=32 --set model.ffn=64 --set model.max_neurons=32 --set tok.batch=16
-       --set train.batch=4)
+       --set train.batch=4 --set train.mlp_steps=100)
 case "$mode" in
 decode_dp)
   rm -rf dnp1 dnp2
@@ -107,6 +113,34 @@ resume)
   grep -q "token ids: [0-9]* encoded once" part/run.log && grep -q "token ids: [0-9]* read from part/tokens.h5" part/run.log ||
     { cat part/run.log; fail "the resumed run did not read the token ids cached by the stopped run"; }
   echo "token ids encoded once by the stopped run, read back from part/tokens.h5 on resume"
+  ;;
+val)
+  rm -rf vfull vpart
+  steps=(--set tok.steps=2 --set train.steps=8 --set train.warmup=0 --set train.val_every=2
+         --set train.split=animal --set train.mlp_steps=50)
+  "$mpiexec" -n 1 "$exe" "${small[@]}" "${steps[@]}" --set run.dir=vfull >/dev/null
+  awk -F, 'NR > 1 { m = (NR == 2 || $4 < m) ? $4 : m; if ($5 != m) bad = 1; if ($4 == m) s = $1 }
+           END { print s; exit bad || NR != 5 }' vfull/validation.csv > best.txt ||
+    { cat vfull/validation.csv; fail "best_val_loss is not the running minimum of 4 validations"; }
+  best=$(( $(cat best.txt) - 2 ))  # driver step -> DAT step
+  grep -q "validation: the DAT of step $best " vfull/run.log ||
+    { grep validation vfull/run.log; fail "the forecast does not use the DAT of step $best"; }
+  grep -q "forecast (animal split" vfull/run.log || fail "no forecast of the animal split"
+  echo "validation every 2 DAT steps: the best at DAT step $best forecasts"
+  rc=0; "$mpiexec" -n 1 "$exe" "${small[@]}" "${steps[@]}" --set run.dir=vpart --set run.stop_at=5 \
+    >/dev/null 2>&1 || rc=$?
+  [ "$rc" -eq 75 ] || fail "the stopped run exited $rc, expected 75"
+  "$mpiexec" -n 2 "$exe" "${small[@]}" "${steps[@]}" --set run.dir=vpart --resume auto >/dev/null
+  a=$(ls vfull/checkpoints/ckpt_*.h5 | tail -n 1) b=$(ls vpart/checkpoints/ckpt_*.h5 | tail -n 1)
+  "$mpiexec" -n 1 "$ckpt" diff "$a" "$b" > diff.txt || true
+  "$mpiexec" -n 1 "$ckpt" ls "$a" > ls.txt
+  grep -q "dat/best/" ls.txt || fail "no dat/best entries in the checkpoint"
+  awk '(/\/best\// || /best_loss/ || /best_step/) && /max_abs/ { for (i = 1; i <= NF; i++) if ($i == "max_abs" && $(i + 1) > 1e-5) bad = 1 }
+       END { exit bad }' diff.txt || { cat diff.txt; fail "resumed best-validated state differs by more than 1e-5"; }
+  awk -F, 'NR == FNR { v[FNR] = $4; next } { d = $4 - v[FNR]; if (d > 1e-4 || d < -1e-4) bad = 1 }
+             END { exit bad }' vfull/validation.csv vpart/validation.csv ||
+    fail "the resumed run's validation losses differ from the uninterrupted run's"
+  echo "stopped at step 5 on 1 rank, resumed on 2: the best-validated state within 1e-5"
   ;;
 inputs)
   dir=$1
