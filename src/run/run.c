@@ -241,14 +241,8 @@ static tess_status checkpoint_meta(const tess_run *run, const char *path, char a
         tess_ckpt_info info;
         if (tess_ckpt_open(path, &file, &info) == TESS_OK) {
             snprintf(app, 64, "%s", info.app);
-            hid_t d = H5Dopen2(file, "/config", H5P_DEFAULT);
-            hid_t t = d >= 0 ? H5Dget_type(d) : -1;
-            const size_t width = t >= 0 && H5Tis_variable_str(t) == 0 ? H5Tget_size(t) : 0;
-            text = width > 0 ? calloc(width + 1, 1) : NULL;
-            if (text && H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, text) >= 0)
-                len = (int64_t)strnlen(text, width);
-            if (t >= 0) H5Tclose(t);
-            if (d >= 0) H5Dclose(d);
+            if (tess_ckpt_read_config(file, path, &text) == TESS_OK)
+                len = (int64_t)strlen(text);
             H5Fclose(file);
         }
         tess_error_clear();
