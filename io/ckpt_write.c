@@ -442,16 +442,16 @@ enum { CLOSE_SLACK = 4096 }; /* two 2 KiB aggregator blocks (H5Pset_meta_block_s
 
 /* The collective close of the tmp file, made safe. failed: the ranks agreed that a write failed
  * (the file is then removed by the caller). Rank 0 empties a failed file (freeing every block it
- * took), then reserves the bytes the close writes (everything outside the n data extents, up to
- * the file's end plus 64 KiB); if that fails for a file whose writes succeeded, it empties it and
- * tries again, and the checkpoint fails. HDF5 1.10 does not tell the end of a parallel file's
- * address space (H5Fget_filesize fails after a write, H5Fget_eoa wants a SWMR driver), so the
- * end is the last byte of any dataset (data_end) or of the file, plus CLOSE_SLACK for the
- * partly used blocks of HDF5's metadata and small-data aggregators. The ranks agree on the outcome before H5Fclose, so no
- * rank's metadata write can fail alone. If even the room of the metadata of an empty file is not
- * there (another process took it), the handle is left open instead of risking the close, with a
- * warning. Returns TESS_OK or the agreed failure of the reservation or the close (the failure of
- * the writes is the caller's). Collective on g. */
+ * took), then reserves the bytes the close writes: everything outside the n data extents up to
+ * the end of HDF5's address space. HDF5 1.10 does not tell that end for a parallel file
+ * (H5Fget_filesize fails after a write, H5Fget_eoa wants a SWMR driver), so it is the last byte
+ * of any dataset (data_end) or of the file, plus CLOSE_SLACK for the partly used blocks of HDF5's
+ * metadata and small-data aggregators. If the reservation fails for a file whose writes
+ * succeeded, rank 0 empties it and tries again, and the checkpoint fails. The ranks agree on the
+ * outcome before H5Fclose, so no rank's metadata write can fail alone. If even the room of the
+ * metadata of an emptied file is not there (a full disk), the handle is left open instead of
+ * risking the close, with a warning. Returns TESS_OK or the agreed failure of the reservation
+ * or of the close (the failure of the writes is the caller's). Collective on g. */
 static tess_status close_tmp(const tess_group *g, hid_t file, const char *tmp, bool failed,
                              ckpt_extent *ext, int64_t n, int64_t data_end) {
     struct stat sb;
