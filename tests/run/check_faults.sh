@@ -6,7 +6,9 @@
 #               allowed), 1 MB checkpoints every 5 steps: the third does not fit. Refused before any
 #               byte is written (exit 74, "does not fit"); with `midway` the check and the
 #               reservation are bypassed (TESS_CKPT_TEST_NO_ROOM_CHECK=1) so the write fails midway,
-#               10 times in a row: each exit 74 naming the file within 60 s, never a hang.
+#               10 times in a row, on a 3 MiB tmpfs (then the emptied file has no room for its
+#               metadata: its handle is left open) and on a 3300 KiB one (it has: the collective
+#               close runs) in turn: each exit 74 naming the file within 60 s, never a hang.
 #   ulimit_f:   a checkpoint of step 5, then the run resumed on 2 ranks under ulimit -f 600 (KiB):
 #               exit 74 naming the file and the limit, no rank killed by SIGXFSZ.
 #   ulimit_v:   ulimit -v 250000 (KiB) on 1 rank: exit 71 naming OpenBLAS's buffer, not a spin;
@@ -32,7 +34,13 @@ disk_full)
   mount -t tmpfs -o size=3m tmpfs mnt 2>/dev/null || { echo "cannot mount a tmpfs here: skipped"; exit 77; }
   trap 'umount mnt 2>/dev/null' EXIT
   hows=(check); [ "${5:-}" = midway ] && hows=(midway midway midway midway midway midway midway midway midway midway)
+  n=0
   for how in "${hows[@]}"; do
+    n=$((n + 1))
+    if [ "$how" = midway ]; then # a fresh tmpfs of 3 MiB or 3300 KiB in turn
+      umount mnt && mount -t tmpfs -o size=$([ $((n % 2)) -eq 1 ] && echo 3m || echo 3300k) tmpfs mnt ||
+        fail "cannot remount the tmpfs"
+    fi
     rm -rf mnt/r
     rc=0
     if [ "$how" = check ]; then
@@ -53,7 +61,10 @@ disk_full)
     [ "$last" -ge 5 ] || fail "disk_full: no checkpoint before the disk filled"
     valid_latest mnt/r/checkpoints "$last"
     ls mnt/r/checkpoints | grep -q '\.tmp$' && fail "disk_full $how: a .tmp file was left behind"
-    echo "disk full ($how): exit 74, the checkpoint of step $last is still the valid latest"
+    closed=""; [ "$how" = midway ] && closed=", tmp file closed"
+    grep -qF "leaving the HDF5 handle" full.log && closed=", tmp file left open"
+    echo "disk full ($how, $(df --output=size -h mnt | tail -1 | tr -d ' ')): exit 74$closed," \
+         "the checkpoint of step $last is still the valid latest"
   done
   ;;
 ulimit_f)
