@@ -130,6 +130,11 @@ uint64_t tess_ckpt_model_digest(const tess_registry *reg);
  * Collective on g: the non-private entries agree on every rank, step, data_cursor and seed too.
  * Test hook: TESS_CKPT_TEST_KILL_AT=after_write|before_rename|after_rename makes rank 0 SIGKILL
  * itself at that point (after the data writes, before H5Fclose / before / after the rename).
+ * Before any byte is written, the file must fit every rank's file size limit and rank 0's free
+ * space (an upper bound of its size), and rank 0 reserves its blocks (fallocate, where the file
+ * system supports it); a write that still fails midway ends as a clean, agreed TESS_ERR_IO
+ * (docs/checkpoints.md, "Fault matrix"). Test hook: TESS_CKPT_TEST_NO_ROOM_CHECK=1 skips the
+ * check and the reservation, so a full disk fails the write midway.
  * Test hook: TESS_CKPT_TEST_FORMAT_VERSION=1, 2 or 3 (the same on every rank) writes that
  * format_version as the builds before format 4 did: variable-length string attributes and no
  * integrity record; 1 and 2 also counters (1-element int64 entries that are not private) as
@@ -160,6 +165,11 @@ tess_status tess_ckpt_clean(const tess_group *g, const char *dir);
  * checked here. Fills *info (may be NULL) and returns the open file in *file (close with
  * H5Fclose). Not collective: for tools and for rank 0. */
 tess_status tess_ckpt_open(const char *path, hid_t *file, tess_ckpt_info *info);
+
+/* The resolved config text (dataset /config) of a checkpoint opened with tess_ckpt_open: *text
+ * is malloc'ed and NUL-terminated (free it). TESS_ERR_DATA naming path if /config is missing
+ * or not a fixed-length string, TESS_ERR_MEM. Not collective. */
+tess_status tess_ckpt_read_config(hid_t file, const char *path, char **text);
 
 /* Integrity check without a model: rank 0 runs the checks of tess_ckpt_open (the integrity
  * record before HDF5, root attributes, structure, /config and /manifest hashes), then every

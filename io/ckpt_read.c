@@ -675,3 +675,31 @@ tess_status tess_ckpt_verify(const tess_group *g, const char *path, tess_ckpt_in
     TESS_REQUIRE(s == TESS_OK, s, "verifying checkpoint '%s'", path);
     return TESS_OK;
 }
+
+tess_status tess_ckpt_read_config(hid_t file, const char *path, char **text) {
+    TESS_REQUIRE(text, TESS_ERR_ARG, "text must not be NULL");
+    *text = NULL;
+    tess_h5_quiet q;
+    tess_h5_quiet_begin(&q);
+    hid_t d = tess_h5_path_exists(file, "/config") ? H5Dopen2(file, "/config", H5P_DEFAULT) : -1;
+    hid_t t = d >= 0 ? H5Dget_type(d) : -1;
+    const size_t width = t >= 0 && H5Tget_class(t) == H5T_STRING && H5Tis_variable_str(t) == 0
+                             ? H5Tget_size(t)
+                             : 0;
+    char *buf = width > 0 ? calloc(width + 1, 1) : NULL;
+    const bool read = buf && H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0;
+    if (t >= 0) H5Tclose(t);
+    if (d >= 0) H5Dclose(d);
+    tess_h5_quiet_end(&q);
+    if (!read) {
+        free(buf);
+        TESS_REQUIRE(width == 0 || buf, TESS_ERR_MEM,
+                     "cannot allocate %zu bytes for the config of '%s'", width + 1, path);
+        return tess_error_push(TESS_ERR_DATA, __FILE__, __LINE__, __func__,
+                               "cannot read the configuration (/config, a fixed-length string) "
+                               "of checkpoint '%s'",
+                               path);
+    }
+    *text = buf;
+    return TESS_OK;
+}

@@ -1,7 +1,9 @@
 /* ckpt_write.c - collective checkpoint writing, atomic commit, latest pointer, retention
  * (see ckpt.h; the file layout is described in docs/checkpoints.md). */
+#define _GNU_SOURCE /* fallocate(FALLOC_FL_KEEP_SIZE): reserving a file's blocks (Linux) */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,8 +95,9 @@ typedef struct {
     tess_status status;
     char what[TESS_CKPT_PATH_MAX + 768];
     bool fixed_strings;  /* format >= 4: no variable-length string (no global heap) */
-    ckpt_extent *ext;    /* format >= 4: room for every entry dataset; NULL otherwise */
+    ckpt_extent *ext;    /* room for every entry dataset (the record of format 4, close_tmp) */
     int64_t next;
+    int64_t end;         /* the largest end of any dataset's raw data (close_tmp) */
 } write_err;
 
 static int write_str(hid_t loc, const char *name, const char *value, const write_err *w) {
@@ -128,13 +131,21 @@ static void ensure_parents(hid_t file, const char *path, write_err *w) {
     }
 }
 
+/* The property lists of every dataset: created with its storage allocated and no fill value
+ * written (so creating a dataset writes nothing), and written with independent MPI-IO (a write
+ * that fails on one rank, e.g. a full disk, fails there alone: no collective transfer inside
+ * H5Dwrite can leave the other ranks waiting; the ranks agree on the outcome afterwards). */
+typedef struct {
+    hid_t dcpl, dxpl;
+} write_io;
+
 /* A dataset of global dims of type ftype, with a hash attribute and (if layout) a layout
  * attribute; collectively written from buf (only the selections given). */
 static void write_dataset(hid_t file, const char *path, hid_t ftype, hid_t mtype, int ndim,
                           const hsize_t *dims, hid_t filesel, hid_t memsel, const void *buf,
-                          uint64_t hash, const char *layout, hid_t dxpl, write_err *w) {
+                          uint64_t hash, const char *layout, const write_io *io, write_err *w) {
     hid_t space = ndim > 0 ? H5Screate_simple(ndim, dims, NULL) : H5Screate(H5S_SCALAR);
-    hid_t d = space >= 0 ? H5Dcreate2(file, path, ftype, space, H5P_DEFAULT, H5P_DEFAULT,
+    hid_t d = space >= 0 ? H5Dcreate2(file, path, ftype, space, H5P_DEFAULT, io->dcpl,
                                       H5P_DEFAULT)
                          : -1;
     if (d < 0) fail(w, TESS_ERR_IO, "cannot create dataset %s", path);
@@ -142,15 +153,16 @@ static void write_dataset(hid_t file, const char *path, hid_t ftype, hid_t mtype
         fail(w, TESS_ERR_IO, "cannot write the hash of %s", path);
     if (d >= 0 && layout && write_str(d, "layout", layout, w) < 0)
         fail(w, TESS_ERR_IO, "cannot write the layout of %s", path);
+    const haddr_t off = d >= 0 ? H5Dget_offset(d) : HADDR_UNDEF;
+    const hsize_t len = d >= 0 ? H5Dget_storage_size(d) : 0;
+    if (off != HADDR_UNDEF && (int64_t)(off + len) > w->end) w->end = (int64_t)(off + len);
     if (d >= 0 && layout && w->ext) { /* an entry dataset: its raw data is an extent */
-        const haddr_t off = H5Dget_offset(d);
-        const hsize_t len = H5Dget_storage_size(d);
         if (off != HADDR_UNDEF && len > 0)
             w->ext[w->next++] = (ckpt_extent){(int64_t)off, (int64_t)len};
         else if (H5Sget_simple_extent_npoints(space) > 0)
             fail(w, TESS_ERR_IO, "dataset %s has no contiguous storage", path);
     }
-    if (d >= 0 && H5Dwrite(d, mtype, memsel, filesel, dxpl, buf) < 0)
+    if (d >= 0 && H5Dwrite(d, mtype, memsel, filesel, io->dxpl, buf) < 0)
         fail(w, TESS_ERR_IO, "cannot write dataset %s", path);
     if (d >= 0) H5Dclose(d);
     if (space >= 0) H5Sclose(space);
@@ -184,7 +196,7 @@ static void region_spaces(const ckpt_item *it, hid_t *fsel, hid_t *msel) {
 /* A string dataset (fixed-length UTF-8, NULL-padded) of nrows x width bytes, written by rank 0,
  * hashed over its bytes. nrows 0: a scalar. */
 static void write_text(hid_t file, const char *path, const char *bytes, int64_t nrows,
-                       size_t width, tess_ckpt_hash_scheme h, int rank, hid_t dxpl,
+                       size_t width, tess_ckpt_hash_scheme h, int rank, const write_io *io,
                        write_err *w) {
     hid_t t = H5Tcopy(H5T_C_S1);
     if (t < 0 || H5Tset_size(t, width) < 0 || H5Tset_strpad(t, H5T_STR_NULLPAD) < 0 ||
@@ -199,7 +211,7 @@ static void write_text(hid_t file, const char *path, const char *bytes, int64_t 
         H5Sselect_none(fsel);
         H5Sselect_none(msel);
     }
-    write_dataset(file, path, t, t, nrows ? 1 : 0, &dims, fsel, msel, bytes, hash, NULL, dxpl, w);
+    write_dataset(file, path, t, t, nrows ? 1 : 0, &dims, fsel, msel, bytes, hash, NULL, io, w);
     H5Sclose(fsel);
     H5Sclose(msel);
     if (t >= 0) H5Tclose(t);
@@ -271,7 +283,7 @@ static char *make_manifest(const ckpt_plan *p, int64_t *nrows, size_t *width) {
 
 /* Every entry dataset: hash (all-reduced), create, write this rank's region. Collective on g. */
 static tess_status write_items(const tess_group *g, hid_t file, const ckpt_plan *p,
-                               tess_ckpt_hash_scheme h, hid_t dxpl, write_err *w) {
+                               tess_ckpt_hash_scheme h, const write_io *io, write_err *w) {
     MPI_Comm comm = g->comm;
     for (int64_t i = 0; i < p->n; i++) {
         const ckpt_item *it = &p->items[i];
@@ -311,7 +323,7 @@ static tess_status write_items(const tess_group *g, hid_t file, const ckpt_plan 
         ensure_parents(file, it->path, w);
         write_dataset(file, it->path, tess_h5_dtype_file(it->dtype), tess_h5_dtype_mem(it->dtype),
                       it->ndim, dims, fsel, msel, it->r.count ? local : (const void *)&dummy,
-                      tess_ckpt_hash_final(sum, it->count), layout, dxpl, w);
+                      tess_ckpt_hash_final(sum, it->count), layout, io, w);
         H5Sclose(fsel);
         H5Sclose(msel);
         free(global);
@@ -360,7 +372,123 @@ static tess_status check_room(const tess_group *g, const char *tmp, int64_t byte
     return TESS_OK;
 }
 
-/* Everything but the commit. On return the file is closed (or was never created). */
+/* --- room for the file: a full disk must not fail a write midway ----------------------------
+ * HDF5 keeps the file's metadata in its cache until H5Fclose (write_fapl), creating a dataset
+ * writes nothing and the data goes out with independent writes (write_io), so before the close
+ * only the data writes can fail, each on its own rank, and the ranks agree on them. The metadata
+ * is written by the collective H5Fclose, and a write that fails there on one rank leaves the
+ * others waiting in HDF5's sync point (the hang of a full disk at 2 ranks). So the blocks of the
+ * whole file are reserved when it is created, and those of the metadata again before the close. */
+
+/* Reserve the blocks of [off, off + len) of fd without changing its size, so no write into that
+ * range can fail for lack of space. 0, also where the file system cannot reserve blocks
+ * (EOPNOTSUPP: the room check alone protects the write there); -1 with errno otherwise. */
+static int reserve(int fd, int64_t off, int64_t len) {
+    if (len <= 0 || fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) == 0) return 0;
+    return errno == EOPNOTSUPP || errno == ENOSYS ? 0 : -1;
+}
+
+static int cmp_extent_off(const void *a, const void *b) {
+    const ckpt_extent *x = a, *y = b;
+    return (x->off > y->off) - (x->off < y->off);
+}
+
+/* Rank 0: reserve every byte of [0, end) of path outside the n extents (sorted here; n may be 0).
+ * TESS_ERR_IO naming the file and `what`. Not collective. */
+static tess_status reserve_file(const char *path, int64_t end, ckpt_extent *ext, int64_t n,
+                                const char *what) {
+    int fd = open(path, O_WRONLY);
+    TESS_REQUIRE(fd >= 0, TESS_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    if (n > 0) qsort(ext, (size_t)n, sizeof *ext, cmp_extent_off);
+    int rc = 0;
+    int64_t at = 0;
+    for (int64_t i = 0; i < n && rc == 0; i++) {
+        rc = reserve(fd, at, ext[i].off - at);
+        if (ext[i].off + ext[i].len > at) at = ext[i].off + ext[i].len;
+    }
+    if (rc == 0) rc = reserve(fd, at, end - at);
+    const int err = errno;
+    close(fd);
+    TESS_REQUIRE(rc == 0, TESS_ERR_IO,
+                 "cannot write '%s': no room for %s (up to %lld bytes) on its file system: %s",
+                 path, what, (long long)end, strerror(err));
+    return TESS_OK;
+}
+
+/* The access list of the tmp file: tess_h5_fapl_mpio(CKPT_FAPL) with a metadata cache that
+ * neither evicts nor reaches a sync point before H5Fclose, up to the largest threshold HDF5 1.10
+ * accepts (32 MiB of dirty metadata, some 8 000 datasets; beyond it the reservation of the whole
+ * file at its creation keeps the sync points' writes from failing). A negative id on failure.
+ * Not collective. */
+static hid_t write_fapl(const tess_group *g) {
+    enum { MDC_BYTES = 32 * 1024 * 1024 }; /* H5AC__MAX_DIRTY_BYTES_THRESHOLD */
+    hid_t fapl = tess_h5_fapl_mpio(g, CKPT_FAPL);
+    H5AC_cache_config_t c = {.version = H5AC__CURR_CACHE_CONFIG_VERSION};
+    if (fapl >= 0 && H5Pget_mdc_config(fapl, &c) >= 0) {
+        c.evictions_enabled = 0;
+        c.incr_mode = H5C_incr__off;
+        c.flash_incr_mode = H5C_flash_incr__off;
+        c.decr_mode = H5C_decr__off;
+        c.set_initial_size = 1;
+        c.initial_size = c.max_size = MDC_BYTES;
+        c.dirty_bytes_threshold = MDC_BYTES;
+        if (H5Pset_mdc_config(fapl, &c) >= 0) return fapl;
+    }
+    if (fapl >= 0) H5Pclose(fapl);
+    return -1;
+}
+
+enum { CLOSE_SLACK = 4096 }; /* two 2 KiB aggregator blocks (H5Pset_meta_block_size) */
+
+/* The collective close of the tmp file, made safe. failed: the ranks agreed that a write failed
+ * (the file is then removed by the caller). Rank 0 empties a failed file (freeing every block it
+ * took), then reserves the bytes the close writes: everything outside the n data extents up to
+ * the end of HDF5's address space. HDF5 1.10 does not tell that end for a parallel file
+ * (H5Fget_filesize fails after a write, H5Fget_eoa wants a SWMR driver), so it is the last byte
+ * of any dataset (data_end) or of the file, plus CLOSE_SLACK for the partly used blocks of HDF5's
+ * metadata and small-data aggregators. If the reservation fails for a file whose writes
+ * succeeded, rank 0 empties it and tries again, and the checkpoint fails. The ranks agree on the
+ * outcome before H5Fclose, so no rank's metadata write can fail alone. If even the room of the
+ * metadata of an emptied file is not there (a full disk), the handle is left open instead of
+ * risking the close, with a warning. Returns TESS_OK or the agreed failure of the reservation
+ * or of the close (the failure of the writes is the caller's). Collective on g. */
+static tess_status close_tmp(const tess_group *g, hid_t file, const char *tmp, bool failed,
+                             ckpt_extent *ext, int64_t n, int64_t data_end) {
+    struct stat sb;
+    const int64_t end = (g->rank == 0 && stat(tmp, &sb) == 0 && sb.st_size > data_end
+                             ? (int64_t)sb.st_size
+                             : data_end) +
+                        CLOSE_SLACK;
+    tess_status room = TESS_OK;
+    int closable = 1;
+    if (g->rank == 0) {
+        if (failed && truncate(tmp, 0) != 0)
+            tess_log_warn("cannot empty '%s' after a failed write: %s", tmp, strerror(errno));
+        room = reserve_file(tmp, end, ext, n, "its metadata");
+        if (room != TESS_OK && !failed) { /* the checkpoint fails: empty it and try again */
+            if (truncate(tmp, 0) != 0) tess_log_warn("cannot empty '%s': %s", tmp, strerror(errno));
+            closable = reserve_file(tmp, end, ext, n, "its metadata") == TESS_OK;
+        } else {
+            closable = room == TESS_OK;
+        }
+    }
+    TESS_MPI_CHECK(MPI_Bcast(&closable, 1, MPI_INT, 0, g->comm));
+    room = tess_par_agree(g, room);
+    if (!closable) {
+        if (g->rank == 0)
+            tess_log_warn("leaving the HDF5 handle of '%s' open: its metadata has no room to be "
+                          "written, and a failed collective close would hang",
+                          tmp);
+        return room;
+    }
+    write_err closed = {.status = TESS_OK};
+    if (H5Fclose(file) < 0) fail(&closed, TESS_ERR_IO, "cannot close '%s'", tmp);
+    const tess_status c = tess_par_agree(g, CKPT_FAILED(closed.status, closed.what));
+    return room != TESS_OK ? room : c;
+}
+
+/* Everything but the commit. On return the file is closed (or was never created, or is left open
+ * by close_tmp). */
 static tess_status write_tmp(const tess_group *g, const char *tmp, const tess_ckpt_state *st,
                              const ckpt_plan *p, const shared_meta *meta) {
     int64_t nrows;
@@ -369,64 +497,64 @@ static tess_status write_tmp(const tess_group *g, const char *tmp, const tess_ck
     TESS_CHECK(tess_par_agree(
         g, CKPT_FAILED(manifest ? TESS_OK : TESS_ERR_MEM, "allocating the manifest")));
 
-    /* test hook (see ckpt.h): skip the check, to test a write that fails midway */
+    /* test hook (see ckpt.h): skip the room check and the reservation, so a full disk fails
+     * the write midway */
     const char *hook = getenv("TESS_CKPT_TEST_NO_ROOM_CHECK");
+    const bool check = !(hook && strcmp(hook, "1") == 0);
     const bool sealed = meta->version >= 4;
     const int64_t userblock = ckpt_seal_userblock(p->n);
-    tess_status room =
-        hook && strcmp(hook, "1") == 0
-            ? TESS_OK
-            : check_room(g, tmp, userblock + file_bytes_bound(p, meta, nrows, width));
+    const int64_t bound = userblock + file_bytes_bound(p, meta, nrows, width);
+    tess_status room = check ? check_room(g, tmp, bound) : TESS_OK;
     if (room != TESS_OK) {
         free(manifest);
         return room;
     }
     write_err w = {TESS_OK, "", .fixed_strings = sealed};
-    if (sealed) w.ext = malloc((size_t)(p->n ? p->n : 1) * sizeof *w.ext);
-    if (sealed && !w.ext) fail(&w, TESS_ERR_MEM, "cannot allocate the extents of '%s'", tmp);
+    w.ext = malloc((size_t)(p->n ? p->n : 1) * sizeof *w.ext);
+    if (!w.ext) fail(&w, TESS_ERR_MEM, "cannot allocate the extents of '%s'", tmp);
     hid_t fcpl = sealed ? H5Pcreate(H5P_FILE_CREATE) : H5P_DEFAULT;
     if (sealed && (fcpl < 0 || H5Pset_userblock(fcpl, (hsize_t)userblock) < 0))
         fail(&w, TESS_ERR_IO, "cannot set the user block of '%s'", tmp);
-    hid_t fapl = tess_h5_fapl_mpio(g, CKPT_FAPL);
+    hid_t fapl = write_fapl(g);
     hid_t file = fapl >= 0 && fcpl >= 0 ? H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, fapl) : -1;
     if (file < 0) fail(&w, TESS_ERR_IO, "cannot create '%s'", tmp);
     if (fapl >= 0) H5Pclose(fapl);
     if (sealed && fcpl >= 0) H5Pclose(fcpl);
     tess_status s = tess_par_agree(g, CKPT_FAILED(w.status, w.what));
-    if (s != TESS_OK) {
-        if (file >= 0) H5Fclose(file);
+    if (s != TESS_OK) { /* close only a file every rank opened: H5Fclose is collective */
+        int opened = file >= 0, all = 0;
+        if (MPI_Allreduce(&opened, &all, 1, MPI_INT, MPI_MIN, g->comm) == MPI_SUCCESS && all)
+            close_tmp(g, file, tmp, true, w.ext, 0, 0);
         free(manifest);
         free(w.ext);
         return s;
     }
-    hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
-    if (dxpl < 0 || H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE) < 0)
-        fail(&w, TESS_ERR_IO, "cannot make the transfer list of '%s'", tmp);
+    /* the whole file's blocks, before any data is written */
+    s = tess_par_agree(g, g->rank == 0 && check
+                              ? reserve_file(tmp, bound, NULL, 0, "a checkpoint")
+                              : TESS_OK);
+    write_io io = {H5Pcreate(H5P_DATASET_CREATE), H5Pcreate(H5P_DATASET_XFER)};
+    if (io.dcpl < 0 || H5Pset_alloc_time(io.dcpl, H5D_ALLOC_TIME_EARLY) < 0 ||
+        H5Pset_fill_time(io.dcpl, H5D_FILL_TIME_NEVER) < 0 || io.dxpl < 0 ||
+        H5Pset_dxpl_mpio(io.dxpl, H5FD_MPIO_INDEPENDENT) < 0)
+        fail(&w, TESS_ERR_IO, "cannot make the property lists of '%s'", tmp);
     const tess_ckpt_hash_scheme h = ckpt_scheme(meta->version);
-    write_root_attrs(file, st, p, meta, g->size, &w);
-    s = write_items(g, file, p, h, dxpl, &w);
+    if (s == TESS_OK) {
+        write_root_attrs(file, st, p, meta, g->size, &w);
+        s = write_items(g, file, p, h, &io, &w);
+    }
     if (s == TESS_OK) { /* s is the same on every rank */
         write_text(file, "/config", meta->config, 0,
-                   meta->config_len ? (size_t)meta->config_len : 1, h, g->rank, dxpl, &w);
-        write_text(file, "/manifest", manifest, nrows, width, h, g->rank, dxpl, &w);
+                   meta->config_len ? (size_t)meta->config_len : 1, h, g->rank, &io, &w);
+        write_text(file, "/manifest", manifest, nrows, width, h, g->rank, &io, &w);
         if (g->rank == 0) ckpt_test_kill("after_write");
     }
     free(manifest);
-    if (dxpl >= 0) H5Pclose(dxpl);
-    /* Agree on the writes before the collective close: a rank whose write failed (a full disk)
-     * would fail HDF5's metadata flush alone and leave the others waiting in it. After a failure
-     * rank 0 empties the file (it will be removed) so the flush finds room, and every rank waits
-     * for that before closing. */
+    if (io.dcpl >= 0) H5Pclose(io.dcpl);
+    if (io.dxpl >= 0) H5Pclose(io.dxpl);
     const tess_status written = s == TESS_OK ? tess_par_agree(g, CKPT_FAILED(w.status, w.what)) : s;
-    if (written != TESS_OK && s == TESS_OK) {
-        if (g->rank == 0 && truncate(tmp, 0) != 0)
-            tess_log_warn("cannot empty '%s' after a failed write: %s", tmp, strerror(errno));
-        MPI_Barrier(g->comm);
-    }
-    write_err closed = {.status = TESS_OK};
-    if (H5Fclose(file) < 0) fail(&closed, TESS_ERR_IO, "cannot close '%s'", tmp);
-    s = written != TESS_OK ? written /* the record names the failed write */
-                           : tess_par_agree(g, CKPT_FAILED(closed.status, closed.what));
+    s = close_tmp(g, file, tmp, written != TESS_OK, w.ext, w.next, w.end);
+    if (written != TESS_OK) s = written; /* the record names the failed write */
     if (s == TESS_OK && sealed) { /* the file is complete: rank 0 writes its integrity record */
         const ckpt_seal_info in = {.format_version = meta->version, .userblock = userblock,
                                    .step = st->step, .data_cursor = st->data_cursor,

@@ -161,6 +161,11 @@ static tess_status tinylm_setup(tess_run *run, void *ctx) {
     tess_state *st = tess_run_state(run);
     TESS_CHECK(tess_state_add_registry(st, "params", a->reg, false));
     TESS_CHECK(tess_adamw_describe(a->opt, st, "optim"));
+    /* a resume holds at most one update and global_B samples per step */
+    TESS_CHECK(tess_run_bound_counter(run, "optim/step_count", 1));
+    int64_t cursor_max;
+    if (__builtin_mul_overflow(steps, a->global_B, &cursor_max)) cursor_max = INT64_MAX;
+    tess_run_set_data_cursor_max(run, cursor_max);
 
     static const char *const train_cols[] = {"loss", "lr", "grad_norm", "param_norm", "tok_per_s"};
     static const char *const eval_cols[] = {"eval_loss", "eval_acc"};

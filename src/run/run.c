@@ -59,6 +59,11 @@ struct tess_run {
     run_plot plots[TESS_RUN_MAX_PLOTS];
     int nplots;
     char subtitle[256]; /* of every plot; "" until set: the default */
+    int64_t cursor_max;  /* largest data cursor a resume may hold; 0: no limit */
+    struct {
+        int64_t entry, per_step; /* state entry index; its bound per step */
+    } counters[TESS_RUN_MAX_COUNTERS];
+    int ncounters;
 };
 
 static const tess_opt ckpt_opts[] = {
@@ -115,6 +120,51 @@ void tess_run_set_total(tess_run *run, double total, int64_t steps) {
 }
 
 void tess_run_set_position_unit(tess_run *run, const char *what) { run->position_unit = what; }
+
+void tess_run_set_data_cursor_max(tess_run *run, int64_t max) { run->cursor_max = max; }
+
+tess_status tess_run_bound_counter(tess_run *run, const char *name, int64_t per_step) {
+    const int64_t i = name ? tess_state_find(run->state, name) : -1;
+    const tess_state_entry *e = i >= 0 ? tess_state_get(run->state, i) : NULL;
+    TESS_REQUIRE(e && e->dtype == TESS_I64 && e->global_count == 1 && e->local_count == 1,
+                 TESS_ERR_ARG,
+                 "tess_run_bound_counter: '%s' is not a one-element int64 entry of the state",
+                 name ? name : "(null)");
+    TESS_REQUIRE(per_step >= 0, TESS_ERR_ARG, "tess_run_bound_counter: per_step %lld of '%s' < 0",
+                 (long long)per_step, name);
+    TESS_REQUIRE(run->ncounters < TESS_RUN_MAX_COUNTERS, TESS_ERR_ARG,
+                 "tess_run_bound_counter: more than %d counters", TESS_RUN_MAX_COUNTERS);
+    run->counters[run->ncounters].entry = i;
+    run->counters[run->ncounters++].per_step = per_step;
+    return TESS_OK;
+}
+
+/* The declared ranges of what a resume loaded from path at step `step` with data cursor
+ * `cursor` (tess_run_set_data_cursor_max, tess_run_bound_counter). Collective: the verdict is
+ * agreed. */
+static tess_status check_resumed_ranges(const tess_run *run, const char *path, int64_t step,
+                                        int64_t cursor) {
+    tess_status s = TESS_OK;
+    if (run->cursor_max > 0 && cursor > run->cursor_max)
+        s = tess_error_push(TESS_ERR_DATA, __FILE__, __LINE__, __func__,
+                            "'%s' holds data_cursor %lld, beyond the %lld this run's data can "
+                            "reach",
+                            path, (long long)cursor, (long long)run->cursor_max);
+    for (int c = 0; c < run->ncounters && s == TESS_OK; c++) {
+        const tess_state_entry *e = tess_state_get(run->state, run->counters[c].entry);
+        const int64_t v = *(const int64_t *)e->data, per = run->counters[c].per_step;
+        int64_t hi;
+        if (__builtin_mul_overflow(per, step, &hi)) hi = INT64_MAX;
+        if (v < 0 || v > hi)
+            s = tess_error_push(TESS_ERR_DATA, __FILE__, __LINE__, __func__,
+                                "'%s' holds %s = %lld, outside [0, %lld] (at most %lld per %s, "
+                                "%lld %ss)",
+                                path, e->name, (long long)v, (long long)hi, (long long)per,
+                                run->app->unit, (long long)step, run->app->unit);
+    }
+    TESS_CHECK(tess_par_agree(run->group, s));
+    return TESS_OK;
+}
 
 /* ---- metrics and plots ---------------------------------------------------------------------- */
 
@@ -241,14 +291,8 @@ static tess_status checkpoint_meta(const tess_run *run, const char *path, char a
         tess_ckpt_info info;
         if (tess_ckpt_open(path, &file, &info) == TESS_OK) {
             snprintf(app, 64, "%s", info.app);
-            hid_t d = H5Dopen2(file, "/config", H5P_DEFAULT);
-            hid_t t = d >= 0 ? H5Dget_type(d) : -1;
-            const size_t width = t >= 0 && H5Tis_variable_str(t) == 0 ? H5Tget_size(t) : 0;
-            text = width > 0 ? calloc(width + 1, 1) : NULL;
-            if (text && H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, text) >= 0)
-                len = (int64_t)strnlen(text, width);
-            if (t >= 0) H5Tclose(t);
-            if (d >= 0) H5Dclose(d);
+            if (tess_ckpt_read_config(file, path, &text) == TESS_OK)
+                len = (int64_t)strlen(text);
             H5Fclose(file);
         }
         tess_error_clear();
@@ -304,6 +348,7 @@ static tess_status resume(tess_run *run) {
     TESS_REQUIRE(run->total_steps == 0 || st.step <= run->total_steps, TESS_ERR_CONFIG,
                  "'%s' is at %s %lld, beyond the run's %lld", path, run->app->unit,
                  (long long)st.step, (long long)run->total_steps);
+    TESS_CHECK(check_resumed_ranges(run, path, st.step, st.data_cursor));
     run->start_step = st.step;
     run->data_cursor = st.data_cursor;
     return TESS_OK;

@@ -48,7 +48,12 @@
 #include "nn/state.h"    /* tess_state */
 #include "par/mesh.h"    /* tess_group */
 
-enum { TESS_RUN_MAX_METRICS = 8, TESS_RUN_MAX_PLOTS = 16, TESS_RUN_MAX_RUN_OPTS = 8 };
+enum {
+    TESS_RUN_MAX_METRICS = 8,
+    TESS_RUN_MAX_PLOTS = 16,
+    TESS_RUN_MAX_RUN_OPTS = 8,
+    TESS_RUN_MAX_COUNTERS = 8
+};
 
 typedef struct tess_run tess_run;
 
@@ -117,6 +122,19 @@ void tess_run_set_total(tess_run *run, double total, int64_t steps);
 /* What `position` counts, named on the progress line ("samples 2400/6000 ..."); the string must
  * outlive the run. Default: "step". */
 void tess_run_set_position_unit(tess_run *run, const char *what);
+
+/* What a resumed checkpoint may hold, declared in setup and checked right after the load (before
+ * the restored callback), so that a forged or re-sealed checkpoint cannot start a run from an
+ * impossible position; a value out of range is TESS_ERR_DATA naming the file, the value and its
+ * range, on every rank.
+ *   tess_run_set_data_cursor_max: the stored data cursor is at most max (the dataset's size, or
+ *     the steps times the samples one step consumes); 0 (the default): no limit.
+ *   tess_run_bound_counter: the one-element int64 state entry `name` (already added) lies in
+ *     [0, per_step x the checkpoint's step], e.g. an optimizer's "optim/step_count" with per_step
+ *     1. At most TESS_RUN_MAX_COUNTERS; TESS_ERR_ARG for an entry that is not an int64 [1] entry
+ *     of the state, per_step < 0 or too many counters. */
+void tess_run_set_data_cursor_max(tess_run *run, int64_t max);
+tess_status tess_run_bound_counter(tess_run *run, const char *name, int64_t per_step);
 
 /* From here on a failure may happen on one rank alone (allocation, I/O): it aborts the run.
  * Call in setup once every option has been validated identically on every rank. */

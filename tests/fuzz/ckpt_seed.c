@@ -1,5 +1,6 @@
 /* ckpt_seed.c - write the seed checkpoint of the ckpt fuzz target: the model of
- * tests/io/ckpt_model.h at step 40 on 1 rank, format 3, as OUT (tests/fuzz/corpus/ckpt/).
+ * tests/io/ckpt_model.h at step 40 on 1 rank, in the current format (4), as OUT
+ * (tests/fuzz/corpus/ckpt/).
  * usage: ckpt_seed OUT.h5   (1 rank; regenerate the seed after a format change). */
 #include <stdio.h>
 

@@ -7,11 +7,14 @@
  * Properties checked (fuzz_fail otherwise), besides no crash and no hang:
  *   - a refusal leaves an error record;
  *   - a file that loads also verifies (a resume checks at least what verify checks).
- * Not in the default suite: HDF5 parses unprotected metadata (the global heap of variable-length
- * strings, object headers) before any check of ours, and crashes on some single-bit flips
- * (docs/testing.md, "Fuzzing"). Run it with tests/fuzz/fuzz.sh ckpt SECONDS.
+ * The seed is a format 4 checkpoint: its integrity record is checked with plain reads before
+ * HDF5 parses any byte, so no mutation of it may reach HDF5 unchecked. Inputs that begin with
+ * HDF5's own signature are the older formats 1-3, which carry no record and whose metadata HDF5
+ * parses unprotected by design (docs/checkpoints.md): they are skipped, so a run stays on the
+ * guarantee that format 4 makes.
  */
 #include <stdint.h>
+#include <string.h>
 
 #include "fuzz.h"
 #include "io/ckpt.h"     /* tess_ckpt_* */
@@ -26,6 +29,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static const uint8_t hdf5_signature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+    if (size >= sizeof hdf5_signature && memcmp(data, hdf5_signature, sizeof hdf5_signature) == 0)
+        return 0; /* formats 1-3: unprotected by design */
     char path[300];
     fuzz_path(path, sizeof path, "ckpt_00000040.h5");
     fuzz_write_file(path, data, size);

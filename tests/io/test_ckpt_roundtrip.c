@@ -38,6 +38,28 @@ static void read_file(const tess_group *g, int rank, int size, const char *path,
                     "info: step %lld, format_version %lld, expected %lld", (long long)info.step,
                     (long long)info.format_version, (long long)version);
     TESS_TEST_CHECK(strcmp(info.app, "test_ckpt") == 0, "app '%s'", info.app);
+    if (rank == 0) { /* tess_ckpt_read_config: the config text, whole */
+        hid_t f;
+        char *config = NULL;
+        TESS_TEST_CHECK(tess_ckpt_open(path, &f, NULL) == TESS_OK, "open %s: %s", path,
+                        tess_error_text());
+        s = tess_ckpt_read_config(f, path, &config);
+        TESS_TEST_CHECK(s == TESS_OK && strcmp(config, "[run]\nseed = 7\n") == 0,
+                        "config of %s: '%s' (%s)", path, config ? config : "(none)",
+                        tess_error_text());
+        free(config);
+        H5Fclose(f);
+        /* a file without /config: TESS_ERR_DATA naming the file */
+        hid_t other = H5Fcreate("noconfig.h5", H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+        s = tess_ckpt_read_config(other, "noconfig.h5", &config);
+        TESS_TEST_CHECK(s == TESS_ERR_DATA && config == NULL &&
+                            strstr(tess_error_text(), "/config") &&
+                            strstr(tess_error_text(), "'noconfig.h5'"),
+                        "read_config without /config: status %d, '%s'", (int)s, tess_error_text());
+        tess_error_clear();
+        H5Fclose(other);
+        remove("noconfig.h5");
+    }
 
     ckpt_model cm;
     TESS_TEST_CHECK(ckpt_model_build(&cm, rank, size, false) == TESS_OK, "build: %s",
