@@ -125,7 +125,8 @@ tess_status tess_metrics_open_resume(tess_metrics *m, const char *path, const ch
         }
     }
     fclose(in);
-    const bool write_ok = (fclose(out) == 0) & (fclose(jout) == 0);
+    const int out_rc = fclose(out), jout_rc = fclose(jout); /* close both, whatever fails */
+    const bool write_ok = out_rc == 0 && jout_rc == 0;
     if (!header_ok || s != TESS_OK) {
         remove(tmp);
         remove(jtmp);

@@ -172,6 +172,7 @@ tess_status calm_decode_setup(tess_run *run, calm_pretrain *p) {
     tess_state *st = tess_run_state(run);
     TESS_CHECK(tess_state_add_registry(st, "dec/params", d->reg, false));
     TESS_CHECK(tess_adamw_describe(d->opt, st, "dec/optim"));
+    TESS_CHECK(tess_run_bound_counter(run, "dec/optim/step_count", 1));
 
     static const char *const lcols[] = {"loss", "grad_norm"};
     TESS_CHECK(tess_run_metrics(run, "decode_loss", lcols, 2, true, &d->loss_csv));

@@ -450,6 +450,9 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
     TESS_CHECK(calm_tok_describe(p->tok, st, "tok/codes"));
     TESS_CHECK(tess_state_add_registry(st, "dat/params", p->dat_reg, false));
     TESS_CHECK(tess_adamw_describe(p->dat_opt, st, "dat/optim"));
+    /* each stage's optimizer takes at most one update per driver step */
+    TESS_CHECK(tess_run_bound_counter(run, "tok/optim/step_count", 1));
+    TESS_CHECK(tess_run_bound_counter(run, "dat/optim/step_count", 1));
     p->best_loss = INFINITY;
     if (p->val_every > 0) { /* the best-validated DAT parameters */
         TESS_CHECK(tess_registry_alloc_state(p->dat_reg, &p->best));

@@ -381,6 +381,7 @@ static tess_status setup(tess_run *run, void *ctx) {
     fk_dataset_free(&a->oneds_full);
     TESS_CHECK(tess_par_agree(g, s)); /* a bad file of one rank's client fails every rank */
     tess_run_set_total(run, (double)a->rounds, a->rounds);
+    tess_run_set_data_cursor_max(run, a->rounds); /* the cursor counts finished rounds */
     tess_run_local_from_here(run);
 
     const uint64_t seed = tess_run_seed(run);

@@ -411,6 +411,12 @@ static tess_status moe_setup(tess_run *run, void *ctx) {
     tess_state *st = tess_run_state(run);
     TESS_CHECK(tess_state_add_registry(st, "params", a->reg, false));
     TESS_CHECK(tess_adamw_describe(a->opt, st, "optim"));
+    /* a resume holds at most one update and global_B sequences per step */
+    TESS_CHECK(tess_run_bound_counter(run, "optim/step_count", 1));
+    int64_t cursor_max;
+    if (__builtin_mul_overflow(a->sched.total_steps, a->global_B, &cursor_max))
+        cursor_max = INT64_MAX;
+    tess_run_set_data_cursor_max(run, cursor_max);
     TESS_CHECK(declare_metrics(run, a));
 
     if (a->src.kind == MOE_SOURCE_TEXT)

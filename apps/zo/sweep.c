@@ -80,6 +80,7 @@ tess_status zoapp_sweep_setup(tess_run *run, zoapp *a) {
      * of chain samples */
     tess_run_set_total(run, (double)s->nruns, s->nlaps);
     tess_run_set_position_unit(run, "runs");
+    tess_run_set_data_cursor_max(run, s->nruns); /* the cursor counts finished runs */
     static const char *const run_cols[ZOAPP_RUN_FIELDS] = {
         "d", "tau", "method", "seed", "floor", "n_eps", "cost_eps", "final_err", "seconds"};
     TESS_CHECK(tess_run_metrics(run, "runs", run_cols, ZOAPP_RUN_FIELDS, false, &s->runs_csv));
