@@ -2,7 +2,8 @@
 # experiments/moe/run.sh - the moe ablation (docs/moe.md, "The experiment"): one run per family x
 # ablation x seed of experiments/moe/text.ini on the jobs/moe-text.sh corpus, one after the other,
 # each recorded in OUT/commands.tsv (family, ablation, seed, exit code, seconds, the command) with
-# its run directory OUT/<family>-<ablation>-s<seed>/; experiments/moe/table.py summarises them.
+# its run directory OUT/<family>-<ablation>-s<seed>/; experiments/moe/table.py summarises them,
+# experiments/moe/plots.py draws them.
 #
 # usage: experiments/moe/run.sh CORPUS_DIR OUT_DIR [FAMILY:ABLATION ...]
 #   FAMILY: vanilla | deepseek;  ABLATION: lb | sp | cp | spcp | zspcp | ov (the rows below)

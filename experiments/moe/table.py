@@ -3,7 +3,9 @@
 family x ablation, mean +- sample std over the seeds that finished (OUT/<run>.done) of the last
 evaluation of eval.csv (held-out loss and perplexity, routing entropy / log E, MaxVio, MI of the
 top-1 expert with the domain and with the next layer's top-1, mean squared cosine of co-activated
-experts), and the run time from OUT/commands.tsv. Markdown on stdout. Standard library only."""
+experts), and the run time from OUT/commands.tsv; then, per family and ablation, the differences
+to the same seed's L_lb run (paired: same data order and held-out sequences). Markdown on stdout.
+Standard library only."""
 import csv
 import math
 import os
@@ -57,6 +59,26 @@ def main(out):
             t = f"{sum(mins) / len(mins):.1f}" if mins else "-"
             seeds = ",".join(s for s, _ in got)
             print(f"| {fam} | {LABEL[abl]} | {seeds} | " + " | ".join(cells) + f" | {t} |")
+    paired(runs)
+
+
+def paired(runs):
+    """Per family and ablation: the per-seed differences to L_lb of the same seed."""
+    cols = [c for c in COLS if c[0] != "val_ppl"]
+    print()
+    print("| family | losses − L_lb | seeds | " + " | ".join(
+        f"Δ {c[1]} per seed" for c in cols) + " |")
+    print("|---|---|---|" + "---|" * len(cols))
+    for fam in ["vanilla", "deepseek"]:
+        base = dict(runs.get((fam, "lb"), []))
+        for abl in ROWS[1:]:
+            got = [(s, r) for s, r in runs.get((fam, abl), []) if s in base]
+            if not got:
+                continue
+            cells = [", ".join(f"{float(r[c]) - float(base[s][c]):+.{d}f}" for s, r in got)
+                     for c, _, d in cols]
+            print(f"| {fam} | {LABEL[abl]} | {','.join(s for s, _ in got)} | "
+                  + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

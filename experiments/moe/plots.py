@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""experiments/moe/plots.py OUT_DIR PNG_DIR [NAME] - the plots of the experiments/moe/run.sh runs
+in OUT_DIR (finished runs only, OUT/<family>-<ablation>-s<seed>.done) drawn with gnuplot into
+PNG_DIR (docs/moe.md embeds them), mean +- sample std over the seeds of each cell:
+
+  NAME_val_loss.png  held-out loss against the step, L_lb and +R_sp+R_cp of both families
+  NAME_val_delta.png held-out loss minus the same seed's L_lb run against the step, per ablation
+  NAME_entropy.png   routing entropy / log E per MoE layer at the last evaluation
+  NAME_cos2.png      mean squared cosine of co-activated experts per MoE layer, last evaluation
+
+NAME defaults to moe_text. The subtitle states the configuration read from the runs' config.ini
+(the same in every run apart from family, ablation and seed). Standard library and gnuplot."""
+import csv
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+ABL = ["lb", "sp", "cp", "spcp", "zspcp", "ov"]
+LABEL = {"lb": "L_lb", "sp": "+R_sp", "cp": "+R_cp", "spcp": "+R_sp+R_cp",
+         "zspcp": "+z+R_sp+R_cp", "ov": "Guo o+v"}
+FAMILIES = ["vanilla", "deepseek"]
+FAMLABEL = {"vanilla": "vanilla", "deepseek": "DeepSeek-style"}
+COLOR = {"lb": "#000000", "sp": "#1f77b4", "cp": "#2ca02c", "spcp": "#d62728",
+         "zspcp": "#9467bd", "ov": "#ff7f0e"}
+
+
+def read_csv(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def mean_std(xs):
+    m = sum(xs) / len(xs)
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 0.0
+    return m, sd
+
+
+def load(out):
+    """{(family, ablation): {seed: run dir}} of the finished runs."""
+    runs = {}
+    for name in sorted(os.listdir(out)):
+        if name.endswith(".done"):
+            fam, abl, seed = name[:-len(".done")].rsplit("-", 2)
+            runs.setdefault((fam, abl), {})[seed] = os.path.join(out, name[:-len(".done")])
+    return runs
+
+
+def config_subtitle(run_dir):
+    """The shared configuration of the runs, from one run's resolved config.ini."""
+    cfg, sec = {}, ""
+    with open(os.path.join(run_dir, "config.ini")) as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("["):
+                sec = line[1:-1]
+            elif "=" in line and not line.startswith(";"):
+                k, v = (s.strip() for s in line.split("=", 1))
+                cfg[f"{sec}.{k}"] = v
+    return (f"{cfg['model.layers']} layers, C={cfg['model.channels']}, E={cfg['moe.experts']}, "
+            f"top-{cfg['moe.top_k']}, expert width {cfg['moe.expert_hidden']}, "
+            f"T={cfg['data.seq_len']}, batch {cfg['train.batch']}, {cfg['train.steps']} steps, "
+            f"lr {cfg['optim.lr']}\\n7-domain text, BPE {cfg['data.vocab']}; "
+            f"held-out: {cfg['train.eval_batch']} sequences")
+
+
+def write(path, rows):
+    with open(path, "w") as f:
+        for r in rows:
+            f.write(" ".join(f"{x:.8g}" if isinstance(x, float) else str(x) for x in r) + "\n")
+
+
+def gnuplot(script):
+    subprocess.run(["gnuplot"], input=script, text=True, check=True)
+
+
+def header(png, title, subtitle, xlabel, ylabel):
+    return (f"set terminal pngcairo size 900,560 noenhanced font ',11'\n"
+            f"set termoption noenhanced\nset output '{png}'\nset grid\n"
+            f"set title \"{title}\\n{subtitle}\" font ',10'\n"
+            f"set xlabel '{xlabel}'\nset ylabel '{ylabel}'\n"
+            "set key inside top right opaque box samplen 2\n")
+
+
+def curves(runs, cell, column, base=None):
+    """[(step, mean, std, seeds)] of eval.csv's column over the cell's seeds; with base (a cell),
+    the difference to the same seed's base run (only seeds that both finished)."""
+    got = runs.get(cell, {})
+    seeds = sorted(s for s in got if base is None or s in runs.get(base, {}))
+    per = {}
+    for s in seeds:
+        rows = read_csv(os.path.join(got[s], "eval.csv"))
+        ref = {}
+        if base is not None:
+            ref = {r["step"]: float(r[column])
+                   for r in read_csv(os.path.join(runs[base][s], "eval.csv"))}
+        for r in rows:
+            if base is None or r["step"] in ref:
+                per.setdefault(int(r["step"]), []).append(
+                    float(r[column]) - (ref[r["step"]] if base is not None else 0.0))
+    return [(st, *mean_std(v), len(v)) for st, v in sorted(per.items()) if len(v) == len(seeds)]
+
+
+def per_layer(runs, cell, column):
+    """[(layer, mean, std)] of routing.csv's column at the last evaluation, over the seeds."""
+    per = {}
+    for d in runs.get(cell, {}).values():
+        rows = read_csv(os.path.join(d, "routing.csv"))
+        last = rows[-1]["step"]
+        for r in rows:
+            if r["step"] == last:
+                per.setdefault(int(r["layer"]), []).append(float(r[column]))
+    return [(layer, *mean_std(v)) for layer, v in sorted(per.items())]
+
+
+def main(out, pngdir, name):
+    runs = load(out)
+    if not runs:
+        sys.exit(f"plots.py: no finished runs (<run>.done) in {out}")
+    sub = config_subtitle(next(iter(next(iter(runs.values())).values())))
+    nseeds = max(len(v) for v in runs.values())
+    os.makedirs(pngdir, exist_ok=True)
+    tmp = tempfile.mkdtemp()
+
+    # Held-out loss, L_lb against +R_sp+R_cp in both families (error bars: sample std).
+    plots = []
+    for fam in FAMILIES:
+        for abl in ["lb", "spcp"]:
+            c = curves(runs, (fam, abl), "val_loss")
+            if c:
+                path = os.path.join(tmp, f"loss-{fam}-{abl}.dat")
+                write(path, c)
+                lt = "1" if fam == "vanilla" else "2"
+                plots.append(f"'{path}' using 1:2:3 with yerrorlines lw 2 dt {lt} "
+                             f"lc rgb '{COLOR[abl]}' title '{FAMLABEL[fam]} {LABEL[abl]}'")
+    if plots:
+        png = os.path.join(pngdir, f"{name}_val_loss.png")
+        gnuplot(header(png, f"moe: held-out loss, mean and std over {nseeds} seeds", sub,
+                       "optimizer step", "held-out cross-entropy (nats/token)")
+                + "set yrange [4.5:5.6]\nset xrange [40:260]\nplot " + ", ".join(plots) + "\n")
+
+    # Paired differences to L_lb (same seed, same held-out sequences).
+    plots = []
+    for fam in FAMILIES:
+        for abl in ABL[1:]:
+            c = curves(runs, (fam, abl), "val_loss", base=(fam, "lb"))
+            if c:
+                path = os.path.join(tmp, f"delta-{fam}-{abl}.dat")
+                write(path, c)
+                lt = "1" if fam == "vanilla" else "2"
+                plots.append(f"'{path}' using 1:2:3 with yerrorlines lw 2 dt {lt} "
+                             f"lc rgb '{COLOR[abl]}' title '{FAMLABEL[fam]} {LABEL[abl]}'")
+    if plots:
+        png = os.path.join(pngdir, f"{name}_val_delta.png")
+        gnuplot(header(png, "moe: held-out loss minus the same seed's L_lb run "
+                       f"(mean and std over {nseeds} seeds; < 0: better)", sub,
+                       "optimizer step", "difference in held-out loss (nats/token)")
+                + "set xrange [40:260]\nset key outside right top\nset arrow from 40,0 to 260,0"
+                " nohead lw 1 lc rgb '#808080'\nplot " + ", ".join(plots) + "\n")
+
+    # Per-layer routing entropy and cos^2 at the last evaluation (x offset per family).
+    for column, what, ylabel in [
+            ("entropy", "routing entropy per MoE layer", "entropy / log E (dimensionless)"),
+            ("cos2", "squared cosine of co-activated experts per MoE layer",
+             "mean squared cosine of the SwiGLU z (dimensionless)")]:
+        plots = []
+        for fi, fam in enumerate(FAMILIES):
+            for ai, abl in enumerate(ABL):
+                c = per_layer(runs, (fam, abl), column)
+                if c:
+                    path = os.path.join(tmp, f"{column}-{fam}-{abl}.dat")
+                    off = (ai - 2.5) * 0.03 + (0.2 if fam == "deepseek" else 0.0)
+                    write(path, [(layer + off, m, s) for layer, m, s in c])
+                    lt = "1" if fam == "vanilla" else "2"
+                    pt = "7" if fam == "vanilla" else "5"
+                    plots.append(f"'{path}' using 1:2:3 with yerrorlines lw 2 dt {lt} pt {pt} "
+                                 f"ps 0.8 lc rgb '{COLOR[abl]}' title '{FAMLABEL[fam]} "
+                                 f"{LABEL[abl]}'")
+        if plots:
+            png = os.path.join(pngdir, f"{name}_{column}.png")
+            gnuplot(header(png, f"moe: {what} at the last evaluation (mean and std over "
+                           f"{nseeds} seeds)", sub, "MoE layer (0 = first)", ylabel)
+                    + "set xtics 1\nset xrange [-0.3:3.6]\nset key outside right top\nplot "
+                    + ", ".join(plots) + "\n")
+    for f in os.listdir(tmp):
+        os.remove(os.path.join(tmp, f))
+    os.rmdir(tmp)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) not in (3, 4):
+        sys.exit("usage: experiments/moe/plots.py OUT_DIR PNG_DIR [NAME]")
+    main(sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) == 4 else "moe_text")
