@@ -28,18 +28,7 @@
 
 enum { N = 7, C = 6, F = 5, E = 4, K = 2 };
 
-/* MPI profiling interface: the library's calls land here, counted, then in PMPI_. */
-static int n_alltoall, n_alltoallv;
-int MPI_Alltoall(const void *sb, int sc, MPI_Datatype st, void *rb, int rc, MPI_Datatype rt,
-                 MPI_Comm comm) {
-    n_alltoall++;
-    return PMPI_Alltoall(sb, sc, st, rb, rc, rt, comm);
-}
-int MPI_Alltoallv(const void *sb, const int *sc, const int *sd, MPI_Datatype st, void *rb,
-                  const int *rc, const int *rd, MPI_Datatype rt, MPI_Comm comm) {
-    n_alltoallv++;
-    return PMPI_Alltoallv(sb, sc, sd, st, rb, rc, rd, rt, comm);
-}
+#include "../par/mpi_count.h" /* n_alltoall, n_alltoallv: PMPI counters */
 
 typedef struct {
     tess_registry *reg;
