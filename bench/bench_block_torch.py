@@ -21,11 +21,12 @@ Prints "key value" lines, like the C programs, for bench/run_foundation.sh.
 """
 import argparse
 import math
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from torch_common import rope_tables, rotate_half, setup, timed_steps
 
 V, T, C, NH, FF = 64, 256, 256, 4, 704
 HS = C // NH
@@ -56,19 +57,6 @@ class RMSNorm(nn.Module):
 
     def forward(self, x):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
-
-
-def rope_tables(base=10000.0):
-    inv = base ** (-torch.arange(0, HS // 2, dtype=torch.float64) * 2.0 / HS)
-    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]  # (T, hs/2)
-    cos = torch.cat([ang.cos(), ang.cos()], dim=-1).float()
-    sin = torch.cat([ang.sin(), ang.sin()], dim=-1).float()
-    return cos, sin  # (T, hs) each
-
-
-def rotate_half(x):
-    x1, x2 = x[..., : HS // 2], x[..., HS // 2:]
-    return torch.cat([-x2, x1], dim=-1)
 
 
 class Block(nn.Module):
@@ -103,7 +91,7 @@ class Model(nn.Module):
         self.blocks = nn.ModuleList(Block() for _ in range(layers))
         self.norm_f = RMSNorm(C)
         self.head = nn.Linear(C, V, bias=False)
-        cos, sin = rope_tables()
+        cos, sin = rope_tables(T, HS)
         self.register_buffer("cos", cos)
         self.register_buffer("sin", sin)
         self.register_buffer("mask", torch.ones(T, T, dtype=torch.bool).triu(1))
@@ -128,17 +116,8 @@ def tokens(batch):
 def speed(args):
     model = Model(args.layers)
     ids, targets = tokens(args.batch)
-    for s in range(-args.warmup, args.reps):
-        w0, c0 = time.perf_counter(), time.process_time()
-        model.zero_grad(set_to_none=True)
-        loss = model(ids, targets)
-        loss.backward()
-        w, c = time.perf_counter() - w0, time.process_time() - c0
-        if s == -args.warmup:
-            print(f"loss {loss.item():.6f}")
-        if s >= 0:
-            print(f"step_s {w:.6f}")
-            print(f"step_cpu_s {c:.6f}")
+    timed_steps(lambda: model.zero_grad(set_to_none=True), lambda: model(ids, targets),
+                args.warmup, args.reps)
 
 
 def memory(args):
@@ -183,9 +162,7 @@ def main():
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--layers", type=int, default=1)
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    print(f"torch_version {torch.__version__}")
-    print(f"torch_threads {torch.get_num_threads()}")
+    setup(args.threads)
     if args.mode == "speed":
         speed(args)
     else:

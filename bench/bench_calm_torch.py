@@ -27,30 +27,18 @@ lines for bench/run_calm.sh.
 """
 import argparse
 import math
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from torch_common import rope_tables, rotate_half, setup, timed_steps
 
 
 def sizes(base):
     return dict(P=4, M=32 if base else 16, c=64, dt=128, nt=2, theads=4, Dc=32,
                 K=512 if base else 256, d=256 if base else 64, layers=6 if base else 2,
                 heads=8 if base else 4, ffn=1024 if base else 256, N=256 if base else 64, A=4, S=4)
-
-
-def rope_tables(T, hs, base=10000.0):
-    inv = base ** (-torch.arange(0, hs // 2, dtype=torch.float64) * 2.0 / hs)
-    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
-    cos = torch.cat([ang.cos(), ang.cos()], dim=-1).float()
-    sin = torch.cat([ang.sin(), ang.sin()], dim=-1).float()
-    return cos, sin  # (T, hs) each
-
-
-def rotate_half(x):
-    h = x.shape[-1] // 2
-    return torch.cat([-x[..., h:], x[..., :h]], dim=-1)
 
 
 class Attn(nn.Module):
@@ -237,10 +225,8 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+    setup(args.threads)
     torch.manual_seed(1234)
-    print(f"torch_version {torch.__version__}")
-    print(f"torch_threads {torch.get_num_threads()}")
     z = sizes(args.base)
     if args.tok:
         model = Tok(z)
@@ -254,18 +240,7 @@ def main():
     print(f"params {sum(p.numel() for p in model.parameters())}")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), eps=1e-8,
                             weight_decay=0.0)
-    for s in range(-args.warmup, args.reps):
-        w0, c0 = time.perf_counter(), time.process_time()
-        opt.zero_grad(set_to_none=True)
-        loss = step()
-        loss.backward()
-        opt.step()
-        w, c = time.perf_counter() - w0, time.process_time() - c0
-        if s == -args.warmup:
-            print(f"loss {loss.item():.6f}")
-        if s >= 0:
-            print(f"step_s {w:.6f}")
-            print(f"step_cpu_s {c:.6f}")
+    timed_steps(lambda: opt.zero_grad(set_to_none=True), step, args.warmup, args.reps, opt.step)
 
 
 if __name__ == "__main__":

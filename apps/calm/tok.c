@@ -16,6 +16,7 @@
 #include "par/coll.h"        /* tess_par_allreduce */
 #include "par/layout.h"      /* tess_layout_replicated */
 #include "tensor/matmul.h"   /* tess_matmul */
+#include "tensor/tensor.h"   /* tess_tensor_logf */
 
 enum { KW = 5 }; /* width of the first and last convolution */
 
@@ -270,11 +271,19 @@ static void encode(calm_tok *t, const float *x, int64_t Bn, tess_rng_key key, in
     const bool noise = tau_g > 0.0f;
     if (noise) {
         const uint64_t ctr = tess_rng_ctr(TESS_RNG_PURPOSE_NOISE, (uint64_t)step);
-        /* G = -log(-log U) in float (libm's logf: the double log was the step's hot spot);
-         * U in [1e-12, 1) rounded to float may reach 1, which is kept just below it */
+        /* G = -log(-log U) in float with the vectorisable tess_tensor_logf (the double log,
+         * then libm's scalar logf were the step's hot spots); U in [1e-12, 1) rounded to float
+         * may reach 1, which is kept just below it (on the bits: positive floats order as
+         * their bits, and an integer compare keeps the loop vectorisable) */
         tess_rng_fill_uniform(key, ctr, first * M * K, Q * K, t->G, 1e-12f, 1.0f);
-        for (int64_t i = 0; i < Q * K; i++)
-            t->G[i] = -logf(-logf(t->G[i] < 1.0f ? t->G[i] : 0x1.fffffep-1f));
+        for (int64_t i = 0; i < Q * K; i++) {
+            uint32_t b;
+            memcpy(&b, &t->G[i], sizeof b);
+            b = b < 0x3F7FFFFFu ? b : 0x3F7FFFFFu; /* 0x1.fffffep-1f */
+            float u;
+            memcpy(&u, &b, sizeof u);
+            t->G[i] = -tess_tensor_logf(-tess_tensor_logf(u));
+        }
     }
     tess_nn_codebook_dims cd = {Q, K, Dc, c->tau_cos, t->tau_g, mode};
     tess_nn_codebook_forward(t->q, t->logits, t->y, t->ids, t->z, t->E, noise ? t->G : NULL, &cd);

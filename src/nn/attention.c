@@ -130,79 +130,48 @@ static void rope_rotate_backward(float *dx, const float *dy, const float *c, con
  * scalar loop takes the n % LANES tail, and the exponential is tess_tensor_expf (inline). */
 enum { LANES = 8 };
 
-/* Largest of x (n), n >= 1. */
-static float lane_max(const float *x, int64_t n) {
-    float mx[LANES], m = x[0];
-    int64_t nv = n - n % LANES;
-    for (int l = 0; l < LANES; l++) mx[l] = x[0];
-    for (int64_t s = 0; s < nv; s += LANES) {
-        for (int l = 0; l < LANES; l++) mx[l] = x[s + l] > mx[l] ? x[s + l] : mx[l];
-    }
-    for (int l = 0; l < LANES; l++) m = mx[l] > m ? mx[l] : m;
-    for (int64_t s = nv; s < n; s++) m = x[s] > m ? x[s] : m;
-    return m;
-}
-
-/* row (n) = softmax(row (n)), numerically stable; n >= 1. */
-static void softmax_inplace(float *row, int64_t n) {
-    const int64_t nv = n - n % LANES;
-    const float m = lane_max(row, n);
-    float acc[LANES] = {0}, sum = 0.0f;
-    for (int64_t s = 0; s < nv; s += LANES) {
-        for (int l = 0; l < LANES; l++) {
-            float e = tess_tensor_expf(row[s + l] - m);
-            row[s + l] = e;
-            acc[l] += e;
-        }
-    }
-    for (int64_t s = nv; s < n; s++) {
-        row[s] = tess_tensor_expf(row[s] - m);
-        sum += row[s];
-    }
-    for (int l = 0; l < LANES; l++) sum += acc[l];
-    const float inv = 1.0f / sum; /* sum >= 1: the maximum contributes exp(0) */
-    for (int64_t s = 0; s < nv; s += LANES) {
-        for (int l = 0; l < LANES; l++) row[s + l] *= inv;
-    }
-    for (int64_t s = nv; s < n; s++) row[s] *= inv;
-}
-
-/* row (n) = softmax over the keys s with mask[s] != 0; masked keys get 0, and a row without
- * any key is all 0 (attention.h). Scalar: only masked attention takes this path. */
-static void softmax_masked(float *row, int64_t n, const uint8_t *mask) {
-    /* written like softmax_inplace (LANES partial results): the neural attention of
-     * apps/calm runs every row through here */
-    const int64_t nv = n - n % LANES;
+/* row (kv) = softmax over the keys that take part: s < n (the causal limit; n = kv when
+ * bidirectional) with keep[s] = 1, neg[s] = 0 (a key of the key-padding mask; a masked key has
+ * keep 0, neg -inf). Every other entry becomes exactly 0, and a row without any key is all 0
+ * (attention.h). The whole row goes through the LANES loops, so a short causal row (n < LANES)
+ * costs no scalar tail when kv is a multiple of LANES; the limit and the mask are selects and
+ * products, not branches. kv >= 1. */
+static void softmax_row(float *restrict row, int64_t kv, int64_t n, const float *restrict keep,
+                        const float *restrict neg) {
+    const int64_t nv = kv - kv % LANES;
     float mx[LANES], m = -INFINITY;
-    int anyl[LANES] = {0}, any = 0;
     for (int l = 0; l < LANES; l++) mx[l] = -INFINITY;
     for (int64_t s = 0; s < nv; s += LANES) {
         for (int l = 0; l < LANES; l++) {
-            const float v = mask[s + l] ? row[s + l] : -INFINITY;
+            const float v = s + l < n ? row[s + l] + neg[s + l] : -INFINITY;
             mx[l] = v > mx[l] ? v : mx[l];
-            anyl[l] |= mask[s + l];
         }
     }
-    for (int l = 0; l < LANES; l++) m = mx[l] > m ? mx[l] : m, any |= anyl[l];
-    for (int64_t s = nv; s < n; s++) {
-        m = mask[s] && row[s] > m ? row[s] : m;
-        any |= mask[s];
+    for (int l = 0; l < LANES; l++) m = mx[l] > m ? mx[l] : m;
+    for (int64_t s = nv; s < kv; s++) {
+        const float v = s < n ? row[s] + neg[s] : -INFINITY;
+        m = v > m ? v : m;
     }
-    if (!any) {
-        memset(row, 0, (size_t)n * sizeof(float));
-        return;
+    if (m == -INFINITY) { /* no key left, or every key's score is NaN (or -inf) */
+        bool any = false;
+        for (int64_t s = 0; s < n; s++) any |= keep[s] != 0.0f;
+        if (!any) {
+            memset(row, 0, (size_t)kv * sizeof(float));
+            return;
+        }
+        m = NAN; /* a NaN score is not dropped: it makes the row NaN */
     }
+    /* a masked key's exp may saturate (its score can exceed m) but stays finite: keep 0 zeroes it */
     float acc[LANES] = {0}, sum = 0.0f;
     for (int64_t s = 0; s < nv; s += LANES) {
         for (int l = 0; l < LANES; l++) {
-            float e = tess_tensor_expf(row[s + l] - m);
-            e = mask[s + l] ? e : 0.0f;
-            row[s + l] = e;
-            acc[l] += e;
+            const float e = tess_tensor_expf(row[s + l] - m) * keep[s + l];
+            row[s + l] = s + l < n ? e : 0.0f;
+            acc[l] += row[s + l];
         }
     }
-    for (int64_t s = nv; s < n; s++) {
-        row[s] = mask[s] ? tess_tensor_expf(row[s] - m) : 0.0f;
+    for (int64_t s = nv; s < kv; s++) {
+        row[s] = s < n ? tess_tensor_expf(row[s] - m) * keep[s] : 0.0f;
         sum += row[s];
     }
     for (int l = 0; l < LANES; l++) sum += acc[l];
@@ -210,7 +179,7 @@ static void softmax_masked(float *row, int64_t n, const uint8_t *mask) {
     for (int64_t s = 0; s < nv; s += LANES) {
         for (int l = 0; l < LANES; l++) row[s + l] *= inv;
     }
-    for (int64_t s = nv; s < n; s++) row[s] *= inv;
+    for (int64_t s = nv; s < kv; s++) row[s] *= inv;
 }
 
 /* g (n) = a * (g - <a, g>): softmax backward in place; a (n) the weights, g (n) d/d weights. */
@@ -236,7 +205,9 @@ void tess_nn_attention_forward(float *out, float *cache, float *scratch, const f
     const int64_t rb = row_block(d), hatt = head_att_size(d);
     const float scale = 1.0f / sqrtf((float)hs);
     att_cache c = cache_views(cache, d);
-    float *y = scratch; /* (T,hs): one head's output before it is scattered into out */
+    float *y = scratch;       /* (T,hs): one head's output before it is scattered into out */
+    float *keep = y + T * hs; /* (T): 1 where key s of the current sequence takes part, else 0 */
+    float *neg = keep + T;    /* (T): 0 where it takes part, else -inf */
 
     if (d->rope) rope_tables(c.cos_t, c.sin_t, T, hs, (double)d->rope_base);
     /* Gather every head's q, k, v into contiguous (T,hs) blocks, rotating q and k. */
@@ -258,23 +229,21 @@ void tess_nn_attention_forward(float *out, float *cache, float *scratch, const f
         }
     }
 
+    for (int64_t s = 0; s < T; s++) keep[s] = 1.0f, neg[s] = 0.0f;
     for (int64_t bh = 0; bh < B * NH; bh++) {
         const float *q = c.q + bh * T * hs, *k = c.k + bh * T * hs, *v = c.v + bh * T * hs;
-        const uint8_t *km = kmask ? kmask + (bh / NH) * T : NULL; /* (T) keys of sequence b */
         float *att = c.att + bh * hatt;
+        if (kmask && bh % NH == 0) { /* the keys of sequence b = bh / NH, for all its heads */
+            const uint8_t *km = kmask + (bh / NH) * T;
+            for (int64_t s = 0; s < T; s++) keep[s] = km[s] ? 1.0f : 0.0f;
+            for (int64_t s = 0; s < T; s++) neg[s] = km[s] ? 0.0f : -INFINITY;
+        }
         for (int64_t i0 = 0; i0 < T; i0 += rb) {
             int64_t i1 = i0 + rb < T ? i0 + rb : T, rows = i1 - i0, kv = block_kv(d, i1);
             /* att (rows,kv) = scale * q[i0:i1] (rows,hs) @ k[0:kv]^T */
             tess_matmul(att, q + i0 * hs, k, rows, kv, hs, false, true, scale, 0.0f);
-            for (int64_t t = i0; t < i1; t++) {
-                float *row = att + (t - i0) * kv;
-                int64_t n = d->causal ? t + 1 : T;
-                if (km)
-                    softmax_masked(row, n, km);
-                else
-                    softmax_inplace(row, n);
-                memset(row + n, 0, (size_t)(kv - n) * sizeof(float));
-            }
+            for (int64_t t = i0; t < i1; t++)
+                softmax_row(att + (t - i0) * kv, kv, d->causal ? t + 1 : T, keep, neg);
             /* y[i0:i1] (rows,hs) = att (rows,kv) @ v[0:kv] (kv,hs) */
             tess_matmul(y + i0 * hs, att, v, rows, hs, kv, false, false, 1.0f, 0.0f);
             att += rows * kv;
@@ -316,11 +285,8 @@ void tess_nn_attention_backward(float *dqkv, float *scratch, const float *dout, 
             /* dv[0:kv] (kv,hs) += att^T (kv,rows) @ dy[i0:i1] (rows,hs) */
             tess_matmul(dv, att, dy + i0 * hs, kv, hs, rows, true, false, 1.0f, 1.0f);
             /* softmax backward in place: dpre = att * (datt - <att, datt>), masked entries 0 */
-            for (int64_t t = i0; t < i1; t++) {
-                int64_t n = d->causal ? t + 1 : T;
-                softmax_backward_inplace(datt + (t - i0) * kv, att + (t - i0) * kv, n);
-                memset(datt + (t - i0) * kv + n, 0, (size_t)(kv - n) * sizeof(float));
-            }
+            for (int64_t t = i0; t < i1; t++) /* over the whole row: att is 0 past the key limit */
+                softmax_backward_inplace(datt + (t - i0) * kv, att + (t - i0) * kv, kv);
             /* dq[i0:i1] (rows,hs) = scale * dpre (rows,kv) @ k[0:kv] (kv,hs) */
             tess_matmul(dq + i0 * hs, datt, k, rows, hs, kv, false, false, scale, 0.0f);
             /* dk[0:kv] (kv,hs) += scale * dpre^T (kv,rows) @ q[i0:i1] (rows,hs) */

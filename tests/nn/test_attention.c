@@ -1,7 +1,7 @@
 /* test_attention.c - multi-head self-attention: the fast kernels against the reference on small
  * odd shapes (causal and not, RoPE and not, one and several heads, T across the causal row-block
- * size), backward accumulation, causality, the key-padding mask and argument checks. The PyTorch
- * values are checked by the gradcheck table (tests/gradcheck). */
+ * size; the key-padding mask too), backward accumulation, causality, the mask's invariances and
+ * argument checks. The PyTorch values are checked by the gradcheck table (tests/gradcheck). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +12,8 @@
 typedef struct {
     int64_t B, T, C, NH;
     bool causal, rope;
+    bool masked; /* key-padding mask: keys with (b*T + s) % 3 == 0 masked (causal query 0 of
+                  * sequence 0 then has no key) */
 } shape;
 
 /* Fast forward and backward against the reference on one shape, qkv uniform in (-amp, amp),
@@ -39,13 +41,20 @@ static void check_against_ref(shape s, uint32_t seed, float amp, double tol) {
     tess_ref_fill_uniform(dqkv, nqkv, seed + 2, 1.0f); /* nonzero start: backward must add */
     memcpy(dqkv_ref, dqkv, (size_t)nqkv * sizeof(float));
 
-    tess_nn_attention_forward(out, cache, scratch, qkv, NULL, &d);
-    tess_nn_attention_forward_ref(out_ref, att, qkv, NULL, &d);
+    uint8_t *km = NULL;
+    if (s.masked) {
+        km = malloc((size_t)(s.B * s.T));
+        for (int64_t i = 0; i < s.B * s.T; i++) km[i] = i % 3 != 0;
+    }
+
+    tess_nn_attention_forward(out, cache, scratch, qkv, km, &d);
+    tess_nn_attention_forward_ref(out_ref, att, qkv, km, &d);
     tess_nn_attention_backward(dqkv, scratch, dout, cache, &d);
     tess_nn_attention_backward_ref(dqkv_ref, datt, dout, qkv, att, &d);
     char what[160];
-    snprintf(what, sizeof what, "B=%lld T=%lld C=%lld NH=%lld causal=%d rope=%d", (long long)s.B,
-             (long long)s.T, (long long)s.C, (long long)s.NH, s.causal, s.rope);
+    snprintf(what, sizeof what, "B=%lld T=%lld C=%lld NH=%lld causal=%d rope=%d masked=%d",
+             (long long)s.B, (long long)s.T, (long long)s.C, (long long)s.NH, s.causal, s.rope,
+             s.masked);
     double ef = tess_ref_rel_err(out, out_ref, nout), eb = tess_ref_rel_err(dqkv, dqkv_ref, nqkv);
     TESS_TEST_CHECK(ef < tol, "forward vs ref, %s: rel err %.3g", what, ef);
     TESS_TEST_CHECK(eb < tol, "backward vs ref, %s: rel err %.3g", what, eb);
@@ -61,7 +70,7 @@ static void check_against_ref(shape s, uint32_t seed, float amp, double tol) {
     TESS_TEST_CHECK(ea < 1e-6, "backward accumulates, %s: rel err %.3g", what, ea);
 
     free(qkv), free(dout), free(out), free(out_ref), free(dqkv), free(dqkv_ref), free(dqkv_twice);
-    free(att), free(datt), free(cache), free(scratch);
+    free(att), free(datt), free(cache), free(scratch), free(km);
 }
 
 /* Causal: changing tokens after t leaves outputs at <= t bitwise unchanged (the masked weights
@@ -174,9 +183,10 @@ static void check_key_mask(bool causal, bool rope) {
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     const shape shapes[] = {
-        {1, 1, 4, 1, false, false}, {2, 7, 8, 1, false, false}, {2, 7, 12, 3, false, false},
-        {1, 13, 12, 2, false, false}, {1, 70, 16, 2, false, false}, {2, 130, 8, 4, false, false},
-        {1, 65, 6, 3, false, false},
+        {1, 1, 4, 1, false, false, false},   {2, 7, 8, 1, false, false, false},
+        {2, 7, 12, 3, false, false, false},  {1, 13, 12, 2, false, false, false},
+        {1, 70, 16, 2, false, false, false}, {2, 130, 8, 4, false, false, false},
+        {1, 65, 6, 3, false, false, false},
     };
     uint32_t seed = 10;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
@@ -191,12 +201,22 @@ int main(int argc, char **argv) {
         }
     }
     /* odd head size without RoPE (hs = 3, 5) */
-    check_against_ref((shape){2, 9, 15, 5, true, false}, 99, 2.0f, 2e-6);
-    check_against_ref((shape){1, 66, 5, 1, true, false}, 98, 2.0f, 2e-6);
+    check_against_ref((shape){2, 9, 15, 5, true, false, false}, 99, 2.0f, 2e-6);
+    check_against_ref((shape){1, 66, 5, 1, true, false, false}, 98, 2.0f, 2e-6);
     /* Score gaps of hundreds: exp underflows (the fast exp clamps below -87.3). Float rounding
      * of scores this large alone moves the weights by ~1e-5, hence the looser tolerance. */
-    check_against_ref((shape){1, 20, 8, 2, true, true}, 97, 30.0f, 5e-5);
-    check_against_ref((shape){2, 17, 8, 1, false, false}, 96, 30.0f, 5e-5);
+    check_against_ref((shape){1, 20, 8, 2, true, true, false}, 97, 30.0f, 5e-5);
+    check_against_ref((shape){2, 17, 8, 1, false, false, false}, 96, 30.0f, 5e-5);
+    /* The dual-axis transformer's shapes (rows of 16, 32, 64 keys: whole LANES blocks, no
+     * tail), with and without the key-padding mask, and masked rows with a tail */
+    const shape dat[] = {
+        {3, 16, 32, 2, true, true, false},  {3, 16, 32, 2, true, true, true},
+        {2, 32, 64, 4, true, true, true},   {2, 64, 32, 2, false, false, false},
+        {2, 64, 32, 2, false, false, true}, {2, 29, 16, 2, false, false, true},
+        {2, 29, 16, 2, true, false, true},  {1, 70, 16, 2, true, true, true},
+    };
+    for (size_t i = 0; i < sizeof dat / sizeof dat[0]; i++)
+        check_against_ref(dat[i], 200 + (uint32_t)i, 2.0f, 2e-6);
 
     check_nan();
     check_key_mask(true, false);

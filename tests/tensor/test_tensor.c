@@ -215,6 +215,7 @@ static double worst_rel(float (*f)(float), double (*g)(double), double lo, doubl
 
 static float tanh_f(float x) { return tess_tensor_tanhf(x); }
 static float log1p_f(float x) { return tess_tensor_log1pf(x); }
+static float log_f(float x) { return tess_tensor_logf(x); }
 static float softplus_f(float x) { return tess_tensor_softplusf(x); }
 static float sigmoid_f(float x) { return tess_tensor_sigmoidf(x); }
 static double softplus_d(double x) { return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)); }
@@ -238,6 +239,17 @@ static void test_tanh_log1p(void) {
     w = worst_rel(log1p_f, log1p, 1e-12, 1e-6, 1.3e-10, &at);
     TESS_TEST_CHECK(w <= 3e-7, "log1pf (tiny t): relative error %g at t = %g", w, at);
     TESS_TEST_CHECK(tess_tensor_log1pf(0.0f) == 0.0f, "log1pf(0) = 0");
+    /* logf: around 1 (where ln x -> 0), then across many binades up and down */
+    w = worst_rel(log_f, log, 0.5, 2.0, 1.1e-6, &at);
+    TESS_TEST_CHECK(w <= 3e-7, "logf: relative error %g at x = %g", w, at);
+    w = worst_rel(log_f, log, 0.9999, 1.0001, 1.3e-10, &at);
+    TESS_TEST_CHECK(w <= 3e-7, "logf (near 1): relative error %g at x = %g", w, at);
+    for (double lo = 1e-30; lo < 1e30; lo *= 1e3) {
+        w = worst_rel(log_f, log, lo, lo * 1e3, lo * 1.7e-2, &at);
+        TESS_TEST_CHECK(w <= 3e-7, "logf: relative error %g at x = %g", w, at);
+    }
+    TESS_TEST_CHECK(tess_tensor_logf(1.0f) == 0.0f && tess_tensor_logf(0x1.fffffep-1f) < 0.0f,
+                    "logf(1) = 0, logf(1 - ulp) < 0");
     w = worst_rel(softplus_f, softplus_d, -87.0, 60.0, 7.3e-5, &at);
     TESS_TEST_CHECK(w <= 4e-7, "softplusf: relative error %g at x = %g", w, at);
     TESS_TEST_CHECK(tess_tensor_softplusf(-200.0f) >= 0.0f && tess_tensor_softplusf(-200.0f) < 1.3e-38f,
