@@ -79,6 +79,11 @@ typedef struct {
     int loss_csv, val_csv;
 } calm_adapt;
 
+/* The linear analyses of the embeddings (analyses.c): their metrics files. */
+typedef struct {
+    int id_csv, pca_csv;
+} calm_analyses;
+
 /* pretrain mode: the data, both models, their optimizers and the batch buffers. */
 typedef struct {
     calm_sim_config simcfg;
@@ -112,6 +117,7 @@ typedef struct {
     int tok_csv, dat_csv, fc_csv;
     calm_decode dec; /* decode mode only */
     calm_adapt adapt; /* pretrain mode, animal split, adapt.steps > 0 only */
+    calm_analyses lin; /* pretrain mode */
 } calm_pretrain;
 
 typedef struct {
@@ -164,6 +170,13 @@ tess_status calm_adapt_windows(calm_pretrain *p);
 tess_status calm_adapt_setup(tess_run *run, calm_pretrain *p);
 tess_status calm_adapt_step(tess_run *run, calm_pretrain *p, int64_t step, tess_run_step_out *out);
 void calm_adapt_free(calm_adapt *a);
+
+/* The linear analyses (analyses.c, docs/calm.md "Linear analyses"), in the pretrain mode:
+ * setup declares identity.csv, pca.csv and plots/pca.png; finish decodes animal identity from
+ * the session and unit embeddings and runs the PCA of the token embedding and the codebook
+ * (collective). */
+tess_status calm_analyses_setup(tess_run *run, calm_pretrain *p);
+tess_status calm_analyses_finish(tess_run *run, calm_pretrain *p);
 
 /* The pretrain mode's pieces the decode stage reuses (pretrain.c): the token cache (built once,
  * collective), a window's neurons, ids and frames into batch slot b (window k: training windows

@@ -517,6 +517,7 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
     TESS_CHECK(tess_run_plot(run, p->tok_csv, "tokenizer.png", &tok_plot));
     TESS_CHECK(tess_run_plot(run, p->dat_csv, "dat_ce.png", &dat_plot));
     if (!p->dec.on) TESS_CHECK(tess_run_plot(run, p->fc_csv, "forecast.png", &fc_plot));
+    if (!p->dec.on) TESS_CHECK(calm_analyses_setup(run, p));
     if (p->dec.on) TESS_CHECK(calm_decode_setup(run, p));
     tess_log_info("pretrain: %lld sessions, %lld units, %lld training / %lld test windows of "
                   "%lld frames",
@@ -1055,6 +1056,7 @@ tess_status calm_pretrain_finish(tess_run *run, calm_pretrain *p) {
                       "score %.4f; adapted (%lld steps) MSE %.4f, score %.4f",
                       mean[7], 1.0 - mean[7] / mean[1], (long long)p->adapt.steps, mean[0],
                       1.0 - mean[0] / mean[1]);
+    TESS_CHECK(calm_analyses_finish(run, p));
     return TESS_OK;
 }
 
