@@ -6,8 +6,8 @@
  *   E_unit (one row per neuron; 5 folds over the units by a Philox permutation keyed by
  *   run.seed), by the one-vs-rest ridge decoder of linear.h against chance -> identity.csv;
  *   PCA of the DAT's token embedding E_tok (K x d) and of the tokenizer's codebook (K x D_c,
- *   rows L2-normalised as the quantiser uses them) through the ScaLAPACK bridge -> pca.csv,
- *   plots/pca.png.
+ *   rows L2-normalised as the quantiser uses them) through the ScaLAPACK bridge -> pca.csv (the
+ *   min(K - 1, columns) components the centred rows can span), plots/pca.png.
  *
  * The parameters are replicated, so every rank computes the identity decoding (cheap, not
  * collective) and the PCA runs on a grid over the run's ranks (collective). */
@@ -34,8 +34,8 @@ tess_status calm_analyses_setup(tess_run *run, calm_pretrain *p) {
                              *const y2t[] = {"E_tok, cumulative", "codebook, cumulative"};
     const tess_plot_spec ps = {.title = "calm: PCA of the token embeddings (explained variance)",
                                .xlabel = "principal component (rank)", .ycols = y, .ny = 2,
-                               .ytitles = yt, .ylabel = "explained variance ratio (log)",
-                               .logy = true, .y2cols = y2, .ny2 = 2, .y2titles = y2t,
+                               .ytitles = yt, .ylabel = "explained variance ratio",
+                               .y2cols = y2, .ny2 = 2, .y2titles = y2t,
                                .y2label = "cumulative explained variance ratio"};
     TESS_CHECK(tess_run_plot(run, p->lin.pca_csv, "pca.png", &ps));
     return TESS_OK;
@@ -102,8 +102,9 @@ tess_status calm_analyses_finish(tess_run *run, calm_pretrain *p) {
     int64_t K = 0, d = 0, Kc = 0, Dc = 0;
     const float *E = entry(p->dat_reg, "dat.tok_emb", &K, &d);
     const float *C = entry(p->tok_reg, "tok.codebook", &Kc, &Dc);
-    const int64_t k1 = K < d ? K : d, k2 = Kc < Dc ? Kc : Dc, k = k1 > k2 ? k1 : k2;
-    double *ev = malloc(sizeof(double) * (size_t)(k1 + k2));
+    /* centred, K rows span at most K - 1 dimensions: the components written */
+    const int64_t k1 = K - 1 < d ? K - 1 : d, k2 = Kc - 1 < Dc ? Kc - 1 : Dc, k = k1 > k2 ? k1 : k2;
+    double *ev = malloc(sizeof(double) * (size_t)((K < d ? K : d) + (Kc < Dc ? Kc : Dc)));
     float *cn = malloc(sizeof(float) * (size_t)(Kc * Dc));
     if (!ev || !cn) free(ev), free(cn);
     TESS_REQUIRE(ev && cn, TESS_ERR_MEM, "out of memory for the PCA");
@@ -113,15 +114,16 @@ tess_status calm_analyses_finish(tess_run *run, calm_pretrain *p) {
         for (int64_t j = 0; j < Dc; j++) cn[i * Dc + j] = (float)(C[i * Dc + j] / (sqrt(nrm) + 1e-12));
     }
     tess_status st = calm_lin_pca(g, E, K, d, ev);
-    if (st == TESS_OK) st = calm_lin_pca(g, cn, Kc, Dc, ev + k1);
+    const int64_t o = K < d ? K : d; /* the codebook's ratios in ev */
+    if (st == TESS_OK) st = calm_lin_pca(g, cn, Kc, Dc, ev + o);
     double cum[2] = {0.0, 0.0};
     int64_t c90[2] = {1, 1}; /* components explaining 90 % */
     for (int64_t i = 0; st == TESS_OK && i < k; i++) {
         double row[5] = {(double)(i + 1), NAN, NAN, NAN, NAN};
         for (int t = 0; t < 2; t++) {
             if (i >= (t ? k2 : k1)) continue;
-            cum[t] += ev[(t ? k1 : 0) + i];
-            row[1 + 2 * t] = ev[(t ? k1 : 0) + i], row[2 + 2 * t] = cum[t];
+            cum[t] += ev[(t ? o : 0) + i];
+            row[1 + 2 * t] = ev[(t ? o : 0) + i], row[2 + 2 * t] = cum[t];
             if (cum[t] < 0.9) c90[t] = i + 2;
         }
         st = tess_run_metrics_row(run, p->lin.pca_csv, row);
@@ -131,7 +133,7 @@ tess_status calm_analyses_finish(tess_run *run, calm_pretrain *p) {
                       "3 components explain %.3f, %.3f, %.3f, %lld components 90 %%; of the "
                       "codebook (%lld x %lld): %.3f, %.3f, %.3f, %lld components 90 %%",
                       (long long)K, (long long)d, ev[0], ev[1], ev[2], (long long)c90[0],
-                      (long long)Kc, (long long)Dc, ev[k1], ev[k1 + 1], ev[k1 + 2],
+                      (long long)Kc, (long long)Dc, ev[o], ev[o + 1], ev[o + 2],
                       (long long)c90[1]);
     free(ev), free(cn);
     TESS_CHECK(st);
