@@ -112,15 +112,16 @@ tess_status calm_adapt_setup(tess_run *run, calm_pretrain *p) {
     if (a->val_every > 0)
         TESS_CHECK(tess_run_metrics(run, "adapt_validation", vcols, 4, true, &a->val_csv));
     static const char *const ly[] = {"loss"}, *const lt[] = {"training loss (CE + next-patch MSE)"};
+    static const char *const xl = "driver step (tokenizer and DAT steps, then adaptation)";
     const tess_plot_spec lp = {.title = "calm: embedding-only adaptation to the held-out animal",
-                               .xlabel = "step (updates)", .ycols = ly, .ny = 1, .ytitles = lt,
+                               .xlabel = xl, .ycols = ly, .ny = 1, .ytitles = lt,
                                .ylabel = "loss per (neuron, patch) pair (nats + z-units^2)"};
     TESS_CHECK(tess_run_plot(run, a->loss_csv, "adaptation.png", &lp));
     static const char *const vy[] = {"val_loss", "best_val_loss"},
                              *const vt[] = {"validation loss", "best so far"};
     const tess_plot_spec vp = {.title = "calm: adaptation, held-out animal's validation slice",
-                               .xlabel = "step (updates)", .ycols = vy, .ny = 2, .ytitles = vt,
-                               .ylabel = "next-patch MSE (z-units^2; CE in nats, token head)"};
+                               .xlabel = xl, .ycols = vy, .ny = 2, .ytitles = vt,
+                               .ylabel = "next-patch MSE (z-units^2), or CE (nats) with the token head"};
     if (a->val_every > 0) TESS_CHECK(tess_run_plot(run, a->val_csv, "adapt_validation.png", &vp));
     tess_log_info("adaptation: %lld steps of the held-out animal's unit and session embeddings "
                   "on %lld windows of its training part (%lld validation windows), batch %lld, "
