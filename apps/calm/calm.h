@@ -65,6 +65,25 @@ typedef struct {
     int loss_csv, res_csv, trace_csv;
 } calm_decode;
 
+/* The adaptation stage (adapt.c) of the animal split: after the DAT stage, the held-out
+ * animal's unit and session embeddings - and nothing else - train on its own training part. */
+typedef struct {
+    int64_t steps, batch, b, val_every; /* adapt.steps (0: no stage), .batch, per rank, .val_every */
+    double lr;
+    int64_t ntrain, nval;   /* windows in the held-out training part, in its validation slices */
+    calm_window *win, *val; /* (ntrain), (nval): after the pretrain windows in the token cache */
+    tess_adamw *opt;        /* over the DAT's registry, stepping only the two embeddings */
+    float *start, *best;    /* DAT parameters at the stage's start (zero-shot); best validated */
+    double best_loss;
+    int64_t best_step; /* adaptation step of best (0: the start) */
+    int loss_csv, val_csv;
+} calm_adapt;
+
+/* The linear analyses of the embeddings (analyses.c): their metrics files. */
+typedef struct {
+    int id_csv, pca_csv;
+} calm_analyses;
+
 /* pretrain mode: the data, both models, their optimizers and the batch buffers. */
 typedef struct {
     calm_sim_config simcfg;
@@ -97,6 +116,8 @@ typedef struct {
     int64_t *perm;  /* (units + 1) */
     int tok_csv, dat_csv, fc_csv;
     calm_decode dec; /* decode mode only */
+    calm_adapt adapt; /* pretrain mode, animal split, adapt.steps > 0 only */
+    calm_analyses lin; /* pretrain mode */
 } calm_pretrain;
 
 typedef struct {
@@ -134,6 +155,28 @@ tess_status calm_decode_setup(tess_run *run, calm_pretrain *p);
 tess_status calm_decode_step(tess_run *run, calm_pretrain *p, int64_t step, tess_run_step_out *out);
 tess_status calm_decode_finish(tess_run *run, calm_pretrain *p);
 void calm_decode_free(calm_decode *d);
+
+/* The adaptation stage (adapt.c, docs/calm.md "Adaptation to a held-out animal"): steps
+ * tok.steps + train.steps .. + adapt.steps - 1 of the pretrain mode with train.split = animal.
+ * calm_adapt_config reads the [adapt] options before the sessions are read (refusing a stage
+ * without the animal split); calm_adapt_windows lists the held-out animal's training windows
+ * after they are split; calm_adapt_setup builds the stage's optimizer and state after the models
+ * (collective); a step freezes every DAT entry but dat.unit_emb and dat.sess_emb and trains
+ * those on the held-out training windows (only the held-out animal's rows get a gradient). */
+extern const tess_opt calm_adapt_opts[];
+extern const int64_t calm_adapt_nopts;
+tess_status calm_adapt_config(tess_run *run, calm_pretrain *p);
+tess_status calm_adapt_windows(calm_pretrain *p);
+tess_status calm_adapt_setup(tess_run *run, calm_pretrain *p);
+tess_status calm_adapt_step(tess_run *run, calm_pretrain *p, int64_t step, tess_run_step_out *out);
+void calm_adapt_free(calm_adapt *a);
+
+/* The linear analyses (analyses.c, docs/calm.md "Linear analyses"), in the pretrain mode:
+ * setup declares identity.csv, pca.csv and plots/pca.png; finish decodes animal identity from
+ * the session and unit embeddings and runs the PCA of the token embedding and the codebook
+ * (collective). */
+tess_status calm_analyses_setup(tess_run *run, calm_pretrain *p);
+tess_status calm_analyses_finish(tess_run *run, calm_pretrain *p);
 
 /* The pretrain mode's pieces the decode stage reuses (pretrain.c): the token cache (built once,
  * collective), a window's neurons, ids and frames into batch slot b (window k: training windows

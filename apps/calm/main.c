@@ -55,7 +55,8 @@ int main(int argc, char **argv) {
                                             {"tok", calm_tok_opts, calm_tok_nopts},
                                             {"model", calm_model_opts, calm_model_nopts},
                                             {"train", calm_train_opts, calm_train_nopts},
-                                            {"decode", calm_decode_opts, calm_decode_nopts}};
+                                            {"decode", calm_decode_opts, calm_decode_nopts},
+                                            {"adapt", calm_adapt_opts, calm_adapt_nopts}};
     const tess_run_app app = {
         .name = "calm", .unit = "step", .rate_unit = "samples", .default_dir = "runs/calm",
         .sections = sections, .nsections = sizeof sections / sizeof sections[0],

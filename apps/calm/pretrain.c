@@ -412,7 +412,10 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
         TESS_CHECK(calm_decode_config(run, p));
         p->eval_b = p->dec.b > p->eval_b ? p->dec.b : p->eval_b; /* the head's batch slots */
     }
+    TESS_CHECK(calm_adapt_config(run, p));
+    p->eval_b = p->adapt.b > p->eval_b ? p->adapt.b : p->eval_b; /* the stage's batch slots */
     TESS_CHECK(load_sessions(p, cfg));
+    if (p->adapt.steps > 0) TESS_CHECK(calm_adapt_windows(p));
     p->datc = (calm_dat_config){.K = p->tokc.K, .d = sz[7], .layers = sz[8], .heads = sz[9],
                                 .ffn = sz[10], .units = p->units, .sessions = p->nsess,
                                 .max_N = sz[11],
@@ -424,7 +427,7 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
     TESS_CHECK(calm_dat_check(&p->datc, p->dat_b));
     TESS_CHECK(calm_ar_check(p->sess, p->nsess, AR_LAGS, p->horizon * p->tokc.P, VAL_FRACTION));
     if (p->dec.on && p->dec.regime == CALM_REGIME_SCRATCH) p->dat_steps = 0; /* no pretraining */
-    const int64_t total = p->tok_steps + p->dat_steps + (p->dec.on ? p->dec.steps : 0);
+    const int64_t total = p->tok_steps + p->dat_steps + (p->dec.on ? p->dec.steps : 0) + p->adapt.steps;
     tess_run_set_total(run, (double)total, total);
     tess_run_local_from_here(run);
 
@@ -460,6 +463,7 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
         TESS_CHECK(tess_state_add_f64(st, "dat/best_loss", &p->best_loss));
         TESS_CHECK(tess_state_add_i64(st, "dat/best_step", &p->best_step));
     }
+    if (p->adapt.steps > 0) TESS_CHECK(calm_adapt_setup(run, p));
     static const char *const tcols[] = {"tok_loss",       "tok_mse",    "perplexity",
                                         "code_perplexity", "codes_used", "restarts"};
     TESS_CHECK(tess_run_metrics(run, "tokenizer", tcols, 6, true, &p->tok_csv));
@@ -470,11 +474,13 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
     static const char *const fcols[] = {
         "horizon_frame", "mse_model",  "mse_copy_last", "mse_context_mean", "mse_ridge_ar",
         "mse_pooled_ar", "score",      "score_context_mean", "score_ridge_ar", "score_pooled_ar",
-        "mse_pop_var",   "score_pop_var", "mse_mlp", "score_mlp"};
-    TESS_CHECK(tess_run_metrics(run, "forecast", fcols, 14, false, &p->fc_csv));
+        "mse_pop_var",   "score_pop_var", "mse_mlp", "score_mlp", "mse_zero_shot", "score_zero_shot"};
+    /* with the adaptation stage the model's columns are the adapted DAT's, the zero-shot's last */
+    const bool adapt = p->adapt.steps > 0;
+    TESS_CHECK(tess_run_metrics(run, "forecast", fcols, adapt ? 16 : 14, false, &p->fc_csv));
     static const char *const fplot[] = {"mse_model",     "mse_copy_last", "mse_context_mean",
                                         "mse_ridge_ar",  "mse_pooled_ar", "mse_pop_var",
-                                        "mse_mlp"};
+                                        "mse_mlp",       "mse_zero_shot"};
     const tess_plot_spec tok_plot = {.title = "calm: tokenizer loss", .xlabel = "step (updates)",
                                      .ycols = tcols, .ny = 2,
                                      .ylabel = "loss, reconstruction MSE (z-scored units^2)",
@@ -489,10 +495,16 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
                                      .y2label = "next-patch MSE (z-scored units^2)"};
     static const char *const ftitles[] = {"CalM-lite", "copy-last", "context mean",
                                           "per-neuron ridge AR", "pooled ridge AR",
-                                          "population ridge VAR", "MLP (NLinear)"};
+                                          "population ridge VAR", "MLP (NLinear)",
+                                          "CalM-lite zero-shot"},
+                             *const atitles[] = {"CalM-lite adapted", "copy-last", "context mean",
+                                          "per-neuron ridge AR", "pooled ridge AR",
+                                          "population ridge VAR", "MLP (NLinear)",
+                                          "CalM-lite zero-shot"};
     const tess_plot_spec fc_plot = {.title = "calm: test MSE per forecast horizon",
-                                    .xlabel = "horizon (frames ahead)", .ycols = fplot, .ny = 7,
-                                    .ytitles = ftitles, .ylabel = "MSE (z-scored units^2)"};
+                                    .xlabel = "horizon (frames ahead)", .ycols = fplot,
+                                    .ny = adapt ? 8 : 7, .ytitles = adapt ? atitles : ftitles,
+                                    .ylabel = "MSE (z-scored units^2)"};
     char subtitle[256];
     snprintf(subtitle, sizeof subtitle,
              "%lld sessions, %lld units, windows of %lld frames, %s split; K=%lld codes, DAT "
@@ -505,6 +517,7 @@ tess_status calm_pretrain_setup(tess_run *run, calm_pretrain *p) {
     TESS_CHECK(tess_run_plot(run, p->tok_csv, "tokenizer.png", &tok_plot));
     TESS_CHECK(tess_run_plot(run, p->dat_csv, "dat_ce.png", &dat_plot));
     if (!p->dec.on) TESS_CHECK(tess_run_plot(run, p->fc_csv, "forecast.png", &fc_plot));
+    if (!p->dec.on) TESS_CHECK(calm_analyses_setup(run, p));
     if (p->dec.on) TESS_CHECK(calm_decode_setup(run, p));
     tess_log_info("pretrain: %lld sessions, %lld units, %lld training / %lld test windows of "
                   "%lld frames",
@@ -588,11 +601,20 @@ static uint64_t tok_fingerprint(const calm_pretrain *p) {
     return h;
 }
 
-/* Window k of all windows: the training ones, the test ones, then the validation ones. */
+/* Window k of all windows: the training ones, the test ones, the validation ones, then the
+ * adaptation stage's training and validation ones (adapt.c). */
 static const calm_window *window_at(const calm_pretrain *p, int64_t k) {
-    return k < p->ntrain               ? &p->train_win[k]
-           : k < p->ntrain + p->ntest ? &p->test_win[k - p->ntrain]
-                                      : &p->val_win[k - p->ntrain - p->ntest];
+    const int64_t a = p->ntrain + p->ntest + p->nval; /* the first adaptation window */
+    return k < p->ntrain                ? &p->train_win[k]
+           : k < p->ntrain + p->ntest  ? &p->test_win[k - p->ntrain]
+           : k < a                     ? &p->val_win[k - p->ntrain - p->ntest]
+           : k < a + p->adapt.ntrain   ? &p->adapt.win[k - a]
+                                       : &p->adapt.val[k - a - p->adapt.ntrain];
+}
+
+/* The number of windows in the token cache. */
+static int64_t windows(const calm_pretrain *p) {
+    return p->ntrain + p->ntest + p->nval + p->adapt.ntrain + p->adapt.nval;
 }
 
 /* The cache file run.dir/tokens.h5 if it holds ids of this tokenizer for these windows (count
@@ -629,7 +651,7 @@ static tess_status cache_write(const calm_pretrain *p, const char *path, int64_t
     tess_h5_quiet_begin(&q);
     hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     herr_t e = f >= 0 ? 0 : -1;
-    const hsize_t n[2] = {(hsize_t)count, (hsize_t)(p->ntrain + p->ntest + p->nval)};
+    const hsize_t n[2] = {(hsize_t)count, (hsize_t)windows(p)};
     const void *data[2] = {p->cache, p->win_off};
     const char *names[2] = {"ids", "window_offset"};
     const hid_t types[2] = {H5T_STD_U16LE, H5T_STD_I64LE}, mem[2] = {H5T_NATIVE_UINT16,
@@ -659,7 +681,7 @@ static tess_status cache_write(const calm_pretrain *p, const char *path, int64_t
  * from here instead of re-running the tokenizer. */
 static tess_status cache_build(tess_run *run, calm_pretrain *p) {
     const tess_group *g = tess_run_group(run);
-    const int64_t M = p->tokc.M, Lw = M * p->tokc.P, nwin = p->ntrain + p->ntest + p->nval;
+    const int64_t M = p->tokc.M, Lw = M * p->tokc.P, nwin = windows(p);
     p->win_off = malloc((size_t)(nwin + 1) * sizeof(int64_t));
     TESS_REQUIRE(p->win_off, TESS_ERR_MEM, "out of memory for the token cache");
     p->win_off[0] = 0;
@@ -787,7 +809,8 @@ static tess_status dat_step(tess_run *run, calm_pretrain *p, int64_t step, tess_
         v[3] = p->best_loss;
         TESS_CHECK(tess_run_metrics_row(run, p->val_csv, v));
     }
-    *out = (tess_run_step_out){.done = k + 1 == p->dat_steps && !p->dec.on, .loss = mean,
+    *out = (tess_run_step_out){.done = k + 1 == p->dat_steps && !p->dec.on && p->adapt.steps == 0,
+                               .loss = mean,
 
                                .items = (double)p->dat_batch, .position = NAN,
                                .data_cursor = out->data_cursor};
@@ -798,7 +821,8 @@ tess_status calm_pretrain_step(tess_run *run, calm_pretrain *p, int64_t step,
                                tess_run_step_out *out) {
     if (step < p->tok_steps) TESS_CHECK(tok_step(run, p, step, out));
     else if (step < p->tok_steps + p->dat_steps) TESS_CHECK(dat_step(run, p, step, out));
-    else TESS_CHECK(calm_decode_step(run, p, step, out));
+    else if (p->dec.on) TESS_CHECK(calm_decode_step(run, p, step, out));
+    else TESS_CHECK(calm_adapt_step(run, p, step, out));
     return TESS_OK;
 }
 
@@ -903,7 +927,11 @@ tess_status calm_pretrain_finish(tess_run *run, calm_pretrain *p) {
     const tess_group *g = tess_run_group(run);
     const int64_t N = p->datc.max_N, M = p->tokc.M, P = p->tokc.P, Lw = M * P;
     const int64_t Mc = M - p->horizon, H = p->horizon * P;
-    enum { NF = 7 }; /* model, copy-last, context mean, ridge AR, pooled AR, population VAR, MLP */
+    /* model, copy-last, context mean, ridge AR, pooled AR, population VAR, MLP; with the
+     * adaptation stage the model is the adapted DAT and the eighth the zero-shot one */
+    enum { NF = 8 };
+    const bool adapt = p->adapt.steps > 0;
+    const int NW = adapt ? NF : NF - 1; /* forecasters written */
     calm_ar ar;
     TESS_CHECK(calm_ar_fit(&ar, p->sess, p->nsess, p->units, AR_LAGS, H, VAL_FRACTION));
     calm_armlp mlp;
@@ -918,7 +946,22 @@ tess_status calm_pretrain_finish(tess_run *run, calm_pretrain *p) {
     if (!acc || !pred) free(acc), free(pred), calm_ar_free(&ar), calm_armlp_free(&mlp);
     TESS_REQUIRE(acc && pred, TESS_ERR_MEM, "out of memory");
     tess_status st = p->cache ? TESS_OK : cache_build(run, p);
-    if (p->val_every > 0 && p->best_step > 0) { /* forecast with the best-validated DAT */
+    float *params = tess_registry_params(p->dat_reg), *final = NULL, *fc_params = NULL;
+    const size_t bytes = sizeof(float) * (size_t)tess_registry_local_total(p->dat_reg);
+    if (adapt && st == TESS_OK) { /* the adapted DAT forecasts: the stage's final parameters,
+                                   * or its best-validated; the final ones restored at the end */
+        final = malloc(bytes);
+        st = final ? TESS_OK : TESS_ERR_MEM;
+        if (final) memcpy(final, params, bytes);
+        fc_params = p->adapt.val_every > 0 ? p->adapt.best : final;
+        if (final && p->adapt.val_every > 0) {
+            memcpy(params, fc_params, bytes);
+            tess_log_info("adaptation: the embeddings of adaptation step %lld (validation loss "
+                          "%.4f on %lld windows; step 0 = zero-shot) forecast",
+                          (long long)p->adapt.best_step, p->adapt.best_loss,
+                          (long long)p->adapt.nval);
+        }
+    } else if (p->val_every > 0 && p->best_step > 0) { /* forecast with the best-validated DAT */
         memcpy(tess_registry_params(p->dat_reg), p->best,
                sizeof(float) * (size_t)tess_registry_local_total(p->dat_reg));
         tess_log_info("validation: the DAT of step %lld (loss %.4f on %lld windows) forecasts",
@@ -928,6 +971,21 @@ tess_status calm_pretrain_finish(tess_run *run, calm_pretrain *p) {
     tess_par_block_range(p->ntest, g->size, g->rank, &lo, &hi); /* test windows split by rank */
     for (int64_t w0 = lo; st == TESS_OK && w0 < hi; w0 += p->eval_b) {
         const int64_t B = hi - w0 < p->eval_b ? hi - w0 : p->eval_b;
+        if (adapt) { /* the zero-shot DAT first: the adaptation stage's starting parameters */
+            memcpy(params, p->adapt.start, bytes);
+            for (int64_t b = 0; b < B; b++) window_tokens(p, p->ntrain + w0 + b, b, false, 0, 0);
+            forecast(p, B, Mc);
+            for (int64_t b = 0; b < B; b++) {
+                const calm_window *w = &p->test_win[w0 + b];
+                const calm_session *s = &p->sess[w->session];
+                const int64_t tl = w->t0 + Mc * P - 1;
+                for (int64_t n = 0; n < p->count[b]; n++)
+                    for (int64_t h = 0; h < H; h++)
+                        acc[7 * H + h] += pow(p->frames[(b * N + n) * Lw + Mc * P + h] -
+                                                  s->x[(tl + 1 + h) * s->N + n], 2);
+            }
+            memcpy(params, fc_params, bytes);
+        }
         for (int64_t b = 0; b < B; b++) window_tokens(p, p->ntrain + w0 + b, b, false, 0, 0);
         forecast(p, B, Mc);
         for (int64_t b = 0; b < B; b++) {
@@ -970,9 +1028,11 @@ tess_status calm_pretrain_finish(tess_run *run, calm_pretrain *p) {
         for (int k = 0; k < 5; k++) row[1 + k] = mse[k];
         row[6] = 1.0 - mse[0] / mse[1];
         for (int k = 2; k < 5; k++) row[5 + k] = 1.0 - mse[k] / mse[1];
-        for (int k = 5; k < NF; k++) row[10 + 2 * (k - 5)] = mse[k], row[11 + 2 * (k - 5)] = 1.0 - mse[k] / mse[1];
+        for (int k = 5; k < NW; k++) row[10 + 2 * (k - 5)] = mse[k], row[11 + 2 * (k - 5)] = 1.0 - mse[k] / mse[1];
         st = tess_run_metrics_row(run, p->fc_csv, row);
     }
+    if (final) memcpy(params, final, bytes);
+    free(final);
     free(acc);
     free(pred);
     const double ln = ar.lambda_neuron, lp = ar.lambda_pooled;
@@ -991,6 +1051,12 @@ tess_status calm_pretrain_finish(tess_run *run, calm_pretrain *p) {
                   var_lambda[1], mean[6], (long long)mlp_best, 1.0 - mean[0] / mean[1],
                   1.0 - mean[2] / mean[1], 1.0 - mean[3] / mean[1], 1.0 - mean[4] / mean[1],
                   1.0 - mean[5] / mean[1], 1.0 - mean[6] / mean[1]);
+    if (adapt)
+        tess_log_info("forecast of the held-out animal: zero-shot (before adaptation) MSE %.4f, "
+                      "score %.4f; adapted (%lld steps) MSE %.4f, score %.4f",
+                      mean[7], 1.0 - mean[7] / mean[1], (long long)p->adapt.steps, mean[0],
+                      1.0 - mean[0] / mean[1]);
+    TESS_CHECK(calm_analyses_finish(run, p));
     return TESS_OK;
 }
 
@@ -1004,6 +1070,7 @@ void calm_pretrain_free(calm_pretrain *p) {
     tess_registry_destroy(&p->tok_reg);
     tess_registry_destroy(&p->dat_reg);
     calm_decode_free(&p->dec);
+    calm_adapt_free(&p->adapt);
     for (int64_t k = 0; p->sess && k < p->nsess; k++)
         free(p->sess[k].x), free(p->sess[k].beh), free(p->sess[k].spans);
     free(p->sess), free(p->train_win), free(p->test_win), free(p->val_win), free(p->best);

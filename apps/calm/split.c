@@ -61,3 +61,17 @@ void calm_split_windows(const calm_session *sess, int64_t nsess, int64_t Lw, int
         }
     }
 }
+
+void calm_split_held_out_windows(const calm_session *sess, int64_t nsess, int64_t Lw, int64_t P,
+                                 double val_fraction, calm_window *train, int64_t *ntrain,
+                                 calm_window *val, int64_t *nval) {
+    *ntrain = *nval = 0;
+    for (int64_t k = 0; k < nsess; k++)
+        for (int64_t i = 0; sess[k].held_out && i < sess[k].nspans; i++) {
+            const calm_span *sp = &sess[k].spans[i];
+            if (!sp->train) continue;
+            const int64_t v0 = sp->t0 + (int64_t)floor((1.0 - val_fraction) * (double)(sp->t1 - sp->t0));
+            grid(k, sp->t0, v0, Lw, P, train, ntrain);
+            if (val_fraction > 0.0) grid(k, v0, sp->t1, Lw, P, val, nval);
+        }
+}

@@ -66,4 +66,12 @@ void calm_split_windows(const calm_session *sess, int64_t nsess, int64_t Lw, int
                         double val_fraction, calm_window *train, int64_t *ntrain, calm_window *val,
                         int64_t *nval, calm_window *test, int64_t *ntest);
 
+/* The windows of the held-out sessions' training spans (the animal split's adaptation data:
+ * the held-out animal's own training part, which calm_split_windows leaves out), with the same
+ * validation slices: the last val_fraction of each such span gives val windows, train windows
+ * end before it. train / val may be NULL to count only; *ntrain, *nval their counts. */
+void calm_split_held_out_windows(const calm_session *sess, int64_t nsess, int64_t Lw, int64_t P,
+                                 double val_fraction, calm_window *train, int64_t *ntrain,
+                                 calm_window *val, int64_t *nval);
+
 #endif

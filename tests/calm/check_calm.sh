@@ -44,6 +44,14 @@
 #          with 300 head steps) - the decoding head's velocity R^2 on the held-out tail, mean
 #          over the sessions, is above 0.5 (measured 0.63; with 30 head steps -0.002); the
 #          ridge and MLP decoders scored on the same frames.
+#   adapt: the embedding-only adaptation stage in the animal split, on 3 generated recordings
+#          (h5import), 2 tokenizer + 4 DAT + 6 adaptation steps with validation every 2:
+#          (1) every DAT parameter but the two embeddings bitwise unchanged by the stage, and of
+#          those only the held-out animal's rows changed, every one of them; (2) the held-out
+#          animal's test frames set to 1e4: the forecast changes, every trained state is bitwise
+#          the same; (3) stopped after 3 adaptation steps and resumed (2 ranks): the state,
+#          forecast.csv and the validation losses bitwise the same; (4) 1 rank x B vs 2 ranks x
+#          B/2: parameters within 1e-5; forecast.csv has the zero-shot columns.
 #   decode_dp: tokenizer + DAT + decoding-head steps (finetune regime: both the head and the DAT
 #          train) with the global batch on 1 rank and split over 2: every parameter within 1e-5.
 set -euo pipefail
@@ -52,7 +60,88 @@ fail() { echo "check_calm: FAIL: $*" >&2; exit 1; }
 small=(--set run.plots=false --set tok.width=32 --set tok.codes=32 --set tok.channels=16
        --set model.channels=32 --set model.ffn=64 --set model.max_neurons=32 --set tok.batch=16
        --set train.batch=4 --set train.mlp_steps=100)
+# h5rec FILE DATASET T N: data.txt (T lines of N values) into FILE as the (T, N) f32 DATASET,
+# with /timing/timestamp_confocal (T) f64 at 2 Hz (the layout tess_traces_import_flavell reads)
+h5rec() {
+  printf 'PATH %s\nINPUT-CLASS TEXTFP\nRANK 2\nDIMENSION-SIZES %s %s\nOUTPUT-CLASS FP\nOUTPUT-SIZE 32\nOUTPUT-ARCHITECTURE IEEE\nOUTPUT-BYTE-ORDER LE\n' \
+    "$2" "$3" "$4" > import.cfg
+  h5import data.txt -c import.cfg -o "$1" >/dev/null || fail "h5import $1"
+  awk -v T="$3" 'BEGIN { for (t = 0; t < T; t++) print t / 2 }' > time.txt
+  printf 'PATH timing/timestamp_confocal\nINPUT-CLASS TEXTFP\nRANK 1\nDIMENSION-SIZES %s\nOUTPUT-CLASS FP\nOUTPUT-SIZE 64\nOUTPUT-ARCHITECTURE IEEE\nOUTPUT-BYTE-ORDER LE\n' \
+    "$3" > import.cfg
+  h5import time.txt -c import.cfg -o time.h5 >/dev/null || fail "h5import time.h5"
+  h5copy -i time.h5 -o "$1" -s /timing -d /timing || fail "h5copy $1"
+  rm time.h5
+}
 case "$mode" in
+adapt)
+  # 3 generated recordings (animals) of 600 frames x 6 neurons, the last held out: units 12-17,
+  # session 2; its training part is frames [0, 420) (validation slice [336, 420)), its test part
+  # [420, 600). A poisoned copy has the held-out animal's test frames at 1e4.
+  rm -rf rec poison ad1 ad2 adp adr && mkdir -p rec poison
+  for a in 0 1 2; do
+    for dir in rec poison; do
+      awk -v a="$a" -v pt=$([ "$dir" = poison ] && [ "$a" = 2 ] && echo 420 || echo 600) 'BEGIN {
+        for (t = 0; t < 600; t++) { for (n = 0; n < 6; n++) {
+          v = sin((0.2 + 0.03 * n + 0.05 * a) * t + n) + 0.5 * sin(0.05 * t + a + 2 * n)
+          v += 0.3 * cos(1.3 * t * (n + 1))
+          printf "%s ", (t >= pt ? "1e4" : sprintf("%.5f", v)) }
+          print "" } }' > data.txt
+      h5rec "$dir/rec$a.h5" gcamp/trace_array 600 6
+    done
+  done
+  steps=(--set data.files=rec --set tok.steps=2 --set train.steps=4 --set train.warmup=0
+         --set train.split=animal --set train.mlp_steps=20 --set adapt.steps=6 --set adapt.batch=4
+         --set adapt.val_every=2)
+  "$mpiexec" -n 2 "$exe" "${small[@]}" "${steps[@]}" --set run.dir=ad2 --set ckpt.every=6 > ad2.log 2>&1 ||
+    { cat ad2.log; fail "the adaptation run failed"; }
+  grep "^forecast of the held-out" ad2.log || fail "no zero-shot / adapted forecast in the log"
+  head -n 1 ad2/forecast.csv | grep -q "mse_zero_shot,score_zero_shot$" || fail "forecast.csv has no zero-shot columns"
+  # (1) frozen: from the end of the DAT stage (step 6) to the end, every DAT entry but the two
+  # embeddings bitwise unchanged, and of those only the held-out animal's rows, every one of them
+  dat=ad2/checkpoints/ckpt_00000006.h5 end=ad2/checkpoints/ckpt_00000012.h5
+  "$mpiexec" -n 1 "$ckpt" diff "$dat" "$end" > diff.txt || true
+  grep "/dat/params/" diff.txt | grep -v -e "dat.unit_emb " -e "dat.sess_emb " &&
+    fail "frozen DAT parameters changed in the adaptation stage"
+  rows() {  # rows DATASET: the rows of DATASET's differing elements between the two checkpoints
+    { h5diff -r "$dat" "$end" "$1" || true; } | awk '$1 == "[" { print $2 }' | sort -n | uniq -c
+  }
+  rows /dat/params/dat.unit_emb > unit.txt
+  rows /dat/params/dat.sess_emb > sess.txt
+  awk '$2 < 12 || $2 > 17 || $1 != 32 { bad = 1 } END { exit bad || NR != 6 }' unit.txt ||
+    { cat unit.txt; fail "unit embedding rows other than the held-out animal's changed, or one of its rows did not"; }
+  awk '$2 != 2 || $1 != 32 { bad = 1 } END { exit bad || NR != 1 }' sess.txt ||
+    { cat sess.txt; fail "session embedding rows other than the held-out session's changed, or it did not"; }
+  echo "adaptation: the held-out animal's 6 unit rows and its session row changed, every other DAT parameter bitwise unchanged"
+  # (2) the held-out animal's test frames poisoned: the stage's result bitwise the same
+  "$mpiexec" -n 2 "$exe" "${small[@]}" "${steps[@]}" --set data.files=poison --set run.dir=adp > adp.log 2>&1 ||
+    { cat adp.log; fail "the poisoned run failed"; }
+  cmp -s ad2/forecast.csv adp/forecast.csv && fail "the poisoned test frames do not reach the forecast"
+  "$mpiexec" -n 1 "$ckpt" diff "$end" adp/checkpoints/ckpt_00000012.h5 > diff.txt || true
+  grep -E "^  /(tok|dat|adapt)/" diff.txt && fail "poisoned test frames of the held-out animal change the trained state"
+  echo "test frames of the held-out animal at 1e4: every tokenizer, DAT and adaptation state bitwise the same"
+  # (3) stopped mid-stage (step 9: 3 of 6 adaptation steps) and resumed: bitwise the same
+  rc=0; "$mpiexec" -n 2 "$exe" "${small[@]}" "${steps[@]}" --set run.dir=adr --set run.stop_at=9 \
+    >/dev/null 2>&1 || rc=$?
+  [ "$rc" -eq 75 ] || fail "the stopped run exited $rc, expected 75"
+  "$mpiexec" -n 2 "$exe" "${small[@]}" "${steps[@]}" --set run.dir=adr --resume auto >/dev/null 2>&1 ||
+    fail "the resumed run failed"
+  "$mpiexec" -n 1 "$ckpt" diff "$end" adr/checkpoints/ckpt_00000012.h5 > diff.txt || true
+  grep -E "^  /(tok|dat|adapt)/" diff.txt && fail "the resumed adaptation differs from the uninterrupted one"
+  cmp ad2/forecast.csv adr/forecast.csv || fail "the resumed run's forecast differs"
+  diff <(cut -d, -f1-5 ad2/adapt_validation.csv) <(cut -d, -f1-5 adr/adapt_validation.csv) ||
+    fail "the resumed run's adaptation validation losses differ"
+  echo "stopped after 3 of 6 adaptation steps and resumed: state and forecast bitwise the same"
+  # (4) 1 rank x B vs 2 ranks x B/2: every parameter and the adaptation state within 1e-5
+  "$mpiexec" -n 1 "$exe" "${small[@]}" "${steps[@]}" --set run.dir=ad1 >/dev/null 2>&1 || fail "the 1-rank run failed"
+  "$mpiexec" -n 1 "$ckpt" diff ad1/checkpoints/ckpt_00000012.h5 "$end" > diff.txt || true
+  "$mpiexec" -n 1 "$ckpt" ls "$end" > ls.txt
+  grep -q "adapt/start/" ls.txt && grep -q "adapt/best/" ls.txt && grep -q "adapt/optim/m/" ls.txt ||
+    fail "no adaptation state in the checkpoints"
+  awk '(/\/params\// || /\/adapt\/(start|best)\//) && /max_abs/ { for (i = 1; i <= NF; i++) if ($i == "max_abs" && $(i + 1) > 1e-5) bad = 1 }
+       END { exit bad }' diff.txt || { cat diff.txt; fail "1 and 2 ranks differ by more than 1e-5"; }
+  echo "adaptation, 1 rank x B vs 2 ranks x B/2: parameters within 1e-5"
+  ;;
 decode_dp)
   rm -rf dnp1 dnp2
   steps=(--set run.mode=decode --set decode.regime=finetune --set tok.steps=4 --set train.steps=4
@@ -150,15 +239,7 @@ inputs)
     awk -v T="$3" -v N="$4" -v nt="${5:--1}" -v nn="${6:--1}" 'BEGIN {
       for (t = 0; t < T; t++) { for (n = 0; n < N; n++)
         printf "%s ", (t == nt && n == nn) ? "nan" : sprintf("%.4f", sin(0.3 * t + n)); print "" } }' > data.txt
-    printf 'PATH %s\nINPUT-CLASS TEXTFP\nRANK 2\nDIMENSION-SIZES %s %s\nOUTPUT-CLASS FP\nOUTPUT-SIZE 32\nOUTPUT-ARCHITECTURE IEEE\nOUTPUT-BYTE-ORDER LE\n' \
-      "$2" "$3" "$4" > import.cfg
-    h5import data.txt -c import.cfg -o "$1" >/dev/null || fail "h5import $1"
-    awk -v T="$3" 'BEGIN { for (t = 0; t < T; t++) print t / 2 }' > time.txt
-    printf 'PATH timing/timestamp_confocal\nINPUT-CLASS TEXTFP\nRANK 1\nDIMENSION-SIZES %s\nOUTPUT-CLASS FP\nOUTPUT-SIZE 64\nOUTPUT-ARCHITECTURE IEEE\nOUTPUT-BYTE-ORDER LE\n' \
-      "$3" > import.cfg
-    h5import time.txt -c import.cfg -o time.h5 >/dev/null || fail "h5import time.h5"
-    h5copy -i time.h5 -o "$1" -s /timing -d /timing || fail "h5copy $1"
-    rm time.h5
+    h5rec "$1" "$2" "$3" "$4"
   }
   write "$dir/notrace.h5" gcamp/trace_array_original 300 5
   write "$dir/nan.h5" gcamp/trace_array 300 5 5 3

@@ -2,7 +2,8 @@
  * block (with the remainder joining the last block) and animal; the windows: every training
  * window inside a training span of a session that is not held out, every test window inside a
  * test span, none straddling a boundary, and their counts; with validation slices, training
- * windows end before them and validation windows lie inside them. */
+ * windows end before them and validation windows lie inside them; the held-out animal's own
+ * training windows (the adaptation data) lie in its training part only. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,6 +84,21 @@ int main(int argc, char **argv) {
                         nv == (200 - 64) / 4 + 1 + (159 - 64) / 4 + 1 && nte == 70,
                     "validation windows: %lld training, %lld validation, %lld test", (long long)ntr,
                     (long long)nv, (long long)nte);
+    /* the held-out animal's own training part (the adaptation data): [0, 795) of session 1,
+     * validation slice [636, 795); never a test frame, never another animal */
+    int64_t na = 0, nav = 0;
+    calm_split_held_out_windows(s, 3, LW, P, 0.0, tr, &na, NULL, &nav);
+    bool own = nav == 0;
+    for (int64_t k = 0; k < na; k++) own &= tr[k].session == 1 && tr[k].t0 + LW <= 795;
+    TESS_TEST_CHECK(own && na == (795 - 64) / 4 + 1,
+                    "held-out training windows: %lld, all of animal 1 before frame 795", (long long)na);
+    calm_split_held_out_windows(s, 3, LW, P, 0.2, tr, &na, va, &nav);
+    own = true;
+    for (int64_t k = 0; k < na; k++) own &= tr[k].session == 1 && tr[k].t0 + LW <= 636;
+    for (int64_t k = 0; k < nav; k++) own &= va[k].session == 1 && va[k].t0 >= 636 && va[k].t0 + LW <= 795;
+    TESS_TEST_CHECK(own && na == (636 - 64) / 4 + 1 && nav == (792 - 636 - 64) / 4 + 1,
+                    "held-out windows with a validation slice: %lld training before 636, %lld "
+                    "validation in [636, 795)", (long long)na, (long long)nav);
     for (int k = 0; k < 3; k++) free(s[k].spans);
     int rc = tess_test_finish("test_split");
     MPI_Finalize();
