@@ -30,6 +30,12 @@ struct tess_nn_moe_stack {
     double c_exchange; /* the calling thread's CPU seconds in them */
     moe_layer **layer; /* MoE layers in model order, borrowed */
     int64_t n, cap;
+    /* Dropless expert parallelism: the expert side's transient buffers (the outputs and the
+     * exchange buffer in forward; dY, dX, dZ, the SwiGLU scratch and the exchange buffer in
+     * backward) for the layer with the most received rows, shared by the layers (dead between
+     * calls), grown on demand from the exchanged counts, never shrunk. */
+    float *tbuf;
+    int64_t tbuf_floats;
 };
 
 struct moe_layer {
@@ -59,13 +65,18 @@ struct moe_layer {
     /* home side, Rm = rows_max(N) rows in expert order (R = N k, or E cap with padding) */
     float *xp, *y;               /* (Rm,C) gathered inputs, outputs */
     float *z;                    /* (Rm,F) the experts' z of this rank's tokens */
-    /* expert side, for up to Rx = P*Rm received rows in [local expert][source] order; without ep
-     * these alias the home side (Rx = Rm) */
-    float *xg, *yg;              /* (Rx,C) */
-    float *a, *b, *zg;           /* (Rx,F) */
-    float *xt;                   /* (Rx, max(C,F)) exchange buffer with ep */
+    /* expert side, for up to rx_cap received rows in [local expert][source] order; without ep
+     * these alias the home side (rx_cap = Rm). With ep and a capacity they are carved for the
+     * most the ranks can send (rx_max); dropless (grow) xg, a, b, zg live in xbuf, grown from
+     * the exchanged counts, and yg, xt in the stack's tbuf. */
+    float *xg, *yg;              /* (rx_cap,C) */
+    float *a, *b, *zg;           /* (rx_cap,F) */
+    float *xt;                   /* (rx_cap, max(C,F)) exchange buffer with ep */
     int64_t *rows;               /* (nle) rows of each local expert in the last forward */
-    int64_t rx_cap;              /* expert-side rows carved */
+    int64_t rx_cap;              /* expert-side rows carved or grown */
+    bool grow;                   /* dropless with ep: the expert side is grown (grow_expert) */
+    float *xbuf;                 /* (rx_cap, C + 3F) xg, a, b, zg when grown; owned */
+    int64_t grows;               /* times xbuf or the stack's tbuf grew for this layer */
     const float *in;             /* (N,C) of the last forward, borrowed */
     int64_t N;                   /* rows of the last forward */
     float lb, zl, sp, ol, vl;    /* aux values of the last forward */
@@ -201,15 +212,26 @@ static int64_t rows_max(const moe_layer *m, int64_t N) {
     return padded > R ? padded : R;
 }
 
-/* Rows of the expert side for N tokens per rank (the ranks of ep run the same N): dropless, up
- * to P*Rm (every rank's rows to this one); with a capacity at most E*cap (each of P ranks sends
- * at most cap rows to each of this rank's E/P experts), exactly that with padding. */
+/* Rows of the expert side carved for N tokens per rank (the ranks of ep run the same N) with a
+ * capacity: at most E*cap (each of P ranks sends at most cap rows to each of this rank's E/P
+ * experts), exactly that with padding. Dropless with ep the expert side is not carved but grown
+ * from the exchanged counts (grow_expert); without ep it is the home side (Rm rows). */
 static int64_t rx_max(const moe_layer *m, int64_t N) {
     const tess_nn_moe_config *c = &m->stack->cfg;
     const int64_t worst = m->P * rows_max(m, N);
     if (c->drop == TESS_NN_MOE_DROP_NONE) return worst;
     const int64_t bound = m->E * tess_nn_moe_capacity(N, m->E, m->k, c->capacity_factor);
     return bound < worst ? bound : worst;
+}
+
+/* The shared expert's caches for N rows. */
+static tess_status moe_carve_shared(moe_layer *m, tess_arena *ar, int64_t N) {
+    if (m->Fs <= 0) return TESS_OK;
+    TESS_CHECK(tess_arena_floats(ar, N * m->Fs, &m->s_gate));
+    TESS_CHECK(tess_arena_floats(ar, N * m->Fs, &m->s_up));
+    TESS_CHECK(tess_arena_floats(ar, N * m->Fs, &m->s_h));
+    TESS_CHECK(tess_arena_floats(ar, N * m->base.C, &m->s_out));
+    return TESS_OK;
 }
 
 static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
@@ -233,6 +255,7 @@ static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
     TESS_CHECK(tess_arena_floats(ar, R * C, &m->xp));
     TESS_CHECK(tess_arena_floats(ar, R * C, &m->y));
     TESS_CHECK(tess_arena_floats(ar, R * F, &m->z));
+    if (m->grow) return moe_carve_shared(m, ar, max_N); /* the expert side: grow_expert */
     const int64_t Rx = rx_max(m, max_N);
     m->rx_cap = Rx;
     if (m->plan) {
@@ -245,21 +268,16 @@ static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
     }
     TESS_CHECK(tess_arena_floats(ar, Rx * F, &m->a));
     TESS_CHECK(tess_arena_floats(ar, Rx * F, &m->b));
-    if (m->Fs > 0) {
-        TESS_CHECK(tess_arena_floats(ar, N * m->Fs, &m->s_gate));
-        TESS_CHECK(tess_arena_floats(ar, N * m->Fs, &m->s_up));
-        TESS_CHECK(tess_arena_floats(ar, N * m->Fs, &m->s_h));
-        TESS_CHECK(tess_arena_floats(ar, N * C, &m->s_out));
-    }
-    return TESS_OK;
+    return moe_carve_shared(m, ar, max_N);
 }
 
 
 /* Backward scratch: dgates (N,k), dprobs, dlogits (N,E), dmass (N); home side dy, dxp (Rm,C),
- * dz (Rm,F); expert side (Rx rows) dyg, dxg (Rx,C), dzg, db (Rx,F); then, with jitter, the
- * router's input gradient (N,C); the shared expert's MLP scratch (2 N Fs). */
+ * dz (Rm,F); expert side (Rx rows, carved with a capacity; grown: in the stack's tbuf) dyg, dxg
+ * (Rx,C), dzg, db (Rx,F); then, with jitter, the router's input gradient (N,C); the shared
+ * expert's MLP scratch (2 N Fs). */
 static int64_t scratch_head(const moe_layer *m, int64_t N) {
-    const int64_t R = rows_max(m, N), Rx = rx_max(m, N), C = m->base.C, F = m->F;
+    const int64_t R = rows_max(m, N), Rx = m->grow ? 0 : rx_max(m, N), C = m->base.C, F = m->F;
     return N * (m->k + 2 * m->E + 1) + R * (2 * C + F) + Rx * (2 * C + 2 * F) +
            (m->stack->cfg.jitter > 0 ? N * C : 0);
 }
@@ -312,10 +330,54 @@ static void to_home(moe_layer *m, const float *grp, float *tmp, float *home, int
     exchanged(m, t0, c0);
 }
 
+/* Floats of the stack's tbuf for rx expert-side rows: forward yg (rx,C) and xt; backward dyg,
+ * dxg (rx,C), dzg, db (rx,F) and xt (rx, max(C,F)). */
+static int64_t tbuf_floats(const moe_layer *m, int64_t rx) {
+    const int64_t C = m->base.C, F = m->F;
+    return rx * (2 * C + 2 * F + (C > F ? C : F));
+}
+
+/* Dropless with ep, after the count exchange: the expert side for rx received rows. It grows (to
+ * rx plus 1/8, so that routing that varies from step to step settles after a few steps) only when
+ * rx exceeds what it holds; the steady state allocates nothing. Points xg, a, b, zg into xbuf and
+ * yg, xt into the stack's tbuf. TESS_ERR_MEM if an allocation fails. */
+static tess_status grow_expert(moe_layer *m, int64_t rx) {
+    const int64_t C = m->base.C, F = m->F;
+    if (rx > m->rx_cap || !m->xbuf) {
+        const int64_t cap = rx + rx / 8 + 1;
+        free(m->xbuf);
+        m->xbuf = malloc((size_t)(cap * (C + 3 * F)) * sizeof(float));
+        m->rx_cap = m->xbuf ? cap : 0;
+        TESS_REQUIRE(m->xbuf, TESS_ERR_MEM,
+                     "moe: cannot grow the expert side to %lld received rows (%lld floats)",
+                     (long long)cap, (long long)(cap * (C + 3 * F)));
+        m->grows++;
+    }
+    const int64_t cap = m->rx_cap, need = tbuf_floats(m, cap);
+    tess_nn_moe_stack *st = m->stack;
+    if (need > st->tbuf_floats) {
+        free(st->tbuf);
+        st->tbuf = malloc((size_t)need * sizeof(float));
+        st->tbuf_floats = st->tbuf ? need : 0;
+        TESS_REQUIRE(st->tbuf, TESS_ERR_MEM,
+                     "moe: cannot grow the expert side's scratch to %lld floats", (long long)need);
+        m->grows++;
+    }
+    m->xg = m->xbuf;
+    m->a = m->xg + cap * C;
+    m->b = m->a + cap * F;
+    m->zg = m->b + cap * F;
+    m->yg = st->tbuf;
+    m->xt = m->yg + cap * C;
+    return TESS_OK;
+}
+
 static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) {
     moe_layer *m = (moe_layer *)f;
     const int64_t C = f->C, E = m->E, k = m->k, F = m->F, R = N * k;
     const tess_nn_moe_config *cfg = &m->stack->cfg;
+    /* after a failure no further exchange: its peers may be stuck in an earlier one */
+    if (m->stack->status != TESS_OK) return;
     m->in = in;
     m->N = N;
     /* route, on the jittered input when training with jitter */
@@ -358,6 +420,8 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
         keep(m, cfg->pad ? tess_dispatch_plan_fixed(m->plan, cap)
                          : tess_dispatch_plan(m->plan, m->pos));
         exchanged(m, t0, c0);
+        if (m->grow) keep(m, grow_expert(m, tess_dispatch_recv_rows(m->plan)));
+        if (m->stack->status != TESS_OK) return;
         TESS_ASSERT(tess_dispatch_recv_rows(m->plan) <= m->rx_cap);
         to_experts(m, m->xp, m->xt, m->xg, C);
         for (int64_t j = 0; j < m->nle; j++) m->rows[j] = tess_dispatch_slot_rows(m->plan, j);
@@ -413,10 +477,14 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
     const int64_t C = f->C, E = m->E, k = m->k, F = m->F, R = rows_max(m, N), Rn = m->Rn;
     const tess_nn_moe_config *cfg = &m->stack->cfg;
     const float sc = m->stack->scale;
+    if (m->stack->status != TESS_OK) return; /* as in forward */
     float *dgates = scratch, *dprobs = dgates + N * k, *dlogits = dprobs + N * E;
-    const int64_t Rx = rx_max(m, N);
     float *dmass = dlogits + N * E, *dy = dmass + N, *dxp = dy + R * C, *dz = dxp + R * C;
-    float *dyg = dz + R * F, *dxg = dyg + Rx * C, *dzg = dxg + Rx * C, *db = dzg + Rx * F;
+    /* the expert side: after the home side in the scratch, or (grown) in the stack's tbuf */
+    const int64_t Rx = m->grow ? m->rx_cap : rx_max(m, N);
+    float *dyg = m->grow ? m->stack->tbuf : dz + R * F;
+    float *dxg = dyg + Rx * C, *dzg = dxg + Rx * C, *db = dzg + Rx * F;
+    if (m->grow) m->xt = db + Rx * F;
     if (!m->plan) dyg = dy, dxg = dxp, dzg = dz; /* the expert side is the home side */
     /* combine: dg_{t,s} = <dout_t, y_row>, dy_row = g_{t,s} dout_t; 0 for dropped slots and
      * padding rows */
@@ -534,6 +602,7 @@ static void moe_destroy(tess_nn_ffn *f) {
     free(m->rows);
     free(m->lbc);
     free(m->kept);
+    free(m->xbuf);
     tess_dispatch_destroy(&m->plan);
     free(m);
 }
@@ -564,6 +633,7 @@ tess_status tess_nn_moe_stack_create(tess_nn_moe_stack **s, const tess_nn_moe_co
 void tess_nn_moe_stack_destroy(tess_nn_moe_stack **s) {
     if (!s || !*s) return;
     free((*s)->layer);
+    free((*s)->tbuf);
     free(*s);
     *s = NULL;
 }
@@ -598,6 +668,7 @@ tess_status tess_nn_moe_stack_make_ffn(void *ctx, int64_t layer, const tess_tfm_
     m->P = cfg->ep ? cfg->ep->size : 1;
     m->rank = cfg->ep ? cfg->ep->rank : 0;
     m->nle = cfg->E / m->P;
+    m->grow = cfg->ep && cfg->drop == TESS_NN_MOE_DROP_NONE;
     m->counts = calloc((size_t)cfg->E, sizeof *m->counts);
     m->offs = calloc((size_t)cfg->E + 1, sizeof *m->offs);
     m->pos = calloc((size_t)cfg->E, sizeof *m->pos);
@@ -689,6 +760,19 @@ int64_t tess_nn_moe_stack_expert_rows(const tess_nn_moe_stack *s, int64_t i) {
     int64_t n = 0;
     for (int64_t j = 0; j < m->nle; j++) n += m->rows[j];
     return n;
+}
+
+int64_t tess_nn_moe_stack_expert_cap(const tess_nn_moe_stack *s, int64_t i, int64_t *grows) {
+    const moe_layer *m = s->layer[i];
+    if (grows) *grows = m->grows;
+    return m->rx_cap;
+}
+
+int64_t tess_nn_moe_stack_grown_bytes(const tess_nn_moe_stack *s) {
+    int64_t floats = s->tbuf_floats;
+    for (int64_t i = 0; i < s->n; i++)
+        if (s->layer[i]->xbuf) floats += s->layer[i]->rx_cap * (s->layer[i]->base.C + 3 * s->layer[i]->F);
+    return floats * (int64_t)sizeof(float);
 }
 
 const float *tess_nn_moe_stack_mass(const tess_nn_moe_stack *s, int64_t i) {
