@@ -177,6 +177,25 @@ float tess_nn_moe_rsp_forward_ref(const float *z, const int32_t *row_of, int64_t
                                   int64_t F, tess_nn_moe_phi phi);
 void tess_nn_moe_rsp_backward_ref(float *dz, float dloss, const float *z, const int32_t *row_of,
                                   int64_t N, int64_t k, int64_t F, tess_nn_moe_phi phi);
+/* R_sp split by groups, for expert parallelism (the co-located fast path): grp (N,k) or NULL
+ * gives each slot a group (the rank of its expert); with grp only the pairs whose slots are in
+ * DIFFERENT groups count, so the pairs of one group can be computed elsewhere (on the rank that
+ * holds both experts) and the parts add up to R_sp. Unnormalised sums for every phi at once:
+ * sums[phi] = sum_t (1/(k(k-1))) sum_{s != s', a pair} phi(c_t(s, s')), so R_sp = sums[phi] / N
+ * with grp NULL. backward_grp: dz (rows, F) += dloss * d/dz of (1/N) times that sum for phi (grp
+ * NULL: tess_nn_moe_rsp_backward). k >= 2. */
+void tess_nn_moe_rsp_sums(double sums[TESS_NN_MOE_PHI_COUNT], const float *z,
+                          const int32_t *row_of, const int32_t *grp, int64_t N, int64_t k,
+                          int64_t F);
+void tess_nn_moe_rsp_backward_grp(float *dz, float dloss, const float *z, const int32_t *row_of,
+                                  const int32_t *grp, int64_t N, int64_t k, int64_t F,
+                                  tess_nn_moe_phi phi);
+void tess_nn_moe_rsp_sums_ref(double sums[TESS_NN_MOE_PHI_COUNT], const float *z,
+                              const int32_t *row_of, const int32_t *grp, int64_t N, int64_t k,
+                              int64_t F);
+void tess_nn_moe_rsp_backward_grp_ref(float *dz, float dloss, const float *z,
+                                      const int32_t *row_of, const int32_t *grp, int64_t N,
+                                      int64_t k, int64_t F, tess_nn_moe_phi phi);
 
 /* ---------- the baselines of Guo et al. ---------- */
 
