@@ -324,8 +324,9 @@ static void token_cos(float *nrm, float *cs, float *den, const float *z, const i
                       const int32_t *grp, int64_t k, int64_t F) {
     for (int64_t s = 0; s < k; s++) {
         nrm[s] = 0.0f;
-        if (rows[s] < 0) continue; /* dropped: in no pair */
-        nrm[s] = (float)sqrt(tess_tensor_sqnorm(z + (int64_t)rows[s] * F, F));
+        bool in_pair = false; /* dropped, or with grp in no split pair: z may not be there */
+        for (int64_t r = 0; r < k && !in_pair; r++) in_pair = r != s && pair_on(rows, grp, s, r);
+        if (in_pair) nrm[s] = (float)sqrt(tess_tensor_sqnorm(z + (int64_t)rows[s] * F, F));
     }
     for (int64_t s = 0; s < k; s++)
         for (int64_t r = s + 1; r < k; r++) {

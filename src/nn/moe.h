@@ -318,8 +318,14 @@ typedef struct tess_nn_moe_stack tess_nn_moe_stack;
  * ever before (tess_nn_moe_stack_expert_cap). A failed allocation is kept like an exchange
  * failure (TESS_ERR_MEM).
  * With expert parallelism each layer exchanges token rows over ep (par/dispatch.h): one count
- * exchange and two row exchanges in forward (rows out; outputs back, with z when lambda_sp > 0,
- * so R_sp is exact: computed where the token lives), two and one in backward. With pad (every
+ * exchange and two row exchanges in forward (rows out, outputs back), two and one in backward
+ * (dY out, dX back). R_sp stays exact across ranks: a pair of a token's slots whose experts live
+ * on one rank is computed there (co-located), a pair split across ranks on the token's rank, so
+ * with lambda_sp > 0 the token ids travel with the rows (one int exchange), only the z rows in a
+ * split pair come back (and their gradient goes out in backward, par/dispatch.h's local plan),
+ * and each rank returns the co-located pairs' sums to the tokens' ranks (one MPI_Alltoall of
+ * 4 doubles per rank pair, with its N for their gradient's 1/N). With padding or the all-gather
+ * dispatcher (the oracle) z of every row comes back and R_sp is computed at home. With pad (every
  * expert's block padded to the capacity) there is no count exchange: the blocks have a fixed
  * size, exchanged by MPI_Alltoall; the capacity is a function of N, so every rank of ep must
  * run its forward with the same N (a training batch split evenly over the ranks). The feed-forward
