@@ -255,6 +255,12 @@ static tess_status moe_carve_shared(moe_layer *m, tess_arena *ar, int64_t N) {
     return TESS_OK;
 }
 
+/* Home rows of z and of its gradient dz: with ep, z comes home only for R_sp (lambda_sp > 0);
+ * without ep the home side is the expert side. */
+static int64_t z_rows(const moe_layer *m, int64_t R) {
+    return !m->plan || m->stack->cfg.lambda_sp > 0 ? R : 0;
+}
+
 static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
     moe_layer *m = (moe_layer *)f;
     const int64_t N = max_N, E = m->E, k = m->k, R = rows_max(m, max_N), C = f->C, F = m->F;
@@ -275,7 +281,7 @@ static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
     }
     TESS_CHECK(tess_arena_floats(ar, R * C, &m->xp));
     TESS_CHECK(tess_arena_floats(ar, R * C, &m->y));
-    TESS_CHECK(tess_arena_floats(ar, R * F, &m->z));
+    TESS_CHECK(tess_arena_floats(ar, z_rows(m, R) * F, &m->z));
     if (m->fast) {
         TESS_CHECK(ints(ar, N * k, &m->grp));
         TESS_CHECK(ints(ar, 2 * R, &m->ids));
@@ -299,12 +305,12 @@ static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
 
 
 /* Backward scratch: dgates (N,k), dprobs, dlogits (N,E), dmass (N); home side dy, dxp (Rm,C),
- * dz (Rm,F); expert side (Rx rows, carved with a capacity; grown: in the stack's tbuf) dyg, dxg
+ * dz (z_rows,F); expert side (Rx rows, carved with a capacity; grown: in the stack's tbuf) dyg, dxg
  * (Rx,C), dzg, db (Rx,F); then, with jitter, the router's input gradient (N,C); the shared
  * expert's MLP scratch (2 N Fs). */
 static int64_t scratch_head(const moe_layer *m, int64_t N) {
     const int64_t R = rows_max(m, N), Rx = m->grow ? 0 : rx_max(m, N), C = m->base.C, F = m->F;
-    return N * (m->k + 2 * m->E + 1) + R * (2 * C + F) + Rx * (2 * C + 2 * F) +
+    return N * (m->k + 2 * m->E + 1) + R * 2 * C + z_rows(m, R) * F + Rx * (2 * C + 2 * F) +
            (m->stack->cfg.jitter > 0 ? N * C : 0);
 }
 
@@ -515,13 +521,13 @@ static tess_status fast_forward(moe_layer *m, int64_t N) {
     return TESS_OK;
 }
 
-/* Fast path, backward: R_sp's gradient of the split rows at home (dz, Rn rows) travels to the
- * experts (zplan) into dzg (rx rows, zeroed elsewhere); the co-located pairs' gradient is added
+/* Fast path, backward: R_sp's gradient of the split rows at home (dz, those of its Rn rows)
+ * travels to the experts (zplan) into dzg (the received rows, zeroed elsewhere); the co-located pairs' gradient is added
  * here, each source's with its own 1/N. dloss = the loss scale times lambda_sp. */
 static tess_status fast_backward(moe_layer *m, float *dz, float *dzg, float dloss, int64_t N) {
     const int64_t k = m->k, F = m->F, S = m->nle, P = m->P, np = TESS_NN_MOE_PHI_COUNT + 1;
     const tess_nn_moe_phi phi = m->stack->cfg.phi;
-    const int64_t *rc = tess_dispatch_recv_counts(m->plan), rx = tess_dispatch_recv_rows(m->plan);
+    const int64_t *rc = tess_dispatch_recv_counts(m->plan);
     tess_nn_moe_rsp_backward_grp(dz, dloss, m->z, m->row_of, m->grp, N, k, F, phi);
     int64_t c = 0;
     for (int64_t r = 0; r < m->Rn; r++)
@@ -530,14 +536,16 @@ static tess_status fast_backward(moe_layer *m, float *dz, float *dzg, float dlos
     const tess_status st = tess_dispatch_forward(m->zplan, m->zc, m->xt, F);
     exchanged(m, t0, c0);
     TESS_CHECK(st);
-    memset(dzg, 0, (size_t)(rx * F) * sizeof(float));
     c = 0;
     for (int64_t q = 0; q < P; q++)
         for (int64_t j = 0; j < S; j++)
-            for (int64_t i = 0; i < rc[q * S + j]; i++)
+            for (int64_t i = 0; i < rc[q * S + j]; i++) {
+                float *d = dzg + (m->go[q * S + j] + i) * F;
                 if (m->rid[2 * (m->uo[q * S + j] + i) + 1])
-                    memcpy(dzg + (m->go[q * S + j] + i) * F, m->xt + (c++) * F,
-                           (size_t)F * sizeof(float));
+                    memcpy(d, m->xt + (c++) * F, (size_t)F * sizeof(float));
+                else
+                    memset(d, 0, (size_t)F * sizeof(float));
+            }
     for (int64_t q = 0; q < P; q++) {
         const double nsrc = m->vr[q * np + np - 1];
         if (m->nq[q] > 0 && nsrc > 0)
@@ -663,7 +671,7 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
     float *dmass = dlogits + N * E, *dy = dmass + N, *dxp = dy + R * C, *dz = dxp + R * C;
     /* the expert side: after the home side in the scratch, or (grown) in the stack's tbuf */
     const int64_t Rx = m->grow ? m->rx_cap : rx_max(m, N);
-    float *dyg = m->grow ? m->stack->tbuf : dz + R * F;
+    float *dyg = m->grow ? m->stack->tbuf : dz + z_rows(m, R) * F;
     float *dxg = dyg + Rx * C, *dzg = dxg + Rx * C, *db = dzg + Rx * F;
     if (m->grow) m->xt = db + Rx * F;
     if (!m->plan) dyg = dy, dxg = dxp, dzg = dz; /* the expert side is the home side */
@@ -686,16 +694,22 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
     /* the orthogonality loss's gradient of the outputs y, at home */
     if (cfg->lambda_o > 0)
         tess_nn_moe_ortho_backward(dy, sc * (float)cfg->lambda_o, m->y, m->row_of, N, k, C);
-    /* R_sp's gradient of z, at home; then both to the experts' ranks */
-    memset(dz, 0, (size_t)(Rn * F) * sizeof(float));
+    /* R_sp's gradient of z, at home; then both to the experts' ranks (fast path: of the rows
+     * in a split pair only, the rows fast_backward reads) */
+    if (m->fast) {
+        for (int64_t r = 0; r < Rn; r++)
+            if (m->ids[2 * r + 1]) memset(dz + r * F, 0, (size_t)F * sizeof(float));
+    } else if (!m->plan || cfg->lambda_sp > 0) {
+        memset(dz, 0, (size_t)(Rn * F) * sizeof(float));
+    }
     if (cfg->lambda_sp > 0 && !m->fast)
         tess_nn_moe_rsp_backward(dz, sc * (float)cfg->lambda_sp, m->z, m->row_of, N, k, F,
                                  cfg->phi);
     int64_t rx = Rn;
     if (m->plan) {
         to_experts(m, dy, m->xt, dyg, C);
-        if (m->fast)
-            keep(m, fast_backward(m, dz, dzg, sc * (float)cfg->lambda_sp, N));
+        if (m->fast) /* with the 1/P below folded into R_sp's weight */
+            keep(m, fast_backward(m, dz, dzg, sc * (float)cfg->lambda_sp / (float)m->P, N));
         else if (cfg->lambda_sp > 0)
             to_experts(m, dz, m->xt, dzg, F);
         rx = tess_dispatch_recv_rows(m->plan);
@@ -707,7 +721,8 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
          * gradients are scaled back by P below, as they belong to each row's own rank. */
         const float inv = 1.0f / (float)m->P;
         for (int64_t i = 0; i < rx * C; i++) dyg[i] *= inv;
-        for (int64_t i = 0; i < rx * F; i++) dzg[i] *= inv;
+        if (cfg->lambda_sp > 0 && !m->fast)
+            for (int64_t i = 0; i < rx * F; i++) dzg[i] *= inv;
     }
     memset(dxg, 0, (size_t)(rx * C) * sizeof(float));
     const float *wg = P(m, m->i_gate), *wu = P(m, m->i_up), *wd = P(m, m->i_down);
