@@ -10,7 +10,8 @@
 #   2. peak memory (VmHWM, the larger rank) against the floor computed from the shapes, EP = 1
 #      and EP = 2, each configuration alone in its run;
 #   3. R_sp + R_cp on vs off, two MoE layers (R_cp couples them), alternating: on 1 rank, and
-#      on 2 ranks at EP = 2 (z travels back with the rows).
+#      on 2 ranks at EP = 2 (R_sp's co-located fast path: only the z rows of pairs split across
+#      the ranks travel).
 # Medians and (min-max) over `reps` steps; ratios are the
 # median (min-max) of the per-step ratios of the alternating configurations.
 # usage: bash bench/run_moe_ep.sh [build_dir=build/release] [reps=5]
