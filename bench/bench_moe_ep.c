@@ -28,7 +28,9 @@
  * inputs and outputs (x, y, dy, dx: 4 N C) + what backward must keep: router scores (N E), and
  * per routed row (R = N k, received rows as many on average) the expert input (C), the SwiGLU
  * pre-activations a and b (2 F), the expert output (C); act_bytes = the layers' arena, scratch
- * bytes = the backward scratch. Collective on MPI_COMM_WORLD.
+ * bytes = the backward scratch, grown_bytes = the expert side grown from the exchanged counts
+ * (dropless with ep: tess_nn_moe_stack_grown_bytes), each the larger rank's. Collective on
+ * MPI_COMM_WORLD.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -174,8 +176,11 @@ static tess_status run(int argc, char **argv, const tess_group *world, tess_grou
                 printf("%c_%s %.6f\n", 'a' + i, name[j], j ? t[j] : mx);
         }
     if (s == TESS_OK) {
-        double hwm = (double)tess_bench_proc_kib("VmHWM");
-        s = tess_par_allreduce_f64(world, &hwm, 1, TESS_PAR_MAX);
+        double hwm[4] = {(double)tess_bench_proc_kib("VmHWM"),
+                         (double)tess_arena_high_water(&m[0].arena),
+                         (double)(m[0].scratch_floats * (int64_t)sizeof(float)),
+                         (double)tess_nn_moe_stack_grown_bytes(m[0].st)};
+        s = tess_par_allreduce_f64(world, hwm, 4, TESS_PAR_MAX);
         /* the floor of A on one rank */
         const double E = (double)mc.E, k = (double)mc.k, F = (double)mc.F, n = (double)N;
         const double el = E / (double)ep[0];
@@ -184,10 +189,9 @@ static tess_status run(int argc, char **argv, const tess_group *world, tess_grou
                                     (double)L * (n * E + n * k * (2.0 * (double)C + 2.0 * F)));
         if (s == TESS_OK && world->rank == 0)
             printf("ranks %d\nep_a %lld\nep_b %lld\nvmhwm_kib %.0f\nbase_kib %lld\nparams %.0f\n"
-                   "floor_bytes %.0f\nact_bytes %zu\nscratch_bytes %lld\n",
-                   P, (long long)ep[0], (long long)ep[1], hwm, (long long)base_kib, params, floor,
-                   tess_arena_high_water(&m[0].arena),
-                   (long long)(m[0].scratch_floats * (int64_t)sizeof(float)));
+                   "floor_bytes %.0f\nact_bytes %.0f\nscratch_bytes %.0f\ngrown_bytes %.0f\n",
+                   P, (long long)ep[0], (long long)ep[1], hwm[0], (long long)base_kib, params,
+                   floor, hwm[1], hwm[2], hwm[3]);
     }
     for (int i = 0; i < 2; i++) model_free(&m[i]);
     free(x), free(y), free(dy), free(dx);

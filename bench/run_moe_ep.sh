@@ -10,10 +10,12 @@
 #   2. peak memory (VmHWM, the larger rank) against the floor computed from the shapes, EP = 1
 #      and EP = 2, each configuration alone in its run;
 #   3. R_sp + R_cp on vs off, two MoE layers (R_cp couples them), alternating: on 1 rank, and
-#      on 2 ranks at EP = 2 (z travels back with the rows).
+#      on 2 ranks at EP = 2 (R_sp's co-located fast path: only the z rows of pairs split across
+#      the ranks travel).
 # Medians and (min-max) over `reps` steps; ratios are the
 # median (min-max) of the per-step ratios of the alternating configurations.
 # usage: bash bench/run_moe_ep.sh [build_dir=build/release] [reps=5]
+# MOE_EP_TABLES="1 2 3" (default) selects the tables, e.g. "2" for the memory table alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bd=${1:-build/release}
@@ -27,6 +29,8 @@ mpi=(mpiexec --bind-to none)
 [ "$(id -u)" = 0 ] && mpi+=(--allow-run-as-root)
 # the issue's shapes, or MOE_EP_SHAPES="T d d_ff E k;..." (a quick check of this script)
 IFS=';' read -ra shapes <<< "${MOE_EP_SHAPES:-2048 256 512 8 2;4096 512 1024 16 2}"
+tables=" ${MOE_EP_TABLES:-1 2 3} "
+want() { [[ "$tables" == *" $1 "* ]]; }
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc --all) cores; $(date -u +%FT%TZ); $bd;" \
   "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 # med KEY < output: "median min max" of the KEY lines
@@ -38,6 +42,7 @@ ratio() { awk -v ka="$1" -v kb="$2" '$1 == ka {a[++na] = $2} $1 == kb {b[++nb] =
   END {for (i = 1; i <= nb; i++) print b[i] / a[i]}' | sort -n |
   awk '{r[NR]=$1} END{printf "%.3f %.3f %.3f\n", r[int((NR+1)/2)], r[1], r[NR]}'; }
 
+if want 1; then
 echo
 echo "| shape (T per rank, d, d_ff, E, k) | EP = 1 step CPU s | EP = 2 step CPU s | EP 2 / EP 1 step, CPU (min-max) | EP 2 / EP 1 step, wall (min-max) | EP = 2 layer CPU s | EP = 2 exchange CPU s | exchange share of the layer, CPU (wall) | gradient sync CPU s, EP 1 / EP 2 |"
 echo "|---|---:|---:|---|---|---:|---:|---|---|"
@@ -62,10 +67,12 @@ for shape in "${shapes[@]}"; do
            s, a, b, rc, rclo, rchi, rw, rwlo, rwhi, bl, bx, 100 * sc, 100 * sclo, 100 * schi,
            100 * sw, as, bs }'
 done
+fi
 
+if want 2; then
 echo
-echo "| shape (T per rank, d, d_ff, E, k) | EP | parameters per rank | VmHWM MiB | at start MiB | VmHWM - start MiB | floor MiB | (VmHWM - start) / floor | layer arena MiB | backward scratch MiB |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| shape (T per rank, d, d_ff, E, k) | EP | parameters per rank | VmHWM MiB | at start MiB | VmHWM - start MiB | floor MiB | (VmHWM - start) / floor | layer arena MiB | backward scratch MiB | expert side grown MiB |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for shape in "${shapes[@]}"; do
   set -- $shape
   for ep in 1 2; do
@@ -74,13 +81,15 @@ for shape in "${shapes[@]}"; do
     awk -v s="$1, $2, $3, $4, $5" -v ep="$ep" -v hwm="$(echo "$out" | val vmhwm_kib)" \
         -v base="$(echo "$out" | val base_kib)" -v fl="$(echo "$out" | val floor_bytes)" \
         -v p="$(echo "$out" | val params)" -v act="$(echo "$out" | val act_bytes)" \
-        -v sc="$(echo "$out" | val scratch_bytes)" 'BEGIN {
-      m = 1048576; printf "| %s | %d | %.2fM | %.0f | %.0f | %.0f | %.0f | %.2f | %.0f | %.0f |\n",
+        -v sc="$(echo "$out" | val scratch_bytes)" -v gr="$(echo "$out" | val grown_bytes)" 'BEGIN {
+      m = 1048576; printf "| %s | %d | %.2fM | %.0f | %.0f | %.0f | %.0f | %.2f | %.0f | %.0f | %.0f |\n",
              s, ep, p / 1e6, hwm / 1024, base / 1024, (hwm - base) / 1024, fl / m,
-             (hwm - base) * 1024 / fl, act / m, sc / m }'
+             (hwm - base) * 1024 / fl, act / m, sc / m, gr / m }'
   done
 done
+fi
 
+if want 3; then
 echo
 echo "| shape (T per rank, d, d_ff, E, k), 2 MoE layers | ranks, EP | L_lb step CPU s (min-max) | + R_sp + R_cp step CPU s (min-max) | overhead (min-max) |"
 echo "|---|---|---|---|---|"
@@ -98,5 +107,6 @@ for shape in "${shapes[@]}"; do
              s, np, np, a, alo, ahi, b, blo, bhi, 100 * (r - 1), 100 * (rlo - 1), 100 * (rhi - 1) }'
   done
 done
+fi
 echo
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg); $(date -u +%FT%TZ)"

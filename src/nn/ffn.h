@@ -16,7 +16,9 @@
  *
  * Shapes: N rows (B*T flattened), C channels. forward: out (N,C) = ffn(in (N,C)), overwritten;
  * it keeps what backward needs (in is borrowed until backward). backward: din (N,C) += d/d in,
- * and ADDS into the registry's gradients of f's parameters. Nothing is allocated after carve.
+ * and ADDS into the registry's gradients of f's parameters. Nothing is allocated after carve
+ * (an implementation that must size buffers from data exchanged in forward says so: the
+ * dropless expert-parallel MoE layer, nn/moe.h).
  * Not collective for the dense MLPs; an implementation that is (an expert layer exchanging tokens)
  * says on which group, and every rank of it must call forward/backward alike. */
 #ifndef TESS_NN_FFN_H

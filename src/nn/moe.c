@@ -312,18 +312,25 @@ static float phi_slope(tess_nn_moe_phi phi, float c) {
                                                                    : 1.0f);
 }
 
-/* One token's slots: norms nrm (k) and the cosine matrix cs (k,k) of its z rows; den (k,k) the
- * clamped denominators. */
+/* Whether slots s, r of a token (rows (k), grp (k) or NULL) form a pair of R_sp: both kept and,
+ * with grp, in different groups. */
+static inline bool pair_on(const int32_t *rows, const int32_t *grp, int64_t s, int64_t r) {
+    return rows[s] >= 0 && rows[r] >= 0 && (!grp || grp[s] != grp[r]);
+}
+
+/* One token's slots: norms nrm (k) and the cosine matrix cs (k,k) of its z rows, for the pairs
+ * pair_on (others: c = 0); den (k,k) the clamped denominators. */
 static void token_cos(float *nrm, float *cs, float *den, const float *z, const int32_t *rows,
-                      int64_t k, int64_t F) {
+                      const int32_t *grp, int64_t k, int64_t F) {
     for (int64_t s = 0; s < k; s++) {
         nrm[s] = 0.0f;
-        if (rows[s] < 0) continue; /* dropped: in no pair */
-        nrm[s] = (float)sqrt(tess_tensor_sqnorm(z + (int64_t)rows[s] * F, F));
+        bool in_pair = false; /* dropped, or with grp in no split pair: z may not be there */
+        for (int64_t r = 0; r < k && !in_pair; r++) in_pair = r != s && pair_on(rows, grp, s, r);
+        if (in_pair) nrm[s] = (float)sqrt(tess_tensor_sqnorm(z + (int64_t)rows[s] * F, F));
     }
     for (int64_t s = 0; s < k; s++)
         for (int64_t r = s + 1; r < k; r++) {
-            if (rows[s] < 0 || rows[r] < 0) {
+            if (!pair_on(rows, grp, s, r)) {
                 den[s * k + r] = den[r * k + s] = 1.0f;
                 cs[s * k + r] = cs[r * k + s] = 0.0f;
                 continue;
@@ -357,7 +364,7 @@ float tess_nn_moe_rsp_forward(const float *z, const int32_t *row_of, int64_t N, 
     double acc = 0.0;
     for (int64_t t = 0; t < N; t++) {
         const int32_t *rows = row_of + t * k;
-        token_cos(nrm, cs, den, z, rows, k, F);
+        token_cos(nrm, cs, den, z, rows, NULL, k, F);
         for (int64_t s = 0; s < k; s++)
             for (int64_t r = s + 1; r < k; r++)
                 if (rows[s] >= 0 && rows[r] >= 0) acc += 2.0 * phi_value(phi, cs[s * k + r]);
@@ -365,22 +372,70 @@ float tess_nn_moe_rsp_forward(const float *z, const int32_t *row_of, int64_t N, 
     return (float)(acc / ((double)N * (double)(k * (k - 1))));
 }
 
+void tess_nn_moe_rsp_sums(double sums[TESS_NN_MOE_PHI_COUNT], const float *z,
+                          const int32_t *row_of, const int32_t *grp, int64_t N, int64_t k,
+                          int64_t F) {
+    TESS_ASSERT(k >= 2 && k <= MOE_KMAX);
+    float nrm[MOE_KMAX], cs[MOE_KMAX * MOE_KMAX], den[MOE_KMAX * MOE_KMAX];
+    double acc[TESS_NN_MOE_PHI_COUNT] = {0};
+    for (int64_t t = 0; t < N; t++) {
+        const int32_t *rows = row_of + t * k, *g = grp ? grp + t * k : NULL;
+        token_cos(nrm, cs, den, z, rows, g, k, F);
+        for (int64_t s = 0; s < k; s++)
+            for (int64_t r = s + 1; r < k; r++)
+                if (pair_on(rows, g, s, r))
+                    for (int p = 0; p < TESS_NN_MOE_PHI_COUNT; p++)
+                        acc[p] += 2.0 * phi_value((tess_nn_moe_phi)p, cs[s * k + r]);
+    }
+    for (int p = 0; p < TESS_NN_MOE_PHI_COUNT; p++) sums[p] = acc[p] / (double)(k * (k - 1));
+}
+
+void tess_nn_moe_rsp_sums_ref(double sums[TESS_NN_MOE_PHI_COUNT], const float *z,
+                              const int32_t *row_of, const int32_t *grp, int64_t N, int64_t k,
+                              int64_t F) {
+    /* Every ordered pair, in double. */
+    for (int p = 0; p < TESS_NN_MOE_PHI_COUNT; p++) sums[p] = 0.0;
+    for (int64_t t = 0; t < N; t++)
+        for (int64_t s = 0; s < k; s++)
+            for (int64_t r = 0; r < k; r++) {
+                const int64_t ru = row_of[t * k + s], rv = row_of[t * k + r];
+                if (r == s || ru < 0 || rv < 0 || (grp && grp[t * k + s] == grp[t * k + r]))
+                    continue;
+                double uv = 0, uu = 0, vv = 0;
+                for (int64_t f = 0; f < F; f++) {
+                    uv += (double)z[ru * F + f] * z[rv * F + f];
+                    uu += (double)z[ru * F + f] * z[ru * F + f];
+                    vv += (double)z[rv * F + f] * z[rv * F + f];
+                }
+                const double c = uv / fmax(sqrt(uu) * sqrt(vv), TESS_NN_MOE_COS_EPS);
+                sums[TESS_NN_MOE_PHI_SQ] += c * c / (double)(k * (k - 1));
+                sums[TESS_NN_MOE_PHI_ABS] += fabs(c) / (double)(k * (k - 1));
+                sums[TESS_NN_MOE_PHI_SIGNED] += c / (double)(k * (k - 1));
+            }
+}
+
 void tess_nn_moe_rsp_backward(float *dz, float dloss, const float *z, const int32_t *row_of,
                               int64_t N, int64_t k, int64_t F, tess_nn_moe_phi phi) {
+    tess_nn_moe_rsp_backward_grp(dz, dloss, z, row_of, NULL, N, k, F, phi);
+}
+
+void tess_nn_moe_rsp_backward_grp(float *dz, float dloss, const float *z, const int32_t *row_of,
+                                  const int32_t *grp, int64_t N, int64_t k, int64_t F,
+                                  tess_nn_moe_phi phi) {
     /* Unordered pair {s,r} counted twice: dR/du = 2 phi'(c) dc/du / (N k (k-1)), with
      * dc/du = v/den - c u/|u|^2 when the denominator is |u||v| (unclamped), v/den otherwise. */
     TESS_ASSERT(k >= 2 && k <= MOE_KMAX);
     float nrm[MOE_KMAX], cs[MOE_KMAX * MOE_KMAX], den[MOE_KMAX * MOE_KMAX];
     const double w = 2.0 * (double)dloss / ((double)N * (double)(k * (k - 1)));
     for (int64_t t = 0; t < N; t++) {
-        const int32_t *rows = row_of + t * k;
-        token_cos(nrm, cs, den, z, rows, k, F);
+        const int32_t *rows = row_of + t * k, *g = grp ? grp + t * k : NULL;
+        token_cos(nrm, cs, den, z, rows, g, k, F);
         for (int64_t s = 0; s < k; s++) {
             if (rows[s] < 0) continue;
             const float *u = z + (int64_t)rows[s] * F;
             float *du = dz + (int64_t)rows[s] * F;
             for (int64_t r = 0; r < k; r++) {
-                if (r == s || rows[r] < 0) continue;
+                if (r == s || !pair_on(rows, g, s, r)) continue;
                 const float *v = z + (int64_t)rows[r] * F;
                 const float c = cs[s * k + r], dn = den[s * k + r];
                 const float a = (float)(w * phi_slope(phi, c));
@@ -417,13 +472,20 @@ float tess_nn_moe_rsp_forward_ref(const float *z, const int32_t *row_of, int64_t
 
 void tess_nn_moe_rsp_backward_ref(float *dz, float dloss, const float *z, const int32_t *row_of,
                                   int64_t N, int64_t k, int64_t F, tess_nn_moe_phi phi) {
+    tess_nn_moe_rsp_backward_grp_ref(dz, dloss, z, row_of, NULL, N, k, F, phi);
+}
+
+void tess_nn_moe_rsp_backward_grp_ref(float *dz, float dloss, const float *z,
+                                      const int32_t *row_of, const int32_t *grp, int64_t N,
+                                      int64_t k, int64_t F, tess_nn_moe_phi phi) {
     /* Every ordered pair (s, r) contributes phi'(c) dc/du to u and phi'(c) dc/dv to v, in double. */
     const double w = (double)dloss / ((double)N * (double)(k * (k - 1)));
     for (int64_t t = 0; t < N; t++)
         for (int64_t s = 0; s < k; s++)
             for (int64_t r = 0; r < k; r++) {
                 const int64_t ru = row_of[t * k + s], rv = row_of[t * k + r];
-                if (r == s || ru < 0 || rv < 0) continue;
+                if (r == s || ru < 0 || rv < 0 || (grp && grp[t * k + s] == grp[t * k + r]))
+                    continue;
                 const float *u = z + ru * F, *v = z + rv * F;
                 double uv = 0, uu = 0, vv = 0;
                 for (int64_t f = 0; f < F; f++) {

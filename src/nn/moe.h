@@ -177,6 +177,25 @@ float tess_nn_moe_rsp_forward_ref(const float *z, const int32_t *row_of, int64_t
                                   int64_t F, tess_nn_moe_phi phi);
 void tess_nn_moe_rsp_backward_ref(float *dz, float dloss, const float *z, const int32_t *row_of,
                                   int64_t N, int64_t k, int64_t F, tess_nn_moe_phi phi);
+/* R_sp split by groups, for expert parallelism (the co-located fast path): grp (N,k) or NULL
+ * gives each slot a group (the rank of its expert); with grp only the pairs whose slots are in
+ * DIFFERENT groups count, so the pairs of one group can be computed elsewhere (on the rank that
+ * holds both experts) and the parts add up to R_sp. Unnormalised sums for every phi at once:
+ * sums[phi] = sum_t (1/(k(k-1))) sum_{s != s', a pair} phi(c_t(s, s')), so R_sp = sums[phi] / N
+ * with grp NULL. backward_grp: dz (rows, F) += dloss * d/dz of (1/N) times that sum for phi (grp
+ * NULL: tess_nn_moe_rsp_backward). k >= 2. */
+void tess_nn_moe_rsp_sums(double sums[TESS_NN_MOE_PHI_COUNT], const float *z,
+                          const int32_t *row_of, const int32_t *grp, int64_t N, int64_t k,
+                          int64_t F);
+void tess_nn_moe_rsp_backward_grp(float *dz, float dloss, const float *z, const int32_t *row_of,
+                                  const int32_t *grp, int64_t N, int64_t k, int64_t F,
+                                  tess_nn_moe_phi phi);
+void tess_nn_moe_rsp_sums_ref(double sums[TESS_NN_MOE_PHI_COUNT], const float *z,
+                              const int32_t *row_of, const int32_t *grp, int64_t N, int64_t k,
+                              int64_t F);
+void tess_nn_moe_rsp_backward_grp_ref(float *dz, float dloss, const float *z,
+                                      const int32_t *row_of, const int32_t *grp, int64_t N,
+                                      int64_t k, int64_t F, tess_nn_moe_phi phi);
 
 /* ---------- the baselines of Guo et al. ---------- */
 
@@ -290,9 +309,23 @@ typedef struct tess_nn_moe_stack tess_nn_moe_stack;
 
 /* A stack shares the config and the aux-loss plumbing of a model's MoE layers (R_cp couples
  * adjacent ones). It owns none of the layers (the model does); use it only while they live.
+ * Memory: the layers carve their caches (nn/ffn.h), with one exception: dropless with ep the
+ * rows a rank's experts receive are known only after the count exchange (up to every rank's
+ * N k rows), so each layer's expert side (the received rows, their SwiGLU caches) and the
+ * stack's expert-side scratch (outputs, exchange buffer, backward gradients; one for all
+ * layers) are heap buffers grown in forward from the exchanged counts, never shrunk: memory
+ * follows the rows received, and a step allocates only when a layer receives more rows than
+ * ever before (tess_nn_moe_stack_expert_cap). A failed allocation is kept like an exchange
+ * failure (TESS_ERR_MEM).
  * With expert parallelism each layer exchanges token rows over ep (par/dispatch.h): one count
- * exchange and two row exchanges in forward (rows out; outputs back, with z when lambda_sp > 0,
- * so R_sp is exact: computed where the token lives), two and one in backward. With pad (every
+ * exchange and two row exchanges in forward (rows out, outputs back), two and one in backward
+ * (dY out, dX back). R_sp stays exact across ranks: a pair of a token's slots whose experts live
+ * on one rank is computed there (co-located), a pair split across ranks on the token's rank, so
+ * with lambda_sp > 0 the token ids travel with the rows (one int exchange), only the z rows in a
+ * split pair come back (and their gradient goes out in backward, par/dispatch.h's local plan),
+ * and each rank returns the co-located pairs' sums to the tokens' ranks (one MPI_Alltoall of
+ * 4 doubles per rank pair, with its N for their gradient's 1/N). With padding or the all-gather
+ * dispatcher (the oracle) z of every row comes back and R_sp is computed at home. With pad (every
  * expert's block padded to the capacity) there is no count exchange: the blocks have a fixed
  * size, exchanged by MPI_Alltoall; the capacity is a function of N, so every rank of ep must
  * run its forward with the same N (a training batch split evenly over the ranks). The feed-forward
@@ -313,8 +346,10 @@ void tess_nn_moe_stack_destroy(tess_nn_moe_stack **s);
  * out_std), replicated, added to every token's output (not part of R_sp). */
 tess_status tess_nn_moe_stack_make_ffn(void *ctx, int64_t layer, const tess_tfm_config *cfg,
                                        tess_nn_ffn **ffn);
-/* TESS_OK, or the first failure of an exchange in a layer's forward or backward (its record is
- * the error text); the layers' outputs are then undefined. */
+/* TESS_OK, or the first failure of an exchange or a growth in a layer's forward or backward
+ * (its record is the error text); the layers' outputs are then undefined, and every later
+ * forward and backward of the stack's layers returns at once (no further collective: the caller
+ * ends the run). */
 tess_status tess_nn_moe_stack_status(const tess_nn_moe_stack *s);
 /* Wall seconds this rank spent in the expert exchanges of every MoE layer (the plans and the row
  * exchanges of par/dispatch.h, waiting for the other ranks of ep included; not the local
@@ -343,6 +378,13 @@ int64_t tess_nn_moe_stack_dropped(const tess_nn_moe_stack *s, int64_t i);
 /* Rows (padding included) this rank's experts processed in MoE layer i's last forward: summed
  * over the ep group, the rows its ranks sent (count conservation). */
 int64_t tess_nn_moe_stack_expert_rows(const tess_nn_moe_stack *s, int64_t i);
+/* Rows the expert side of MoE layer i holds: dropless with ep, grown from the exchanged counts
+ * (the most rows received in one forward so far, plus 1/8); otherwise the carved bound. *grows
+ * (may be NULL): how many times its buffers grew (0 when carved). */
+int64_t tess_nn_moe_stack_expert_cap(const tess_nn_moe_stack *s, int64_t i, int64_t *grows);
+/* Bytes of the buffers grown after carve (dropless with ep: every layer's expert side and the
+ * stack's shared expert-side scratch); 0 otherwise. */
+int64_t tess_nn_moe_stack_grown_bytes(const tess_nn_moe_stack *s);
 /* Top-k mass (N) of MoE layer i's last forward. */
 const float *tess_nn_moe_stack_mass(const tess_nn_moe_stack *s, int64_t i);
 /* R_sp's statistic of MoE layer i's last forward with the given phi, whatever lambda_sp is:

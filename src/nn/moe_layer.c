@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/mpicheck.h" /* TESS_MPI_CHECK */
 #include "core/rng.h"     /* tess_rng_* */
 #include "core/timer.h"   /* tess_timer_now */
 #include "nn/linear.h"    /* tess_nn_linear_* */
@@ -30,6 +31,12 @@ struct tess_nn_moe_stack {
     double c_exchange; /* the calling thread's CPU seconds in them */
     moe_layer **layer; /* MoE layers in model order, borrowed */
     int64_t n, cap;
+    /* Dropless expert parallelism: the expert side's transient buffers (the outputs and the
+     * exchange buffer in forward; dY, dX, dZ, the SwiGLU scratch and the exchange buffer in
+     * backward) for the layer with the most received rows, shared by the layers (dead between
+     * calls), grown on demand from the exchanged counts, never shrunk. */
+    float *tbuf;
+    int64_t tbuf_floats;
 };
 
 struct moe_layer {
@@ -59,13 +66,38 @@ struct moe_layer {
     /* home side, Rm = rows_max(N) rows in expert order (R = N k, or E cap with padding) */
     float *xp, *y;               /* (Rm,C) gathered inputs, outputs */
     float *z;                    /* (Rm,F) the experts' z of this rank's tokens */
-    /* expert side, for up to Rx = P*Rm received rows in [local expert][source] order; without ep
-     * these alias the home side (Rx = Rm) */
-    float *xg, *yg;              /* (Rx,C) */
-    float *a, *b, *zg;           /* (Rx,F) */
-    float *xt;                   /* (Rx, max(C,F)) exchange buffer with ep */
+    /* expert side, for up to rx_cap received rows in [local expert][source] order; without ep
+     * these alias the home side (rx_cap = Rm). With ep and a capacity they are carved for the
+     * most the ranks can send (rx_max); dropless (grow) xg, a, b, zg live in xbuf, grown from
+     * the exchanged counts, and yg, xt in the stack's tbuf. */
+    float *xg, *yg;              /* (rx_cap,C) */
+    float *a, *b, *zg;           /* (rx_cap,F) */
+    float *xt;                   /* (rx_cap, max(C,F)) exchange buffer with ep */
     int64_t *rows;               /* (nle) rows of each local expert in the last forward */
-    int64_t rx_cap;              /* expert-side rows carved */
+    int64_t rx_cap;              /* expert-side rows carved or grown */
+    bool grow;                   /* dropless with ep: the expert side is grown (grow_expert) */
+    float *xbuf;                 /* (rx_cap, C + 3F) xg, a, b, zg when grown; owned */
+    int64_t grows;               /* times xbuf or the stack's tbuf grew for this layer */
+    /* R_sp's co-located fast path (fast: ep over all-to-all, no padding, lambda_sp > 0): a pair
+     * of a token's slots whose experts share a rank is computed there; only the z rows in a pair
+     * split across ranks travel home (and their gradient back), over zplan. */
+    bool fast;
+    tess_dispatch *zplan;        /* the plan of the rows in a split pair (a local plan) */
+    int32_t *grp;                /* (N,k) home: the rank of each slot's expert */
+    int32_t *ids;                /* (Rm,2) home rows in expert order: token, in a split pair */
+    float *zc;                   /* (Rm,F) home: the split rows' z (forward), dz (backward) */
+    int64_t *fs, *fr;            /* (E) split rows sent to / received from each (rank, slot) */
+    int64_t *go, *uo;            /* (E) offsets of block (source q, slot j) in the expert side's
+                                  * [slot][source] order and in the [source][slot] order */
+    int32_t *rid;                /* (rid_cap,2) expert side, [source][slot]: token, split */
+    int32_t *rof;                /* (rof_cap) expert side: per source q, a row_of (nq[q], k) of
+                                  * its tokens' rows on this rank (grouped positions), -1 else */
+    int64_t rid_cap, rof_cap;    /* ints held; grown like xbuf */
+    int64_t *nq, *rq;            /* (P) rows of each source's row_of (its largest token + 1),
+                                  * their offsets in rof */
+    double *vs, *vr;             /* (P, PHI_COUNT + 1) co-located sums per source and this
+                                  * rank's N, sent / received */
+    double sp_sums[TESS_NN_MOE_PHI_COUNT]; /* R_sp's sums over this rank's tokens (moe.h) */
     const float *in;             /* (N,C) of the last forward, borrowed */
     int64_t N;                   /* rows of the last forward */
     float lb, zl, sp, ol, vl;    /* aux values of the last forward */
@@ -201,15 +233,32 @@ static int64_t rows_max(const moe_layer *m, int64_t N) {
     return padded > R ? padded : R;
 }
 
-/* Rows of the expert side for N tokens per rank (the ranks of ep run the same N): dropless, up
- * to P*Rm (every rank's rows to this one); with a capacity at most E*cap (each of P ranks sends
- * at most cap rows to each of this rank's E/P experts), exactly that with padding. */
+/* Rows of the expert side carved for N tokens per rank (the ranks of ep run the same N) with a
+ * capacity: at most E*cap (each of P ranks sends at most cap rows to each of this rank's E/P
+ * experts), exactly that with padding. Dropless with ep the expert side is not carved but grown
+ * from the exchanged counts (grow_expert); without ep it is the home side (Rm rows). */
 static int64_t rx_max(const moe_layer *m, int64_t N) {
     const tess_nn_moe_config *c = &m->stack->cfg;
     const int64_t worst = m->P * rows_max(m, N);
     if (c->drop == TESS_NN_MOE_DROP_NONE) return worst;
     const int64_t bound = m->E * tess_nn_moe_capacity(N, m->E, m->k, c->capacity_factor);
     return bound < worst ? bound : worst;
+}
+
+/* The shared expert's caches for N rows. */
+static tess_status moe_carve_shared(moe_layer *m, tess_arena *ar, int64_t N) {
+    if (m->Fs <= 0) return TESS_OK;
+    TESS_CHECK(tess_arena_floats(ar, N * m->Fs, &m->s_gate));
+    TESS_CHECK(tess_arena_floats(ar, N * m->Fs, &m->s_up));
+    TESS_CHECK(tess_arena_floats(ar, N * m->Fs, &m->s_h));
+    TESS_CHECK(tess_arena_floats(ar, N * m->base.C, &m->s_out));
+    return TESS_OK;
+}
+
+/* Home rows of z and of its gradient dz: with ep, z comes home only for R_sp (lambda_sp > 0);
+ * without ep the home side is the expert side. */
+static int64_t z_rows(const moe_layer *m, int64_t R) {
+    return !m->plan || m->stack->cfg.lambda_sp > 0 ? R : 0;
 }
 
 static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
@@ -232,7 +281,13 @@ static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
     }
     TESS_CHECK(tess_arena_floats(ar, R * C, &m->xp));
     TESS_CHECK(tess_arena_floats(ar, R * C, &m->y));
-    TESS_CHECK(tess_arena_floats(ar, R * F, &m->z));
+    TESS_CHECK(tess_arena_floats(ar, z_rows(m, R) * F, &m->z));
+    if (m->fast) {
+        TESS_CHECK(ints(ar, N * k, &m->grp));
+        TESS_CHECK(ints(ar, 2 * R, &m->ids));
+        TESS_CHECK(tess_arena_floats(ar, R * F, &m->zc));
+    }
+    if (m->grow) return moe_carve_shared(m, ar, max_N); /* the expert side: grow_expert */
     const int64_t Rx = rx_max(m, max_N);
     m->rx_cap = Rx;
     if (m->plan) {
@@ -245,22 +300,17 @@ static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
     }
     TESS_CHECK(tess_arena_floats(ar, Rx * F, &m->a));
     TESS_CHECK(tess_arena_floats(ar, Rx * F, &m->b));
-    if (m->Fs > 0) {
-        TESS_CHECK(tess_arena_floats(ar, N * m->Fs, &m->s_gate));
-        TESS_CHECK(tess_arena_floats(ar, N * m->Fs, &m->s_up));
-        TESS_CHECK(tess_arena_floats(ar, N * m->Fs, &m->s_h));
-        TESS_CHECK(tess_arena_floats(ar, N * C, &m->s_out));
-    }
-    return TESS_OK;
+    return moe_carve_shared(m, ar, max_N);
 }
 
 
 /* Backward scratch: dgates (N,k), dprobs, dlogits (N,E), dmass (N); home side dy, dxp (Rm,C),
- * dz (Rm,F); expert side (Rx rows) dyg, dxg (Rx,C), dzg, db (Rx,F); then, with jitter, the
- * router's input gradient (N,C); the shared expert's MLP scratch (2 N Fs). */
+ * dz (z_rows,F); expert side (Rx rows, carved with a capacity; grown: in the stack's tbuf) dyg, dxg
+ * (Rx,C), dzg, db (Rx,F); then, with jitter, the router's input gradient (N,C); the shared
+ * expert's MLP scratch (2 N Fs). */
 static int64_t scratch_head(const moe_layer *m, int64_t N) {
-    const int64_t R = rows_max(m, N), Rx = rx_max(m, N), C = m->base.C, F = m->F;
-    return N * (m->k + 2 * m->E + 1) + R * (2 * C + F) + Rx * (2 * C + 2 * F) +
+    const int64_t R = rows_max(m, N), Rx = m->grow ? 0 : rx_max(m, N), C = m->base.C, F = m->F;
+    return N * (m->k + 2 * m->E + 1) + R * 2 * C + z_rows(m, R) * F + Rx * (2 * C + 2 * F) +
            (m->stack->cfg.jitter > 0 ? N * C : 0);
 }
 
@@ -312,10 +362,205 @@ static void to_home(moe_layer *m, const float *grp, float *tmp, float *home, int
     exchanged(m, t0, c0);
 }
 
+/* Floats of the stack's tbuf for rx expert-side rows: forward yg (rx,C) and xt; backward dyg,
+ * dxg (rx,C), dzg, db (rx,F) and xt (rx, max(C,F)). */
+static int64_t tbuf_floats(const moe_layer *m, int64_t rx) {
+    const int64_t C = m->base.C, F = m->F;
+    return rx * (2 * C + 2 * F + (C > F ? C : F));
+}
+
+/* Dropless with ep, after the count exchange: the expert side for rx received rows. It grows (to
+ * rx plus 1/8, so that routing that varies from step to step settles after a few steps) only when
+ * rx exceeds what it holds; the steady state allocates nothing. Points xg, a, b, zg into xbuf and
+ * yg, xt into the stack's tbuf. TESS_ERR_MEM if an allocation fails. */
+static tess_status grow_expert(moe_layer *m, int64_t rx) {
+    const int64_t C = m->base.C, F = m->F;
+    if (rx > m->rx_cap || !m->xbuf) {
+        const int64_t cap = rx + rx / 8 + 1;
+        free(m->xbuf);
+        m->xbuf = malloc((size_t)(cap * (C + 3 * F)) * sizeof(float));
+        m->rx_cap = m->xbuf ? cap : 0;
+        TESS_REQUIRE(m->xbuf, TESS_ERR_MEM,
+                     "moe: cannot grow the expert side to %lld received rows (%lld floats)",
+                     (long long)cap, (long long)(cap * (C + 3 * F)));
+        m->grows++;
+    }
+    const int64_t cap = m->rx_cap, need = tbuf_floats(m, cap);
+    tess_nn_moe_stack *st = m->stack;
+    if (need > st->tbuf_floats) {
+        free(st->tbuf);
+        st->tbuf = malloc((size_t)need * sizeof(float));
+        st->tbuf_floats = st->tbuf ? need : 0;
+        TESS_REQUIRE(st->tbuf, TESS_ERR_MEM,
+                     "moe: cannot grow the expert side's scratch to %lld floats", (long long)need);
+        m->grows++;
+    }
+    m->xg = m->xbuf;
+    m->a = m->xg + cap * C;
+    m->b = m->a + cap * F;
+    m->zg = m->b + cap * F;
+    m->yg = st->tbuf;
+    m->xt = m->yg + cap * C;
+    return TESS_OK;
+}
+
+/* Grow an int buffer to n ints (plus 1/8) when it holds fewer; TESS_ERR_MEM. */
+static tess_status grow_ints(moe_layer *m, int32_t **p, int64_t *cap, int64_t n) {
+    if (n <= *cap && *p) return TESS_OK;
+    const int64_t c = n + n / 8 + 1;
+    free(*p);
+    *p = malloc((size_t)c * sizeof(int32_t));
+    *cap = *p ? c : 0;
+    TESS_REQUIRE(*p, TESS_ERR_MEM, "moe: cannot grow R_sp's token ids to %lld", (long long)c);
+    m->grows++;
+    return TESS_OK;
+}
+
+/* Fast path, home side, before the row exchange: grp, and ids of the Rn rows in expert order
+ * (token, whether it is in a pair split across ranks); fs = such rows per expert (= per (rank,
+ * slot) of the plan). Then the ids travel with the rows (an int32 exchange on the plan), and
+ * the expert side takes its offsets go, uo, the split rows per (source, slot) fr, and builds
+ * each source's row_of (rof) of its rows here, in the grouped order of xg and zg. */
+static tess_status fast_ids(moe_layer *m, int64_t N) {
+    const int64_t k = m->k, E = m->E, S = m->nle, P = m->P;
+    for (int64_t i = 0; i < N * k; i++) m->grp[i] = m->topk[i] / (int32_t)S;
+    for (int64_t r = 0; r < m->Rn; r++) m->ids[2 * r] = m->row_tok[r], m->ids[2 * r + 1] = 0;
+    for (int64_t t = 0; t < N; t++)
+        for (int64_t s = 0; s < k; s++) {
+            const int32_t rs = m->row_of[t * k + s];
+            if (rs < 0) continue;
+            for (int64_t u = 0; u < k; u++)
+                if (m->row_of[t * k + u] >= 0 && m->grp[t * k + u] != m->grp[t * k + s])
+                    m->ids[2 * rs + 1] = 1;
+        }
+    for (int64_t e = 0; e < E; e++) {
+        m->fs[e] = 0;
+        for (int64_t r = m->offs[e]; r < m->offs[e + 1]; r++) m->fs[e] += m->ids[2 * r + 1];
+    }
+    const int64_t rx = tess_dispatch_recv_rows(m->plan);
+    TESS_CHECK(grow_ints(m, &m->rid, &m->rid_cap, 2 * rx));
+    const double t0 = tess_timer_now(), c0 = thread_cpu();
+    const tess_status st = tess_dispatch_forward_i32(m->plan, m->ids, m->rid, 2);
+    exchanged(m, t0, c0);
+    TESS_CHECK(st);
+    const int64_t *rc = tess_dispatch_recv_counts(m->plan);
+    int64_t u = 0, rows = 0;
+    for (int64_t q = 0; q < P; q++)
+        for (int64_t j = 0; j < S; j++) {
+            m->uo[q * S + j] = u;
+            u += rc[q * S + j];
+        }
+    for (int64_t j = 0, g = 0; j < S; j++)
+        for (int64_t q = 0; q < P; q++) {
+            m->go[q * S + j] = g;
+            g += rc[q * S + j];
+        }
+    for (int64_t q = 0; q < P; q++) {
+        int32_t top = -1;
+        for (int64_t i = m->uo[q * S]; i < (q + 1 < P ? m->uo[(q + 1) * S] : rx); i++)
+            top = m->rid[2 * i] > top ? m->rid[2 * i] : top;
+        m->nq[q] = top + 1;
+        m->rq[q] = rows;
+        rows += (top + 1) * k;
+    }
+    TESS_CHECK(grow_ints(m, &m->rof, &m->rof_cap, rows));
+    for (int64_t i = 0; i < rows; i++) m->rof[i] = -1;
+    for (int64_t q = 0; q < P; q++)
+        for (int64_t j = 0; j < S; j++) {
+            m->fr[q * S + j] = 0;
+            for (int64_t i = 0; i < rc[q * S + j]; i++) {
+                const int32_t *id = m->rid + 2 * (m->uo[q * S + j] + i);
+                int32_t *slot = m->rof + m->rq[q] + (int64_t)id[0] * k;
+                int64_t n = 0;
+                while (slot[n] >= 0) n++; /* a token has at most k rows here */
+                TESS_ASSERT(n < k);
+                slot[n] = (int32_t)(m->go[q * S + j] + i);
+                m->fr[q * S + j] += id[1];
+            }
+        }
+    return TESS_OK;
+}
+
+/* vs -> vr over ep: each source's co-located sums to it, this rank's N to every rank. */
+static tess_status return_sums(moe_layer *m) {
+    const int np = TESS_NN_MOE_PHI_COUNT + 1;
+    TESS_MPI_CHECK(MPI_Alltoall(m->vs, np, MPI_DOUBLE, m->vr, np, MPI_DOUBLE,
+                                m->stack->cfg.ep->comm));
+    return TESS_OK;
+}
+
+/* Fast path, after the experts' forward: the split rows' z back home (zplan, a local plan of fs
+ * and fr); R_sp's co-located sums of each source's tokens computed here and returned with this
+ * rank's N (one MPI_Alltoall); sp_sums = the split pairs' sums at home + the returned ones. */
+static tess_status fast_forward(moe_layer *m, int64_t N) {
+    const int64_t k = m->k, F = m->F, S = m->nle, P = m->P, np = TESS_NN_MOE_PHI_COUNT + 1;
+    const int64_t *rc = tess_dispatch_recv_counts(m->plan);
+    TESS_CHECK(tess_dispatch_plan_local(m->zplan, m->fs, m->fr));
+    int64_t c = 0;
+    for (int64_t q = 0; q < P; q++)
+        for (int64_t j = 0; j < S; j++)
+            for (int64_t i = 0; i < rc[q * S + j]; i++)
+                if (m->rid[2 * (m->uo[q * S + j] + i) + 1])
+                    memcpy(m->xt + (c++) * F, m->zg + (m->go[q * S + j] + i) * F,
+                           (size_t)F * sizeof(float));
+    for (int64_t q = 0; q < P; q++) {
+        tess_nn_moe_rsp_sums(m->vs + q * np, m->zg, m->rof + m->rq[q], NULL, m->nq[q], k, F);
+        m->vs[q * np + np - 1] = (double)N;
+    }
+    const double t0 = tess_timer_now(), c0 = thread_cpu();
+    tess_status st = tess_dispatch_reverse(m->zplan, m->xt, m->zc, F);
+    if (st == TESS_OK) st = return_sums(m);
+    exchanged(m, t0, c0);
+    TESS_CHECK(st);
+    c = 0;
+    for (int64_t r = 0; r < m->Rn; r++)
+        if (m->ids[2 * r + 1]) memcpy(m->z + r * F, m->zc + (c++) * F, (size_t)F * sizeof(float));
+    tess_nn_moe_rsp_sums(m->sp_sums, m->z, m->row_of, m->grp, N, k, F);
+    for (int64_t q = 0; q < P; q++)
+        for (int p = 0; p < TESS_NN_MOE_PHI_COUNT; p++) m->sp_sums[p] += m->vr[q * np + p];
+    return TESS_OK;
+}
+
+/* Fast path, backward: R_sp's gradient of the split rows at home (dz, those of its Rn rows)
+ * travels to the experts (zplan) into dzg (the received rows, zeroed elsewhere); the co-located pairs' gradient is added
+ * here, each source's with its own 1/N. dloss = the loss scale times lambda_sp. */
+static tess_status fast_backward(moe_layer *m, float *dz, float *dzg, float dloss, int64_t N) {
+    const int64_t k = m->k, F = m->F, S = m->nle, P = m->P, np = TESS_NN_MOE_PHI_COUNT + 1;
+    const tess_nn_moe_phi phi = m->stack->cfg.phi;
+    const int64_t *rc = tess_dispatch_recv_counts(m->plan);
+    tess_nn_moe_rsp_backward_grp(dz, dloss, m->z, m->row_of, m->grp, N, k, F, phi);
+    int64_t c = 0;
+    for (int64_t r = 0; r < m->Rn; r++)
+        if (m->ids[2 * r + 1]) memcpy(m->zc + (c++) * F, dz + r * F, (size_t)F * sizeof(float));
+    const double t0 = tess_timer_now(), c0 = thread_cpu();
+    const tess_status st = tess_dispatch_forward(m->zplan, m->zc, m->xt, F);
+    exchanged(m, t0, c0);
+    TESS_CHECK(st);
+    c = 0;
+    for (int64_t q = 0; q < P; q++)
+        for (int64_t j = 0; j < S; j++)
+            for (int64_t i = 0; i < rc[q * S + j]; i++) {
+                float *d = dzg + (m->go[q * S + j] + i) * F;
+                if (m->rid[2 * (m->uo[q * S + j] + i) + 1])
+                    memcpy(d, m->xt + (c++) * F, (size_t)F * sizeof(float));
+                else
+                    memset(d, 0, (size_t)F * sizeof(float));
+            }
+    for (int64_t q = 0; q < P; q++) {
+        const double nsrc = m->vr[q * np + np - 1];
+        if (m->nq[q] > 0 && nsrc > 0)
+            tess_nn_moe_rsp_backward(dzg, (float)((double)dloss * (double)m->nq[q] / nsrc), m->zg,
+                                     m->rof + m->rq[q], m->nq[q], k, F, phi);
+    }
+    return TESS_OK;
+}
+
 static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) {
     moe_layer *m = (moe_layer *)f;
     const int64_t C = f->C, E = m->E, k = m->k, F = m->F, R = N * k;
     const tess_nn_moe_config *cfg = &m->stack->cfg;
+    /* after a failure no further exchange: its peers may be stuck in an earlier one */
+    if (m->stack->status != TESS_OK) return;
     m->in = in;
     m->N = N;
     /* route, on the jittered input when training with jitter */
@@ -358,6 +603,9 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
         keep(m, cfg->pad ? tess_dispatch_plan_fixed(m->plan, cap)
                          : tess_dispatch_plan(m->plan, m->pos));
         exchanged(m, t0, c0);
+        if (m->grow) keep(m, grow_expert(m, tess_dispatch_recv_rows(m->plan)));
+        if (m->fast && m->stack->status == TESS_OK) keep(m, fast_ids(m, N));
+        if (m->stack->status != TESS_OK) return;
         TESS_ASSERT(tess_dispatch_recv_rows(m->plan) <= m->rx_cap);
         to_experts(m, m->xp, m->xt, m->xg, C);
         for (int64_t j = 0; j < m->nle; j++) m->rows[j] = tess_dispatch_slot_rows(m->plan, j);
@@ -373,7 +621,10 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
     /* back home; z too when R_sp needs it (exact R_sp: every pair meets on the token's rank) */
     if (m->plan) {
         to_home(m, m->yg, m->xt, m->y, C);
-        if (cfg->lambda_sp > 0) to_home(m, m->zg, m->xt, m->z, F);
+        if (m->fast)
+            keep(m, fast_forward(m, N));
+        else if (cfg->lambda_sp > 0)
+            to_home(m, m->zg, m->xt, m->z, F);
     }
     /* combine the kept slots in slot order */
     for (int64_t t = 0; t < N; t++) {
@@ -402,7 +653,9 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
     if (cfg->lb_group) keep(m, tess_par_allreduce_i64(cfg->lb_group, m->lbc, E + 1, TESS_PAR_SUM));
     m->lb = tess_nn_moe_lb_forward(m->probs, m->lbc, N, m->lbc[E], E, k);
     m->zl = tess_nn_moe_zloss_forward(m->lse, N);
-    m->sp = cfg->lambda_sp > 0 ? tess_nn_moe_rsp_forward(m->z, m->row_of, N, k, F, cfg->phi) : 0;
+    m->sp = m->fast ? (float)(m->sp_sums[cfg->phi] / (double)N)
+            : cfg->lambda_sp > 0 ? tess_nn_moe_rsp_forward(m->z, m->row_of, N, k, F, cfg->phi)
+                                 : 0;
     m->ol = cfg->lambda_o > 0 ? tess_nn_moe_ortho_forward(m->y, m->row_of, N, k, C) : 0;
     m->vl = E >= 2 ? tess_nn_moe_variance_forward(m->probs, N, E) : 0;
 }
@@ -413,10 +666,14 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
     const int64_t C = f->C, E = m->E, k = m->k, F = m->F, R = rows_max(m, N), Rn = m->Rn;
     const tess_nn_moe_config *cfg = &m->stack->cfg;
     const float sc = m->stack->scale;
+    if (m->stack->status != TESS_OK) return; /* as in forward */
     float *dgates = scratch, *dprobs = dgates + N * k, *dlogits = dprobs + N * E;
-    const int64_t Rx = rx_max(m, N);
     float *dmass = dlogits + N * E, *dy = dmass + N, *dxp = dy + R * C, *dz = dxp + R * C;
-    float *dyg = dz + R * F, *dxg = dyg + Rx * C, *dzg = dxg + Rx * C, *db = dzg + Rx * F;
+    /* the expert side: after the home side in the scratch, or (grown) in the stack's tbuf */
+    const int64_t Rx = m->grow ? m->rx_cap : rx_max(m, N);
+    float *dyg = m->grow ? m->stack->tbuf : dz + z_rows(m, R) * F;
+    float *dxg = dyg + Rx * C, *dzg = dxg + Rx * C, *db = dzg + Rx * F;
+    if (m->grow) m->xt = db + Rx * F;
     if (!m->plan) dyg = dy, dxg = dxp, dzg = dz; /* the expert side is the home side */
     /* combine: dg_{t,s} = <dout_t, y_row>, dy_row = g_{t,s} dout_t; 0 for dropped slots and
      * padding rows */
@@ -437,15 +694,23 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
     /* the orthogonality loss's gradient of the outputs y, at home */
     if (cfg->lambda_o > 0)
         tess_nn_moe_ortho_backward(dy, sc * (float)cfg->lambda_o, m->y, m->row_of, N, k, C);
-    /* R_sp's gradient of z, at home; then both to the experts' ranks */
-    memset(dz, 0, (size_t)(Rn * F) * sizeof(float));
-    if (cfg->lambda_sp > 0)
+    /* R_sp's gradient of z, at home; then both to the experts' ranks (fast path: of the rows
+     * in a split pair only, the rows fast_backward reads) */
+    if (m->fast) {
+        for (int64_t r = 0; r < Rn; r++)
+            if (m->ids[2 * r + 1]) memset(dz + r * F, 0, (size_t)F * sizeof(float));
+    } else if (!m->plan || cfg->lambda_sp > 0) {
+        memset(dz, 0, (size_t)(Rn * F) * sizeof(float));
+    }
+    if (cfg->lambda_sp > 0 && !m->fast)
         tess_nn_moe_rsp_backward(dz, sc * (float)cfg->lambda_sp, m->z, m->row_of, N, k, F,
                                  cfg->phi);
     int64_t rx = Rn;
     if (m->plan) {
         to_experts(m, dy, m->xt, dyg, C);
-        if (cfg->lambda_sp > 0)
+        if (m->fast) /* with the 1/P below folded into R_sp's weight */
+            keep(m, fast_backward(m, dz, dzg, sc * (float)cfg->lambda_sp / (float)m->P, N));
+        else if (cfg->lambda_sp > 0)
             to_experts(m, dz, m->xt, dzg, F);
         rx = tess_dispatch_recv_rows(m->plan);
         if (cfg->lambda_sp <= 0) memset(dzg, 0, (size_t)(rx * F) * sizeof(float));
@@ -456,7 +721,8 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
          * gradients are scaled back by P below, as they belong to each row's own rank. */
         const float inv = 1.0f / (float)m->P;
         for (int64_t i = 0; i < rx * C; i++) dyg[i] *= inv;
-        for (int64_t i = 0; i < rx * F; i++) dzg[i] *= inv;
+        if (cfg->lambda_sp > 0 && !m->fast)
+            for (int64_t i = 0; i < rx * F; i++) dzg[i] *= inv;
     }
     memset(dxg, 0, (size_t)(rx * C) * sizeof(float));
     const float *wg = P(m, m->i_gate), *wu = P(m, m->i_up), *wd = P(m, m->i_down);
@@ -534,6 +800,10 @@ static void moe_destroy(tess_nn_ffn *f) {
     free(m->rows);
     free(m->lbc);
     free(m->kept);
+    free(m->xbuf);
+    free(m->fs), free(m->fr), free(m->go), free(m->uo), free(m->nq), free(m->rq);
+    free(m->vs), free(m->vr), free(m->rid), free(m->rof);
+    tess_dispatch_destroy(&m->zplan);
     tess_dispatch_destroy(&m->plan);
     free(m);
 }
@@ -564,6 +834,7 @@ tess_status tess_nn_moe_stack_create(tess_nn_moe_stack **s, const tess_nn_moe_co
 void tess_nn_moe_stack_destroy(tess_nn_moe_stack **s) {
     if (!s || !*s) return;
     free((*s)->layer);
+    free((*s)->tbuf);
     free(*s);
     *s = NULL;
 }
@@ -598,6 +869,7 @@ tess_status tess_nn_moe_stack_make_ffn(void *ctx, int64_t layer, const tess_tfm_
     m->P = cfg->ep ? cfg->ep->size : 1;
     m->rank = cfg->ep ? cfg->ep->rank : 0;
     m->nle = cfg->E / m->P;
+    m->grow = cfg->ep && cfg->drop == TESS_NN_MOE_DROP_NONE;
     m->counts = calloc((size_t)cfg->E, sizeof *m->counts);
     m->offs = calloc((size_t)cfg->E + 1, sizeof *m->offs);
     m->pos = calloc((size_t)cfg->E, sizeof *m->pos);
@@ -616,6 +888,20 @@ tess_status tess_nn_moe_stack_make_ffn(void *ctx, int64_t layer, const tess_tfm_
         if (ps != TESS_OK) {
             moe_destroy(&m->base);
             return ps;
+        }
+    }
+    m->fast = cfg->ep && !cfg->ep_allgather && !cfg->pad && cfg->lambda_sp > 0;
+    if (m->fast) {
+        const size_t E = (size_t)cfg->E, P = (size_t)m->P, np = TESS_NN_MOE_PHI_COUNT + 1;
+        m->fs = calloc(E, sizeof *m->fs), m->fr = calloc(E, sizeof *m->fr);
+        m->go = calloc(E, sizeof *m->go), m->uo = calloc(E, sizeof *m->uo);
+        m->nq = calloc(P, sizeof *m->nq), m->rq = calloc(P, sizeof *m->rq);
+        m->vs = calloc(P * np, sizeof *m->vs), m->vr = calloc(P * np, sizeof *m->vr);
+        const tess_status zs = tess_dispatch_create(&m->zplan, cfg->ep, m->nle);
+        if (zs != TESS_OK || !m->fs || !m->fr || !m->go || !m->uo || !m->nq || !m->rq || !m->vs ||
+            !m->vr) {
+            moe_destroy(&m->base);
+            TESS_REQUIRE(false, TESS_ERR_MEM, "cannot allocate an MoE layer's R_sp fast path");
         }
     }
     st->layer[st->n++] = m;
@@ -691,6 +977,19 @@ int64_t tess_nn_moe_stack_expert_rows(const tess_nn_moe_stack *s, int64_t i) {
     return n;
 }
 
+int64_t tess_nn_moe_stack_expert_cap(const tess_nn_moe_stack *s, int64_t i, int64_t *grows) {
+    const moe_layer *m = s->layer[i];
+    if (grows) *grows = m->grows;
+    return m->rx_cap;
+}
+
+int64_t tess_nn_moe_stack_grown_bytes(const tess_nn_moe_stack *s) {
+    int64_t floats = s->tbuf_floats;
+    for (int64_t i = 0; i < s->n; i++)
+        if (s->layer[i]->xbuf) floats += s->layer[i]->rx_cap * (s->layer[i]->base.C + 3 * s->layer[i]->F);
+    return floats * (int64_t)sizeof(float);
+}
+
 const float *tess_nn_moe_stack_mass(const tess_nn_moe_stack *s, int64_t i) {
     return s->layer[i]->mass;
 }
@@ -698,6 +997,7 @@ const float *tess_nn_moe_stack_mass(const tess_nn_moe_stack *s, int64_t i) {
 double tess_nn_moe_stack_cosine(const tess_nn_moe_stack *s, int64_t i, tess_nn_moe_phi phi) {
     const moe_layer *m = s->layer[i];
     if (m->k < 2 || (m->plan && s->cfg.lambda_sp <= 0)) return NAN; /* z is not at home */
+    if (m->fast) return m->sp_sums[phi] / (double)m->N; /* the co-located pairs' z are not */
     return tess_nn_moe_rsp_forward(m->z, m->row_of, m->N, m->k, m->F, phi);
 }
 

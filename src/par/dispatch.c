@@ -151,6 +151,28 @@ tess_status tess_dispatch_plan_fixed(tess_dispatch *d, int64_t rows) {
     return finish_plan(d, P * S * rows, true);
 }
 
+tess_status tess_dispatch_plan_local(tess_dispatch *d, const int64_t *send_counts,
+                                     const int64_t *recv_counts) {
+    const int64_t P = d->g->size, S = d->S;
+    TESS_REQUIRE(!d->allgather, TESS_ERR_ARG,
+                 "dispatch: a local plan needs the all-to-all mode (the all-gather mode needs "
+                 "every rank's counts)");
+    int64_t total = 0;
+    for (int64_t i = 0; i < P * S; i++) {
+        TESS_REQUIRE(send_counts[i] >= 0 && send_counts[i] < INT_MAX && recv_counts[i] >= 0 &&
+                         recv_counts[i] < INT_MAX,
+                     TESS_ERR_ARG, "dispatch: count %lld / %lld for rank %lld slot %lld out of range",
+                     (long long)send_counts[i], (long long)recv_counts[i], (long long)(i / S),
+                     (long long)(i % S));
+        d->scnt[i] = (int)send_counts[i];
+        d->rcnt[i] = (int)recv_counts[i];
+        total += send_counts[i];
+    }
+    TESS_REQUIRE(total < INT_MAX, TESS_ERR_ARG, "dispatch: %lld rows to send reach 2^31",
+                 (long long)total);
+    return finish_plan(d, total, false);
+}
+
 int64_t tess_dispatch_send_rows(const tess_dispatch *d) { return d->nsend; }
 int64_t tess_dispatch_recv_rows(const tess_dispatch *d) { return d->nrecv; }
 const int64_t *tess_dispatch_recv_counts(const tess_dispatch *d) { return d->rcnt64; }
@@ -160,12 +182,14 @@ int64_t tess_dispatch_slot_rows(const tess_dispatch *d, int64_t j) {
     return n;
 }
 
-static tess_status exchange(tess_dispatch *d, const float *in, const int *icnt, const int *idisp,
-                            float *out, const int *ocnt, const int *odisp, int64_t width) {
+/* One all-to-all(v) of rows of `width` elements of type el. */
+static tess_status exchange(tess_dispatch *d, const void *in, const int *icnt, const int *idisp,
+                            void *out, const int *ocnt, const int *odisp, int64_t width,
+                            MPI_Datatype el) {
     TESS_REQUIRE(width >= 1 && width <= INT_MAX, TESS_ERR_ARG, "dispatch: row width %lld",
                  (long long)width);
     MPI_Datatype row;
-    TESS_MPI_CHECK(MPI_Type_contiguous((int)width, MPI_FLOAT, &row));
+    TESS_MPI_CHECK(MPI_Type_contiguous((int)width, el, &row));
     TESS_MPI_CHECK(MPI_Type_commit(&row));
     /* equal blocks: icnt[r] = ocnt[r] = S*rows for every r, displacements r*S*rows */
     const int rc = d->fixed ? MPI_Alltoall(in, icnt[0], row, out, ocnt[0], row, d->g->comm)
@@ -222,13 +246,21 @@ static tess_status ag_reverse(tess_dispatch *d, const float *recv, float *send, 
 
 tess_status tess_dispatch_forward(tess_dispatch *d, const float *send, float *recv, int64_t width) {
     if (d->allgather) return ag_forward(d, send, recv, width);
-    TESS_CHECK(exchange(d, send, d->srows, d->sdisp, recv, d->rrows, d->rdisp, width));
+    TESS_CHECK(exchange(d, send, d->srows, d->sdisp, recv, d->rrows, d->rdisp, width, MPI_FLOAT));
+    return TESS_OK;
+}
+
+tess_status tess_dispatch_forward_i32(tess_dispatch *d, const int32_t *send, int32_t *recv,
+                                      int64_t width) {
+    TESS_REQUIRE(!d->allgather, TESS_ERR_ARG,
+                 "dispatch: integer rows need the all-to-all mode");
+    TESS_CHECK(exchange(d, send, d->srows, d->sdisp, recv, d->rrows, d->rdisp, width, MPI_INT32_T));
     return TESS_OK;
 }
 
 tess_status tess_dispatch_reverse(tess_dispatch *d, const float *recv, float *send, int64_t width) {
     if (d->allgather) return ag_reverse(d, recv, send, width);
-    TESS_CHECK(exchange(d, recv, d->rrows, d->rdisp, send, d->srows, d->sdisp, width));
+    TESS_CHECK(exchange(d, recv, d->rrows, d->rdisp, send, d->srows, d->sdisp, width, MPI_FLOAT));
     return TESS_OK;
 }
 

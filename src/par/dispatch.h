@@ -57,6 +57,16 @@ tess_status tess_dispatch_plan(tess_dispatch *d, const int64_t *send_counts);
  * 2^31. */
 tess_status tess_dispatch_plan_fixed(tess_dispatch *d, int64_t rows);
 
+/* A plan whose counts both sides already know, without communication (not collective): a subset
+ * of an exchanged plan's rows, chosen by flags that travelled with them, e.g. the rows of an
+ * expert-parallel MoE layer that must go back to their token's rank. send_counts (P*S) rows
+ * from this rank to each (rank, slot), recv_counts (P*S) rows from each (rank, slot) = (source,
+ * this rank's slot); every rank's counts must match its peers' (else the exchanges are
+ * erroneous MPI). All-to-all mode only: TESS_ERR_ARG in the all-gather mode, or for a count
+ * out of range. */
+tess_status tess_dispatch_plan_local(tess_dispatch *d, const int64_t *send_counts,
+                                     const int64_t *recv_counts);
+
 /* Of the current plan: rows sent and received in total, and the received counts (P*S), indexed
  * [source][slot]; rows received for slot j in total (slot_rows). */
 int64_t tess_dispatch_send_rows(const tess_dispatch *d);
@@ -70,6 +80,11 @@ int64_t tess_dispatch_slot_rows(const tess_dispatch *d, int64_t j);
  * when the all-gather mode cannot grow its buffer. */
 tess_status tess_dispatch_forward(tess_dispatch *d, const float *send, float *recv, int64_t width);
 tess_status tess_dispatch_reverse(tess_dispatch *d, const float *recv, float *send, int64_t width);
+
+/* Forward exchange of int32 rows (width >= 1 ints), e.g. token ids travelling with the rows.
+ * All-to-all mode only (TESS_ERR_ARG in the all-gather mode); collective; TESS_ERR_MPI. */
+tess_status tess_dispatch_forward_i32(tess_dispatch *d, const int32_t *send, int32_t *recv,
+                                      int64_t width);
 
 /* [source][slot] -> [slot][source] (regroup) and back (ungroup), rows of width floats; in and
  * out (recv_rows, width) must not alias. Not collective. */

@@ -964,9 +964,11 @@ static void moe_rcp_backward(gc_ctx *c) {
                                  E);
 }
 
-/* moe_rsp_swiglu: dims {N, k, C, F, phi}: one SwiGLU expert on R = N*k rows x; outputs y (R,C)
- * and R_sp of its intermediates z, rows paired by token through a scrambled row_of
- * (row_of[t*k+s] = (7 (t*k+s) + 3) mod R, a permutation when gcd(7, R) = 1). */
+/* moe_rsp_swiglu: dims {N, k, C, F, phi, split}: one SwiGLU expert on R = N*k rows x; outputs y
+ * (R,C) and R_sp of its intermediates z, rows paired by token through a scrambled row_of
+ * (row_of[t*k+s] = (7 (t*k+s) + 3) mod R, a permutation when gcd(7, R) = 1). split: each slot
+ * in a random group 0 or 1 (grp), R_sp of the split pairs only (tess_nn_moe_rsp_sums / N and
+ * tess_nn_moe_rsp_backward_grp, the home side's part with expert parallelism). */
 static void moe_rsp_setup(gc_ctx *c) {
     const int64_t N = c->dims[0], k = c->dims[1], C = c->dims[2], F = c->dims[3], R = N * k;
     gc_input(c, "x", R * C, -1, 1);
@@ -975,6 +977,7 @@ static void moe_rsp_setup(gc_ctx *c) {
     gc_input(c, "w_down", C * F, -1, 1);
     int32_t *row_of = gc_ids(c, "row_of", R, 0, 0);
     for (int64_t i = 0; i < R; i++) row_of[i] = (int32_t)((7 * i + 3) % R);
+    if (c->dims[5]) gc_ids(c, "grp", R, 0, 1);
     gc_cache(c, "a", R * F);
     gc_cache(c, "b", R * F);
     gc_cache(c, "z", R * F);
@@ -989,14 +992,23 @@ static void moe_rsp_run_forward(gc_ctx *c, bool ref) {
     (ref ? tess_nn_moe_expert_forward_ref : tess_nn_moe_expert_forward)(
         gc_x(c, "y"), gc_x(c, "a"), gc_x(c, "b"), gc_x(c, "z"), gc_x(c, "x"), gc_x(c, "w_gate"),
         gc_x(c, "w_up"), gc_x(c, "w_down"), R, C, F);
+    if (c->dims[5]) {
+        double sums[TESS_NN_MOE_PHI_COUNT];
+        (ref ? tess_nn_moe_rsp_sums_ref : tess_nn_moe_rsp_sums)(sums, gc_x(c, "z"),
+                                                               gc_i(c, "row_of"), gc_i(c, "grp"),
+                                                               N, k, F);
+        gc_x(c, "rsp")[0] = (float)(sums[phi] / (double)N);
+        return;
+    }
     gc_x(c, "rsp")[0] = (ref ? tess_nn_moe_rsp_forward_ref : tess_nn_moe_rsp_forward)(
         gc_x(c, "z"), gc_i(c, "row_of"), N, k, F, phi);
 }
 static void moe_rsp_run_backward(gc_ctx *c, bool ref) {
     const int64_t N = c->dims[0], k = c->dims[1], C = c->dims[2], F = c->dims[3], R = N * k;
     const tess_nn_moe_phi phi = (tess_nn_moe_phi)c->dims[4];
-    (ref ? tess_nn_moe_rsp_backward_ref : tess_nn_moe_rsp_backward)(
-        gc_x(c, "dz"), gc_g(c, "rsp")[0], gc_x(c, "z"), gc_i(c, "row_of"), N, k, F, phi);
+    const int32_t *grp = c->dims[5] ? gc_i(c, "grp") : NULL;
+    (ref ? tess_nn_moe_rsp_backward_grp_ref : tess_nn_moe_rsp_backward_grp)(
+        gc_x(c, "dz"), gc_g(c, "rsp")[0], gc_x(c, "z"), gc_i(c, "row_of"), grp, N, k, F, phi);
     (ref ? tess_nn_moe_expert_backward_ref : tess_nn_moe_expert_backward)(
         gc_g(c, "x"), gc_g(c, "w_gate"), gc_g(c, "w_up"), gc_g(c, "w_down"), gc_x(c, "dz"),
         gc_x(c, "db"), gc_g(c, "y"), gc_x(c, "x"), gc_x(c, "w_gate"), gc_x(c, "w_up"),
@@ -1811,6 +1823,8 @@ static const gc_row gc_rows[] = {
     {"moe_rsp_swiglu_k3_signed", {3, 3, 4, 5, TESS_NN_MOE_PHI_SIGNED}, moe_rsp_setup,
      moe_rsp_forward, moe_rsp_backward, moe_rsp_forward_ref, moe_rsp_backward_ref, 0, false,
      NULL, NULL},
+    {"moe_rsp_split_k3_sq", {5, 3, 4, 5, TESS_NN_MOE_PHI_SQ, 1}, moe_rsp_setup, moe_rsp_forward,
+     moe_rsp_backward, moe_rsp_forward_ref, moe_rsp_backward_ref, 0, false, NULL, NULL},
     {"moe_layers", {6, 8, 6, 4, 2, 0}, moe_layers_setup, moe_layers_forward, moe_layers_backward,
      moe_layers_forward_ref, NULL, 0, true, moe_layers_teardown, NULL},
     {"moe_layers_shared", {6, 8, 6, 4, 2, 5}, moe_layers_setup, moe_layers_forward,

@@ -1,7 +1,8 @@
 /* test_moe.c - the MoE layer's checks beyond the gradcheck rows (nn/moe.h): top-k ties and the
  * selection bias, L_lb at uniform routing, Proposition 1 (gradient cosine of W_down equals the
  * activation cosine), R_cp against a brute-force double sum and its renormalised-gates
- * degeneracy, R_sp pairing by token id, the balancing-bias rule, sigmoid scores, the capacity
+ * degeneracy, R_sp pairing by token id, R_sp split into the pairs across groups and within
+ * them (the co-located fast path of expert parallelism), the balancing-bias rule, sigmoid scores, the capacity
  * permutation against its definition (both drop policies, padding, count conservation), the
  * dropped fraction and the router jitter of a layer, Guo et al.'s orthogonality and variance
  * losses by hand, config errors, and an MoE transformer (MoE
@@ -157,6 +158,45 @@ static void check_rsp_pairing(void) {
                     "R_sp of anti-parallel z (c^2)");
     TESS_TEST_CLOSE(tess_nn_moe_rsp_forward(zq, pr, 1, 2, 2, TESS_NN_MOE_PHI_SIGNED), -1.0, 1e-6, 0,
                     "R_sp of anti-parallel z (signed c)");
+}
+
+static void check_rsp_split(void) {
+    /* the co-located fast path: R_sp of the split pairs (tess_nn_moe_rsp_sums with grp) plus, for
+     * each group, R_sp of that group's rows alone (row_of masked to it, every pair co-located)
+     * is R_sp; the same for the gradient (backward_grp) */
+    enum { N = 6, K = 3, F = 5, R = N * K };
+    float z[R * F], dz[R * F], dzs[R * F];
+    int32_t row_of[R], grp[R], part[R];
+    tess_ref_fill_uniform(z, R * F, 19, 1.0f);
+    for (int i = 0; i < R; i++) row_of[i] = (5 * i + 2) % R, grp[i] = (i * i + i / K) % 3;
+    row_of[4] = -1; /* a dropped slot: in no pair */
+    for (int phi = 0; phi < TESS_NN_MOE_PHI_COUNT; phi++) {
+        double all[TESS_NN_MOE_PHI_COUNT], split[TESS_NN_MOE_PHI_COUNT], ref[TESS_NN_MOE_PHI_COUNT];
+        tess_nn_moe_rsp_sums(all, z, row_of, NULL, N, K, F);
+        tess_nn_moe_rsp_sums(split, z, row_of, grp, N, K, F);
+        tess_nn_moe_rsp_sums_ref(ref, z, row_of, grp, N, K, F);
+        TESS_TEST_CLOSE(split[phi], ref[phi], 1e-6, 1e-5, "R_sp split sums fast = _ref");
+        TESS_TEST_CLOSE(all[phi] / N, tess_nn_moe_rsp_forward(z, row_of, N, K, F, (tess_nn_moe_phi)phi),
+                        1e-6, 1e-5, "R_sp sums / N = R_sp");
+        double sum = split[phi];
+        memset(dz, 0, sizeof dz), memset(dzs, 0, sizeof dzs);
+        tess_nn_moe_rsp_backward(dz, 0.7f, z, row_of, N, K, F, (tess_nn_moe_phi)phi);
+        tess_nn_moe_rsp_backward_grp(dzs, 0.7f, z, row_of, grp, N, K, F, (tess_nn_moe_phi)phi);
+        for (int g = 0; g < 3; g++) {
+            for (int i = 0; i < R; i++) part[i] = grp[i] == g ? row_of[i] : -1;
+            double p[TESS_NN_MOE_PHI_COUNT];
+            tess_nn_moe_rsp_sums(p, z, part, NULL, N, K, F);
+            sum += p[phi];
+            tess_nn_moe_rsp_backward(dzs, 0.7f, z, part, N, K, F, (tess_nn_moe_phi)phi);
+        }
+        TESS_TEST_CLOSE(sum, all[phi], 1e-6, 1e-5, "split + co-located pairs = R_sp");
+        double err = 0, mx = 1e-30;
+        for (int i = 0; i < R * F; i++) err = fmax(err, fabs(dzs[i] - dz[i])), mx = fmax(mx, fabs(dz[i]));
+        TESS_TEST_CHECK(err <= 1e-5 * mx, "split + co-located gradients = R_sp's (phi %d): %.3g",
+                        phi, err / mx);
+        TESS_TEST_CHECK(fabs(split[phi] - all[phi]) > 1e-3 * fabs(all[phi]),
+                        "the grouping excludes pairs (phi %d)", phi);
+    }
 }
 
 static void check_bias_update(void) {
@@ -524,6 +564,7 @@ int main(int argc, char **argv) {
     check_proposition1();
     check_rcp_brute_force();
     check_rsp_pairing();
+    check_rsp_split();
     check_bias_update();
     check_sigmoid();
     check_permute();

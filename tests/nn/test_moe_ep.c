@@ -1,5 +1,6 @@
 /* test_moe_ep.c - expert parallelism of the MoE layer (nn/moe.h over par/dispatch.h) at 1, 2 and
- * 4 ranks: two coupled MoE layers with a shared expert and every aux loss on (R_sp exact across ranks: z travels
+ * 4 ranks: two coupled MoE layers with a shared expert and every aux loss on (R_sp exact across
+ * ranks: co-located pairs on their experts' rank, the split pairs' z travels
  * with the rows), experts sharded over the ep group (= all ranks). Rank r runs rows
  * [r N, (r+1) N) of a global batch; the reference is the single-rank layer pair (every expert
  * local) run on each rank's rows in turn, accumulating gradients. Checked within 1e-6 (max
@@ -8,13 +9,16 @@
  * gradients are divided by the ep size), and the router gradients summed over the ranks. Also: the registry entries (sharded layout, EXPERT tag, the edp group) and the
  * config error for E not divisible by the ep size. The same layers over the all-gather dispatcher
  * (the oracle of par/dispatch.h) give the same outputs, aux terms and gradients within 1e-6, and
- * the experts of all ranks process exactly the rows all ranks sent (count conservation). Three configurations: dropless softmax;
+ * the experts of all ranks process exactly the rows all ranks sent (count conservation). Four configurations: dropless softmax;
+ * dropless with every token routed to experts 0 and 1 (a selection bias; their ranks receive
+ * every rank's rows, the others none);
  * sigmoid scores with capacity by score, padding and router jitter; capacity by position with
  * Guo et al.'s orthogonality and variance losses. Drop-and-pad exchanges fixed-size blocks: with
  * padding and a capacity that drops nothing the layers equal the dropless ones (outputs, aux,
  * gradients), and the PMPI wrappers below show that they make no count exchange and no
  * all-to-all-v (one MPI_Alltoall per row exchange), where the dropless ones make one count
- * exchange per layer and all-to-all-v row exchanges. */
+ * exchange per layer and all-to-all-v row exchanges. Dropless, the expert side grows from the
+ * exchanged counts to the received rows plus 1/8 and no further on repeated steps (check_grow). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,11 +118,21 @@ static double rel(const float *a, const float *b, int64_t n) {
     return d / m;
 }
 
+/* Skewed routing (config with bias_balance): a selection bias of 10 on experts 0 and 1 of both
+ * layers, far above any score difference, sends every token to them, so the ranks holding them
+ * receive every rank's rows (P N k in all) and the others none. */
+static void skew(pair *p) {
+    for (int l = 0; l < 2; l++) {
+        float *b = tess_nn_moe_stack_bias(p->st, l);
+        for (int e = 0; e < E; e++) b[e] = e < 2 ? 10.0f : 0.0f;
+    }
+}
+
 /* The layer pair sharded over world (edp = self) against the single-rank pair on every rank's
- * rows in turn, for config base (ep and edp unset). Training step 2 (router jitter when
- * configured), rank q's first token q N. */
+ * rows in turn, for config base (ep and edp unset); skewed routing (skew) when `skewed`. Training
+ * step 2 (router jitter when configured), rank q's first token q N. */
 static void check_ep(const tess_nn_moe_config *base, const char *label, tess_group *world,
-                     tess_group *self, int rank, int size) {
+                     tess_group *self, int rank, int size, bool skewed) {
     pair ep, ref, ag;
     tess_nn_moe_config epc = *base;
     epc.ep = world, epc.edp = self;
@@ -126,6 +140,7 @@ static void check_ep(const tess_nn_moe_config *base, const char *label, tess_gro
     DIST_TEST_OK(pair_build(&ref, base));
     epc.ep_allgather = true;
     DIST_TEST_OK(pair_build(&ag, &epc));
+    if (skewed) skew(&ep), skew(&ref), skew(&ag);
     const int64_t wi = tess_registry_find(ep.reg, "m1.w_gate");
     const tess_registry_entry *we = tess_registry_get(ep.reg, wi);
     TESS_TEST_CHECK(we->local_shape[0] == E / size && (we->tags & TESS_TAG_EXPERT) &&
@@ -219,12 +234,71 @@ static void check_ep(const tess_nn_moe_config *base, const char *label, tess_gro
     pair_free(&ag);
 }
 
+/* Dropless, the expert side grows from the exchanged counts (moe.h): after a balanced step each
+ * layer holds exactly its received rows plus 1/8 (+1); a skewed step (skew) makes the ranks of
+ * experts 0 and 1 receive every rank's rows, and their expert side grows to them; the same
+ * skewed step again, and a balanced one after it, grow nothing (the steady state allocates
+ * nothing). */
+static void check_grow(const tess_nn_moe_config *base, tess_group *world, tess_group *self,
+                       int rank, int size) {
+    tess_nn_moe_config c = *base;
+    c.ep = world, c.edp = self;
+    pair p;
+    DIST_TEST_OK(pair_build(&p, &c));
+    float *x = malloc((size_t)(N * C) * sizeof(float)), *dout = malloc((size_t)(N * C) * sizeof(float));
+    float y[N * C], dx[N * C];
+    tess_ref_fill_uniform(x, N * C, (uint32_t)(47 + rank), 1.0f);
+    tess_ref_fill_uniform(dout, N * C, (uint32_t)(57 + rank), 1.0f);
+    const int nle = E / size; /* experts per rank; experts 0, 1 on ranks 0 .. 1 / nle */
+    int64_t grows[2][4], prev[2] = {0, 0};
+    float bias0[2][E]; /* the balanced step's biases, restored for the last step */
+    for (int l = 0; l < 2; l++) memcpy(bias0[l], tess_nn_moe_stack_bias(p.st, l), sizeof bias0[l]);
+    for (int step = 0; step < 4; step++) {
+        if (step == 1) skew(&p);
+        if (step == 3)
+            for (int l = 0; l < 2; l++)
+                memcpy(tess_nn_moe_stack_bias(p.st, l), bias0[l], sizeof bias0[l]);
+        memset(dx, 0, sizeof dx);
+        pair_run(&p, y, dx, x, dout);
+        DIST_TEST_OK(tess_nn_moe_stack_status(p.st));
+        for (int l = 0; l < 2; l++) {
+            const int64_t rows = tess_nn_moe_stack_expert_rows(p.st, l);
+            const int64_t cap = tess_nn_moe_stack_expert_cap(p.st, l, &grows[l][step]);
+            /* grown to the received rows plus 1/8 (+1) when they exceed what it held */
+            const int64_t want_cap = step == 0 || rows > prev[l] ? rows + rows / 8 + 1 : prev[l];
+            TESS_TEST_CHECK(cap == want_cap, "grow: step %d layer %d holds %lld rows for %lld "
+                            "received, expected %lld", step, l, (long long)cap, (long long)rows,
+                            (long long)want_cap);
+            prev[l] = cap;
+            if (step == 1) {
+                /* a rank holding expert 0 or 1 receives every rank's slot of it */
+                const int64_t want = (int64_t)size * N * ((rank * nle < 2) ? (nle < 2 ? 1 : 2) : 0);
+                TESS_TEST_CHECK(rows == want, "grow: skewed layer %d received %lld rows, "
+                                "expected %lld", l, (long long)rows, (long long)want);
+            }
+            if (step >= 2)
+                TESS_TEST_CHECK(grows[l][step] == grows[l][1], "grow: layer %d grew again at "
+                                "step %d (%lld times, %lld after the skewed step)", l, step,
+                                (long long)grows[l][step], (long long)grows[l][1]);
+        }
+    }
+    if (rank == 0)
+        printf("moe ep=%d grow: layer 0 holds %lld rows, grew %lld times (balanced, skewed, "
+               "skewed, balanced steps); grown bytes %lld\n", size,
+               (long long)tess_nn_moe_stack_expert_cap(p.st, 0, NULL), (long long)grows[0][3],
+               (long long)tess_nn_moe_stack_grown_bytes(p.st));
+    free(x), free(dout);
+    pair_free(&p);
+}
+
 /* Drop-and-pad against dropless at ep = world: capacity by score with factor E/k (capacity N: no
  * expert can receive more than N of a rank's pairs, so nothing is dropped) and padding gives the
  * dropless outputs, aux terms and gradients (the padding rows are zeros and get zero gradients)
- * within 1e-6. Each layer's forward makes 3 row exchanges (x out, y and z back) and its backward
- * 3 (dy and dz out, dx back), counted over both layers: padded, 12 MPI_Alltoall and no
- * MPI_Alltoallv; dropless, 2 MPI_Alltoall (one count exchange per layer) and 12 MPI_Alltoallv. */
+ * within 1e-6. Padded, each layer's forward makes 3 row exchanges (x out, y and z back) and its
+ * backward 3 (dy and dz out, dx back), counted over both layers 12 MPI_Alltoall and no
+ * MPI_Alltoallv. Dropless, R_sp's co-located fast path (moe.h): per layer one count exchange
+ * and one exchange of the co-located sums (MPI_Alltoall), in forward the token ids, x, y and
+ * the split rows' z, in backward dy, the split rows' dz and dx (MPI_Alltoallv): 4 and 14. */
 static void check_padded(const tess_nn_moe_config *base, tess_group *world, tess_group *self,
                          int rank, int size) {
     tess_nn_moe_config dc = *base, pc = *base;
@@ -249,8 +323,8 @@ static void check_padded(const tess_nn_moe_config *base, tess_group *world, tess
     DIST_TEST_OK(tess_nn_moe_stack_status(p.st));
     TESS_TEST_CHECK(pa == 12 && pv == 0, "padded: %d MPI_Alltoall, %d MPI_Alltoallv; expected "
                     "12 and 0", pa, pv);
-    TESS_TEST_CHECK(da == 2 && dv == 12, "dropless: %d MPI_Alltoall, %d MPI_Alltoallv; expected "
-                    "2 and 12", da, dv);
+    TESS_TEST_CHECK(da == 4 && dv == 14, "dropless: %d MPI_Alltoall, %d MPI_Alltoallv; expected "
+                    "4 and 14", da, dv);
     for (int l = 0; l < 2; l++)
         TESS_TEST_CHECK(tess_nn_moe_stack_dropped(p.st, l) == 0, "padded layer %d dropped %lld",
                         l, (long long)tess_nn_moe_stack_dropped(p.st, l));
@@ -263,7 +337,7 @@ static void check_padded(const tess_nn_moe_config *base, tess_group *world, tess
                     paux, daux);
     if (rank == 0)
         printf("moe ep=%d padded (fixed-size MPI_Alltoall, %d calls, %d all-to-all-v) vs dropless "
-               "(%d count exchanges, %d all-to-all-v): max rel %.2e\n",
+               "(%d all-to-all, %d all-to-all-v): max rel %.2e\n",
                size, pa, pv, da, dv, worst);
     free(x), free(dout);
     pair_free(&d);
@@ -356,15 +430,19 @@ int main(int argc, char **argv) {
     tess_nn_moe_config epc = base;
     epc.ep = world, epc.edp = self;
     if (E % size == 0) {
-        check_ep(&base, "dropless", world, self, rank, size);
+        check_ep(&base, "dropless", world, self, rank, size, false);
+        tess_nn_moe_config sk = base;
+        sk.bias_balance = true;
+        check_ep(&sk, "dropless, skewed to experts 0 and 1", world, self, rank, size, true);
+        check_grow(&sk, world, self, rank, size);
         /* sigmoid scores, capacity 0.75 by score with padding, jitter */
         tess_nn_moe_config cap = base;
         cap.score = TESS_NN_MOE_SCORE_SIGMOID, cap.lambda_z = 0, cap.jitter = 0.2, cap.seed = 3;
         cap.drop = TESS_NN_MOE_DROP_PROBS, cap.capacity_factor = 0.75, cap.pad = true;
-        check_ep(&cap, "sigmoid+capacity+pad+jitter", world, self, rank, size);
+        check_ep(&cap, "sigmoid+capacity+pad+jitter", world, self, rank, size, false);
         cap.score = TESS_NN_MOE_SCORE_SOFTMAX, cap.lambda_z = 0.3;
         cap.drop = TESS_NN_MOE_DROP_POSITION, cap.pad = false, cap.lambda_o = 0.6, cap.lambda_v = 0.8;
-        check_ep(&cap, "capacity by position, Guo o+v", world, self, rank, size);
+        check_ep(&cap, "capacity by position, Guo o+v", world, self, rank, size, false);
         tess_nn_moe_config all = base;
         all.lambda_o = 0.6, all.lambda_v = 0.8;
         check_split(&all, world, self, rank, size);

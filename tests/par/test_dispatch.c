@@ -5,7 +5,10 @@
  * it in both modes, all-to-all and the all-gather oracle. The fixed-size plan (equal blocks,
  * tess_dispatch_plan_fixed) in both modes: the same rows at the same places as a plan with those
  * counts, and in the all-to-all mode no count exchange and no all-to-all-v: the PMPI wrappers
- * below count the MPI_Alltoall and MPI_Alltoallv calls of the library. */
+ * below count the MPI_Alltoall and MPI_Alltoallv calls of the library. Integer rows
+ * (tess_dispatch_forward_i32) and a local plan (tess_dispatch_plan_local) of the rows flagged in
+ * them: no count exchange, the flagged rows at their places in both directions; both refused in
+ * the all-gather mode. */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,6 +147,75 @@ static void check_fixed(tess_group *g, int size, bool allgather, int64_t rows) {
     tess_dispatch_destroy(&cn);
 }
 
+/* Integer rows (sender, index, flag = index odd) with the plan of check_mode; then a local plan
+ * of the flagged rows only, its counts from the flags on both sides: its exchanges carry exactly
+ * the flagged rows, in order, and the plan itself makes no MPI call. */
+static void check_local(tess_group *g, int rank, int size) {
+    tess_dispatch *d = NULL, *sub = NULL;
+    DIST_TEST_OK(tess_dispatch_create(&d, g, S));
+    DIST_TEST_OK(tess_dispatch_create(&sub, g, S));
+    int64_t *sc = calloc((size_t)(size * S), sizeof *sc), *fs = calloc((size_t)(size * S), sizeof *fs);
+    int64_t *fr = calloc((size_t)(size * S), sizeof *fr);
+    int64_t nsend = 0;
+    for (int r = 0; r < size; r++)
+        for (int j = 0; j < S; j++) nsend += (sc[r * S + j] = count(rank, r, j));
+    DIST_TEST_OK(tess_dispatch_plan(d, sc));
+    const int64_t nrecv = tess_dispatch_recv_rows(d);
+    int32_t *ids = malloc((size_t)(3 * nsend + 1) * sizeof(int32_t));
+    int32_t *rids = malloc((size_t)(3 * nrecv + 1) * sizeof(int32_t));
+    float *val = malloc((size_t)(nsend + 1) * sizeof(float)), *rval = malloc((size_t)(nrecv + 1) * sizeof(float));
+    int64_t o = 0, nf = 0;
+    for (int r = 0; r < size; r++)
+        for (int j = 0; j < S; j++)
+            for (int64_t i = 0; i < sc[r * S + j]; i++, o++) {
+                ids[3 * o] = rank, ids[3 * o + 1] = (int32_t)o, ids[3 * o + 2] = (int32_t)(o & 1);
+                if (o & 1) val[nf++] = (float)(rank * 1000 + o), fs[r * S + j]++;
+            }
+    DIST_TEST_OK(tess_dispatch_forward_i32(d, ids, rids, 3));
+    /* the receiver's flagged counts per (source, slot), and the values it expects, in order */
+    int64_t nr = 0, bad = 0;
+    const int64_t *rc = tess_dispatch_recv_counts(d);
+    o = 0;
+    for (int q = 0; q < size; q++)
+        for (int j = 0; j < S; j++)
+            for (int64_t i = 0; i < rc[q * S + j]; i++, o++) {
+                bad += rids[3 * o] != q;
+                if (rids[3 * o + 2]) fr[q * S + j]++, nr++;
+            }
+    TESS_TEST_CHECK(bad == 0, "int rows: %lld rows from the wrong sender", (long long)bad);
+    const int a0 = n_alltoall, v0 = n_alltoallv;
+    DIST_TEST_OK(tess_dispatch_plan_local(sub, fs, fr));
+    TESS_TEST_CHECK(n_alltoall == a0 && n_alltoallv == v0, "the local plan communicates");
+    TESS_TEST_CHECK(tess_dispatch_send_rows(sub) == nf && tess_dispatch_recv_rows(sub) == nr,
+                    "local plan: %lld / %lld rows, expected %lld / %lld",
+                    (long long)tess_dispatch_send_rows(sub), (long long)tess_dispatch_recv_rows(sub),
+                    (long long)nf, (long long)nr);
+    DIST_TEST_OK(tess_dispatch_forward(sub, val, rval, 1));
+    int64_t f = 0;
+    bad = 0;
+    for (int64_t i = 0; i < nrecv; i++)
+        if (rids[3 * i + 2]) bad += rval[f++] != (float)(rids[3 * i] * 1000 + rids[3 * i + 1]);
+    TESS_TEST_CHECK(bad == 0 && f == nr, "local plan forward: %lld flagged rows misplaced",
+                    (long long)bad);
+    for (int64_t i = 0; i < nr; i++) rval[i] += 0.5f;
+    DIST_TEST_OK(tess_dispatch_reverse(sub, rval, val, 1));
+    bad = 0;
+    f = 0;
+    for (int64_t i = 0; i < nsend; i++)
+        if (i & 1) bad += val[f++] != (float)(rank * 1000 + i) + 0.5f;
+    TESS_TEST_CHECK(bad == 0, "local plan reverse: %lld rows misplaced", (long long)bad);
+    tess_dispatch *ag = NULL;
+    DIST_TEST_OK(tess_dispatch_create_allgather(&ag, g, S));
+    DIST_TEST_FAILS(tess_dispatch_plan_local(ag, fs, fr), TESS_ERR_ARG, "all-to-all mode");
+    DIST_TEST_FAILS(tess_dispatch_forward_i32(ag, ids, rids, 3), TESS_ERR_ARG, "all-to-all mode");
+    fs[0] = -1;
+    DIST_TEST_FAILS(tess_dispatch_plan_local(sub, fs, fr), TESS_ERR_ARG, "out of range");
+    tess_dispatch_destroy(&ag);
+    tess_dispatch_destroy(&sub);
+    tess_dispatch_destroy(&d);
+    free(sc), free(fs), free(fr), free(ids), free(rids), free(val), free(rval);
+}
+
 int main(int argc, char **argv) {
     int rank, size;
     par_test_init(&argc, &argv, &rank, &size);
@@ -151,6 +223,7 @@ int main(int argc, char **argv) {
     DIST_TEST_OK(tess_group_create(MPI_COMM_WORLD, "ep", &g));
     check_mode(g, rank, size, false);
     check_mode(g, rank, size, true);
+    check_local(g, rank, size);
     for (int64_t rows = 0; rows <= 2; rows += 2) {
         check_fixed(g, size, false, rows);
         check_fixed(g, size, true, rows);
