@@ -184,7 +184,7 @@ def main(out, pngdir, name):
                                  f"{LABEL[abl]}'")
         if plots:
             png = os.path.join(pngdir, f"{name}_{column}.png")
-            gnuplot(header(png, f"moe: {what} at the last evaluation (mean and std over "
+            gnuplot(header(png, f"moe: {what}, last evaluation (mean and std over "
                            f"{nseeds} seeds)", sub, "MoE layer (0 = first)", ylabel)
                     + f"set xtics 1\nset xrange [-0.3:{last + 0.6:g}]\n"
                     "set key outside right top\nplot " + ", ".join(plots) + "\n")
