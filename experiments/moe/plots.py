@@ -123,7 +123,8 @@ def main(out, pngdir, name):
         sys.exit(f"plots.py: no finished runs (<run>.done) in {out}")
     sub, steps = config_subtitle(next(iter(next(iter(runs.values())).values())))
     first, xr = int(0.16 * steps), f"set xrange [{0.16 * steps:g}:{1.04 * steps:g}]\n"
-    nseeds = max(len(v) for v in runs.values())
+    n = max(len(v) for v in runs.values())
+    nseeds = f"{n} seeds" if n > 1 else "1 seed"
     os.makedirs(pngdir, exist_ok=True)
     tmp = tempfile.mkdtemp()
 
@@ -140,7 +141,7 @@ def main(out, pngdir, name):
                              f"lc rgb '{COLOR[abl]}' title '{FAMLABEL[fam]} {LABEL[abl]}'")
     if plots:
         png = os.path.join(pngdir, f"{name}_val_loss.png")
-        gnuplot(header(png, f"moe: held-out loss, mean and std over {nseeds} seeds", sub,
+        gnuplot(header(png, f"moe: held-out loss, mean and std over {nseeds}", sub,
                        "optimizer step", "held-out cross-entropy (nats/token)")
                 + xr + "plot " + ", ".join(plots) + "\n")
 
@@ -158,7 +159,7 @@ def main(out, pngdir, name):
     if plots:
         png = os.path.join(pngdir, f"{name}_val_delta.png")
         gnuplot(header(png, "moe: held-out loss minus the same seed's L_lb run "
-                       f"(mean and std over {nseeds} seeds; < 0: better)", sub,
+                       f"(mean and std over {nseeds}; < 0: better)", sub,
                        "optimizer step", "difference in held-out loss (nats/token)")
                 + xr + "set key outside right top\nset xzeroaxis lw 1 lc rgb '#808080'\n"
                 "plot " + ", ".join(plots) + "\n")
@@ -185,7 +186,7 @@ def main(out, pngdir, name):
         if plots:
             png = os.path.join(pngdir, f"{name}_{column}.png")
             gnuplot(header(png, f"moe: {what}, last evaluation (mean and std over "
-                           f"{nseeds} seeds)", sub, "MoE layer (0 = first)", ylabel)
+                           f"{nseeds})", sub, "MoE layer (0 = first)", ylabel)
                     + f"set xtics 1\nset xrange [-0.3:{last + 0.6:g}]\n"
                     "set key outside right top\nplot " + ", ".join(plots) + "\n")
     for f in os.listdir(tmp):
