@@ -9,7 +9,9 @@ PNG_DIR (docs/moe.md embeds them), mean +- sample std over the seeds of each cel
   NAME_cos2.png      mean squared cosine of co-activated experts per MoE layer, last evaluation
 
 NAME defaults to moe_text. The subtitle states the configuration read from the runs' config.ini
-(the same in every run apart from family, ablation and seed). Standard library and gnuplot."""
+(the same in every run apart from family, ablation and seed). The loss plots start at 16% of
+train.steps (the first evaluations, far above the rest, would flatten the curves) and scale
+their y axis to what they draw. Standard library and gnuplot."""
 import csv
 import math
 import os
@@ -62,7 +64,7 @@ def config_subtitle(run_dir):
             f"top-{cfg['moe.top_k']}, expert width {cfg['moe.expert_hidden']}, "
             f"T={cfg['data.seq_len']}, batch {cfg['train.batch']}, {cfg['train.steps']} steps, "
             f"lr {cfg['optim.lr']}\\n7-domain text, BPE {cfg['data.vocab']}; "
-            f"held-out: {cfg['train.eval_batch']} sequences")
+            f"held-out: {cfg['train.eval_batch']} sequences"), int(cfg["train.steps"])
 
 
 def write(path, rows):
@@ -83,9 +85,10 @@ def header(png, title, subtitle, xlabel, ylabel):
             "set key inside top right opaque box samplen 2\n")
 
 
-def curves(runs, cell, column, base=None):
-    """[(step, mean, std, seeds)] of eval.csv's column over the cell's seeds; with base (a cell),
-    the difference to the same seed's base run (only seeds that both finished)."""
+def curves(runs, cell, column, first, base=None):
+    """[(step, mean, std, seeds)] of eval.csv's column over the cell's seeds from step first on;
+    with base (a cell), the difference to the same seed's base run (only seeds that both
+    finished)."""
     got = runs.get(cell, {})
     seeds = sorted(s for s in got if base is None or s in runs.get(base, {}))
     per = {}
@@ -96,7 +99,7 @@ def curves(runs, cell, column, base=None):
             ref = {r["step"]: float(r[column])
                    for r in read_csv(os.path.join(runs[base][s], "eval.csv"))}
         for r in rows:
-            if base is None or r["step"] in ref:
+            if int(r["step"]) >= first and (base is None or r["step"] in ref):
                 per.setdefault(int(r["step"]), []).append(
                     float(r[column]) - (ref[r["step"]] if base is not None else 0.0))
     return [(st, *mean_std(v), len(v)) for st, v in sorted(per.items()) if len(v) == len(seeds)]
@@ -118,8 +121,10 @@ def main(out, pngdir, name):
     runs = load(out)
     if not runs:
         sys.exit(f"plots.py: no finished runs (<run>.done) in {out}")
-    sub = config_subtitle(next(iter(next(iter(runs.values())).values())))
-    nseeds = max(len(v) for v in runs.values())
+    sub, steps = config_subtitle(next(iter(next(iter(runs.values())).values())))
+    first, xr = int(0.16 * steps), f"set xrange [{0.16 * steps:g}:{1.04 * steps:g}]\n"
+    n = max(len(v) for v in runs.values())
+    nseeds = f"{n} seeds" if n > 1 else "1 seed"
     os.makedirs(pngdir, exist_ok=True)
     tmp = tempfile.mkdtemp()
 
@@ -127,7 +132,7 @@ def main(out, pngdir, name):
     plots = []
     for fam in FAMILIES:
         for abl in ["lb", "spcp"]:
-            c = curves(runs, (fam, abl), "val_loss")
+            c = curves(runs, (fam, abl), "val_loss", first)
             if c:
                 path = os.path.join(tmp, f"loss-{fam}-{abl}.dat")
                 write(path, c)
@@ -136,15 +141,15 @@ def main(out, pngdir, name):
                              f"lc rgb '{COLOR[abl]}' title '{FAMLABEL[fam]} {LABEL[abl]}'")
     if plots:
         png = os.path.join(pngdir, f"{name}_val_loss.png")
-        gnuplot(header(png, f"moe: held-out loss, mean and std over {nseeds} seeds", sub,
+        gnuplot(header(png, f"moe: held-out loss, mean and std over {nseeds}", sub,
                        "optimizer step", "held-out cross-entropy (nats/token)")
-                + "set yrange [4.5:5.6]\nset xrange [40:260]\nplot " + ", ".join(plots) + "\n")
+                + xr + "plot " + ", ".join(plots) + "\n")
 
     # Paired differences to L_lb (same seed, same held-out sequences).
     plots = []
     for fam in FAMILIES:
         for abl in ABL[1:]:
-            c = curves(runs, (fam, abl), "val_loss", base=(fam, "lb"))
+            c = curves(runs, (fam, abl), "val_loss", first, base=(fam, "lb"))
             if c:
                 path = os.path.join(tmp, f"delta-{fam}-{abl}.dat")
                 write(path, c)
@@ -154,24 +159,25 @@ def main(out, pngdir, name):
     if plots:
         png = os.path.join(pngdir, f"{name}_val_delta.png")
         gnuplot(header(png, "moe: held-out loss minus the same seed's L_lb run "
-                       f"(mean and std over {nseeds} seeds; < 0: better)", sub,
+                       f"(mean and std over {nseeds}; < 0: better)", sub,
                        "optimizer step", "difference in held-out loss (nats/token)")
-                + "set xrange [40:260]\nset key outside right top\nset arrow from 40,0 to 260,0"
-                " nohead lw 1 lc rgb '#808080'\nplot " + ", ".join(plots) + "\n")
+                + xr + "set key outside right top\nset xzeroaxis lw 1 lc rgb '#808080'\n"
+                "plot " + ", ".join(plots) + "\n")
 
     # Per-layer routing entropy and cos^2 at the last evaluation (x offset per family).
     for column, what, ylabel in [
             ("entropy", "routing entropy per MoE layer", "entropy / log E (dimensionless)"),
             ("cos2", "squared cosine of co-activated experts per MoE layer",
              "mean squared cosine of the SwiGLU z (dimensionless)")]:
-        plots = []
-        for fi, fam in enumerate(FAMILIES):
+        plots, last = [], 0
+        for fam in FAMILIES:
             for ai, abl in enumerate(ABL):
                 c = per_layer(runs, (fam, abl), column)
                 if c:
                     path = os.path.join(tmp, f"{column}-{fam}-{abl}.dat")
                     off = (ai - 2.5) * 0.03 + (0.2 if fam == "deepseek" else 0.0)
                     write(path, [(layer + off, m, s) for layer, m, s in c])
+                    last = max(last, c[-1][0])
                     lt = "1" if fam == "vanilla" else "2"
                     pt = "7" if fam == "vanilla" else "5"
                     plots.append(f"'{path}' using 1:2:3 with yerrorlines lw 2 dt {lt} pt {pt} "
@@ -179,10 +185,10 @@ def main(out, pngdir, name):
                                  f"{LABEL[abl]}'")
         if plots:
             png = os.path.join(pngdir, f"{name}_{column}.png")
-            gnuplot(header(png, f"moe: {what} at the last evaluation (mean and std over "
-                           f"{nseeds} seeds)", sub, "MoE layer (0 = first)", ylabel)
-                    + "set xtics 1\nset xrange [-0.3:3.6]\nset key outside right top\nplot "
-                    + ", ".join(plots) + "\n")
+            gnuplot(header(png, f"moe: {what}, last evaluation (mean and std over "
+                           f"{nseeds})", sub, "MoE layer (0 = first)", ylabel)
+                    + f"set xtics 1\nset xrange [-0.3:{last + 0.6:g}]\n"
+                    "set key outside right top\nplot " + ", ".join(plots) + "\n")
     for f in os.listdir(tmp):
         os.remove(os.path.join(tmp, f))
     os.rmdir(tmp)

@@ -10,7 +10,8 @@
 #   without FAMILY:ABLATION: every family x ablation. Runs that finished (exit 0, marked by
 #   OUT/<run>.done) are skipped, so the grid can be filled over several sessions.
 #   MOE_SEEDS="1 2 3"  seeds;  MOE_NP=2 ranks;  MOE_BIN=build/release/apps/moe/moe;
-#   MOE_NICE=10  nice level;  extra arguments for every run in MOE_ARGS (e.g. "--set train.steps=200").
+#   MOE_NICE=10  nice level;  MOE_MPIEXEC=mpiexec;  extra arguments for every run in MOE_ARGS
+#   (e.g. "--set train.steps=200"; a later --set wins).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 corpus=$1 out=$2; shift 2
@@ -62,7 +63,7 @@ for cell in "${grid[@]}"; do
     [ -f "$dir.done" ] && { echo "== $fam $abl seed $seed: done, skipped"; continue; }
     rm -rf "$dir"
     # shellcheck disable=SC2206
-    cmd=(nice -n "${MOE_NICE:-10}" mpiexec -n "$np" "$bin" --config "$root/experiments/moe/text.ini"
+    cmd=(nice -n "${MOE_NICE:-10}" "${MOE_MPIEXEC:-mpiexec}" -n "$np" "$bin" --config "$root/experiments/moe/text.ini"
          --set data.train_file="$corpus/train.h5" --set data.eval_file="$corpus/val.h5"
          $fargs $aargs --set run.seed="$seed" --set run.dir="$dir" ${MOE_ARGS:-})
     echo "== $fam $abl seed $seed: ${cmd[*]}"

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""experiments/moe/table.py OUT_DIR - the results table of experiments/moe/run.sh: for each
-family x ablation, mean +- sample std over the seeds that finished (OUT/<run>.done) of the last
+"""experiments/moe/table.py OUT_DIR [--present] - the results table of experiments/moe/run.sh:
+for each family x ablation (with --present only those with a finished run; otherwise the others
+are marked "to run"), mean +- sample std over the seeds that finished (OUT/<run>.done) of the last
 evaluation of eval.csv (held-out loss and perplexity, routing entropy / log E, MaxVio, MI of the
 top-1 expert with the domain and with the next layer's top-1, mean squared cosine of co-activated
 experts), and the run time from OUT/commands.tsv; then, per family and ablation, the differences
-to the same seed's L_lb run (paired: same data order and held-out sequences). Markdown on stdout.
-Standard library only."""
+to the same seed's L_lb run (paired: same data order and held-out sequences) and the mean +-
+sample std of the held-out loss difference over those seeds. Markdown on stdout. Standard library
+only."""
 import csv
 import math
 import os
@@ -19,17 +21,18 @@ COLS = [("val_loss", "val loss", 3), ("val_ppl", "val ppl", 1), ("entropy", "ent
         ("mi_next", "MI(e_l; e_l+1)", 3), ("cos2", "cos²", 4)]
 
 
-def mean_std(xs, digits):
+def mean_std(xs, digits, sign=""):
+    """'mean ± sample std' of xs with digits decimals (sign "+": the mean with its sign)."""
     if not xs:
         return "-"
     m = sum(xs) / len(xs)
     if len(xs) == 1:
-        return f"{m:.{digits}f}"
+        return f"{m:{sign}.{digits}f}"
     sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
-    return f"{m:.{digits}f} ± {sd:.{digits}f}"
+    return f"{m:{sign}.{digits}f} ± {sd:.{digits}f}"
 
 
-def main(out):
+def main(out, present):
     seconds = {}
     log = os.path.join(out, "commands.tsv")
     if os.path.exists(log):
@@ -52,7 +55,8 @@ def main(out):
         for abl in ROWS:
             got = runs.get((fam, abl), [])
             if not got:
-                print(f"| {fam} | {LABEL[abl]} | to run |" + " |" * (len(COLS) + 1))
+                if not present:
+                    print(f"| {fam} | {LABEL[abl]} | to run |" + " |" * (len(COLS) + 1))
                 continue
             cells = [mean_std([float(r[c]) for _, r in got], d) for c, _, d in COLS]
             mins = [seconds[(fam, abl, s)] / 60 for s, _ in got if (fam, abl, s) in seconds]
@@ -67,8 +71,8 @@ def paired(runs):
     cols = [c for c in COLS if c[0] != "val_ppl"]
     print()
     print("| family | losses − L_lb | seeds | " + " | ".join(
-        f"Δ {c[1]} per seed" for c in cols) + " |")
-    print("|---|---|---|" + "---|" * len(cols))
+        f"Δ {c[1]} per seed" for c in cols) + " | mean Δ val loss |")
+    print("|---|---|---|" + "---|" * (len(cols) + 1))
     for fam in ["vanilla", "deepseek"]:
         base = dict(runs.get((fam, "lb"), []))
         for abl in ROWS[1:]:
@@ -77,11 +81,12 @@ def paired(runs):
                 continue
             cells = [", ".join(f"{float(r[c]) - float(base[s][c]):+.{d}f}" for s, r in got)
                      for c, _, d in cols]
+            dloss = [float(r["val_loss"]) - float(base[s]["val_loss"]) for s, r in got]
             print(f"| {fam} | {LABEL[abl]} | {','.join(s for s, _ in got)} | "
-                  + " | ".join(cells) + " |")
+                  + " | ".join(cells) + f" | {mean_std(dloss, 3, '+')} |")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: experiments/moe/table.py OUT_DIR")
-    main(sys.argv[1])
+    if len(sys.argv) not in (2, 3) or sys.argv[2:] not in ([], ["--present"]):
+        sys.exit("usage: experiments/moe/table.py OUT_DIR [--present]")
+    main(sys.argv[1], len(sys.argv) == 3)
