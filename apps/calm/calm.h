@@ -49,7 +49,12 @@ TESS_OPT_ENUM_TABLE_CHECK(calm_regime_names, CALM_REGIME_COUNT);
 typedef struct {
     bool on;
     calm_regime regime;
+    calm_split split; /* train.split: tail or animal */
     int64_t steps, batch, b, D, lags, hidden, mlp_steps;
+    int64_t val_every, best_step; /* decode.val_every; the head step of the best validation */
+    double best_loss;             /* the head's lowest validation loss so far */
+    float *best, *best_dat;       /* the head's (and, if it trains, the DAT's) parameters there */
+    int val_csv;
     double lr, backbone_lr;
     char names[CALM_DEC_MAX_TARGETS][48]; /* behaviour datasets (/behavior/<name>) */
     bool binary[CALM_DEC_MAX_TARGETS];

@@ -256,15 +256,6 @@ static void lagged(const calm_dec_session *s, const calm_dec_base_config *c, int
         for (int64_t n = 0; n < s->N; n++) f[l * s->N + n] = s->x[(e - c->L + 1 + l) * s->N + n];
 }
 
-/* The frames t in [lo, hi) usable below limit, into idx; their count. */
-static int64_t frames_in(const calm_dec_base_config *c, int64_t lo, int64_t hi, int64_t limit,
-                         int64_t *idx) {
-    int64_t n = 0;
-    for (int64_t t = lo; t < hi; t++)
-        if (usable(t, limit, c)) idx[n++] = t;
-    return n;
-}
-
 static int64_t val_start(const calm_dec_session *s, const calm_dec_base_config *c) {
     return s->train_T - (int64_t)floor(c->val_fraction * (double)s->train_T);
 }
@@ -279,10 +270,121 @@ tess_status calm_dec_base_check(const calm_dec_session *s, const calm_dec_base_c
     return TESS_OK;
 }
 
+/* Mean and variance of target k over the frames below train_T of the sessions i with use[i]. */
+static void moments(const calm_dec_session *s, int64_t ns, const bool *use, int64_t k, double *m,
+                    double *v) {
+    const int64_t D = s[0].D;
+    double n = 0.0;
+    *m = *v = 0.0;
+    for (int64_t i = 0; i < ns; i++)
+        for (int64_t t = 0; use[i] && t < s[i].train_T; t++) *m += s[i].beh[t * D + k], n += 1.0;
+    *m /= n;
+    for (int64_t i = 0; i < ns; i++)
+        for (int64_t t = 0; use[i] && t < s[i].train_T; t++) *v += pow(s[i].beh[t * D + k] - *m, 2);
+    *v /= n;
+}
+
+void calm_dec_target_stats(const calm_dec_session *s, int64_t ns, const bool *train,
+                           const bool *binary, double *mu, double *sd) {
+    const int64_t D = s[0].D;
+    for (int64_t k = 0; k < D; k++) {
+        double pm = 0.0, pv = 0.0;
+        if (train) moments(s, ns, train, k, &pm, &pv);
+        for (int64_t i = 0; i < ns; i++) {
+            double m = pm, v = pv;
+            if (!train) { /* the session's own training frames */
+                const bool yes = true;
+                moments(&s[i], 1, &yes, k, &m, &v);
+            }
+            mu[i * D + k] = binary[k] ? 0.0 : m;
+            sd[i * D + k] = binary[k] ? 1.0 : sqrt(v) + 1e-6;
+        }
+    }
+}
+
+void calm_dec_summarize(const float *x, int64_t T, int64_t N, float *out, float *work) {
+    static const double q[3] = {0.1, 0.5, 0.9};
+    for (int64_t t = 0; t < T; t++) {
+        double m = 0.0, v = 0.0;
+        for (int64_t n = 0; n < N; n++) m += x[t * N + n];
+        m /= (double)N;
+        for (int64_t n = 0; n < N; n++) v += pow(x[t * N + n] - m, 2);
+        memcpy(work, x + t * N, (size_t)N * sizeof(float));
+        /* insertion sort: N is a few hundred at most */
+        for (int64_t i = 1; i < N; i++) {
+            const float a = work[i];
+            int64_t j = i;
+            for (; j > 0 && work[j - 1] > a; j--) work[j] = work[j - 1];
+            work[j] = a;
+        }
+        float *o = out + t * CALM_DEC_SUMMARY;
+        o[0] = (float)m, o[1] = (float)sqrt(v / (double)N);
+        for (int j = 0; j < 3; j++) {
+            const double pos = q[j] * (double)(N - 1), fl = floor(pos);
+            const int64_t i0 = (int64_t)fl, i1 = i0 + 1 < N ? i0 + 1 : i0;
+            o[2 + j] = (float)(work[i0] + (pos - fl) * (work[i1] - work[i0]));
+        }
+    }
+}
+
+/* Frame t of session s. */
+typedef struct {
+    int64_t s, t;
+} dec_row;
+
+/* The rows of a fit over sessions: fit (each training session's frames before its validation
+ * slice), val (inside the slice), all (every training frame), pred (every frame with a lagged
+ * vector of the sessions with a prediction buffer). */
+typedef struct {
+    dec_row *fit, *val, *all, *pred;
+    int64_t nfit, nval, nall, npred;
+} dec_rows;
+
+static void rows_free(dec_rows *r) { free(r->fit), free(r->val), free(r->all), free(r->pred); }
+
+/* Appends the frames t in [lo, hi) of session s with a lagged vector ending below limit. */
+static void rows_in(const calm_dec_base_config *c, int64_t s, int64_t lo, int64_t hi,
+                    int64_t limit, dec_row *rows, int64_t *n) {
+    for (int64_t t = lo; t < hi; t++)
+        if (usable(t, limit, c)) rows[(*n)++] = (dec_row){s, t};
+}
+
+static tess_status rows_make(dec_rows *r, const calm_dec_session *s, int64_t ns, const bool *train,
+                             float *const *pred, const calm_dec_base_config *c) {
+    int64_t tot = 0;
+    for (int64_t i = 0; i < ns; i++) tot += s[i].T;
+    *r = (dec_rows){0};
+    r->fit = malloc((size_t)tot * sizeof(dec_row)), r->val = malloc((size_t)tot * sizeof(dec_row));
+    r->all = malloc((size_t)tot * sizeof(dec_row)), r->pred = malloc((size_t)tot * sizeof(dec_row));
+    TESS_REQUIRE(r->fit && r->val && r->all && r->pred, TESS_ERR_MEM,
+                 "out of memory for the decoders' frame lists (%lld frames)", (long long)tot);
+    for (int64_t i = 0; i < ns; i++) {
+        if (train[i]) {
+            const int64_t v0 = val_start(&s[i], c);
+            rows_in(c, i, 0, v0, v0, r->fit, &r->nfit);
+            rows_in(c, i, v0, s[i].train_T, s[i].train_T, r->val, &r->nval);
+            rows_in(c, i, 0, s[i].train_T, s[i].train_T, r->all, &r->nall);
+        }
+        if (pred[i]) rows_in(c, i, 0, s[i].T, s[i].T, r->pred, &r->npred);
+    }
+    return TESS_OK;
+}
+
+/* Every session has the same features (N neurons or summary statistics) and behaviours. */
+static tess_status same_shapes(const calm_dec_session *s, int64_t ns) {
+    for (int64_t i = 1; i < ns; i++)
+        TESS_REQUIRE(s[i].N == s[0].N && s[i].D == s[0].D, TESS_ERR_ARG,
+                     "pooled decoder: session %lld has %lld features and %lld targets, session 0 "
+                     "%lld and %lld",
+                     (long long)i, (long long)s[i].N, (long long)s[i].D, (long long)s[0].N,
+                     (long long)s[0].D);
+    return TESS_OK;
+}
+
 static const double RIDGE_LAMBDAS[] = {1.0, 10.0, 100.0, 1e3, 1e4, 1e5};
 enum { NRIDGE = sizeof RIDGE_LAMBDAS / sizeof RIDGE_LAMBDAS[0] };
 
-/* A ridge fit on the frames idx (n): centred features X (column-major (F, n)), targets Y
+/* A ridge fit on n rows: centred features X (column-major (F, n)), targets Y
  * (column-major (n, D)), their means mx (F), my (D). */
 typedef struct {
     int64_t n, F, D;
@@ -294,8 +396,8 @@ static void ridge_free(ridge_fit *r) {
 }
 
 static tess_status ridge_prepare(ridge_fit *r, const calm_dec_session *s,
-                                 const calm_dec_base_config *c, const int64_t *idx, int64_t n) {
-    const int64_t F = c->L * s->N, D = s->D, k = F < n ? F : n;
+                                 const calm_dec_base_config *c, const dec_row *rows, int64_t n) {
+    const int64_t F = c->L * s[0].N, D = s[0].D, k = F < n ? F : n;
     *r = (ridge_fit){.n = n, .F = F, .D = D};
     r->X = malloc((size_t)(F * n) * sizeof(double));
     r->Y = malloc((size_t)(n * D) * sizeof(double));
@@ -307,10 +409,11 @@ static tess_status ridge_prepare(ridge_fit *r, const calm_dec_session *s,
                  "out of memory for a ridge decoder (%lld frames x %lld features)", (long long)n,
                  (long long)F);
     for (int64_t i = 0; i < n; i++) {
-        lagged(s, c, idx[i], r->X + i * F);
+        const calm_dec_session *si = &s[rows[i].s];
+        lagged(si, c, rows[i].t, r->X + i * F);
         for (int64_t j = 0; j < F; j++) r->mx[j] += r->X[i * F + j] / (double)n;
         for (int64_t k2 = 0; k2 < D; k2++) {
-            r->Y[k2 * n + i] = s->beh[idx[i] * D + k2];
+            r->Y[k2 * n + i] = si->beh[rows[i].t * D + k2];
             r->my[k2] += r->Y[k2 * n + i] / (double)n;
         }
     }
@@ -355,25 +458,26 @@ static double ridge_predict(const ridge_fit *r, const calm_dec_session *s,
     return y;
 }
 
-tess_status calm_dec_ridge(const calm_dec_session *s, const calm_dec_base_config *c, float *pred,
-                           double *lambda) {
-    const int64_t T = s->T, D = s->D, F = c->L * s->N, v0 = val_start(s, c);
-    int64_t *idx = malloc((size_t)T * sizeof(int64_t));
-    int64_t *vidx = malloc((size_t)T * sizeof(int64_t));
+tess_status calm_dec_ridge_pooled(const calm_dec_session *s, int64_t ns, const bool *train,
+                                  const calm_dec_base_config *c, float *const *pred,
+                                  double *lambda) {
+    TESS_CHECK(same_shapes(s, ns));
+    const int64_t D = s[0].D, F = c->L * s[0].N;
+    dec_rows rw = {0};
     double *f = malloc((size_t)F * sizeof(double));
     double *err = calloc((size_t)(NRIDGE * D), sizeof(double));
     ridge_fit r = {0};
-    tess_status st = idx && vidx && f && err ? TESS_OK : TESS_ERR_MEM;
-    /* fitted before the validation slice, scored inside it */
-    const int64_t n = st == TESS_OK ? frames_in(c, 0, v0, v0, idx) : 0;
-    const int64_t nv = st == TESS_OK ? frames_in(c, v0, s->train_T, s->train_T, vidx) : 0;
-    if (st == TESS_OK) st = ridge_prepare(&r, s, c, idx, n);
+    tess_status st = f && err ? rows_make(&rw, s, ns, train, pred, c) : TESS_ERR_MEM;
+    /* fitted before the validation slices, scored inside them */
+    if (st == TESS_OK) st = ridge_prepare(&r, s, c, rw.fit, rw.nfit);
     for (int64_t li = 0; st == TESS_OK && li < NRIDGE; li++) {
         st = ridge_solve(&r, RIDGE_LAMBDAS[li]);
-        for (int64_t i = 0; st == TESS_OK && i < nv; i++)
+        for (int64_t i = 0; st == TESS_OK && i < rw.nval; i++) {
+            const calm_dec_session *si = &s[rw.val[i].s];
             for (int64_t k = 0; k < D; k++)
-                err[li * D + k] += pow(ridge_predict(&r, s, c, vidx[i], k, f) -
-                                           s->beh[vidx[i] * D + k], 2);
+                err[li * D + k] += pow(ridge_predict(&r, si, c, rw.val[i].t, k, f) -
+                                           si->beh[rw.val[i].t * D + k], 2);
+        }
     }
     ridge_free(&r);
     for (int64_t k = 0; k < D; k++) {
@@ -382,18 +486,26 @@ tess_status calm_dec_ridge(const calm_dec_session *s, const calm_dec_base_config
         lambda[k] = RIDGE_LAMBDAS[best];
     }
     /* refitted on every training frame, one solve per target's penalty */
-    const int64_t nt = st == TESS_OK ? frames_in(c, 0, s->train_T, s->train_T, idx) : 0;
-    if (st == TESS_OK) st = ridge_prepare(&r, s, c, idx, nt);
-    for (int64_t i = 0; i < T * D; i++) pred[i] = NAN;
+    if (st == TESS_OK) st = ridge_prepare(&r, s, c, rw.all, rw.nall);
+    for (int64_t i = 0; i < ns; i++)
+        for (int64_t j = 0; pred[i] && j < s[i].T * D; j++) pred[i][j] = NAN;
     for (int64_t k = 0; st == TESS_OK && k < D; k++) {
         st = ridge_solve(&r, lambda[k]);
-        for (int64_t t = 0; st == TESS_OK && t < T; t++)
-            if (usable(t, T, c)) pred[t * D + k] = (float)ridge_predict(&r, s, c, t, k, f);
+        for (int64_t i = 0; st == TESS_OK && i < rw.npred; i++)
+            pred[rw.pred[i].s][rw.pred[i].t * D + k] =
+                (float)ridge_predict(&r, &s[rw.pred[i].s], c, rw.pred[i].t, k, f);
     }
     ridge_free(&r);
-    free(idx), free(vidx), free(f), free(err);
+    rows_free(&rw);
+    free(f), free(err);
     TESS_REQUIRE(st == TESS_OK, st, "ridge decoder");
     return TESS_OK;
+}
+
+tess_status calm_dec_ridge(const calm_dec_session *s, const calm_dec_base_config *c, float *pred,
+                           double *lambda) {
+    const bool train = true;
+    return calm_dec_ridge_pooled(s, 1, &train, c, &pred, lambda);
 }
 
 /* The MLP baseline on n frames: registry, optimizer, activations. */
@@ -460,79 +572,99 @@ static void mlp_step(mlp_net *m, const float *X, const float *Y, const bool *bin
     tess_adamw_step(m->opt, lr);
 }
 
-/* Rows idx (n) as float features X (n, F) and targets Y (n, D), regression targets standardised
+/* Rows (n) as float features X (n, F) and targets Y (n, D), regression targets standardised
  * with mu, sd. */
-static void mlp_rows(const calm_dec_session *s, const calm_dec_base_config *c, const int64_t *idx,
+static void mlp_rows(const calm_dec_session *s, const calm_dec_base_config *c, const dec_row *rows,
                      int64_t n, const double *mu, const double *sd, float *X, float *Y,
                      double *f) {
-    const int64_t F = c->L * s->N, D = s->D;
+    const int64_t F = c->L * s[0].N, D = s[0].D;
     for (int64_t i = 0; i < n; i++) {
-        lagged(s, c, idx[i], f);
+        const calm_dec_session *si = &s[rows[i].s];
+        lagged(si, c, rows[i].t, f);
         for (int64_t j = 0; j < F; j++) X[i * F + j] = (float)f[j];
         for (int64_t k = 0; k < D; k++) {
-            const double v = s->beh[idx[i] * D + k];
+            const double v = si->beh[rows[i].t * D + k];
             Y[i * D + k] = (float)(c->binary[k] ? v : (v - mu[k]) / sd[k]);
         }
     }
 }
 
-tess_status calm_dec_mlp(const calm_dec_session *s, const calm_dec_base_config *c, float *pred,
-                         int64_t *steps) {
-    const int64_t T = s->T, D = s->D, F = c->L * s->N, v0 = val_start(s, c);
+tess_status calm_dec_mlp_pooled(const calm_dec_session *s, int64_t ns, const bool *train,
+                                const calm_dec_base_config *c, float *const *pred,
+                                int64_t *steps) {
+    TESS_CHECK(same_shapes(s, ns));
+    const int64_t D = s[0].D, F = c->L * s[0].N;
     enum { EVERY = 10 };
-    int64_t *idx = malloc((size_t)T * sizeof(int64_t)), *vidx = malloc((size_t)T * sizeof(int64_t));
-    float *X = malloc((size_t)(T * F) * sizeof(float)), *Y = malloc((size_t)(T * D) * sizeof(float));
-    float *XV = malloc((size_t)(T * F) * sizeof(float)), *YV = malloc((size_t)(T * D) * sizeof(float));
+    int64_t rows = 0;
+    for (int64_t i = 0; i < ns; i++) rows += s[i].T;
+    dec_rows rw = {0};
+    float *X = malloc((size_t)(rows * F) * sizeof(float)), *Y = malloc((size_t)(rows * D) * sizeof(float));
+    float *XV = malloc((size_t)(rows * F) * sizeof(float)), *YV = malloc((size_t)(rows * D) * sizeof(float));
     double *f = malloc((size_t)F * sizeof(double));
-    tess_status st = idx && vidx && X && Y && XV && YV && f ? TESS_OK : TESS_ERR_MEM;
+    tess_status st = X && Y && XV && YV && f ? rows_make(&rw, s, ns, train, pred, c) : TESS_ERR_MEM;
     if (st != TESS_OK) {
-        free(idx), free(vidx), free(X), free(Y), free(XV), free(YV), free(f);
+        rows_free(&rw);
+        free(X), free(Y), free(XV), free(YV), free(f);
         return tess_error_push(st, __FILE__, __LINE__, __func__,
                                "out of memory for the MLP decoder (%lld frames x %lld features)",
-                               (long long)T, (long long)F);
+                               (long long)rows, (long long)F);
     }
     /* regression targets standardised with the training frames */
-    double mu[CALM_DEC_MAX_TARGETS] = {0}, sd[CALM_DEC_MAX_TARGETS] = {0};
+    double mu[CALM_DEC_MAX_TARGETS] = {0}, sd[CALM_DEC_MAX_TARGETS] = {0}, cnt = 0.0;
+    for (int64_t i = 0; i < ns; i++) cnt += train[i] ? (double)s[i].train_T : 0.0;
     for (int64_t k = 0; k < D; k++) {
-        for (int64_t t = 0; t < s->train_T; t++) mu[k] += s->beh[t * D + k] / (double)s->train_T;
-        for (int64_t t = 0; t < s->train_T; t++) sd[k] += pow(s->beh[t * D + k] - mu[k], 2);
-        sd[k] = sqrt(sd[k] / (double)s->train_T) + 1e-12;
+        for (int64_t i = 0; i < ns; i++)
+            for (int64_t t = 0; train[i] && t < s[i].train_T; t++) mu[k] += s[i].beh[t * D + k];
+        mu[k] /= cnt;
+        for (int64_t i = 0; i < ns; i++)
+            for (int64_t t = 0; train[i] && t < s[i].train_T; t++)
+                sd[k] += pow(s[i].beh[t * D + k] - mu[k], 2);
+        sd[k] = sqrt(sd[k] / cnt) + 1e-12;
     }
-    const int64_t n = frames_in(c, 0, v0, v0, idx), nv = frames_in(c, v0, s->train_T, s->train_T, vidx);
-    mlp_rows(s, c, idx, n, mu, sd, X, Y, f);
-    mlp_rows(s, c, vidx, nv, mu, sd, XV, YV, f);
+    mlp_rows(s, c, rw.fit, rw.nfit, mu, sd, X, Y, f);
+    mlp_rows(s, c, rw.val, rw.nval, mu, sd, XV, YV, f);
     mlp_net m = {0};
-    st = mlp_make(&m, c, F, D, n > nv ? n : nv);
+    st = mlp_make(&m, c, F, D, rw.nfit > rw.nval ? rw.nfit : rw.nval);
     /* early stopping: the step count with the lowest validation loss */
     double best = INFINITY;
     *steps = EVERY;
     for (int64_t k = 1; st == TESS_OK && k <= c->max_steps; k++) {
-        mlp_step(&m, X, Y, c->binary, n, (float)c->lr);
+        mlp_step(&m, X, Y, c->binary, rw.nfit, (float)c->lr);
         if (k % EVERY) continue;
-        mlp_forward(&m, XV, nv);
-        const double l = loss_grad(m.y, YV, c->binary, nv, D, m.dy);
+        mlp_forward(&m, XV, rw.nval);
+        const double l = loss_grad(m.y, YV, c->binary, rw.nval, D, m.dy);
         if (l < best) best = l, *steps = k;
     }
     mlp_free(&m);
     /* refitted on every training frame for that many steps */
-    const int64_t nt = frames_in(c, 0, s->train_T, s->train_T, idx);
-    if (st == TESS_OK) st = mlp_make(&m, c, F, D, T);
+    if (st == TESS_OK) st = mlp_make(&m, c, F, D, rows);
     if (st == TESS_OK) {
-        mlp_rows(s, c, idx, nt, mu, sd, X, Y, f);
-        for (int64_t k = 0; k < *steps; k++) mlp_step(&m, X, Y, c->binary, nt, (float)c->lr);
-        const int64_t na = frames_in(c, 0, T, T, idx);
-        mlp_rows(s, c, idx, na, mu, sd, X, Y, f);
-        mlp_forward(&m, X, na);
-        for (int64_t i = 0; i < T * D; i++) pred[i] = NAN;
-        for (int64_t i = 0; i < na; i++)
+        mlp_rows(s, c, rw.all, rw.nall, mu, sd, X, Y, f);
+        for (int64_t k = 0; k < *steps; k++) mlp_step(&m, X, Y, c->binary, rw.nall, (float)c->lr);
+        /* the predicted sessions' rows: targets unused (their behaviour is not read) */
+        for (int64_t i = 0; i < rw.npred; i++) {
+            lagged(&s[rw.pred[i].s], c, rw.pred[i].t, f);
+            for (int64_t j = 0; j < F; j++) X[i * F + j] = (float)f[j];
+        }
+        mlp_forward(&m, X, rw.npred);
+        for (int64_t i = 0; i < ns; i++)
+            for (int64_t j = 0; pred[i] && j < s[i].T * D; j++) pred[i][j] = NAN;
+        for (int64_t i = 0; i < rw.npred; i++)
             for (int64_t k = 0; k < D; k++) {
                 const double v = m.y[i * D + k];
-                pred[idx[i] * D + k] =
+                pred[rw.pred[i].s][rw.pred[i].t * D + k] =
                     (float)(c->binary[k] ? 1.0 / (1.0 + exp(-v)) : mu[k] + sd[k] * v);
             }
     }
     mlp_free(&m);
-    free(idx), free(vidx), free(X), free(Y), free(XV), free(YV), free(f);
+    rows_free(&rw);
+    free(X), free(Y), free(XV), free(YV), free(f);
     TESS_REQUIRE(st == TESS_OK, st, "MLP decoder");
     return TESS_OK;
+}
+
+tess_status calm_dec_mlp(const calm_dec_session *s, const calm_dec_base_config *c, float *pred,
+                         int64_t *steps) {
+    const bool train = true;
+    return calm_dec_mlp_pooled(s, 1, &train, c, &pred, steps);
 }

@@ -90,4 +90,32 @@ tess_status calm_dec_ridge(const calm_dec_session *s, const calm_dec_base_config
 tess_status calm_dec_mlp(const calm_dec_session *s, const calm_dec_base_config *c, float *pred,
                          int64_t *steps);
 
+/* The same two decoders fitted on several sessions at once (leave-one-animal-out decoding): the
+ * sessions i with train[i] train - each on its frames below train_T, its validation slice the
+ * last val_fraction of them - and every session i with pred[i] != NULL gets predictions
+ * pred[i] (T_i, D) as above. Sessions without train[i] are read only through the lagged
+ * vectors of their predictions (never their behaviour). Every session must have the same N
+ * (features per frame, e.g. calm_dec_summarize's) and D (TESS_ERR_ARG), and each training
+ * session pass calm_dec_base_check. calm_dec_ridge / calm_dec_mlp are these with one session
+ * that trains and is predicted. */
+tess_status calm_dec_ridge_pooled(const calm_dec_session *s, int64_t ns, const bool *train,
+                                  const calm_dec_base_config *c, float *const *pred,
+                                  double *lambda);
+tess_status calm_dec_mlp_pooled(const calm_dec_session *s, int64_t ns, const bool *train,
+                                const calm_dec_base_config *c, float *const *pred,
+                                int64_t *steps);
+
+/* Identity-free features for decoding across animals (whose neurons do not correspond): per
+ * frame, statistics over the N neurons of x (T, N) - mean, standard deviation, and the 10, 50
+ * and 90 % quantiles (linear interpolation) - into out (T, CALM_DEC_SUMMARY); work (N) scratch. */
+enum { CALM_DEC_SUMMARY = 5 };
+void calm_dec_summarize(const float *x, int64_t T, int64_t N, float *out, float *work);
+
+/* Standardisation of the decoding targets, mu and sd (ns, D): with train NULL each session's
+ * own mean and standard deviation (+ 1e-6) over its frames below train_T; otherwise the same
+ * values for every session, pooled over the frames below train_T of the sessions with
+ * train[i] (the others' behaviour is never read). Binary targets (binary[k]) get 0 and 1. */
+void calm_dec_target_stats(const calm_dec_session *s, int64_t ns, const bool *train,
+                           const bool *binary, double *mu, double *sd);
+
 #endif

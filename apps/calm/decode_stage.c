@@ -4,6 +4,15 @@
  * stream; at the end the head and the two baseline decoders (ridge and MLP on lagged population
  * vectors) are scored on the same held-out test frames.
  *
+ * Splits: `tail` - every session's head trains, its tail is scored; `animal` (leave one animal
+ * out) - the head trains on the other animals' windows and is scored on the held-out animal's
+ * test span, its targets standardised with the training animals' pooled statistics; the
+ * baselines, whose lagged population vectors cannot carry over to another animal's neurons,
+ * decode from identity-free summary statistics of the population (calm_dec_summarize) and are
+ * fitted on the training animals' sessions pooled. With decode.val_every > 0 the head's loss on
+ * the validation windows is measured every val_every head steps and the parameters of the best
+ * one (the head's, and the DAT's when it trains) are scored.
+ *
  * Data parallel as the pretrain mode: global sample j of a step is a Philox draw keyed by
  * (run.seed, step, j), rank r runs samples [r b, (r + 1) b); gradients averaged by par/gradsync.
  * The evaluation splits the test windows (model) and the sessions (baselines) over the ranks;
@@ -41,11 +50,18 @@ const tess_opt calm_decode_opts[] = {
     TESS_OPT_INT("lags", 8, 1, 256, "frames in the baseline decoders' lagged population vectors"),
     TESS_OPT_INT("mlp_steps", 300, 10, 1000000,
                  "most full-batch steps of the MLP decoder (the validation slice picks fewer)"),
+    TESS_OPT_INT("val_every", 0, 0, 10000000,
+                 "0: off; else the validation windows are taken out of training, the head's loss "
+                 "on them measured every val_every head steps, and the best-validated head (and "
+                 "DAT, when it trains) scored"),
 };
 const int64_t calm_decode_nopts = sizeof calm_decode_opts / sizeof calm_decode_opts[0];
 
 enum { NDEC = 3 }; /* decoders: 0 the head, 1 ridge, 2 MLP */
-static const char *const dec_names[NDEC] = {"CalM-lite head", "ridge", "MLP"};
+static const char *const dec_names[2][NDEC] = {
+    {"CalM-lite head", "ridge", "MLP"},
+    {"CalM-lite head (trained on the other animals)", "ridge on population summaries (other animals)",
+     "MLP on population summaries (other animals)"}};
 static const double VAL_FRACTION = 0.2; /* the baselines' validation slice */
 
 /* Whether name is an item of the comma-separated list. */
@@ -77,12 +93,14 @@ tess_status calm_decode_config(tess_run *run, calm_pretrain *p) {
                  "decode.batch = %lld must be a multiple of the number of ranks (%d)",
                  (long long)d->batch, size);
     d->b = d->batch / size;
-    /* the decoders fit on a session's head and score its tail (train_T) */
-    const calm_split split = (calm_split)tess_config_enum(cfg, "train.split");
-    TESS_REQUIRE(split == CALM_SPLIT_TAIL, TESS_ERR_CONFIG,
-                 "run.mode = decode needs train.split = tail (got '%s'; the block and animal "
-                 "splits are not implemented for decoding)",
-                 calm_split_names[split].name);
+    d->val_every = tess_config_int(cfg, "decode.val_every");
+    /* the decoders score one test span per session, after its training frames (tail), or the
+     * held-out animal's (animal) */
+    d->split = (calm_split)tess_config_enum(cfg, "train.split");
+    TESS_REQUIRE(d->split != CALM_SPLIT_BLOCK, TESS_ERR_CONFIG,
+                 "train.split = block does not work with run.mode = decode: the decoders score "
+                 "one test span per session after its training frames (use train.split = tail "
+                 "or animal)");
     const char *targets = tess_config_string(cfg, "decode.targets");
     if (!targets[0])
         targets = tess_config_string(cfg, "data.files")[0] ? "velocity,head_angle,reversal_vec"
@@ -108,32 +126,45 @@ tess_status calm_decode_config(tess_run *run, calm_pretrain *p) {
     return TESS_OK;
 }
 
-/* Training-frame statistics of the regression targets; binary targets checked to be 0/1. */
+static calm_dec_session base_session(const calm_pretrain *p, int64_t s);
+
+/* Session s trains the decoders: in the animal split the sessions of the other animals, on all
+ * their frames; in the tail split every session, on its head. */
+static bool trains(const calm_pretrain *p, int64_t s) {
+    return p->dec.split != CALM_SPLIT_ANIMAL || !p->sess[s].held_out;
+}
+
+/* Standardisation of the regression targets (calm_dec_target_stats: per session in the tail
+ * split, pooled over the training animals in the animal split); binary targets checked to be
+ * 0/1. */
 static tess_status target_stats(calm_pretrain *p) {
     calm_decode *d = &p->dec;
-    const int64_t D = d->D;
-    d->mu = calloc((size_t)(p->nsess * D), sizeof(double));
-    d->sd = calloc((size_t)(p->nsess * D), sizeof(double));
-    TESS_REQUIRE(d->mu && d->sd, TESS_ERR_MEM, "out of memory");
-    for (int64_t s = 0; s < p->nsess; s++) {
+    const int64_t D = d->D, S = p->nsess;
+    d->mu = calloc((size_t)(S * D), sizeof(double));
+    d->sd = calloc((size_t)(S * D), sizeof(double));
+    calm_dec_session *bs = malloc((size_t)S * sizeof *bs);
+    bool *train = malloc((size_t)S * sizeof(bool));
+    if (!d->mu || !d->sd || !bs || !train) free(bs), free(train);
+    TESS_REQUIRE(d->mu && d->sd && bs && train, TESS_ERR_MEM, "out of memory");
+    tess_status st = TESS_OK;
+    for (int64_t s = 0; s < S; s++) {
         const calm_session *x = &p->sess[s];
-        for (int64_t k = 0; k < D; k++) {
-            double m = 0.0, v = 0.0;
-            for (int64_t t = 0; t < x->T; t++) {
+        bs[s] = base_session(p, s), train[s] = trains(p, s);
+        for (int64_t k = 0; k < D && st == TESS_OK; k++)
+            for (int64_t t = 0; t < x->T && st == TESS_OK; t++) {
                 const float b = x->beh[t * D + k];
-                TESS_REQUIRE(!d->binary[k] || b == 0.0f || b == 1.0f, TESS_ERR_DATA,
-                             "'%s': /behavior/%s[%lld] = %g, expected 0 or 1 (a binary target of "
-                             "decode.binary)",
-                             x->name, d->names[k], (long long)t, (double)b);
+                if (d->binary[k] && b != 0.0f && b != 1.0f)
+                    st = tess_error_push(TESS_ERR_DATA, __FILE__, __LINE__, __func__,
+                                         "'%s': /behavior/%s[%lld] = %g, expected 0 or 1 (a binary "
+                                         "target of decode.binary)",
+                                         x->name, d->names[k], (long long)t, (double)b);
             }
-            for (int64_t t = 0; t < x->train_T; t++) m += x->beh[t * D + k];
-            m /= (double)x->train_T;
-            for (int64_t t = 0; t < x->train_T; t++) v += pow(x->beh[t * D + k] - m, 2);
-            d->mu[s * D + k] = d->binary[k] ? 0.0 : m;
-            d->sd[s * D + k] = d->binary[k] ? 1.0 : sqrt(v / (double)x->train_T) + 1e-6;
-        }
     }
-    return TESS_OK;
+    if (st == TESS_OK)
+        calm_dec_target_stats(bs, S, d->split == CALM_SPLIT_ANIMAL ? train : NULL, d->binary,
+                              d->mu, d->sd);
+    free(bs), free(train);
+    return st;
 }
 
 static calm_dec_base_config base_config(const calm_pretrain *p, uint64_t seed) {
@@ -142,10 +173,27 @@ static calm_dec_base_config base_config(const calm_pretrain *p, uint64_t seed) {
                                   .max_steps = p->dec.mlp_steps, .lr = 1e-3, .seed = seed};
 }
 
+/* Session s is scored: every session in the tail split, the held-out animal's in the animal
+ * split. */
+static bool scored_session(const calm_pretrain *p, int64_t s) {
+    return p->dec.split != CALM_SPLIT_ANIMAL || p->sess[s].held_out;
+}
+
+/* The session of decode_trace.csv: the first that is scored (tail: 0; animal: the first
+ * session of the held-out animal). */
+static int64_t trace_session(const calm_pretrain *p) {
+    int64_t s = 0;
+    while (s + 1 < p->nsess && !scored_session(p, s)) s++;
+    return s;
+}
+
+/* Session s for the decoders: its training frames are those below train_T - in the animal
+ * split every frame of a training animal's session. */
 static calm_dec_session base_session(const calm_pretrain *p, int64_t s) {
     const calm_session *x = &p->sess[s];
+    const bool all = p->dec.split == CALM_SPLIT_ANIMAL && !x->held_out;
     return (calm_dec_session){.x = x->x, .beh = x->beh, .T = x->T, .N = x->N, .D = p->dec.D,
-                              .train_T = x->train_T};
+                              .train_T = all ? x->T : x->train_T};
 }
 
 tess_status calm_decode_setup(tess_run *run, calm_pretrain *p) {
@@ -156,7 +204,7 @@ tess_status calm_decode_setup(tess_run *run, calm_pretrain *p) {
     const calm_dec_base_config bc = base_config(p, 0);
     for (int64_t s = 0; s < p->nsess; s++) {
         const calm_dec_session bs = base_session(p, s);
-        TESS_CHECK(calm_dec_base_check(&bs, &bc, p->sess[s].name));
+        if (trains(p, s)) TESS_CHECK(calm_dec_base_check(&bs, &bc, p->sess[s].name));
     }
     TESS_CHECK(tess_registry_create(&d->reg));
     TESS_CHECK(calm_dec_create(&d->head, dm, d->hidden, D, p->eval_b, N, M, d->reg));
@@ -173,6 +221,19 @@ tess_status calm_decode_setup(tess_run *run, calm_pretrain *p) {
     TESS_CHECK(tess_state_add_registry(st, "dec/params", d->reg, false));
     TESS_CHECK(tess_adamw_describe(d->opt, st, "dec/optim"));
     TESS_CHECK(tess_run_bound_counter(run, "dec/optim/step_count", 1));
+    d->best_loss = INFINITY;
+    if (d->val_every > 0) { /* the best-validated head (and DAT, when it trains) */
+        TESS_CHECK(tess_registry_alloc_state(d->reg, &d->best));
+        TESS_CHECK(tess_state_add_like(st, "dec/best", d->reg, d->best, false));
+        if (d->regime != CALM_REGIME_FROZEN) {
+            TESS_CHECK(tess_registry_alloc_state(p->dat_reg, &d->best_dat));
+            TESS_CHECK(tess_state_add_like(st, "dec/best_dat", p->dat_reg, d->best_dat, false));
+        }
+        TESS_CHECK(tess_state_add_f64(st, "dec/best_loss", &d->best_loss));
+        TESS_CHECK(tess_state_add_i64(st, "dec/best_step", &d->best_step));
+        static const char *const vcols[] = {"val_loss", "best_val_loss"};
+        TESS_CHECK(tess_run_metrics(run, "decode_validation", vcols, 2, true, &d->val_csv));
+    }
 
     static const char *const lcols[] = {"loss", "grad_norm"};
     TESS_CHECK(tess_run_metrics(run, "decode_loss", lcols, 2, true, &d->loss_csv));
@@ -199,11 +260,16 @@ tess_status calm_decode_setup(tess_run *run, calm_pretrain *p) {
                                   .ytitles = ltitles,
                                   .ylabel = "loss per output (squared error in sd units, BCE)"};
     TESS_CHECK(tess_run_plot(run, d->loss_csv, "decode_loss.png", &lplot));
-    static const char *const ttitles[4] = {"true", "CalM-lite head", "ridge (lagged)", "MLP (lagged)"};
+    static const char *const ttitles[2][4] = {
+        {"true", "CalM-lite head", "ridge (lagged)", "MLP (lagged)"},
+        {"true", "CalM-lite head (other animals)", "ridge (summary, other animals)",
+         "MLP (summary, other animals)"}};
     const bool sim = !tess_config_string(tess_run_config(run), "data.files")[0];
-    const char *base = strrchr(p->sess[0].name, '/'); /* the file name without its folder */
-    snprintf(d->title, sizeof d->title, "calm: decoded behaviour on the test frames of %.200s",
-             base ? base + 1 : p->sess[0].name);
+    const char *name = p->sess[trace_session(p)].name;
+    const char *base = strrchr(name, '/'); /* the file name without its folder */
+    snprintf(d->title, sizeof d->title, "calm: decoded behaviour on the test frames of %.200s%s",
+             base ? base + 1 : name,
+             d->split == CALM_SPLIT_ANIMAL ? " (held-out animal)" : "");
     for (int64_t k = 0; k < D; k++) {
         if (d->binary[k])
             snprintf(d->ylabels[k], sizeof d->ylabels[k],
@@ -215,7 +281,8 @@ tess_status calm_decode_setup(tess_run *run, calm_pretrain *p) {
                      d->names[k]);
         snprintf(d->pngs[k], sizeof d->pngs[k], "decode_%s.png", d->names[k]);
         const tess_plot_spec tplot = {.title = d->title, .xlabel = "frame (index in the session)",
-                                      .ycols = d->tcolp + 1 + 4 * k, .ny = 4, .ytitles = ttitles,
+                                      .ycols = d->tcolp + 1 + 4 * k, .ny = 4,
+                                      .ytitles = ttitles[d->split == CALM_SPLIT_ANIMAL],
                                       .ylabel = d->ylabels[k]};
         TESS_CHECK(tess_run_plot(run, d->trace_csv, d->pngs[k], &tplot));
     }
@@ -251,11 +318,41 @@ static void window_targets(calm_pretrain *p, const calm_window *w, int64_t b) {
         }
 }
 
+/* The head's mean loss per output on every validation window (all its neurons up to N_max),
+ * windows split over the ranks in blocks. Collective. */
+static tess_status head_validate(calm_pretrain *p, const tess_group *g, double *loss) {
+    calm_decode *d = &p->dec;
+    int64_t lo = 0, hi = 0, pairs = 0;
+    double tot[2] = {0.0, 0.0};
+    tess_par_block_range(p->nval, g->size, g->rank, &lo, &hi);
+    for (int64_t w0 = lo; w0 < hi; w0 += p->eval_b) {
+        const int64_t B = hi - w0 < p->eval_b ? hi - w0 : p->eval_b;
+        for (int64_t b = 0; b < B; b++) {
+            calm_pretrain_window(p, p->ntrain + p->ntest + w0 + b, b, false, 0, 0);
+            window_targets(p, &p->val_win[w0 + b], b);
+        }
+        calm_dat_forward(p->dat, p->tokens, p->frames, p->unit, p->sid, p->count, B, &pairs);
+        calm_dec_forward(d->head, calm_dat_hidden(p->dat), p->count, B);
+        int64_t terms = 0;
+        tot[0] += calm_dec_loss(d->head, d->target, d->binary, &terms);
+        tot[1] += (double)terms;
+    }
+    TESS_CHECK(tess_par_allreduce_f64(g, tot, 2, TESS_PAR_SUM));
+    *loss = tot[0] / tot[1];
+    return TESS_OK;
+}
+
 tess_status calm_decode_step(tess_run *run, calm_pretrain *p, int64_t step, tess_run_step_out *out) {
     const tess_group *g = tess_run_group(run);
     calm_decode *d = &p->dec;
     const int64_t k = step - p->tok_steps - p->dat_steps, first = g->rank * d->b;
     TESS_CHECK(calm_pretrain_cache(run, p));
+    if (k == 0 && p->val_every > 0 && p->best_step > 0) { /* the best-validated pretrained DAT */
+        memcpy(tess_registry_params(p->dat_reg), p->best,
+               sizeof(float) * (size_t)tess_registry_local_total(p->dat_reg));
+        tess_log_info("decode: the head reads the DAT of step %lld (validation loss %.4f)",
+                      (long long)p->best_step, p->best_loss);
+    }
     for (int64_t i = 0; i < d->b; i++) {
         const uint64_t r = calm_pretrain_draw(run, step, 5, first + i);
         const int64_t w = (int64_t)(r % (uint64_t)p->ntrain);
@@ -286,6 +383,20 @@ tess_status calm_decode_step(tess_run *run, calm_pretrain *p, int64_t step, tess
     tess_adamw_step(d->opt, (float)d->lr);
     const double row[2] = {tot[0] / tot[1], gnorm};
     if ((k + 1) % 10 == 0 || k + 1 == d->steps) TESS_CHECK(tess_run_metrics_row(run, d->loss_csv, row));
+    if (d->val_every > 0 && ((k + 1) % d->val_every == 0 || k + 1 == d->steps)) {
+        double v[2] = {0.0, 0.0};
+        TESS_CHECK(head_validate(p, g, &v[0]));
+        if (v[0] < d->best_loss) {
+            d->best_loss = v[0], d->best_step = k + 1;
+            memcpy(d->best, tess_registry_params(d->reg),
+                   sizeof(float) * (size_t)tess_registry_local_total(d->reg));
+            if (d->best_dat)
+                memcpy(d->best_dat, tess_registry_params(p->dat_reg),
+                       sizeof(float) * (size_t)tess_registry_local_total(p->dat_reg));
+        }
+        v[1] = d->best_loss;
+        TESS_CHECK(tess_run_metrics_row(run, d->val_csv, v));
+    }
     *out = (tess_run_step_out){.done = k + 1 == d->steps, .loss = row[0],
                                .items = (double)d->batch, .position = NAN,
                                .data_cursor = out->data_cursor};
@@ -350,11 +461,65 @@ static void session_metrics(const calm_pretrain *p, int64_t s, const double *pre
     }
 }
 
+/* The animal split's baselines (rank 0 alone): ridge and MLP on the population summaries
+ * (calm_dec_summarize) of the sessions, fitted on the training animals' sessions pooled; their
+ * predictions of the held-out animal's sessions into buf (decoders 1 and 2: buf + j npred +
+ * off[s], (T, D)), the chosen penalties and step count into those sessions' rows of chosen. */
+static tess_status pooled_baselines(const calm_pretrain *p, uint64_t seed, const int64_t *off,
+                                    double *buf, int64_t npred, double *chosen) {
+    const int64_t S = p->nsess, D = p->dec.D, F = CALM_DEC_SUMMARY;
+    int64_t tot = 0, maxN = 1;
+    for (int64_t s = 0; s < S; s++) {
+        tot += p->sess[s].T;
+        maxN = p->sess[s].N > maxN ? p->sess[s].N : maxN;
+    }
+    float *sum = malloc((size_t)(tot * F) * sizeof(float)), *work = malloc((size_t)maxN * sizeof(float));
+    float *pr = malloc((size_t)(tot * D) * sizeof(float));
+    float **pred = malloc((size_t)S * sizeof(float *));
+    calm_dec_session *bs = malloc((size_t)S * sizeof *bs);
+    bool *train = malloc((size_t)S * sizeof(bool));
+    tess_status st = sum && work && pr && pred && bs && train ? TESS_OK : TESS_ERR_MEM;
+    for (int64_t s = 0, o = 0; st == TESS_OK && s < S; o += p->sess[s].T, s++) {
+        calm_dec_summarize(p->sess[s].x, p->sess[s].T, p->sess[s].N, sum + o * F, work);
+        bs[s] = base_session(p, s);
+        bs[s].x = sum + o * F, bs[s].N = F;
+        train[s] = trains(p, s);
+        pred[s] = train[s] ? NULL : pr + o * D;
+    }
+    const calm_dec_base_config bc = base_config(p, seed);
+    double lambda[CALM_DEC_MAX_TARGETS] = {0};
+    int64_t steps = 0;
+    for (int j = 1; st == TESS_OK && j < NDEC; j++) {
+        st = j == 1 ? calm_dec_ridge_pooled(bs, S, train, &bc, pred, lambda)
+                    : calm_dec_mlp_pooled(bs, S, train, &bc, pred, &steps);
+        for (int64_t s = 0; st == TESS_OK && s < S; s++)
+            for (int64_t i = 0; pred[s] && i < p->sess[s].T * D; i++)
+                buf[j * npred + off[s] + i] = isfinite(pred[s][i]) ? pred[s][i] : 0.0;
+    }
+    for (int64_t s = 0; st == TESS_OK && s < S; s++) {
+        for (int64_t k = 0; pred[s] && k < D; k++) chosen[s * (D + 1) + k] = lambda[k];
+        if (pred[s]) chosen[s * (D + 1) + D] = (double)steps;
+    }
+    free(sum), free(work), free(pr), free(pred), free(bs), free(train);
+    TESS_REQUIRE(st == TESS_OK, st, "the animal split's baseline decoders");
+    return TESS_OK;
+}
+
 tess_status calm_decode_finish(tess_run *run, calm_pretrain *p) {
     const tess_group *g = tess_run_group(run);
     calm_decode *d = &p->dec;
     const int64_t D = d->D, S = p->nsess;
     TESS_CHECK(calm_pretrain_cache(run, p));
+    if (d->val_every > 0 && d->best_step > 0) { /* score the best-validated head (and DAT) */
+        memcpy(tess_registry_params(d->reg), d->best,
+               sizeof(float) * (size_t)tess_registry_local_total(d->reg));
+        if (d->best_dat)
+            memcpy(tess_registry_params(p->dat_reg), d->best_dat,
+                   sizeof(float) * (size_t)tess_registry_local_total(p->dat_reg));
+        tess_log_info("decode: validation: the head of step %lld scores (loss %.4f on %lld "
+                      "validation windows)",
+                      (long long)d->best_step, d->best_loss, (long long)p->nval);
+    }
     int64_t *off = malloc((size_t)(S + 1) * sizeof(int64_t)), *toff = malloc((size_t)(S + 1) * sizeof(int64_t));
     if (!off || !toff) free(off), free(toff);
     TESS_REQUIRE(off && toff, TESS_ERR_MEM, "out of memory");
@@ -373,11 +538,15 @@ tess_status calm_decode_finish(tess_run *run, calm_pretrain *p) {
     tess_status st = buf && a && b && fp ? TESS_OK : TESS_ERR_MEM;
     double *covered = buf ? buf + NDEC * npred : NULL;
     if (st == TESS_OK) head_predict(p, g, off, toff, buf, covered);
-    /* the baselines: sessions split over the ranks */
+    /* the baselines: sessions split over the ranks (tail), or on rank 0 (animal) */
     int64_t lo = 0, hi = 0;
     tess_par_block_range(S, g->size, g->rank, &lo, &hi);
     double *chosen = calloc((size_t)(S * (D + 1)), sizeof(double)); /* ridge lambdas, MLP steps */
     if (!chosen && st == TESS_OK) st = TESS_ERR_MEM;
+    if (d->split == CALM_SPLIT_ANIMAL) {
+        if (st == TESS_OK && g->rank == 0) st = pooled_baselines(p, tess_run_seed(run) + 100, off, buf, npred, chosen);
+        hi = lo; /* no per-session fits */
+    }
     for (int64_t s = lo; st == TESS_OK && s < hi; s++) {
         const calm_dec_session bs = base_session(p, s);
         const calm_dec_base_config bc = base_config(p, tess_run_seed(run) + 100 + (uint64_t)s);
@@ -395,10 +564,12 @@ tess_status calm_decode_finish(tess_run *run, calm_pretrain *p) {
     st = tess_par_agree(g, st);
     if (st == TESS_OK) st = tess_par_allreduce_f64(g, buf, nall, TESS_PAR_SUM);
     if (st == TESS_OK) st = tess_par_allreduce_f64(g, chosen, S * (D + 1), TESS_PAR_SUM);
-    /* per session and decoder, then the means over the sessions (session = -1) */
+    /* per scored session and decoder, then the means over them (session = -1) */
+    int64_t scored = 0;
+    for (int64_t s = 0; s < S; s++) scored += scored_session(p, s);
     double mean[NDEC][2 * CALM_DEC_MAX_TARGETS] = {{0}}, cnt[NDEC][2 * CALM_DEC_MAX_TARGETS] = {{0}};
     for (int64_t s = 0; st == TESS_OK && s < S; s++)
-        for (int j = 0; st == TESS_OK && j < NDEC; j++) {
+        for (int j = 0; st == TESS_OK && scored_session(p, s) && j < NDEC; j++) {
             double row[2 + 2 * CALM_DEC_MAX_TARGETS] = {(double)s, (double)j};
             session_metrics(p, s, buf + j * npred + off[s], covered + toff[s], row + 2, a, b);
             for (int64_t i = 0; i < 2 * D; i++)
@@ -414,22 +585,24 @@ tess_status calm_decode_finish(tess_run *run, calm_pretrain *p) {
                      row[2 + i]);
         }
         st = tess_run_metrics_row(run, d->res_csv, row);
-        tess_log_info("decode (test frames, mean over %lld sessions), %s:%s", (long long)S,
-                      dec_names[j], msg);
+        tess_log_info("decode (%s split, test frames, mean over %lld sessions), %s:%s",
+                      calm_split_names[d->split].name, (long long)scored, dec_names[d->split == CALM_SPLIT_ANIMAL][j], msg);
     }
-    /* the first session's test frames, every decoder against the truth */
-    for (int64_t t = 0; st == TESS_OK && t < p->sess[0].T; t++) {
-        if (covered[t] < 0.5) continue;
+    /* the trace session's test frames, every decoder against the truth */
+    const int64_t ts = trace_session(p);
+    for (int64_t t = 0; st == TESS_OK && t < p->sess[ts].T; t++) {
+        if (covered[toff[ts] + t] < 0.5) continue;
         double row[1 + 4 * CALM_DEC_MAX_TARGETS] = {(double)t};
         for (int64_t k = 0; k < D; k++) {
-            row[1 + 4 * k] = p->sess[0].beh[t * D + k];
-            for (int j = 0; j < NDEC; j++) row[2 + 4 * k + j] = buf[j * npred + t * D + k];
+            row[1 + 4 * k] = p->sess[ts].beh[t * D + k];
+            for (int j = 0; j < NDEC; j++) row[2 + 4 * k + j] = buf[j * npred + off[ts] + t * D + k];
         }
         st = tess_run_metrics_row(run, d->trace_csv, row);
     }
     for (int64_t k = 0; st == TESS_OK && k < D; k++) {
         double lmin = INFINITY, lmax = 0.0;
         for (int64_t s = 0; s < S; s++) {
+            if (!scored_session(p, s)) continue;
             const double l = chosen[s * (D + 1) + k];
             lmin = l < lmin ? l : lmin, lmax = l > lmax ? l : lmax;
         }
@@ -437,7 +610,8 @@ tess_status calm_decode_finish(tess_run *run, calm_pretrain *p) {
                       d->names[k], lmin, lmax);
     }
     for (int64_t s = 0; st == TESS_OK && s < S; s++)
-        tess_log_info("decode: %s: MLP decoder stopped at %g steps (validation slice)",
+        if (scored_session(p, s))
+            tess_log_info("decode: %s: MLP decoder stopped at %g steps (validation slice)",
                       p->sess[s].name, chosen[s * (D + 1) + D]);
     free(off), free(toff), free(buf), free(a), free(b), free(fp), free(chosen);
     TESS_CHECK(st);
@@ -449,6 +623,6 @@ void calm_decode_free(calm_decode *d) {
     tess_adamw_destroy(&d->opt);
     calm_dec_destroy(&d->head);
     tess_registry_destroy(&d->reg);
-    free(d->mu), free(d->sd), free(d->target), free(d->dh);
-    d->mu = d->sd = NULL, d->target = d->dh = NULL;
+    free(d->mu), free(d->sd), free(d->target), free(d->dh), free(d->best), free(d->best_dat);
+    d->mu = d->sd = NULL, d->target = d->dh = NULL, d->best = d->best_dat = NULL;
 }

@@ -313,15 +313,15 @@ static tess_status load_sessions(calm_pretrain *p, const tess_config *cfg) {
     p->units = unit;
     /* windows on the patch grid inside the training / test spans */
     const int64_t P = p->tokc.P;
-    const double vf = p->val_every > 0 ? VAL_FRACTION : 0.0;
+    /* validation windows for train.val_every or decode.val_every */
+    const bool val = p->val_every > 0 || (p->dec.on && p->dec.val_every > 0);
+    const double vf = val ? VAL_FRACTION : 0.0;
     calm_split_windows(p->sess, p->nsess, Lwin, P, vf, NULL, &p->ntrain, NULL, &p->nval, NULL,
                        &p->ntest);
-    TESS_REQUIRE(p->ntrain > 0 && p->ntest > 0 && (p->val_every == 0 || p->nval > 0),
-                 TESS_ERR_CONFIG,
+    TESS_REQUIRE(p->ntrain > 0 && p->ntest > 0 && (!val || p->nval > 0), TESS_ERR_CONFIG,
                  "no complete window of %lld frames in the training%s or test spans of the "
                  "sessions (train.split = %s)",
-                 (long long)Lwin, p->val_every > 0 ? ", validation" : "",
-                 calm_split_names[split].name);
+                 (long long)Lwin, val ? ", validation" : "", calm_split_names[split].name);
     p->train_win = malloc((size_t)p->ntrain * sizeof *p->train_win);
     p->test_win = malloc((size_t)p->ntest * sizeof *p->test_win);
     p->val_win = malloc((size_t)(p->nval + 1) * sizeof *p->val_win);

@@ -54,6 +54,13 @@
 #          B/2: parameters within 1e-5; forecast.csv has the zero-shot columns.
 #   decode_dp: tokenizer + DAT + decoding-head steps (finetune regime: both the head and the DAT
 #          train) with the global batch on 1 rank and split over 2: every parameter within 1e-5.
+#   decode_animal: leave-one-animal-out decoding (train.split = animal, 3 simulated animals,
+#          animal 2 held out; finetune regime, decode.val_every = 2 of 8 head steps): decode.csv
+#          scores the held-out animal's session alone (the head and the baselines fitted on the
+#          other two); decode_validation.csv's best_val_loss is the running minimum of val_loss
+#          and the head of that step scores (run.log); stopped after 9 steps (in the decode
+#          stage) on 1 rank and resumed on 2: the best-validated head and DAT (dec/best,
+#          dec/best_dat), the best loss and step within 1e-5 of an uninterrupted 1-rank run.
 set -euo pipefail
 mpiexec=$1 exe=$2 ckpt=$3 mode=$4; shift 4
 fail() { echo "check_calm: FAIL: $*" >&2; exit 1; }
@@ -154,6 +161,38 @@ decode_dp)
   awk '/\/params\// && /max_abs/ { for (i = 1; i <= NF; i++) if ($i == "max_abs" && $(i + 1) > 1e-5) bad = 1 }
        END { exit bad }' diff.txt || { cat diff.txt; fail "parameters differ by more than 1e-5 between 1 and 2 ranks"; }
   echo "decode stage, 1 rank x B vs 2 ranks x B/2: $(grep -c "params/" diff.txt) parameter tensors within 1e-5"
+  ;;
+decode_animal)
+  rm -rf afull apart
+  steps=(--set run.mode=decode --set decode.regime=finetune --set train.split=animal
+         --set sim.animals=3 --set sim.sessions=1 --set sim.frames=400 --set sim.neurons_min=20
+         --set sim.neurons_max=30 --set tok.steps=2 --set train.steps=4
+         --set train.warmup=1 --set decode.steps=8 --set decode.batch=4 --set decode.val_every=2
+         --set decode.mlp_steps=20)
+  "$mpiexec" -n 1 "$exe" "${small[@]}" "${steps[@]}" --set run.dir=afull > afull.log 2>&1 ||
+    { cat afull.log; fail "the animal-split decode run failed"; }
+  awk -F, 'NR > 1 && $1 >= 0 { print $1 }' afull/decode.csv | sort -u > scored.txt
+  [ "$(cat scored.txt)" = "2" ] || { cat afull/decode.csv; fail "decode.csv scores sessions $(tr '\n' ' ' < scored.txt), expected the held-out 2 alone"; }
+  grep -q "^decode (animal split, test frames, mean over 1 sessions), ridge on population summaries" afull.log ||
+    fail "no pooled baseline in the log"
+  awk -F, 'NR > 1 { m = (NR == 2 || $2 < m) ? $2 : m; if ($3 != m) bad = 1; if ($2 == m) s = $1 }
+           END { print s; exit bad || NR != 5 }' afull/decode_validation.csv > best.txt ||
+    { cat afull/decode_validation.csv; fail "best_val_loss is not the running minimum of 4 validations"; }
+  best=$(( $(cat best.txt) - 6 ))  # driver step -> head step (2 tokenizer + 4 DAT steps first)
+  grep -q "decode: validation: the head of step $best " afull.log ||
+    { grep validation afull.log; fail "the scored head is not the one of step $best"; }
+  echo "held-out animal 2 scored alone; validation every 2 head steps: the head of step $best scores"
+  rc=0; "$mpiexec" -n 1 "$exe" "${small[@]}" "${steps[@]}" --set run.dir=apart --set run.stop_at=9 \
+    >/dev/null 2>&1 || rc=$?
+  [ "$rc" -eq 75 ] || fail "the stopped run exited $rc, expected 75"
+  "$mpiexec" -n 2 "$exe" "${small[@]}" "${steps[@]}" --set run.dir=apart --resume auto >/dev/null
+  a=$(ls afull/checkpoints/ckpt_*.h5 | tail -n 1) b=$(ls apart/checkpoints/ckpt_*.h5 | tail -n 1)
+  "$mpiexec" -n 1 "$ckpt" diff "$a" "$b" > diff.txt || true
+  grep -q "dec/best/" diff.txt && grep -q "dec/best_dat/" diff.txt ||
+    { cat diff.txt; fail "no dec/best and dec/best_dat entries in the checkpoints"; }
+  awk '(/dec\/best/) && /max_abs/ { for (i = 1; i <= NF; i++) if ($i == "max_abs" && $(i + 1) > 1e-5) bad = 1 }
+       END { exit bad }' diff.txt || { cat diff.txt; fail "resumed best-validated head differs by more than 1e-5"; }
+  echo "stopped at step 9 on 1 rank, resumed on 2: the best-validated head and DAT within 1e-5"
   ;;
 decode)
   rm -rf decode

@@ -9,7 +9,13 @@
  *   (a regression target and its sign as a binary target): ridge test R^2 > 0.99 with the
  *   smallest penalty chosen, AUROC > 0.95; the MLP test R^2 > 0.8, AUROC > 0.9; behaviour of test frames
  *   set to NaN changes neither prediction (never read); a training part too short for the
- *   validation slice is refused naming the session. */
+ *   validation slice is refused naming the session;
+ *   leave-one-animal-out decoding (the pooled fits): the population summaries against hand
+ *   values (mean, sd, 10/50/90 % quantiles); three sessions of 12, 20 and 16 neurons whose
+ *   behaviour follows a population-wide signal - ridge and MLP on the summaries, fitted on the
+ *   first two, decode the third (R^2 > 0.9 / 0.8, AUROC > 0.9); the third's behaviour set to NaN
+ *   (all frames) gives bit-identical predictions and standardisation (never read); sessions of
+ *   different feature counts are refused. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,11 +202,97 @@ static void baselines(void) {
                     "a short training part is refused naming the session: %s", tess_error_text());
 }
 
+enum { NS = 3 };
+
+/* Session i: x (T, N) = g(t) + 0.5 noise, g one population-wide N(0, 1) signal per frame; the
+ * behaviour 10 + 3 g(e(t)) and its sign. */
+static void shared_session(int i, int64_t nn, float *x, float *beh) {
+    static float g[T];
+    tess_rng_fill_normal((tess_rng_key){7, (uint32_t)i}, tess_rng_ctr(TESS_RNG_PURPOSE_TEST, 3), 0,
+                         T, g, 0.0f, 1.0f);
+    tess_rng_fill_normal((tess_rng_key){8, (uint32_t)i}, tess_rng_ctr(TESS_RNG_PURPOSE_TEST, 4), 0,
+                         T * nn, x, 0.0f, 0.5f);
+    for (int t = 0; t < T; t++) {
+        for (int64_t n = 0; n < nn; n++) x[t * nn + n] += g[t];
+        const int e = t / P * P + P - 1 < T ? t / P * P + P - 1 : T - 1;
+        beh[t * DB] = 10.0f + 3.0f * g[e];
+        beh[t * DB + 1] = g[e] > 0.0f;
+    }
+}
+
+static void pooled(void) {
+    /* the summaries against hand values */
+    const float xs[4] = {3, 1, 2, 4};
+    float out[CALM_DEC_SUMMARY], work[4];
+    calm_dec_summarize(xs, 1, 4, out, work);
+    const double want[CALM_DEC_SUMMARY] = {2.5, sqrt(1.25), 1.3, 2.5, 3.7};
+    for (int j = 0; j < CALM_DEC_SUMMARY; j++)
+        TESS_TEST_CHECK(fabs(out[j] - want[j]) < 1e-6, "summary %d: %g, expected %g", j, out[j],
+                        want[j]);
+    static const int64_t Ns[NS] = {12, 20, 16};
+    static float x[NS][T * 20], beh[NS][T * DB], sum[NS][T * CALM_DEC_SUMMARY], behn[T * DB];
+    static float pr[2][T * DB], qr[2][T * DB];
+    calm_dec_session s[NS];
+    float wk[20];
+    for (int i = 0; i < NS; i++) {
+        shared_session(i, Ns[i], x[i], beh[i]);
+        calm_dec_summarize(x[i], T, Ns[i], sum[i], wk);
+        s[i] = (calm_dec_session){.x = sum[i], .beh = beh[i], .T = T, .N = CALM_DEC_SUMMARY,
+                                  .D = DB, .train_T = i < 2 ? T : TRAIN};
+    }
+    const bool train[NS] = {true, true, false}, binary[DB] = {false, true};
+    const calm_dec_base_config c = {.P = P, .L = L, .val_fraction = 0.2, .binary = binary,
+                                    .hidden = 32, .max_steps = 300, .lr = 3e-3, .seed = 3};
+    double lambda[DB], r2, auroc, mu[NS * DB], sd[NS * DB], mu2[NS * DB], sd2[NS * DB];
+    int64_t steps = 0, steps2 = 0;
+    float *pred[NS] = {NULL, NULL, pr[0]};
+    TESS_TEST_CHECK(calm_dec_ridge_pooled(s, NS, train, &c, pred, lambda) == TESS_OK, "pooled ridge: %s",
+                    tess_error_text());
+    pred[2] = pr[1];
+    TESS_TEST_CHECK(calm_dec_mlp_pooled(s, NS, train, &c, pred, &steps) == TESS_OK, "pooled MLP: %s",
+                    tess_error_text());
+    calm_dec_target_stats(s, NS, train, binary, mu, sd);
+    for (int j = 0; j < 2; j++) {
+        test_metrics(pr[j], beh[2], &r2, &auroc);
+        printf("pooled %s on the summaries, held-out session: R^2 %.4f, AUROC %.4f\n",
+               j ? "MLP" : "ridge", r2, auroc);
+        TESS_TEST_CHECK(r2 > (j ? 0.8 : 0.9) && auroc > 0.9,
+                        "pooled %s decodes the held-out session (R^2 %.4f, AUROC %.4f)",
+                        j ? "MLP" : "ridge", r2, auroc);
+    }
+    TESS_TEST_CHECK(mu[0] == mu[2 * DB] && sd[0] == sd[2 * DB] && fabs(mu[0] - 10.0) < 0.5 &&
+                        fabs(sd[0] - 3.0) < 0.3 && mu[1] == 0.0 && sd[1] == 1.0,
+                    "pooled standardisation: the same for every session (mu %g, sd %g)", mu[0], sd[0]);
+    /* the held-out session's behaviour is never read */
+    for (int i = 0; i < T * DB; i++) behn[i] = NAN;
+    s[2].beh = behn;
+    pred[2] = qr[0];
+    TESS_TEST_CHECK(calm_dec_ridge_pooled(s, NS, train, &c, pred, lambda) == TESS_OK, "ridge, NaN");
+    pred[2] = qr[1];
+    TESS_TEST_CHECK(calm_dec_mlp_pooled(s, NS, train, &c, pred, &steps2) == TESS_OK, "MLP, NaN");
+    calm_dec_target_stats(s, NS, train, binary, mu2, sd2);
+    TESS_TEST_CHECK(memcmp(pr, qr, sizeof pr) == 0 && steps == steps2,
+                    "NaN behaviour of the held-out session: bit-identical predictions");
+    TESS_TEST_CHECK(memcmp(mu, mu2, sizeof mu) == 0 && memcmp(sd, sd2, sizeof sd) == 0,
+                    "NaN behaviour of the held-out session: the same standardisation");
+    /* per-session standardisation reads each session's own training frames */
+    s[2].beh = beh[2];
+    calm_dec_target_stats(s, NS, NULL, binary, mu2, sd2);
+    TESS_TEST_CHECK(mu2[0] != mu2[2 * DB] && fabs(mu2[2 * DB] - 10.0) < 0.5,
+                    "per-session standardisation (%g, %g)", mu2[0], mu2[2 * DB]);
+    /* raw population vectors of different sizes cannot be pooled */
+    for (int i = 0; i < NS; i++) s[i].x = x[i], s[i].N = Ns[i];
+    TESS_TEST_CHECK(calm_dec_ridge_pooled(s, NS, train, &c, pred, lambda) == TESS_ERR_ARG &&
+                        strstr(tess_error_text(), "session 1 has 20 features"),
+                    "sessions of different feature counts are refused: %s", tess_error_text());
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     metrics();
     head();
     baselines();
+    pooled();
     int rc = tess_test_finish("test_decode");
     MPI_Finalize();
     return rc;

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# experiments/calm/decode_seeds.sh - behaviour decoding on the simulator (docs/calm.md, "Behaviour
+# decoding"): the small model of calm_smoke, 4 simulated animals x 1 session of 3000 frames,
+# 50 tokenizer + 300 DAT steps, then decode.steps head steps with validation-based stopping
+# (decode.val_every), the head against the ridge and MLP decoders on the same test frames. One
+# run per cell x seed, one after the other, recorded in OUT/commands.tsv (cell, seed, exit code,
+# seconds, the command) with the run directory OUT/<cell>-s<seed>/ (decode.csv, run.log, plots/).
+#
+# usage: experiments/calm/decode_seeds.sh OUT_DIR [CELL ...]
+#   CELL: REGIME-SPLIT, REGIME frozen | finetune | scratch, SPLIT tail | animal (default: the
+#   three regimes in the tail split, then scratch-animal). Finished runs (OUT/<cell>-s<seed>.done)
+#   are skipped. CALM_SEEDS="1 2" seeds (the outer loop); CALM_NP=2; CALM_BIN (default
+#   build/release/apps/calm/calm); CALM_NICE=0; CALM_DECODE_STEPS=800; CALM_VAL_EVERY=50.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=$1; shift
+seeds=${CALM_SEEDS:-1 2}
+np=${CALM_NP:-2}
+bin=${CALM_BIN:-$root/build/release/apps/calm/calm}
+[ -x "$bin" ] || bin=$root/build/ci/apps/calm/calm
+common="--set run.mode=decode --set tok.width=32 --set tok.codes=32 --set tok.channels=16
+  --set model.channels=32 --set model.ffn=64 --set tok.batch=16 --set train.batch=4
+  --set sim.frames=3000 --set sim.animals=4 --set sim.sessions=1 --set model.max_neurons=80
+  --set tok.steps=50 --set train.steps=300 --set decode.steps=${CALM_DECODE_STEPS:-800}
+  --set decode.val_every=${CALM_VAL_EVERY:-50}"
+cells=("$@")
+[ ${#cells[@]} -gt 0 ] || cells=(scratch-tail frozen-tail finetune-tail scratch-animal)
+mkdir -p "$out"
+log=$out/commands.tsv
+[ -f "$log" ] || printf 'cell\tseed\texit\tseconds\tcommand\n' > "$log"
+export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+export HDF5_USE_FILE_LOCKING=FALSE
+if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+for seed in $seeds; do
+  for cell in "${cells[@]}"; do
+    regime=${cell%%-*} split=${cell##*-}
+    dir=$out/$cell-s$seed
+    [ -f "$dir.done" ] && { echo "== $cell seed $seed: done, skipped"; continue; }
+    rm -rf "$dir"
+    # shellcheck disable=SC2206
+    cmd=(nice -n "${CALM_NICE:-0}" mpiexec -n "$np" "$bin" $common --set decode.regime="$regime"
+         --set train.split="$split" --set run.seed="$seed" --set run.dir="$dir")
+    echo "== $cell seed $seed: ${cmd[*]}"
+    { date -u; uptime; } > "$dir.load"
+    t0=$(date +%s) rc=0
+    "${cmd[@]}" > "$dir.log" 2>&1 || rc=$?
+    printf '%s\t%s\t%s\t%s\t%s\n' "$cell" "$seed" "$rc" "$(( $(date +%s) - t0 ))" "${cmd[*]}" >> "$log"
+    { date -u; uptime; } >> "$dir.load"
+    if [ "$rc" -eq 0 ]; then touch "$dir.done"; else tail -n 5 "$dir.log"; fi
+  done
+done
