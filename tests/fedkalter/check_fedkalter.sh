@@ -39,10 +39,13 @@
 #           (15 each: 12/1/2): 1 and 2 ranks identical, clients named 0-TOY..3-TOY; 11 clients
 #           (5 graphs each) exit 65 naming the dataset and the empty split; no data.oneds and
 #           a missing dataset exit 78 and 66 naming the option and the file;
-#   experiment experiments/fedkalter/run.sh on 7 tiny SM datasets written here (2 rounds, seeds
+#   experiment experiments/fedkalter/run.sh on 7 tiny SM datasets written here (4 rounds, seeds
 #           1 and 2, FedStar and Fed-Kalter): commands.tsv lists the 4 runs seed-major with exit 0
 #           and their commands; a second call skips them; an unknown method exits 64; table.py
-#           prints both rows over seeds 1,2 with seed 1's client mean and the difference line;
+#           prints both rows over seeds 1,2 with seed 1's client mean and the difference line,
+#           and the best-validation rows (4 rounds evaluated every round) with the round and
+#           test accuracy of each run recomputed here; on hand-made runs the tie rule (earliest
+#           round), the std across seeds and the best-validation difference line;
 #   tufiles the SM setting on 7 tiny TU datasets written here (10 triangles each): one round
 #           on 2 ranks runs; then BZR_A.txt names a node of another graph: exit 65 on 1 and on 2
 #           ranks, naming the file; on 2 ranks BZR is client 1 and belongs to rank 1 alone (rank
@@ -319,7 +322,8 @@ experiment)
   rm -rf xtu xout
   write_sm xtu
   exp=$(cd "$(dirname "$0")/../../experiments/fedkalter" && pwd)
-  export FK_BIN=$exe FK_SEEDS="1 2" FK_NICE=0 FK_ARGS="--set train.rounds=2 --set model.hidden=8 --set run.plots=false"
+  export FK_BIN=$exe FK_SEEDS="1 2" FK_NICE=0
+  export FK_ARGS="--set train.rounds=4 --set train.eval_every=1 --set model.hidden=8 --set run.plots=false"
   bash "$exp/run.sh" xtu xout sm:fedstar sm:fedkalter >x1.log 2>&1 || { cat x1.log; fail "run.sh"; }
   [ "$(tail -n +2 xout/commands.tsv | cut -f1-3,5 | paste -sd' ')" = \
     "$(printf 'sm\tfedstar\t1\t0 sm\tfedkalter\t1\t0 sm\tfedstar\t2\t0 sm\tfedkalter\t2\t0')" ] ||
@@ -340,6 +344,40 @@ experiment)
   grep -q "^| FedStar | 1,2 | .* / " table.md && grep "^| FedStar" table.md | grep -q "| $want / " ||
     { cat table.md; fail "seed 1's client mean $want not in the FedStar row"; }
   grep -q "Fed-Kalter − FedStar, client mean, same seed: s1 .*, s2 " table.md || fail "difference line"
+  # best validation, recomputed here: per run the first round of the highest val_acc, its test_acc
+  best() { awk -F, 'NR > 1 && (NR == 2 || $3 > v) { v = $3; r = $1; t = $4 } END { print r, t }' \
+           "xout/sm-$1-s$2/accuracy.csv"; }
+  for m in fedstar fedkalter; do
+    read -r r1 t1 <<<"$(best $m 1)"
+    read -r r2 t2 <<<"$(best $m 2)"
+    label=FedStar; [ $m = fedkalter ] && label=Fed-Kalter
+    row=$(awk -v l="$label" -v r1="$r1" -v r2="$r2" -v a="$t1" -v b="$t2" 'BEGIN {
+            printf "| %s | 1,2 | %d / %d | %.2f / %.2f | %.2f |", l, r1, r2, 100 * a, 100 * b,
+                   (100 * a + 100 * b) / 2 }')
+    grep -qF "$row" table.md || { cat table.md; fail "best-validation row: want '$row'"; }
+  done
+  # and on hand-made runs: a tie (earliest round), a best round in the middle, the std across
+  # seeds, the difference per seed
+  rm -rf xhand
+  hand() { # hand RUN VAL,TEST... : clients.csv (7 clients at 50 %) and accuracy.csv (rounds 5, 10, ..)
+    local dir=xhand/$1 step=0 vt
+    shift
+    mkdir -p "$dir"
+    echo client,n_train,train_acc,val_acc,test_acc,param_hash_lo,param_hash_hi >"$dir/clients.csv"
+    for k in 0 1 2 3 4 5 6; do echo "$k,10,0.5,0.5,0.5,0,0" >>"$dir/clients.csv"; done
+    echo step,train_acc,val_acc,test_acc,seconds >"$dir/accuracy.csv"
+    for vt in "$@"; do step=$((step + 5)); echo "$step,0.5,$vt,1" >>"$dir/accuracy.csv"; done
+    touch "$dir.done"
+  }
+  hand sm-fedstar-s1 0.5,0.6 0.7,0.8 0.7,0.9
+  hand sm-fedstar-s2 0.6,0.7 0.5,0.1 0.4,0.1
+  hand sm-fedkalter-s1 0.1,0.1 0.2,0.2 0.9,0.3
+  /usr/bin/python3 "$exp/table.py" xhand >hand.md || fail "table.py on hand-made runs"
+  for want in "| FedStar | 1,2 | 10 / 5 | 80.00 / 70.00 | 75.00 | 5.00 | 50.00 |" \
+              "| Fed-Kalter | 1 | 15 | 30.00 | 30.00 | - | 50.00 |" \
+              "Fed-Kalter − FedStar, best-validation test, same seed: s1 -50.00 (mean -50.00; Fed-Kalter ≥ FedStar on 0 of 1 seeds)"; do
+    grep -qF "$want" hand.md || { cat hand.md; fail "hand-made runs: want '$want'"; }
+  done
   ;;
 *) fail "unknown mode $mode" ;;
 esac
