@@ -59,6 +59,21 @@ run() { # run NP DIR [ARGS...]
   shift 2
   "$mpiexec" -n "$np" "$exe" "${common[@]}" --set run.dir="$dir" "$@" >"$dir.log" 2>&1
 }
+stop_resume() { # stop_resume REF DIR STOP COLS [ARGS...]: 2 ranks stopped after round STOP
+  # (exit 75), resumed on 3 ranks from that round; clients.csv and the metrics.csv columns COLS
+  # (cut -f) must equal those of the uninterrupted run REF
+  local ref=$1 dir=$2 stop=$3 cols=$4 rc=0
+  shift 4
+  run 2 "$dir" "$@" --set run.stop_at="$stop" || rc=$?
+  [ "$rc" -eq 75 ] || { cat "$dir.log"; fail "$dir: stop after round $stop: exit $rc, expected 75"; }
+  mv "$dir.log" "${dir}_first.log"
+  run 3 "$dir" "$@" --resume auto || { cat "$dir.log"; fail "$dir: resume on 3 ranks"; }
+  grep -q "resumed from step $stop" "$dir.log" || { cat "$dir.log"; fail "$dir: did not resume from round $stop"; }
+  cmp "$ref/clients.csv" "$dir/clients.csv" ||
+    { diff "$ref/clients.csv" "$dir/clients.csv" || true; fail "$method: the resumed run $dir differs"; }
+  cmp <(cut -d, -f"$cols" "$ref/metrics.csv") <(cut -d, -f"$cols" "$dir/metrics.csv") ||
+    fail "$method: metrics columns $cols of the resumed run $dir differ"
+}
 write_sm() { # write_sm DIR: the 7 SM datasets as 10 triangles each, classes 0/1, labels 1..2
   for name in MUTAG BZR COX2 DHFR PTC_MR AIDS NCI1; do
     mkdir -p "$1/$name"
@@ -91,16 +106,7 @@ ranks)
 resume)
   rm -rf full stopped
   run 1 full --set train.rounds=4 || { cat full.log; fail "uninterrupted run"; }
-  rc=0
-  run 2 stopped --set train.rounds=4 --set run.stop_at=2 || rc=$?
-  [ "$rc" -eq 75 ] || { cat stopped.log; fail "stop after round 2: exit $rc, expected 75"; }
-  mv stopped.log stopped_first.log
-  run 3 stopped --set train.rounds=4 --resume auto || { cat stopped.log; fail "resume on 3 ranks"; }
-  grep -q "resumed from step 2" stopped.log || { cat stopped.log; fail "did not resume from round 2"; }
-  cmp full/clients.csv stopped/clients.csv ||
-    { diff full/clients.csv stopped/clients.csv || true; fail "$method: resumed run differs"; }
-  cmp <(cut -d, -f1,2,4 full/metrics.csv) <(cut -d, -f1,2,4 stopped/metrics.csv) ||
-    fail "$method: metrics (step, loss, shared floats) of the resumed run differ"
+  stop_resume full stopped 2 1,2,4 --set train.rounds=4 # step, loss, shared floats
   ;;
 prox)
   rm -rf avg prox0 prox1
@@ -225,13 +231,7 @@ gcfl)
   cut -d, -f5 g1/metrics.csv | paste -sd' ' | awk '{ exit !($2 == 2 && $4 > 2) }' ||
     fail "clusters per round: $(cut -d, -f5 g1/metrics.csv | paste -sd' ')"
   ! cmp -s avg/clients.csv g1/clients.csv || fail "gcfl with splits equals FedAvg"
-  rc=0
-  run 2 gstop --set run.stop_at=2 || rc=$?
-  [ "$rc" -eq 75 ] || { cat gstop.log; fail "stop after round 2: exit $rc"; }
-  run 3 gstop --resume auto || { cat gstop.log; fail "gcfl resume on 3 ranks"; }
-  cmp g1/clients.csv gstop/clients.csv || fail "gcfl: the resumed run differs"
-  cmp <(cut -d, -f1,2,5 g1/metrics.csv) <(cut -d, -f1,2,5 gstop/metrics.csv) ||
-    fail "gcfl: loss or clusters of the resumed run differ"
+  stop_resume g1 gstop 2 1,2,5 # step, loss, clusters
   ;;
 gcflplus)
   rm -rf avg warm p1 p2 p4 gc pstop
@@ -251,13 +251,7 @@ gcflplus)
   [ "$got" = "1 2 2 3 3 4" ] || fail "gcflplus clusters per round: $got, want 1 2 2 3 3 4"
   grep -q "round 2: GCFL+ split 1 cluster(s) into 2" p1.log || fail "no GCFL+ split logged"
   ! cmp -s gc/clients.csv p1/clients.csv || fail "gcflplus equals gcfl"
-  rc=0
-  run 2 pstop --set run.stop_at=3 || rc=$?
-  [ "$rc" -eq 75 ] || { cat pstop.log; fail "stop after round 3: exit $rc"; }
-  run 3 pstop --resume auto || { cat pstop.log; fail "gcflplus resume on 3 ranks"; }
-  cmp p1/clients.csv pstop/clients.csv || fail "gcflplus: the resumed run differs"
-  cmp <(cut -d, -f1,2,5 p1/metrics.csv) <(cut -d, -f1,2,5 pstop/metrics.csv) ||
-    fail "gcflplus: loss or clusters of the resumed run differ"
+  stop_resume p1 pstop 3 1,2,5 # step, loss, clusters
   ;;
 oneds)
   rm -rf one o1 o2 obad onone omiss
