@@ -16,8 +16,12 @@
 #           fedkalter writes kalter.csv (per client and layer: mean log R, K eta, P+/P-),
 #           kalter_rounds.csv (6 evaluated rounds; K eta + P+/P- = 1; its last row the client
 #           means of kalter.csv), kalter_logR_hist.csv (every client's fractions sum to 1, their
-#           binned mean is within half a bin of the client's mean ln R) and, with gnuplot, the
-#           plots kalter_R.png, kalter_gain.png and kalter_logR_hist.png.
+#           binned mean is within half a bin of the client's mean ln R), kalter_logR_hist_long.csv
+#           (the same fractions, one row per client and bin) and, with gnuplot, the plots
+#           kalter_R.png, kalter_gain.png and kalter_logR_hist.png.
+#   manyclients Fed-Kalter with 40 generated clients (10 graphs, d = 8), 1 round on 2 ranks: no
+#           kalter_logR_hist.csv (more than 31 columns) and a warning saying so, but
+#           kalter_logR_hist_long.csv with the same bins for all 40 clients, each summing to 1;
 #   localq  Fed-Kalter with model.kalter_share_eta_q=false, 3 rounds: 1360 shared floats per
 #           client (1456 less q and eta of 3 layers at d = 16) and fewer bytes; 1 and 3 ranks
 #           identical; the clients' parameters differ from the shared-q/eta run's;
@@ -161,6 +165,10 @@ learn)
                      if (d < 0) d = -d; if (e < 0) e = -e; if (d > 1e-6 || e > 0.0501) bad = 1 }
                    exit bad }' learn/kalter.csv learn/kalter_logR_hist.csv ||
       fail "kalter_logR_hist.csv: fractions do not sum to 1 or do not match kalter.csv's mean ln R"
+    # the long file holds the same fractions, one row per client and bin (client-major)
+    cmp <(awk -F, 'NR > 1 { for (k = 2; k <= NF; k++) print k - 2, $1, $k }' learn/kalter_logR_hist.csv |
+          sort -n -k1,1 -s) <(awk -F, 'NR > 1 { print $2, $1, $3 }' learn/kalter_logR_hist_long.csv) ||
+      fail "kalter_logR_hist_long.csv does not hold kalter_logR_hist.csv's fractions"
     if command -v gnuplot >/dev/null; then
       for png in kalter_R kalter_gain kalter_logR_hist; do
         [ -s "learn/plots/$png.png" ] || fail "plots/$png.png missing"
@@ -296,6 +304,21 @@ oneds)
     --set data.dir=one
   expect 66 "NOPE_graph_labels.txt" omiss --set data.setting=oneDS --set data.dir=one \
     --set data.oneds=NOPE
+  ;;
+manyclients)
+  rm -rf many
+  run 2 many --set data.clients=40 --set data.graphs=10 --set model.hidden=8 --set train.rounds=1 \
+    --set ckpt.at_end=false --set ckpt.every=0 ||
+    { cat many.log; fail "40 clients"; }
+  grep -q "ln R histograms only in kalter_logR_hist_long.csv: 40 clients" many.log ||
+    { cat many.log; fail "no warning about the wide histogram file"; }
+  [ ! -e many/kalter_logR_hist.csv ] || fail "kalter_logR_hist.csv written for 40 clients"
+  # every client 0..39 has the same bins and its fractions sum to 1
+  awk -F, 'NR > 1 { if (!($2 in n)) m++; s[$2] += $3; n[$2]++ }
+           END { for (k = 0; k < 40; k++) { d = s[k] - 1; if (d < 0) d = -d
+                   if (!(k in n) || n[k] != n[0] || d > 1e-6) bad = 1 }
+                 exit bad || m != 40 }' many/kalter_logR_hist_long.csv ||
+    fail "kalter_logR_hist_long.csv: not 40 clients with the same bins and fractions summing to 1"
   ;;
 tufiles)
   rm -rf tu tu_ok tu_bad1 tu_bad2
