@@ -49,7 +49,8 @@
 #           prints both rows over seeds 1,2 with seed 1's client mean and the difference line,
 #           and the best-validation rows (4 rounds evaluated every round) with the round and
 #           test accuracy of each run recomputed here; on hand-made runs the tie rule (earliest
-#           round), the std across seeds and the best-validation difference line;
+#           round), the std across seeds and the best-validation difference line; with
+#           gnuplot, plots.py draws fedkalter_sm_test.png;
 #   tufiles the SM setting on 7 tiny TU datasets written here (10 triangles each): one round
 #           on 2 ranks runs; then BZR_A.txt names a node of another graph: exit 65 on 1 and on 2
 #           ranks, naming the file; on 2 ranks BZR is client 1 and belongs to rank 1 alone (rank
@@ -395,6 +396,11 @@ experiment)
               "Fed-Kalter − FedStar, best-validation test, same seed: s1 -50.00 (mean -50.00; Fed-Kalter ≥ FedStar on 0 of 1 seeds)"; do
     grep -qF "$want" hand.md || { cat hand.md; fail "hand-made runs: want '$want'"; }
   done
+  if command -v gnuplot >/dev/null; then
+    rm -rf xpng
+    /usr/bin/python3 "$exp/plots.py" xout xpng >/dev/null || fail "plots.py"
+    [ -s xpng/fedkalter_sm_test.png ] || fail "plots.py wrote no xpng/fedkalter_sm_test.png"
+  fi
   ;;
 *) fail "unknown mode $mode" ;;
 esac
