@@ -3,8 +3,8 @@
 runs in OUT_DIR (finished runs only, OUT/<setting>-<method>-s<seed>.done), drawn with gnuplot into
 PNG_DIR (docs/fedkalter.md embeds them): per setting, fedkalter_<setting>_test.png, the test
 accuracy (%) averaged over the clients (unweighted, OUT/<run>/accuracy.csv) against the round,
-one line per method: the mean over its finished seeds (their number in the legend). Standard
-library and gnuplot."""
+one line per method: the mean over its finished seeds (their number in the legend); a curve
+identical to an earlier method's is dashed and says so. Standard library and gnuplot."""
 import csv
 import os
 import subprocess
@@ -46,14 +46,21 @@ def main(out, pngdir):
     os.makedirs(pngdir, exist_ok=True)
     tmp = tempfile.mkdtemp()
     for setting, by_method in sorted(runs.items()):
-        plots = []
+        plots, drawn = [], {}
         for m in [m for m in METHODS if m in by_method]:
+            c = curve(by_method[m].values())
             data = os.path.join(tmp, f"{setting}-{m}.dat")
             with open(data, "w") as f:
-                f.writelines(f"{st} {a:.6g}\n" for st, a in curve(by_method[m].values()))
+                f.writelines(f"{st} {a:.6g}\n" for st, a in c)
             n = len(by_method[m])
-            plots.append(f"'{data}' using 1:2 with lines lw 2 lc rgb '{COLOR[m]}' "
-                         f"title '{LABEL[m]} ({n} seed{'s' if n > 1 else ''})'")
+            # a curve equal to one already drawn (GCFL without a split is FedAvg) is dashed and
+            # named as such, so the one below stays visible
+            same = [LABEL[o] for o, oc in drawn.items() if oc == c]
+            style = "dt 2" if same else "dt 1"
+            title = f"{LABEL[m]} ({n} seed{'s' if n > 1 else ''}{', = ' + same[0] if same else ''})"
+            plots.append(f"'{data}' using 1:2 with lines lw 2 {style} lc rgb '{COLOR[m]}' "
+                         f"title '{title}'")
+            drawn[m] = c
         png = os.path.join(pngdir, f"fedkalter_{setting}_test.png")
         script = (f"set terminal pngcairo size 900,560 noenhanced font ',11'\n"
                   f"set output '{png}'\nset grid\n"
