@@ -140,7 +140,8 @@ typedef struct {
     const char *hcol_titles[FK_MAX_CLIENTS];
     char ktitle_names[3 * FK_MAX_LAYERS_APP][24]; /* legend entries: "layer 1", "K eta, layer 1" */
     const char *ktitles_R[FK_MAX_LAYERS_APP], *ktitles_gain[2 * FK_MAX_LAYERS_APP];
-    int csv, csv_acc, csv_kal, csv_hist;
+    int csv, csv_acc, csv_kal, csv_hist, csv_hlong;
+    bool hist_wide;          /* kalter_logR_hist.csv (one column per client) and its plot */
     tess_timer_id t_train, t_agg, t_eval; /* per round: local epochs, aggregation, evaluation */
 } fk_app;
 
@@ -272,8 +273,9 @@ static tess_status load_client(fk_dataset *ds, fk_app *a, const tess_config *c, 
 }
 
 /* Fed-Kalter's diagnostics files and plots: kalter_rounds.csv (per evaluated round, per layer the
- * client means of ln R, K eta, P+/P- on the test graphs) and kalter_logR_hist.csv (last round:
- * per client the fraction of its ln R values in each bin; one column per client, so only up to
+ * client means of ln R, K eta, P+/P- on the test graphs), kalter_logR_hist_long.csv (last round:
+ * per client and bin the fraction of its ln R values, one row each, any client count) and
+ * kalter_logR_hist.csv (the same fractions with one column per client, so only up to
  * TESS_METRICS_MAX_COLS - 1 clients), declared with their plots. */
 static tess_status kalter_plots(tess_run *run, fk_app *a) {
     const int64_t L = a->layers;
@@ -307,8 +309,15 @@ static tess_status kalter_plots(tess_run *run, fk_app *a) {
         .ytitles = a->ktitles_gain};
     TESS_CHECK(tess_run_plot(run, a->csv_kal, "kalter_R.png", &r_plot));
     TESS_CHECK(tess_run_plot(run, a->csv_kal, "kalter_gain.png", &gain_plot));
-    if (a->nclients + 1 > TESS_METRICS_MAX_COLS) { /* one column per client */
-        tess_log_warn("no ln R histograms (kalter_logR_hist.csv): %lld clients, at most %d",
+    static const char *const long_cols[3] = {"ln_R", "client", "fraction"};
+    TESS_CHECK(tess_run_metrics(run, "kalter_logR_hist_long", long_cols, 3, false, &a->csv_hlong));
+    a->logr_hist = calloc((size_t)(a->nclients * FK_LOGR_BINS), sizeof(double));
+    TESS_REQUIRE(a->logr_hist, TESS_ERR_MEM, "ln R histograms of %lld clients",
+                 (long long)a->nclients);
+    a->hist_wide = a->nclients + 1 <= TESS_METRICS_MAX_COLS; /* one column per client */
+    if (!a->hist_wide) {
+        tess_log_warn("ln R histograms only in kalter_logR_hist_long.csv: %lld clients, "
+                      "kalter_logR_hist.csv and its plot take at most %d",
                       (long long)a->nclients, TESS_METRICS_MAX_COLS - 1);
         return TESS_OK;
     }
@@ -321,9 +330,6 @@ static tess_status kalter_plots(tess_run *run, fk_app *a) {
     }
     TESS_CHECK(tess_run_metrics(run, "kalter_logR_hist", a->hcols, (int)(a->nclients + 1), false,
                                 &a->csv_hist));
-    a->logr_hist = calloc((size_t)(a->nclients * FK_LOGR_BINS), sizeof(double));
-    TESS_REQUIRE(a->logr_hist, TESS_ERR_MEM, "ln R histograms of %lld clients",
-                 (long long)a->nclients);
     const tess_plot_spec hist_plot = {
         .title = "fedkalter: per-client distribution of ln R, last round (test graphs, all layers)",
         .xlabel = "ln R (bin centre; R: noise variance, dimensionless)", .ycols = a->hcols + 1,
@@ -743,6 +749,14 @@ static tess_status finish(tess_run *run, void *ctx) {
     }
     lo = lo > 0 ? lo - 1 : 0;
     hi = hi + 1 < FK_LOGR_BINS ? hi + 1 : FK_LOGR_BINS - 1;
+    for (int64_t k = 0; k < a->nclients; k++) { /* long: per client its bins */
+        for (int64_t b = lo; b <= hi; b++) {
+            const double row[3] = {FK_LOGR_LO + ((double)b + 0.5) * FK_LOGR_WIDTH, (double)k,
+                                   a->logr_hist[k * FK_LOGR_BINS + b]};
+            TESS_CHECK(tess_run_metrics_row(run, a->csv_hlong, row));
+        }
+    }
+    if (!a->hist_wide) return TESS_OK;
     double hrow[FK_MAX_CLIENTS + 1];
     for (int64_t b = lo; b <= hi; b++) {
         hrow[0] = FK_LOGR_LO + ((double)b + 0.5) * FK_LOGR_WIDTH;

@@ -1,12 +1,22 @@
 #!/usr/bin/env python3
-"""experiments/fedkalter/table.py OUT_DIR - the results table of experiments/fedkalter/run.sh: for
-each setting x method, over the seeds that finished (OUT/<run>.done), the last-round test accuracy
-(%) of every client (clients.csv, mean over seeds), the client mean, the spec's "±" (the mean over
-clients of each client's std across seeds, FedStar's convention) and, labelled separately, the std
-across seeds of the client mean; both stds are population stds (numpy's default). Next to it the
-published row of the same method (second-hand: FedIGL, NeurIPS 2025, Table 1, FedSSP protocol)
-and the run time from OUT/commands.tsv; with one seed both stds are "-". Markdown on stdout.
-Standard library only."""
+"""experiments/fedkalter/table.py OUT_DIR - the results tables of experiments/fedkalter/run.sh,
+over the seeds that finished (OUT/<run>.done) of each setting x method. Markdown on stdout.
+
+Last round (the spec's protocol): the test accuracy (%) of every client after the last round
+(OUT/<run>/clients.csv, mean over seeds), the client mean, the spec's "±" (the mean over clients of
+each client's std across seeds, FedStar's convention) and, labelled separately, the std across
+seeds of the client mean, the client mean per seed, the published row of the same method
+(second-hand: FedIGL, NeurIPS 2025, Table 1, FedSSP protocol) and the minutes per run
+(OUT/commands.tsv).
+
+Best validation (an extra table, not the protocol): per run, the evaluated round with the highest
+validation accuracy averaged over the clients (unweighted, OUT/<run>/accuracy.csv; the earliest
+such round on ties) and the client-mean test accuracy at that round; one round per run, not per
+client (accuracy.csv holds client means only). Mean and std across seeds.
+
+Under both: Fed-Kalter - FedStar per common seed. All stds are population stds (numpy's default);
+with one seed they are "-". Standard library only.
+"""
 import csv
 import math
 import os
@@ -30,30 +40,60 @@ PUBLISHED = {
 }
 
 
+def mean(xs):
+    return sum(xs) / len(xs)
+
+
 def pstd(xs):
-    m = sum(xs) / len(xs)
+    """Population std of xs (one value: 0)."""
+    m = mean(xs)
     return math.sqrt(sum((x - m) ** 2 for x in xs) / len(xs))
 
 
+def spread(xs):
+    """The std across seeds as printed: "-" with one seed."""
+    return f"{pstd(xs):.2f}" if len(xs) > 1 else "-"
+
+
+class Run:
+    """One finished run: acc = last-round test accuracy (%) per client in client order;
+    best_round, best_test = the evaluated round with the highest mean validation accuracy (the
+    earliest on ties) and the client-mean test accuracy (%) there."""
+
+    def __init__(self, path, n_clients):
+        with open(os.path.join(path, "clients.csv")) as f:
+            rows = sorted(csv.DictReader(f), key=lambda r: int(r["client"]))
+        self.acc = [100.0 * float(r["test_acc"]) for r in rows]
+        if n_clients is not None and len(self.acc) != n_clients:
+            sys.exit(f"table.py: {path}/clients.csv has {len(self.acc)} clients, "
+                     f"expected {n_clients}")
+        with open(os.path.join(path, "accuracy.csv")) as f:
+            evals = [(int(r["step"]), float(r["val_acc"]), float(r["test_acc"]))
+                     for r in csv.DictReader(f)]
+        if not evals:
+            sys.exit(f"table.py: {path}/accuracy.csv has no evaluated round")
+        best = max(evals, key=lambda e: (e[1], -e[0]))
+        self.best_round, self.best_test = best[0], 100.0 * best[2]
+
+    def client_mean(self):
+        return mean(self.acc)
+
+
 def read_runs(out):
-    """{(setting, method): {seed: [test accuracy % per client]}} of the finished runs."""
+    """{(setting, method): {seed: Run}} of the finished runs."""
     runs = {}
     for name in sorted(os.listdir(out)):
         if not name.endswith(".done"):
             continue
         run = name[:-len(".done")]
         setting, method, seed = run.rsplit("-", 2)
-        with open(os.path.join(out, run, "clients.csv")) as f:
-            rows = list(csv.DictReader(f))
-        acc = [100.0 * float(r["test_acc"]) for r in sorted(rows, key=lambda r: float(r["client"]))]
-        if setting in CLIENTS and len(acc) != len(CLIENTS[setting]):
-            sys.exit(f"table.py: {out}/{run}/clients.csv has {len(acc)} clients, "
-                     f"expected {len(CLIENTS[setting])} for {setting}")
-        runs.setdefault((setting, method), {})[int(seed[1:])] = acc
+        n = len(CLIENTS[setting]) if setting in CLIENTS else None
+        runs.setdefault((setting, method), {})[int(seed[1:])] = Run(os.path.join(out, run), n)
     return runs
 
 
 def read_seconds(out):
+    """{(setting, method, seed): seconds} summed over a run's calls (a resumed run has several)."""
     seconds = {}
     log = os.path.join(out, "commands.tsv")
     if os.path.exists(log):
@@ -64,41 +104,65 @@ def read_seconds(out):
     return seconds
 
 
+def last_round_table(setting, names, cells, seconds):
+    print(f"\n{setting.upper()}: last-round test accuracy (%), mean over the seeds\n")
+    print("| method | seeds | " + " | ".join(names) +
+          " | client mean | ± (mean client std) | std of the client mean | per seed |"
+          " published | min/run |")
+    print("|---|---|" + "---|" * len(names) + "---|---|---|---|---|---|")
+    for method, by_seed in cells:
+        seeds = sorted(by_seed)
+        per_client = [[by_seed[s].acc[k] for s in seeds] for k in range(len(names))]
+        client_mean = [by_seed[s].client_mean() for s in seeds]
+        pm = f"{mean([pstd(v) for v in per_client]):.2f}" if len(seeds) > 1 else "-"
+        mins = [seconds[(setting, method, s)] / 60 for s in seeds
+                if (setting, method, s) in seconds]
+        print(f"| {LABEL.get(method, method)} | {','.join(map(str, seeds))} | " +
+              " | ".join(f"{mean(v):.2f}" for v in per_client) +
+              f" | {mean(client_mean):.2f} | {pm} | {spread(client_mean)}"
+              f" | {' / '.join(f'{c:.2f}' for c in client_mean)}"
+              f" | {PUBLISHED.get(setting, {}).get(method, '-')}"
+              f" | {f'{mean(mins):.0f}' if mins else '-'} |")
+
+
+def best_val_table(setting, cells):
+    print(f"\n{setting.upper()}: client-mean test accuracy (%) at the round of the best mean"
+          " validation accuracy (per run; not the protocol)\n")
+    print("| method | seeds | round per seed | per seed | mean | std across seeds |"
+          " last-round mean |")
+    print("|---|---|---|---|---|---|---|")
+    for method, by_seed in cells:
+        seeds = sorted(by_seed)
+        best = [by_seed[s].best_test for s in seeds]
+        print(f"| {LABEL.get(method, method)} | {','.join(map(str, seeds))}"
+              f" | {' / '.join(str(by_seed[s].best_round) for s in seeds)}"
+              f" | {' / '.join(f'{b:.2f}' for b in best)} | {mean(best):.2f} | {spread(best)}"
+              f" | {mean([by_seed[s].client_mean() for s in seeds]):.2f} |")
+
+
+def difference_line(what, fs, fk, value):
+    """Fed-Kalter - FedStar of value(run) on the seeds both have; nothing without one."""
+    both = sorted(set(fs) & set(fk))
+    if not both:
+        return
+    diff = [value(fk[s]) - value(fs[s]) for s in both]
+    print(f"\nFed-Kalter − FedStar, {what}, same seed: " +
+          ", ".join(f"s{s} {d:+.2f}" for s, d in zip(both, diff)) +
+          f" (mean {mean(diff):+.2f}; Fed-Kalter ≥ FedStar on "
+          f"{sum(d >= 0 for d in diff)} of {len(diff)} seeds)")
+
+
 def main(out):
     runs, seconds = read_runs(out), read_seconds(out)
     for setting, names in CLIENTS.items():
         cells = [(m, runs[(setting, m)]) for m in METHODS if (setting, m) in runs]
         if not cells:
             continue
-        print(f"\n{setting.upper()}: last-round test accuracy (%), mean over the seeds\n")
-        print("| method | seeds | " + " | ".join(names) +
-              " | client mean | ± (mean client std) | std of the client mean | per seed |"
-              " published | min/run |")
-        print("|---|---|" + "---|" * len(names) + "---|---|---|---|---|---|")
-        for method, by_seed in cells:
-            seeds = sorted(by_seed)
-            per_client = [[by_seed[s][k] for s in seeds] for k in range(len(names))]
-            means = [sum(v) / len(v) for v in per_client]
-            client_mean = [sum(by_seed[s]) / len(names) for s in seeds]
-            pm = sum(pstd(v) for v in per_client) / len(names)
-            spread = (f"{pm:.2f} | {pstd(client_mean):.2f}" if len(seeds) > 1
-                      else "- | -")  # one seed: no spread
-            mins = [seconds[(setting, method, s)] / 60 for s in seeds
-                    if (setting, method, s) in seconds]
-            t = f"{sum(mins) / len(mins):.0f}" if mins else "-"
-            print(f"| {LABEL.get(method, method)} | {','.join(map(str, seeds))} | " +
-                  " | ".join(f"{m:.2f}" for m in means) +
-                  f" | {sum(client_mean) / len(seeds):.2f} | {spread}"
-                  f" | {' / '.join(f'{c:.2f}' for c in client_mean)}"
-                  f" | {PUBLISHED.get(setting, {}).get(method, '-')} | {t} |")
         fs, fk = runs.get((setting, "fedstar"), {}), runs.get((setting, "fedkalter"), {})
-        both = sorted(set(fs) & set(fk))
-        if both:
-            diff = [sum(fk[s]) / len(names) - sum(fs[s]) / len(names) for s in both]
-            print(f"\nFed-Kalter − FedStar, client mean, same seed: " +
-                  ", ".join(f"s{s} {d:+.2f}" for s, d in zip(both, diff)) +
-                  f" (mean {sum(diff) / len(diff):+.2f}; Fed-Kalter ≥ FedStar on "
-                  f"{sum(d >= 0 for d in diff)} of {len(diff)} seeds)")
+        last_round_table(setting, names, cells, seconds)
+        difference_line("client mean", fs, fk, Run.client_mean)
+        best_val_table(setting, cells)
+        difference_line("best-validation test", fs, fk, lambda r: r.best_test)
 
 
 if __name__ == "__main__":

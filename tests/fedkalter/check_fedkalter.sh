@@ -16,8 +16,12 @@
 #           fedkalter writes kalter.csv (per client and layer: mean log R, K eta, P+/P-),
 #           kalter_rounds.csv (6 evaluated rounds; K eta + P+/P- = 1; its last row the client
 #           means of kalter.csv), kalter_logR_hist.csv (every client's fractions sum to 1, their
-#           binned mean is within half a bin of the client's mean ln R) and, with gnuplot, the
-#           plots kalter_R.png, kalter_gain.png and kalter_logR_hist.png.
+#           binned mean is within half a bin of the client's mean ln R), kalter_logR_hist_long.csv
+#           (the same fractions, one row per client and bin) and, with gnuplot, the plots
+#           kalter_R.png, kalter_gain.png and kalter_logR_hist.png.
+#   manyclients Fed-Kalter with 40 generated clients (10 graphs, d = 8), 1 round on 2 ranks: no
+#           kalter_logR_hist.csv (more than 31 columns) and a warning saying so, but
+#           kalter_logR_hist_long.csv with the same bins for all 40 clients, each summing to 1;
 #   localq  Fed-Kalter with model.kalter_share_eta_q=false, 3 rounds: 1360 shared floats per
 #           client (1456 less q and eta of 3 layers at d = 16) and fewer bytes; 1 and 3 ranks
 #           identical; the clients' parameters differ from the shared-q/eta run's;
@@ -39,10 +43,14 @@
 #           (15 each: 12/1/2): 1 and 2 ranks identical, clients named 0-TOY..3-TOY; 11 clients
 #           (5 graphs each) exit 65 naming the dataset and the empty split; no data.oneds and
 #           a missing dataset exit 78 and 66 naming the option and the file;
-#   experiment experiments/fedkalter/run.sh on 7 tiny SM datasets written here (2 rounds, seeds
+#   experiment experiments/fedkalter/run.sh on 7 tiny SM datasets written here (4 rounds, seeds
 #           1 and 2, FedStar and Fed-Kalter): commands.tsv lists the 4 runs seed-major with exit 0
 #           and their commands; a second call skips them; an unknown method exits 64; table.py
-#           prints both rows over seeds 1,2 with seed 1's client mean and the difference line;
+#           prints both rows over seeds 1,2 with seed 1's client mean and the difference line,
+#           and the best-validation rows (4 rounds evaluated every round) with the round and
+#           test accuracy of each run recomputed here; on hand-made runs the tie rule (earliest
+#           round), the std across seeds and the best-validation difference line; with
+#           gnuplot, plots.py draws fedkalter_sm_test.png;
 #   tufiles the SM setting on 7 tiny TU datasets written here (10 triangles each): one round
 #           on 2 ranks runs; then BZR_A.txt names a node of another graph: exit 65 on 1 and on 2
 #           ranks, naming the file; on 2 ranks BZR is client 1 and belongs to rank 1 alone (rank
@@ -55,6 +63,21 @@ run() { # run NP DIR [ARGS...]
   local np=$1 dir=$2
   shift 2
   "$mpiexec" -n "$np" "$exe" "${common[@]}" --set run.dir="$dir" "$@" >"$dir.log" 2>&1
+}
+stop_resume() { # stop_resume REF DIR STOP COLS [ARGS...]: 2 ranks stopped after round STOP
+  # (exit 75), resumed on 3 ranks from that round; clients.csv and the metrics.csv columns COLS
+  # (cut -f) must equal those of the uninterrupted run REF
+  local ref=$1 dir=$2 stop=$3 cols=$4 rc=0
+  shift 4
+  run 2 "$dir" "$@" --set run.stop_at="$stop" || rc=$?
+  [ "$rc" -eq 75 ] || { cat "$dir.log"; fail "$dir: stop after round $stop: exit $rc, expected 75"; }
+  mv "$dir.log" "${dir}_first.log"
+  run 3 "$dir" "$@" --resume auto || { cat "$dir.log"; fail "$dir: resume on 3 ranks"; }
+  grep -q "resumed from step $stop" "$dir.log" || { cat "$dir.log"; fail "$dir: did not resume from round $stop"; }
+  cmp "$ref/clients.csv" "$dir/clients.csv" ||
+    { diff "$ref/clients.csv" "$dir/clients.csv" || true; fail "$method: the resumed run $dir differs"; }
+  cmp <(cut -d, -f"$cols" "$ref/metrics.csv") <(cut -d, -f"$cols" "$dir/metrics.csv") ||
+    fail "$method: metrics columns $cols of the resumed run $dir differ"
 }
 write_sm() { # write_sm DIR: the 7 SM datasets as 10 triangles each, classes 0/1, labels 1..2
   for name in MUTAG BZR COX2 DHFR PTC_MR AIDS NCI1; do
@@ -88,16 +111,7 @@ ranks)
 resume)
   rm -rf full stopped
   run 1 full --set train.rounds=4 || { cat full.log; fail "uninterrupted run"; }
-  rc=0
-  run 2 stopped --set train.rounds=4 --set run.stop_at=2 || rc=$?
-  [ "$rc" -eq 75 ] || { cat stopped.log; fail "stop after round 2: exit $rc, expected 75"; }
-  mv stopped.log stopped_first.log
-  run 3 stopped --set train.rounds=4 --resume auto || { cat stopped.log; fail "resume on 3 ranks"; }
-  grep -q "resumed from step 2" stopped.log || { cat stopped.log; fail "did not resume from round 2"; }
-  cmp full/clients.csv stopped/clients.csv ||
-    { diff full/clients.csv stopped/clients.csv || true; fail "$method: resumed run differs"; }
-  cmp <(cut -d, -f1,2,4 full/metrics.csv) <(cut -d, -f1,2,4 stopped/metrics.csv) ||
-    fail "$method: metrics (step, loss, shared floats) of the resumed run differ"
+  stop_resume full stopped 2 1,2,4 --set train.rounds=4 # step, loss, shared floats
   ;;
 prox)
   rm -rf avg prox0 prox1
@@ -152,6 +166,10 @@ learn)
                      if (d < 0) d = -d; if (e < 0) e = -e; if (d > 1e-6 || e > 0.0501) bad = 1 }
                    exit bad }' learn/kalter.csv learn/kalter_logR_hist.csv ||
       fail "kalter_logR_hist.csv: fractions do not sum to 1 or do not match kalter.csv's mean ln R"
+    # the long file holds the same fractions, one row per client and bin (client-major)
+    cmp <(awk -F, 'NR > 1 { for (k = 2; k <= NF; k++) print k - 2, $1, $k }' learn/kalter_logR_hist.csv |
+          sort -n -k1,1 -s) <(awk -F, 'NR > 1 { print $2, $1, $3 }' learn/kalter_logR_hist_long.csv) ||
+      fail "kalter_logR_hist_long.csv does not hold kalter_logR_hist.csv's fractions"
     if command -v gnuplot >/dev/null; then
       for png in kalter_R kalter_gain kalter_logR_hist; do
         [ -s "learn/plots/$png.png" ] || fail "plots/$png.png missing"
@@ -222,13 +240,7 @@ gcfl)
   cut -d, -f5 g1/metrics.csv | paste -sd' ' | awk '{ exit !($2 == 2 && $4 > 2) }' ||
     fail "clusters per round: $(cut -d, -f5 g1/metrics.csv | paste -sd' ')"
   ! cmp -s avg/clients.csv g1/clients.csv || fail "gcfl with splits equals FedAvg"
-  rc=0
-  run 2 gstop --set run.stop_at=2 || rc=$?
-  [ "$rc" -eq 75 ] || { cat gstop.log; fail "stop after round 2: exit $rc"; }
-  run 3 gstop --resume auto || { cat gstop.log; fail "gcfl resume on 3 ranks"; }
-  cmp g1/clients.csv gstop/clients.csv || fail "gcfl: the resumed run differs"
-  cmp <(cut -d, -f1,2,5 g1/metrics.csv) <(cut -d, -f1,2,5 gstop/metrics.csv) ||
-    fail "gcfl: loss or clusters of the resumed run differ"
+  stop_resume g1 gstop 2 1,2,5 # step, loss, clusters
   ;;
 gcflplus)
   rm -rf avg warm p1 p2 p4 gc pstop
@@ -248,13 +260,7 @@ gcflplus)
   [ "$got" = "1 2 2 3 3 4" ] || fail "gcflplus clusters per round: $got, want 1 2 2 3 3 4"
   grep -q "round 2: GCFL+ split 1 cluster(s) into 2" p1.log || fail "no GCFL+ split logged"
   ! cmp -s gc/clients.csv p1/clients.csv || fail "gcflplus equals gcfl"
-  rc=0
-  run 2 pstop --set run.stop_at=3 || rc=$?
-  [ "$rc" -eq 75 ] || { cat pstop.log; fail "stop after round 3: exit $rc"; }
-  run 3 pstop --resume auto || { cat pstop.log; fail "gcflplus resume on 3 ranks"; }
-  cmp p1/clients.csv pstop/clients.csv || fail "gcflplus: the resumed run differs"
-  cmp <(cut -d, -f1,2,5 p1/metrics.csv) <(cut -d, -f1,2,5 pstop/metrics.csv) ||
-    fail "gcflplus: loss or clusters of the resumed run differ"
+  stop_resume p1 pstop 3 1,2,5 # step, loss, clusters
   ;;
 oneds)
   rm -rf one o1 o2 obad onone omiss
@@ -300,6 +306,21 @@ oneds)
   expect 66 "NOPE_graph_labels.txt" omiss --set data.setting=oneDS --set data.dir=one \
     --set data.oneds=NOPE
   ;;
+manyclients)
+  rm -rf many
+  run 2 many --set data.clients=40 --set data.graphs=10 --set model.hidden=8 --set train.rounds=1 \
+    --set ckpt.at_end=false --set ckpt.every=0 ||
+    { cat many.log; fail "40 clients"; }
+  grep -q "ln R histograms only in kalter_logR_hist_long.csv: 40 clients" many.log ||
+    { cat many.log; fail "no warning about the wide histogram file"; }
+  [ ! -e many/kalter_logR_hist.csv ] || fail "kalter_logR_hist.csv written for 40 clients"
+  # every client 0..39 has the same bins and its fractions sum to 1
+  awk -F, 'NR > 1 { if (!($2 in n)) m++; s[$2] += $3; n[$2]++ }
+           END { for (k = 0; k < 40; k++) { d = s[k] - 1; if (d < 0) d = -d
+                   if (!(k in n) || n[k] != n[0] || d > 1e-6) bad = 1 }
+                 exit bad || m != 40 }' many/kalter_logR_hist_long.csv ||
+    fail "kalter_logR_hist_long.csv: not 40 clients with the same bins and fractions summing to 1"
+  ;;
 tufiles)
   rm -rf tu tu_ok tu_bad1 tu_bad2
   write_sm tu
@@ -319,7 +340,8 @@ experiment)
   rm -rf xtu xout
   write_sm xtu
   exp=$(cd "$(dirname "$0")/../../experiments/fedkalter" && pwd)
-  export FK_BIN=$exe FK_SEEDS="1 2" FK_NICE=0 FK_ARGS="--set train.rounds=2 --set model.hidden=8 --set run.plots=false"
+  export FK_BIN=$exe FK_SEEDS="1 2" FK_NICE=0
+  export FK_ARGS="--set train.rounds=4 --set train.eval_every=1 --set model.hidden=8 --set run.plots=false"
   bash "$exp/run.sh" xtu xout sm:fedstar sm:fedkalter >x1.log 2>&1 || { cat x1.log; fail "run.sh"; }
   [ "$(tail -n +2 xout/commands.tsv | cut -f1-3,5 | paste -sd' ')" = \
     "$(printf 'sm\tfedstar\t1\t0 sm\tfedkalter\t1\t0 sm\tfedstar\t2\t0 sm\tfedkalter\t2\t0')" ] ||
@@ -340,6 +362,45 @@ experiment)
   grep -q "^| FedStar | 1,2 | .* / " table.md && grep "^| FedStar" table.md | grep -q "| $want / " ||
     { cat table.md; fail "seed 1's client mean $want not in the FedStar row"; }
   grep -q "Fed-Kalter − FedStar, client mean, same seed: s1 .*, s2 " table.md || fail "difference line"
+  # best validation, recomputed here: per run the first round of the highest val_acc, its test_acc
+  best() { awk -F, 'NR > 1 && (NR == 2 || $3 > v) { v = $3; r = $1; t = $4 } END { print r, t }' \
+           "xout/sm-$1-s$2/accuracy.csv"; }
+  for m in fedstar fedkalter; do
+    read -r r1 t1 <<<"$(best $m 1)"
+    read -r r2 t2 <<<"$(best $m 2)"
+    label=FedStar; [ $m = fedkalter ] && label=Fed-Kalter
+    row=$(awk -v l="$label" -v r1="$r1" -v r2="$r2" -v a="$t1" -v b="$t2" 'BEGIN {
+            printf "| %s | 1,2 | %d / %d | %.2f / %.2f | %.2f |", l, r1, r2, 100 * a, 100 * b,
+                   (100 * a + 100 * b) / 2 }')
+    grep -qF "$row" table.md || { cat table.md; fail "best-validation row: want '$row'"; }
+  done
+  # and on hand-made runs: a tie (earliest round), a best round in the middle, the std across
+  # seeds, the difference per seed
+  rm -rf xhand
+  hand() { # hand RUN VAL,TEST... : clients.csv (7 clients at 50 %) and accuracy.csv (rounds 5, 10, ..)
+    local dir=xhand/$1 step=0 vt
+    shift
+    mkdir -p "$dir"
+    echo client,n_train,train_acc,val_acc,test_acc,param_hash_lo,param_hash_hi >"$dir/clients.csv"
+    for k in 0 1 2 3 4 5 6; do echo "$k,10,0.5,0.5,0.5,0,0" >>"$dir/clients.csv"; done
+    echo step,train_acc,val_acc,test_acc,seconds >"$dir/accuracy.csv"
+    for vt in "$@"; do step=$((step + 5)); echo "$step,0.5,$vt,1" >>"$dir/accuracy.csv"; done
+    touch "$dir.done"
+  }
+  hand sm-fedstar-s1 0.5,0.6 0.7,0.8 0.7,0.9
+  hand sm-fedstar-s2 0.6,0.7 0.5,0.1 0.4,0.1
+  hand sm-fedkalter-s1 0.1,0.1 0.2,0.2 0.9,0.3
+  /usr/bin/python3 "$exp/table.py" xhand >hand.md || fail "table.py on hand-made runs"
+  for want in "| FedStar | 1,2 | 10 / 5 | 80.00 / 70.00 | 75.00 | 5.00 | 50.00 |" \
+              "| Fed-Kalter | 1 | 15 | 30.00 | 30.00 | - | 50.00 |" \
+              "Fed-Kalter − FedStar, best-validation test, same seed: s1 -50.00 (mean -50.00; Fed-Kalter ≥ FedStar on 0 of 1 seeds)"; do
+    grep -qF "$want" hand.md || { cat hand.md; fail "hand-made runs: want '$want'"; }
+  done
+  if command -v gnuplot >/dev/null; then
+    rm -rf xpng
+    /usr/bin/python3 "$exp/plots.py" xout xpng >/dev/null || fail "plots.py"
+    [ -s xpng/fedkalter_sm_test.png ] || fail "plots.py wrote no xpng/fedkalter_sm_test.png"
+  fi
   ;;
 *) fail "unknown mode $mode" ;;
 esac

@@ -115,16 +115,69 @@ expect_job() { # expect_job ID STATE RESTARTS EXITCODE
   [ "$ec" = "$4" ] || fail "ExitCode=$ec, expected $4"
 }
 
+# submit_done SCRIPT ARGS...: jobs/SCRIPT through sbatch --wait (TESS_BIN from the environment):
+# exit 0, COMPLETED without a restart.
+submit_done() {
+  sbatch_wait "$src/jobs/$1" "${@:2}"
+  [ "$rc" -eq 0 ] || fail "sbatch --wait exited $rc, expected 0"
+  expect_job "$id" COMPLETED 0 0:0
+}
+
+# submit_until_ckpt BIN SCRIPT ARGS...: jobs/SCRIPT with TESS_BIN=BIN in the background; sets $id
+# and returns once the job has logged its first checkpoint.
+submit_until_ckpt() {
+  id=$(TESS_BIN=$1 sbatch "${sbatch_args[@]}" "$src/jobs/$2" "${@:3}")
+  say "submitted job $id ($2, $TESS_LAUNCHER)"
+  wait_log "checkpoint step=" 120
+}
+
+# stop_job ID usr1|term: preempt the job: USR1 to the batch shell (which forwards it to the app)
+# or TERM to every process of the job.
+stop_job() {
+  if [ "$2" = usr1 ]; then scancel --signal=USR1 --batch "$1"; else scancel --signal=TERM --full "$1"; fi
+  say "signalled job $1 ($2)"
+}
+
+# reference BIN ARGS...: the uninterrupted run, same ranks and options, straight under mpiexec
+# into ref/ (run while the job waits to be requeued).
+reference() {
+  mpiexec -n 2 "$1" --set run.dir=ref "${@:2}" >ref.log 2>&1 || { cat ref.log; fail "reference run failed"; }
+}
+
+# expect_resumed ID RESTARTS: the job COMPLETED after RESTARTS requeues: attempt 1 ended with 75
+# (mpirun exits 1 after a SIGTERM of its own; the job script counts the new checkpoint as 75),
+# the job requeued itself, attempts 2..RESTARTS+1 ran and each resumed from a checkpoint.
+expect_resumed() {
+  local a
+  expect_job "$1" COMPLETED "$2" 0:0
+  grep -Eq "exited with 75|counted as 75" job.out || fail "attempt 1 did not end with 75"
+  grep -q "requeueing job $1" job.out || fail "the job did not requeue itself"
+  for a in $(seq 2 $(($2 + 1))); do
+    grep -q "tess-job: job $1 attempt $a " job.out || fail "no attempt $a (SLURM_RESTART_COUNT=$((a - 1)))"
+  done
+  [ "$(grep -Ec "resumed from step [1-9]" job.out)" -eq "$2" ] ||
+    fail "not every one of the $2 later attempts resumed from a checkpoint"
+}
+
+# preempt BIN SCRIPT usr1|term ARGS...: the preemption job of every app: jobs/SCRIPT with ARGS
+# stopped after its first checkpoint, the reference run of BIN with ARGS meanwhile, then the job
+# must have requeued once and resumed (expect_resumed). The caller compares run/ with ref/.
+preempt() {
+  submit_until_ckpt "$1" "$2" "${@:4}"
+  stop_job "$id" "$3"
+  reference "$1" "${@:4}"
+  wait_final "$id" 200
+  expect_resumed "$id" 1
+}
+
 # The preemption runs: long enough (600 steps, several seconds) to be stopped in the middle.
 long=(--set train.steps=600 --set run.log_every=50 --set train.eval_every=400 --set run.plots=false
       --set ckpt.every=100)
 
 case "$case" in
 srun|mpirun)
-  TESS_LAUNCHER=$case sbatch_wait "$src/jobs/tinylm.sbatch" --set train.steps=60 \
+  TESS_LAUNCHER=$case submit_done tinylm.sbatch --set train.steps=60 \
     --set run.log_every=20 --set train.eval_every=60 --set run.plots=false
-  [ "$rc" -eq 0 ] || fail "sbatch --wait exited $rc, expected 0"
-  expect_job "$id" COMPLETED 0 0:0
   grep -q "tess-job: job $id attempt 1 .*: $case " job.out || fail "job.out does not show the $case launch"
   grep -q "global batch 32 = 2 ranks x 16" job.out || fail "the app did not run on 2 ranks"
   [ "$(tail -n 1 run/metrics.csv | cut -d, -f1)" = 60 ] || fail "run/metrics.csv does not end at step 60"
@@ -140,22 +193,7 @@ bad_config)
   ;;
 preempt_usr1|preempt_term)
   [ "$case" = preempt_usr1 ] || export TESS_LAUNCHER=mpirun
-  id=$(sbatch "${sbatch_args[@]}" "$src/jobs/tinylm.sbatch" "${long[@]}")
-  say "submitted job $id ($TESS_LAUNCHER)"
-  wait_log "checkpoint step=" 90
-  if [ "$case" = preempt_usr1 ]; then scancel --signal=USR1 --batch "$id"
-  else scancel --signal=TERM --full "$id"; fi
-  say "signalled job $id ($case) after its first checkpoint"
-  # The uninterrupted reference, same ranks and options, straight under mpiexec, while the job
-  # waits to be requeued.
-  mpiexec -n 2 "$tinylm" --set run.dir=ref "${long[@]}" >ref.log 2>&1 || { cat ref.log; fail "reference run failed"; }
-  wait_final "$id" 150
-  expect_job "$id" COMPLETED 1 0:0
-  # mpirun exits 1 after a SIGTERM of its own; the job script counts the new checkpoint as 75
-  grep -Eq "tinylm exited with 75|counted as 75" job.out || fail "attempt 1 did not end with 75"
-  grep -q "requeueing job $id" job.out || fail "the job did not requeue itself"
-  grep -q "tess-job: job $id attempt 2 " job.out || fail "no second attempt (SLURM_RESTART_COUNT=1)"
-  grep -Eq "resumed from step [1-9]" job.out || fail "attempt 2 did not resume from a checkpoint"
+  preempt "$tinylm" tinylm.sbatch "${case#preempt_}" "${long[@]}"
   got=(run/checkpoints/ckpt_*.h5) want=(ref/checkpoints/ckpt_*.h5) # 8-digit steps: glob order
   last=${got[-1]} ref_last=${want[-1]}
   [ "$(basename "$last")" = "$(basename "$ref_last")" ] || fail "final checkpoints $last and $ref_last differ in step"
@@ -167,58 +205,33 @@ preempt_usr1|preempt_term)
                  exit bad }' ref/metrics.csv run/metrics.csv || fail "loss rows differ from the uninterrupted run"
   ;;
 requeue_cap)
-  id=$(TESS_MAX_REQUEUES=0 sbatch "${sbatch_args[@]}" "$src/jobs/tinylm.sbatch" "${long[@]}")
-  wait_log "checkpoint step=" 90
-  scancel --signal=USR1 --batch "$id"
+  TESS_MAX_REQUEUES=0 submit_until_ckpt "$tinylm" tinylm.sbatch "${long[@]}"
+  stop_job "$id" usr1
   wait_final "$id" 60
   expect_job "$id" FAILED 0 75:0
   grep -q "(TESS_MAX_REQUEUES): not requeued" job.out || fail "the cap was not reported"
   ;;
 zo_srun)
-  TESS_BIN=$zo sbatch_wait "$src/jobs/zo.sbatch" --set run.plots=false
-  [ "$rc" -eq 0 ] || fail "sbatch --wait exited $rc, expected 0"
-  expect_job "$id" COMPLETED 0 0:0
+  TESS_BIN=$zo submit_done zo.sbatch --set run.plots=false
   grep -q "2 ranks = 2 eval x 1 shard" job.out || fail "zo did not run on 2 ranks"
   [ -s run/metrics.csv ] && [ -s run/results.md ] || fail "zo wrote no metrics.csv or results.md"
   ;;
 moe_srun)
-  TESS_BIN=$moe sbatch_wait "$src/jobs/moe.sbatch" --set run.plots=false --set train.steps=40 \
+  TESS_BIN=$moe submit_done moe.sbatch --set run.plots=false --set train.steps=40 \
     --set train.eval_every=20 --set dist.ep=2
-  [ "$rc" -eq 0 ] || fail "sbatch --wait exited $rc, expected 0"
-  expect_job "$id" COMPLETED 0 0:0
   grep -q "global batch 16 = 2 ranks x 8" job.out || fail "moe did not run on 2 ranks"
   [ -s run/eval.csv ] && [ -s run/routing.csv ] || fail "moe wrote no eval.csv or routing.csv"
   ;;
 zo_preempt)
   zlong=(--set budget.samples=3000000 --set baselines.nlopt_max_evals=500 --set run.plots=false
          --set ckpt.every=20000)
-  id=$(TESS_BIN=$zo sbatch "${sbatch_args[@]}" "$src/jobs/zo.sbatch" "${zlong[@]}")
-  say "submitted zo job $id"
-  wait_log "checkpoint step=" 90
-  scancel --signal=USR1 --batch "$id"
-  say "signalled zo job $id after its first checkpoint"
-  mpiexec -n 2 "$zo" --set run.dir=ref "${zlong[@]}" >ref.log 2>&1 || { cat ref.log; fail "reference run failed"; }
-  wait_final "$id" 150
-  expect_job "$id" COMPLETED 1 0:0
-  grep -q "requeueing job $id" job.out || fail "the job did not requeue itself"
-  grep -Eq "resumed from step [1-9]" job.out || fail "attempt 2 did not resume from a checkpoint"
+  preempt "$zo" zo.sbatch usr1 "${zlong[@]}"
   cmp ref/metrics.csv run/metrics.csv || fail "metrics.csv differs from the uninterrupted run"
   "$tess_ckpt" diff ref/checkpoints run/checkpoints || fail "final state differs from the uninterrupted run"
   ;;
 fedkalter_preempt)
   flong=(--set train.rounds=12 --set train.eval_every=4 --set run.plots=false --set ckpt.every=3)
-  id=$(TESS_BIN=$fedkalter sbatch "${sbatch_args[@]}" "$src/jobs/fedkalter.sbatch" "${flong[@]}")
-  say "submitted fedkalter job $id"
-  wait_log "checkpoint step=" 120
-  scancel --signal=USR1 --batch "$id"
-  say "signalled fedkalter job $id after its first checkpoint"
-  mpiexec -n 2 "$fedkalter" --set run.dir=ref "${flong[@]}" >ref.log 2>&1 || { cat ref.log; fail "reference run failed"; }
-  wait_final "$id" 200
-  expect_job "$id" COMPLETED 1 0:0
-  grep -q "fedkalter exited with 75" job.out || fail "attempt 1 did not end with 75"
-  grep -q "requeueing job $id" job.out || fail "the job did not requeue itself"
-  grep -q "tess-job: job $id attempt 2 " job.out || fail "no second attempt (SLURM_RESTART_COUNT=1)"
-  grep -Eq "resumed from step [1-9]" job.out || fail "attempt 2 did not resume from a checkpoint"
+  preempt "$fedkalter" fedkalter.sbatch usr1 "${flong[@]}"
   # round, loss, bytes, shared floats of the last row per round (the seconds column differs)
   for d in ref run; do
     awk -F, 'FNR > 1 { row[$1] = $1 "," $2 "," $3 "," $4 } END { for (r = 1; r in row; r++) print row[r] }' \
@@ -235,23 +248,14 @@ calm_preempt)
          --set model.channels=32 --set model.ffn=64 --set model.max_neurons=32 --set tok.batch=16
          --set train.batch=4 --set tok.steps=60 --set train.steps=100 --set train.warmup=5
          --set ckpt.every=10)
-  id=$(TESS_BIN=$calm sbatch "${sbatch_args[@]}" "$src/jobs/calm.sbatch" "${clong[@]}")
-  say "submitted calm job $id"
-  wait_log "checkpoint step=" 120
-  scancel --signal=USR1 --batch "$id"
-  say "signalled calm job $id after its first checkpoint (tokenizer stage)"
+  submit_until_ckpt "$calm" calm.sbatch "${clong[@]}" # stopped first in the tokenizer stage
+  stop_job "$id" usr1
   wait_log "resumed from step [1-9]" 120
   wait_log "checkpoint step=(7|8|9)0 " 120
-  scancel --signal=USR1 --batch "$id"
-  say "signalled calm job $id again after a checkpoint of the DAT stage"
-  mpiexec -n 2 "$calm" --set run.dir=ref "${clong[@]}" >ref.log 2>&1 || { cat ref.log; fail "reference run failed"; }
+  stop_job "$id" usr1 # and again after a checkpoint of the DAT stage
+  reference "$calm" "${clong[@]}"
   wait_final "$id" 300
-  expect_job "$id" COMPLETED 2 0:0
-  grep -q "calm exited with 75" job.out || fail "attempt 1 did not end with 75"
-  grep -q "requeueing job $id" job.out || fail "the job did not requeue itself"
-  grep -q "tess-job: job $id attempt 2 " job.out || fail "no second attempt (SLURM_RESTART_COUNT=1)"
-  grep -q "tess-job: job $id attempt 3 " job.out || fail "no third attempt (SLURM_RESTART_COUNT=2)"
-  [ "$(grep -Ec "resumed from step [1-9]" job.out)" -eq 2 ] || fail "attempts 2 and 3 did not both resume"
+  expect_resumed "$id" 2
   grep -q "token ids: [0-9]* read from run/tokens.h5" run/run.log ||
     fail "attempt 3 did not read the token ids cached by attempt 2"
   # the last row per step without the seconds column (rows after the checkpoint are rewritten)
