@@ -201,17 +201,8 @@ tess_status calm_adapt_step(tess_run *run, calm_pretrain *p, int64_t step, tess_
         const uint64_t r = calm_pretrain_draw(run, step, DRAW_ADAPT, first + i);
         calm_pretrain_window(p, base + (int64_t)(r % (uint64_t)a->ntrain), i, true, r >> 32, step);
     }
-    int64_t pairs = 0;
-    tess_registry_zero_grads(p->dat_reg);
-    calm_dat_forward(p->dat, p->tokens, p->frames, p->unit, p->sid, p->count, a->b, &pairs);
-    double tot[3] = {0.0, 0.0, (double)pairs};
-    calm_dat_loss_parts(p->dat, &tot[0], &tot[1]);
-    TESS_CHECK(tess_par_allreduce_f64(g, tot, 3, TESS_PAR_SUM));
-    /* gradsync averages over the ranks: scale by ranks / global pairs for the global mean */
-    calm_dat_backward(p->dat, (float)((double)g->size / tot[2]));
-    TESS_CHECK(tess_gradsync_finish(p->dat_sync, NULL));
-    double gnorm = 0.0;
-    TESS_CHECK(tess_clip_grad_norm(p->dat_reg, p->clip, g, &gnorm)); /* the embeddings' norm */
+    double tot[3], gnorm = 0.0; /* gnorm: the embeddings' norm (the rest is frozen) */
+    TESS_CHECK(calm_pretrain_dat_gradients(run, p, a->b, tot, &gnorm));
     tess_adamw_step(a->opt, (float)a->lr);
     const double row[4] = {(tot[0] + tot[1]) / tot[2], tot[0] / tot[2], tot[1] / tot[2], gnorm};
     if ((k + 1) % 10 == 0 || k + 1 == a->steps) TESS_CHECK(tess_run_metrics_row(run, a->loss_csv, row));

@@ -191,6 +191,12 @@ tess_status calm_pretrain_cache(tess_run *run, calm_pretrain *p);
 void calm_pretrain_window(calm_pretrain *p, int64_t k, int64_t b, bool subsample, uint64_t key,
                           int64_t step);
 uint64_t calm_pretrain_draw(const tess_run *run, int64_t step, uint64_t what, int64_t j);
+/* One DAT gradient on the b windows already in the batch slots (collective over the run's
+ * group): zero the gradients, forward, the global loss parts tot = {cross-entropy sum, MSE sum,
+ * pairs} summed over the ranks, backward scaled to the global mean, gradient sync, clipping
+ * (gnorm = the norm before clipping). The DAT stage and the adaptation stage share it. */
+tess_status calm_pretrain_dat_gradients(tess_run *run, calm_pretrain *p, int64_t b, double tot[3],
+                                        double *gnorm);
 
 /* simulate mode (simulate.c): setup is collective; a step writes this rank's session of the
  * round (global session index cursor + rank), so the files do not depend on the rank count. */

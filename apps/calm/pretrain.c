@@ -782,17 +782,8 @@ static tess_status dat_step(tess_run *run, calm_pretrain *p, int64_t step, tess_
         uint64_t r = draw(run, step, 3, j);
         window_tokens(p, (int64_t)(r % (uint64_t)p->ntrain), i, true, r >> 32, step);
     }
-    int64_t pairs = 0;
-    tess_registry_zero_grads(p->dat_reg);
-    calm_dat_forward(p->dat, p->tokens, p->frames, p->unit, p->sid, p->count, p->dat_b, &pairs);
-    double tot[3] = {0.0, 0.0, (double)pairs};
-    calm_dat_loss_parts(p->dat, &tot[0], &tot[1]);
-    TESS_CHECK(tess_par_allreduce_f64(g, tot, 3, TESS_PAR_SUM));
-    /* gradsync averages over the ranks: scale by ranks / global pairs for the global mean */
-    calm_dat_backward(p->dat, (float)((double)g->size / tot[2]));
-    TESS_CHECK(tess_gradsync_finish(p->dat_sync, NULL));
-    double gnorm = 0.0;
-    TESS_CHECK(tess_clip_grad_norm(p->dat_reg, p->clip, g, &gnorm));
+    double tot[3], gnorm = 0.0;
+    TESS_CHECK(calm_pretrain_dat_gradients(run, p, p->dat_b, tot, &gnorm));
     const double lr = tess_sched_lr(&p->sched, k);
     tess_adamw_step(p->dat_opt, (float)lr);
     const double ce = tot[0] / tot[2], mse = tot[1] / tot[2], mean = ce + mse;
@@ -1093,4 +1084,20 @@ void calm_pretrain_window(calm_pretrain *p, int64_t k, int64_t b, bool subsample
 
 uint64_t calm_pretrain_draw(const tess_run *run, int64_t step, uint64_t what, int64_t j) {
     return draw(run, step, what, j);
+}
+
+tess_status calm_pretrain_dat_gradients(tess_run *run, calm_pretrain *p, int64_t b, double tot[3],
+                                        double *gnorm) {
+    const tess_group *g = tess_run_group(run);
+    int64_t pairs = 0;
+    tess_registry_zero_grads(p->dat_reg);
+    calm_dat_forward(p->dat, p->tokens, p->frames, p->unit, p->sid, p->count, b, &pairs);
+    tot[0] = tot[1] = 0.0;
+    tot[2] = (double)pairs;
+    calm_dat_loss_parts(p->dat, &tot[0], &tot[1]);
+    TESS_CHECK(tess_par_allreduce_f64(g, tot, 3, TESS_PAR_SUM));
+    /* gradsync averages over the ranks: scale by ranks / global pairs for the global mean */
+    calm_dat_backward(p->dat, (float)((double)g->size / tot[2]));
+    TESS_CHECK(tess_gradsync_finish(p->dat_sync, NULL));
+    return tess_clip_grad_norm(p->dat_reg, p->clip, g, gnorm);
 }
