@@ -199,7 +199,7 @@ decode)
   "$mpiexec" -n 2 "$exe" "${small[@]}" --set run.mode=decode --set decode.regime=scratch \
     --set sim.frames=3000 --set sim.animals=2 --set sim.sessions=1 --set tok.steps=50 \
     --set decode.steps=300 --set run.dir=decode > decode.log 2>&1 || { cat decode.log; fail "the run failed"; }
-  grep "^decode (test" decode.log
+  grep "^decode (tail split, test frames" decode.log || fail "no decoding result line in decode.log"
   r2=$(awk -F, '$1 == -1 && $2 == 0 { print $3 }' decode/decode.csv)
   ridge=$(awk -F, '$1 == -1 && $2 == 1 { print $3 }' decode/decode.csv)
   echo "velocity R^2 on the test frames: head $r2, ridge $ridge"
