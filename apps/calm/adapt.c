@@ -145,23 +145,8 @@ static tess_status freeze(tess_registry *reg) {
  * windows (all their neurons up to N_max) and the criterion v[2]: the next-patch MSE with a
  * patch head, else the CE (as the DAT stage's validation). Collective. */
 static tess_status validate(calm_pretrain *p, const tess_group *g, double *v) {
-    const calm_adapt *a = &p->adapt;
-    const int64_t first = p->ntrain + p->ntest + p->nval + a->ntrain; /* in the token cache */
-    int64_t lo = 0, hi = 0, pairs = 0;
-    double tot[3] = {0.0, 0.0, 0.0};
-    tess_par_block_range(a->nval, g->size, g->rank, &lo, &hi);
-    for (int64_t w0 = lo; w0 < hi; w0 += p->eval_b) {
-        const int64_t B = hi - w0 < p->eval_b ? hi - w0 : p->eval_b;
-        for (int64_t b = 0; b < B; b++) calm_pretrain_window(p, first + w0 + b, b, false, 0, 0);
-        calm_dat_forward(p->dat, p->tokens, p->frames, p->unit, p->sid, p->count, B, &pairs);
-        double ce = 0.0, mse = 0.0;
-        calm_dat_loss_parts(p->dat, &ce, &mse);
-        tot[0] += ce, tot[1] += mse, tot[2] += (double)pairs;
-    }
-    TESS_CHECK(tess_par_allreduce_f64(g, tot, 3, TESS_PAR_SUM));
-    v[0] = tot[0] / tot[2], v[1] = tot[1] / tot[2];
-    v[2] = p->datc.head == CALM_HEAD_TOKEN ? v[0] : v[1];
-    return TESS_OK;
+    const int64_t first = p->ntrain + p->ntest + p->nval + p->adapt.ntrain; /* in the token cache */
+    return calm_pretrain_validate_span(p, g, first, p->adapt.nval, v);
 }
 
 /* Validate; keep the parameters as the best when their loss is the lowest so far (step k). */

@@ -195,6 +195,11 @@ uint64_t calm_pretrain_draw(const tess_run *run, int64_t step, uint64_t what, in
  * group): zero the gradients, forward, the global loss parts tot = {cross-entropy sum, MSE sum,
  * pairs} summed over the ranks, backward scaled to the global mean, gradient sync, clipping
  * (gnorm = the norm before clipping). The DAT stage and the adaptation stage share it. */
+/* The DAT's validation losses on the n token-cache windows from first (all their neurons up to
+ * N_max), split over the ranks in blocks: v = {CE, next-patch MSE, criterion} per pair, the
+ * criterion the MSE with a patch head, else the CE. Collective; the DAT and adaptation stages share it. */
+tess_status calm_pretrain_validate_span(calm_pretrain *p, const tess_group *g, int64_t first,
+                                        int64_t n, double v[3]);
 tess_status calm_pretrain_dat_gradients(tess_run *run, calm_pretrain *p, int64_t b, double tot[3],
                                         double *gnorm);
 

@@ -756,21 +756,7 @@ static void window_tokens(calm_pretrain *p, int64_t k, int64_t b, bool subsample
  * forecasts (model.head patch or both), else the CE. Windows split over the ranks in blocks.
  * Collective. */
 static tess_status validate(calm_pretrain *p, const tess_group *g, double *v) {
-    int64_t lo = 0, hi = 0, pairs = 0;
-    double tot[3] = {0.0, 0.0, 0.0};
-    tess_par_block_range(p->nval, g->size, g->rank, &lo, &hi);
-    for (int64_t w0 = lo; w0 < hi; w0 += p->eval_b) {
-        const int64_t B = hi - w0 < p->eval_b ? hi - w0 : p->eval_b;
-        for (int64_t b = 0; b < B; b++) window_tokens(p, p->ntrain + p->ntest + w0 + b, b, false, 0, 0);
-        calm_dat_forward(p->dat, p->tokens, p->frames, p->unit, p->sid, p->count, B, &pairs);
-        double ce = 0.0, mse = 0.0;
-        calm_dat_loss_parts(p->dat, &ce, &mse);
-        tot[0] += ce, tot[1] += mse, tot[2] += (double)pairs;
-    }
-    TESS_CHECK(tess_par_allreduce_f64(g, tot, 3, TESS_PAR_SUM));
-    v[0] = tot[0] / tot[2], v[1] = tot[1] / tot[2];
-    v[2] = p->datc.head == CALM_HEAD_TOKEN ? v[0] : v[1];
-    return TESS_OK;
+    return calm_pretrain_validate_span(p, g, p->ntrain + p->ntest, p->nval, v);
 }
 
 static tess_status dat_step(tess_run *run, calm_pretrain *p, int64_t step, tess_run_step_out *out) {
@@ -1084,6 +1070,25 @@ void calm_pretrain_window(calm_pretrain *p, int64_t k, int64_t b, bool subsample
 
 uint64_t calm_pretrain_draw(const tess_run *run, int64_t step, uint64_t what, int64_t j) {
     return draw(run, step, what, j);
+}
+
+tess_status calm_pretrain_validate_span(calm_pretrain *p, const tess_group *g, int64_t first,
+                                        int64_t n, double v[3]) {
+    int64_t lo = 0, hi = 0, pairs = 0;
+    double tot[3] = {0.0, 0.0, 0.0};
+    tess_par_block_range(n, g->size, g->rank, &lo, &hi);
+    for (int64_t w0 = lo; w0 < hi; w0 += p->eval_b) {
+        const int64_t B = hi - w0 < p->eval_b ? hi - w0 : p->eval_b;
+        for (int64_t b = 0; b < B; b++) window_tokens(p, first + w0 + b, b, false, 0, 0);
+        calm_dat_forward(p->dat, p->tokens, p->frames, p->unit, p->sid, p->count, B, &pairs);
+        double ce = 0.0, mse = 0.0;
+        calm_dat_loss_parts(p->dat, &ce, &mse);
+        tot[0] += ce, tot[1] += mse, tot[2] += (double)pairs;
+    }
+    TESS_CHECK(tess_par_allreduce_f64(g, tot, 3, TESS_PAR_SUM));
+    v[0] = tot[0] / tot[2], v[1] = tot[1] / tot[2];
+    v[2] = p->datc.head == CALM_HEAD_TOKEN ? v[0] : v[1];
+    return TESS_OK;
 }
 
 tess_status calm_pretrain_dat_gradients(tess_run *run, calm_pretrain *p, int64_t b, double tot[3],
