@@ -182,14 +182,19 @@ void tess_nn_moe_rsp_backward_ref(float *dz, float dloss, const float *z, const 
  * DIFFERENT groups count, so the pairs of one group can be computed elsewhere (on the rank that
  * holds both experts) and the parts add up to R_sp. Unnormalised sums for every phi at once:
  * sums[phi] = sum_t (1/(k(k-1))) sum_{s != s', a pair} phi(c_t(s, s')), so R_sp = sums[phi] / N
- * with grp NULL. backward_grp: dz (rows, F) += dloss * d/dz of (1/N) times that sum for phi (grp
- * NULL: tess_nn_moe_rsp_backward). k >= 2. */
-void tess_nn_moe_rsp_sums(double sums[TESS_NN_MOE_PHI_COUNT], const float *z,
+ * with grp NULL. cache (N, tess_nn_moe_rsp_cache_floats(k)) or NULL: the norms and cosines of
+ * every token's pairs, kept for the backward (no recomputation). backward_grp: dz (rows, F) +=
+ * dloss * d/dz of (1/N) times that sum for phi (grp NULL: tess_nn_moe_rsp_backward); cache: the
+ * one rsp_sums wrote for the same z, row_of and grp, or NULL to compute the cosines again.
+ * The dot products run in single-precision lanes, added in double (relative error near 1e-7
+ * for F in the hundreds). k >= 2. */
+static inline int64_t tess_nn_moe_rsp_cache_floats(int64_t k) { return k + k * (k - 1) / 2; }
+void tess_nn_moe_rsp_sums(double sums[TESS_NN_MOE_PHI_COUNT], float *cache, const float *z,
                           const int32_t *row_of, const int32_t *grp, int64_t N, int64_t k,
                           int64_t F);
-void tess_nn_moe_rsp_backward_grp(float *dz, float dloss, const float *z, const int32_t *row_of,
-                                  const int32_t *grp, int64_t N, int64_t k, int64_t F,
-                                  tess_nn_moe_phi phi);
+void tess_nn_moe_rsp_backward_grp(float *dz, float dloss, const float *cache, const float *z,
+                                  const int32_t *row_of, const int32_t *grp, int64_t N, int64_t k,
+                                  int64_t F, tess_nn_moe_phi phi);
 void tess_nn_moe_rsp_sums_ref(double sums[TESS_NN_MOE_PHI_COUNT], const float *z,
                               const int32_t *row_of, const int32_t *grp, int64_t N, int64_t k,
                               int64_t F);
