@@ -87,9 +87,14 @@ struct moe_layer {
     int64_t nsr;                 /* payload rows (F floats) per rank pair in zplan's exchanges */
     tess_dispatch *zplan;        /* the plan of the rows in a split pair (a local plan) */
     int32_t *grp;                /* (N,k) home: the rank of each slot's expert */
-    int32_t *ids;                /* (Rm,2) home rows in expert order: token, in a split pair */
-    float *zc;                   /* (Rm + P nsr, F) home: the split rows' z (forward), dz
-                                  * (backward), with the payload rows */
+    int32_t *ids;                /* (Rm,2) home rows in expert order: token, and 0 or (for a
+                                  * row in a split pair) 1 + its row in zc */
+    int32_t *roc;                /* (N,k) home: row in zc of slot (t,s) in a split pair, else -1 */
+    float *zc;                   /* (Rm + P nsr, F) home: the split rows' z in zplan's order
+                                  * (destination rank, slot), each rank's payload rows after
+                                  * its last slot (at po) */
+    int64_t *po;                 /* (P) the payload's first row in zc per rank */
+    int64_t nzc;                 /* rows of zc in use (split rows + P nsr) */
     int64_t *fs, *fr;            /* (E) split rows sent to / received from each (rank, slot),
                                   * plus nsr on each rank's last slot (the payload) */
     int64_t *go, *uo;            /* (E) offsets of block (source q, slot j) in the expert side's
@@ -266,9 +271,15 @@ static tess_status moe_carve_shared(moe_layer *m, tess_arena *ar, int64_t N) {
 }
 
 /* Home rows of z and of its gradient dz: with ep, z comes home only for R_sp (lambda_sp > 0);
- * without ep the home side is the expert side. */
+ * without ep the home side is the expert side. The fast path keeps the split rows' z (zc) and
+ * dz compact, in zplan's order with the payload rows (R + P nsr rows at most), and no z in
+ * expert order. */
 static int64_t z_rows(const moe_layer *m, int64_t R) {
+    if (m->fast) return 0;
     return !m->plan || m->stack->cfg.lambda_sp > 0 ? R : 0;
+}
+static int64_t dz_rows(const moe_layer *m, int64_t R) {
+    return m->fast ? R + m->P * m->nsr : z_rows(m, R);
 }
 
 /* Width of the home rows sent to the experts: C, and with the fast path two more columns
@@ -316,6 +327,7 @@ static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
     if (m->fast) {
         TESS_CHECK(ints(ar, N * k, &m->grp));
         TESS_CHECK(ints(ar, 2 * R, &m->ids));
+        TESS_CHECK(ints(ar, N * k, &m->roc));
         TESS_CHECK(tess_arena_floats(ar, (R + m->P * m->nsr) * F, &m->zc));
     }
     if (m->grow) return moe_carve_shared(m, ar, max_N); /* the expert side: grow_expert */
@@ -336,12 +348,12 @@ static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
 
 
 /* Backward scratch: dgates (N,k), dprobs, dlogits (N,E), dmass (N); home side dy, dxp (Rm,C),
- * dz (z_rows,F); expert side (Rx rows, carved with a capacity; grown: in the stack's tbuf) dyg, dxg
+ * dz (dz_rows,F); expert side (Rx rows, carved with a capacity; grown: in the stack's tbuf) dyg, dxg
  * (Rx,C), dzg, db (Rx,F); then, with jitter, the router's input gradient (N,C); the shared
  * expert's MLP scratch (2 N Fs). */
 static int64_t scratch_head(const moe_layer *m, int64_t N) {
     const int64_t R = rows_max(m, N), Rx = m->grow ? 0 : rx_max(m, N), C = m->base.C, F = m->F;
-    return N * (m->k + 2 * m->E + 1) + R * 2 * C + z_rows(m, R) * F + Rx * (2 * C + 2 * F) +
+    return N * (m->k + 2 * m->E + 1) + R * 2 * C + dz_rows(m, R) * F + Rx * (2 * C + 2 * F) +
            (m->stack->cfg.jitter > 0 ? N * C : 0);
 }
 
@@ -475,9 +487,21 @@ static void fast_ids(moe_layer *m, int64_t N) {
                 if (m->row_of[t * k + u] >= 0 && m->grp[t * k + u] != m->grp[t * k + s])
                     m->ids[2 * rs + 1] = 1;
         }
+    int64_t c = 0; /* rows of zc: expert order, split rows only, each rank's payload last */
     for (int64_t e = 0; e < E; e++) {
-        m->fs[e] = (e % S == S - 1) ? m->nsr : 0; /* the payload after each rank's last slot */
-        for (int64_t r = m->offs[e]; r < m->offs[e + 1]; r++) m->fs[e] += m->ids[2 * r + 1];
+        m->fs[e] = 0;
+        for (int64_t r = m->offs[e]; r < m->offs[e + 1]; r++)
+            if (m->ids[2 * r + 1]) m->ids[2 * r + 1] = (int32_t)(1 + c++), m->fs[e]++;
+        if (e % S == S - 1) { /* the payload after each rank's last slot */
+            m->po[e / S] = c;
+            m->fs[e] += m->nsr;
+            c += m->nsr;
+        }
+    }
+    m->nzc = c;
+    for (int64_t i = 0; i < N * k; i++) {
+        const int32_t r = m->row_of[i];
+        m->roc[i] = r >= 0 && m->ids[2 * r + 1] ? m->ids[2 * r + 1] - 1 : -1;
     }
 }
 
@@ -529,7 +553,7 @@ static tess_status fast_unpack(moe_layer *m) {
                 while (slot[n] >= 0) n++; /* a token has at most k rows here */
                 TESS_ASSERT(n < k);
                 slot[n] = (int32_t)(m->go[q * S + j] + i);
-                m->fr[q * S + j] += id[1];
+                m->fr[q * S + j] += id[1] != 0;
             }
         }
     return TESS_OK;
@@ -564,11 +588,10 @@ static void fast_pack_expert(moe_layer *m, const float *src, float *dst) {
 
 /* Fast path, after the experts' forward: R_sp's co-located sums of each source's tokens
  * computed here (their cosines kept in rcos), then the split rows' z and the sums back home in
- * one exchange (zplan, a local plan of fs and fr); sp_sums = the split pairs' sums at home (their
- * cosines kept in sp_cos) + the returned ones. */
+ * one exchange (zplan, a local plan of fs and fr) into zc; sp_sums = the split pairs' sums at
+ * home (on zc through roc, their cosines kept in sp_cos) + the returned ones. */
 static tess_status fast_forward(moe_layer *m, int64_t N) {
     const int64_t k = m->k, F = m->F, P = m->P, cw = tess_nn_moe_rsp_cache_floats(k);
-    const int64_t E = m->E, S = m->nle;
     TESS_CHECK(tess_dispatch_plan_local(m->zplan, m->fs, m->fr));
     for (int64_t q = 0; q < P; q++)
         tess_nn_moe_rsp_sums(m->vs + q * TESS_NN_MOE_PHI_COUNT, m->rcos + m->rq[q] / k * cw,
@@ -578,47 +601,33 @@ static tess_status fast_forward(moe_layer *m, int64_t N) {
     const tess_status st = tess_dispatch_reverse(m->zplan, m->xt, m->zc, F);
     exchanged(m, t0, c0);
     TESS_CHECK(st);
-    int64_t c = 0;
-    for (int64_t e = 0; e < E; e++) {
-        for (int64_t r = m->offs[e]; r < m->offs[e + 1]; r++)
-            if (m->ids[2 * r + 1]) memcpy(m->z + r * F, m->zc + (c++) * F, (size_t)F * sizeof(float));
-        if (e % S == S - 1) {
-            pay_get(m->zc + c * F, m->vr + (e / S) * TESS_NN_MOE_PHI_COUNT, TESS_NN_MOE_PHI_COUNT);
-            c += m->nsr;
-        }
-    }
-    tess_nn_moe_rsp_sums(m->sp_sums, m->sp_cos, m->z, m->row_of, m->grp, N, k, F);
+    for (int64_t r = 0; r < P; r++)
+        pay_get(m->zc + m->po[r] * F, m->vr + r * TESS_NN_MOE_PHI_COUNT, TESS_NN_MOE_PHI_COUNT);
+    tess_nn_moe_rsp_sums(m->sp_sums, m->sp_cos, m->zc, m->roc, m->grp, N, k, F);
     for (int64_t q = 0; q < P; q++)
         for (int p = 0; p < TESS_NN_MOE_PHI_COUNT; p++)
             m->sp_sums[p] += m->vr[q * TESS_NN_MOE_PHI_COUNT + p];
     return TESS_OK;
 }
 
-/* Fast path, backward: R_sp's gradient of the split rows at home (dz, those of its Rn rows,
- * from the forward's cosines) travels to the experts (zplan) with this rank's N as the payload,
- * into dzg (the received rows, zeroed elsewhere); the co-located pairs' gradient is added here
- * from rcos, each source's with its own 1/N. dloss = the loss scale times lambda_sp. */
+/* Fast path, backward: R_sp's gradient of the split rows at home (into dz, laid out as zc, from
+ * the forward's cosines) travels to the experts (zplan) with this rank's N as the payload, into
+ * dzg (the received rows, zeroed elsewhere); the co-located pairs' gradient is added there from
+ * rcos, each source's with its own 1/N. dloss = the loss scale times lambda_sp. */
 static tess_status fast_backward(moe_layer *m, float *dz, float *dzg, float dloss, int64_t N) {
-    const int64_t k = m->k, F = m->F, S = m->nle, P = m->P, E = m->E;
+    const int64_t k = m->k, F = m->F, S = m->nle, P = m->P;
     const int64_t cw = tess_nn_moe_rsp_cache_floats(k);
     const tess_nn_moe_phi phi = m->stack->cfg.phi;
     const int64_t *rc = tess_dispatch_recv_counts(m->plan);
-    tess_nn_moe_rsp_backward_grp(dz, dloss, m->sp_cos, m->z, m->row_of, m->grp, N, k, F, phi);
+    memset(dz, 0, (size_t)(m->nzc * F) * sizeof(float));
+    tess_nn_moe_rsp_backward_grp(dz, dloss, m->sp_cos, m->zc, m->roc, m->grp, N, k, F, phi);
     const double n_here = (double)N;
-    int64_t c = 0;
-    for (int64_t e = 0; e < E; e++) {
-        for (int64_t r = m->offs[e]; r < m->offs[e + 1]; r++)
-            if (m->ids[2 * r + 1]) memcpy(m->zc + (c++) * F, dz + r * F, (size_t)F * sizeof(float));
-        if (e % S == S - 1) {
-            pay_put(m, m->zc + c * F, &n_here, 1);
-            c += m->nsr;
-        }
-    }
+    for (int64_t r = 0; r < P; r++) pay_put(m, dz + m->po[r] * F, &n_here, 1);
     const double t0 = tess_timer_now(), c0 = thread_cpu();
-    const tess_status st = tess_dispatch_forward(m->zplan, m->zc, m->xt, F);
+    const tess_status st = tess_dispatch_forward(m->zplan, dz, m->xt, F);
     exchanged(m, t0, c0);
     TESS_CHECK(st);
-    c = 0;
+    int64_t c = 0;
     for (int64_t q = 0; q < P; q++) {
         for (int64_t j = 0; j < S; j++)
             for (int64_t i = 0; i < rc[q * S + j]; i++) {
@@ -766,7 +775,7 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
     float *dmass = dlogits + N * E, *dy = dmass + N, *dxp = dy + R * C, *dz = dxp + R * C;
     /* the expert side: after the home side in the scratch, or (grown) in the stack's tbuf */
     const int64_t Rx = m->grow ? m->rx_cap : rx_max(m, N);
-    float *dyg = m->grow ? m->stack->tbuf : dz + z_rows(m, R) * F;
+    float *dyg = m->grow ? m->stack->tbuf : dz + dz_rows(m, R) * F;
     float *dxg = dyg + Rx * C, *dzg = dxg + Rx * C, *db = dzg + Rx * F;
     if (m->grow) m->xt = db + Rx * F;
     if (!m->plan) dyg = dy, dxg = dxp, dzg = dz; /* the expert side is the home side */
@@ -790,13 +799,8 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
     if (cfg->lambda_o > 0)
         tess_nn_moe_ortho_backward(dy, sc * (float)cfg->lambda_o, m->y, m->row_of, N, k, C);
     /* R_sp's gradient of z, at home; then both to the experts' ranks (fast path: of the rows
-     * in a split pair only, the rows fast_backward reads) */
-    if (m->fast) {
-        for (int64_t r = 0; r < Rn; r++)
-            if (m->ids[2 * r + 1]) memset(dz + r * F, 0, (size_t)F * sizeof(float));
-    } else if (!m->plan || cfg->lambda_sp > 0) {
-        memset(dz, 0, (size_t)(Rn * F) * sizeof(float));
-    }
+     * in a split pair only, in fast_backward) */
+    if (!m->fast && (!m->plan || cfg->lambda_sp > 0)) memset(dz, 0, (size_t)(Rn * F) * sizeof(float));
     if (cfg->lambda_sp > 0 && !m->fast)
         tess_nn_moe_rsp_backward_grp(dz, sc * (float)cfg->lambda_sp, m->sp_cos, m->z, m->row_of,
                                      NULL, N, k, F, cfg->phi);
@@ -897,7 +901,7 @@ static void moe_destroy(tess_nn_ffn *f) {
     free(m->kept);
     free(m->xbuf);
     free(m->fs), free(m->fr), free(m->go), free(m->uo), free(m->nq), free(m->rq);
-    free(m->vs), free(m->vr), free(m->nsrc), free(m->rid), free(m->rof), free(m->rcos);
+    free(m->vs), free(m->vr), free(m->nsrc), free(m->po), free(m->rid), free(m->rof), free(m->rcos);
     tess_dispatch_destroy(&m->zplan);
     tess_dispatch_destroy(&m->plan);
     free(m);
@@ -994,10 +998,10 @@ tess_status tess_nn_moe_stack_make_ffn(void *ctx, int64_t layer, const tess_tfm_
         m->go = calloc(E, sizeof *m->go), m->uo = calloc(E, sizeof *m->uo);
         m->nq = calloc(P, sizeof *m->nq), m->rq = calloc(P, sizeof *m->rq);
         m->vs = calloc(P * np, sizeof *m->vs), m->vr = calloc(P * np, sizeof *m->vr);
-        m->nsrc = calloc(P, sizeof *m->nsrc);
+        m->nsrc = calloc(P, sizeof *m->nsrc), m->po = calloc(P, sizeof *m->po);
         const tess_status zs = tess_dispatch_create(&m->zplan, cfg->ep, m->nle);
         if (zs != TESS_OK || !m->fs || !m->fr || !m->go || !m->uo || !m->nq || !m->rq || !m->vs ||
-            !m->vr || !m->nsrc) {
+            !m->vr || !m->nsrc || !m->po) {
             moe_destroy(&m->base);
             TESS_REQUIRE(false, TESS_ERR_MEM, "cannot allocate an MoE layer's R_sp fast path");
         }
