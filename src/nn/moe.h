@@ -326,10 +326,12 @@ typedef struct tess_nn_moe_stack tess_nn_moe_stack;
  * exchange and two row exchanges in forward (rows out, outputs back), two and one in backward
  * (dY out, dX back). R_sp stays exact across ranks: a pair of a token's slots whose experts live
  * on one rank is computed there (co-located), a pair split across ranks on the token's rank, so
- * with lambda_sp > 0 the token ids travel with the rows (one int exchange), only the z rows in a
- * split pair come back (and their gradient goes out in backward, par/dispatch.h's local plan),
- * and each rank returns the co-located pairs' sums to the tokens' ranks (one MPI_Alltoall of
- * 4 doubles per rank pair, with its N for their gradient's 1/N). With padding or the all-gather
+ * with lambda_sp > 0 the token ids travel with the rows (two more columns of the token rows),
+ * only the z rows in a split pair come back (and their gradient goes out in backward,
+ * par/dispatch.h's local plan), the co-located pairs' sums ride back to the tokens' ranks in
+ * payload rows of that z exchange (and each rank's N, for their gradient's 1/N, in payload
+ * rows of the gradient's): no collective beyond the dropless layer's. The cosines and norms of
+ * forward are kept for backward on both sides. With padding or the all-gather
  * dispatcher (the oracle) z of every row comes back and R_sp is computed at home. With pad (every
  * expert's block padded to the capacity) there is no count exchange: the blocks have a fixed
  * size, exchanged by MPI_Alltoall; the capacity is a function of N, so every rank of ep must
