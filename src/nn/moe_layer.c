@@ -283,8 +283,8 @@ static int64_t dz_rows(const moe_layer *m, int64_t R) {
 }
 
 /* Width of the home rows sent to the experts: C, and with the fast path two more columns
- * carrying each row's ids (token, in a split pair) as int32 bit patterns (MPI moves the bytes of
- * a float row unchanged). */
+ * carrying each row's ids (the token, and nonzero when the row is in a split pair) as int32 bit
+ * patterns (MPI moves the bytes of a float row unchanged). */
 static int64_t xp_width(const moe_layer *m) { return m->base.C + (m->fast ? 2 : 0); }
 
 /* Floats of the expert side's exchange buffer xt for rx received rows: rows of width max(C, F)
@@ -348,7 +348,8 @@ static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
 
 
 /* Backward scratch: dgates (N,k), dprobs, dlogits (N,E), dmass (N); home side dy, dxp (Rm,C),
- * dz (dz_rows,F); expert side (Rx rows, carved with a capacity; grown: in the stack's tbuf) dyg, dxg
+ * dz (dz_rows,F); expert side (Rx rows, carved with a capacity; grown: in the stack's tbuf) dyg,
+ * dxg
  * (Rx,C), dzg, db (Rx,F); then, with jitter, the router's input gradient (N,C); the shared
  * expert's MLP scratch (2 N Fs). */
 static int64_t scratch_head(const moe_layer *m, int64_t N) {
@@ -473,8 +474,9 @@ static tess_status grow_cos(moe_layer *m, int64_t n) {
 }
 
 /* Fast path, home side, before the row exchange: grp, and ids of the Rn rows in expert order
- * (token, whether it is in a pair split across ranks); fs = such rows per expert (= per (rank,
- * slot) of the plan). The ids travel in two extra columns of the token rows (xp_width). */
+ * (token, and for a row in a pair split across ranks 1 + its row in zc, else 0); fs = such rows
+ * per expert (= per (rank, slot) of the plan) plus each rank's payload, po, nzc, and roc. The ids
+ * travel in two extra columns of the token rows (xp_width). */
 static void fast_ids(moe_layer *m, int64_t N) {
     const int64_t k = m->k, E = m->E, S = m->nle;
     for (int64_t i = 0; i < N * k; i++) m->grp[i] = m->topk[i] / (int32_t)S;
@@ -642,7 +644,8 @@ static tess_status fast_backward(moe_layer *m, float *dz, float *dzg, float dlos
     }
     for (int64_t q = 0; q < P; q++)
         if (m->nq[q] > 0 && m->nsrc[q] > 0)
-            tess_nn_moe_rsp_backward_grp(dzg, (float)((double)dloss * (double)m->nq[q] / m->nsrc[q]),
+            tess_nn_moe_rsp_backward_grp(dzg,
+                                         (float)((double)dloss * (double)m->nq[q] / m->nsrc[q]),
                                          m->rcos + m->rq[q] / k * cw, m->zg, m->rof + m->rq[q],
                                          NULL, m->nq[q], k, F, phi);
     return TESS_OK;
@@ -800,7 +803,8 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
         tess_nn_moe_ortho_backward(dy, sc * (float)cfg->lambda_o, m->y, m->row_of, N, k, C);
     /* R_sp's gradient of z, at home; then both to the experts' ranks (fast path: of the rows
      * in a split pair only, in fast_backward) */
-    if (!m->fast && (!m->plan || cfg->lambda_sp > 0)) memset(dz, 0, (size_t)(Rn * F) * sizeof(float));
+    if (!m->fast && (!m->plan || cfg->lambda_sp > 0))
+        memset(dz, 0, (size_t)(Rn * F) * sizeof(float));
     if (cfg->lambda_sp > 0 && !m->fast)
         tess_nn_moe_rsp_backward_grp(dz, sc * (float)cfg->lambda_sp, m->sp_cos, m->z, m->row_of,
                                      NULL, N, k, F, cfg->phi);

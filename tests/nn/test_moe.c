@@ -182,7 +182,8 @@ static void check_rsp_split(void) {
         double sum = split[phi];
         memset(dz, 0, sizeof dz), memset(dzs, 0, sizeof dzs);
         tess_nn_moe_rsp_backward(dz, 0.7f, z, row_of, N, K, F, (tess_nn_moe_phi)phi);
-        tess_nn_moe_rsp_backward_grp(dzs, 0.7f, NULL, z, row_of, grp, N, K, F, (tess_nn_moe_phi)phi);
+        tess_nn_moe_rsp_backward_grp(dzs, 0.7f, NULL, z, row_of, grp, N, K, F,
+                                     (tess_nn_moe_phi)phi);
         /* the forward's cosines and norms, kept: the same gradient without recomputing them */
         memset(dzc, 0, sizeof dzc);
         tess_nn_moe_rsp_backward_grp(dzc, 0.7f, cache, z, row_of, grp, N, K, F,
