@@ -4,7 +4,7 @@
  *
  *   mpiexec -n P bench_moe_ep [--compare 1] [--tokens 2048] [--dim 256] [--hidden 512]
  *       [--experts 8] [--topk 2] [--layers 1] [--reps 5] [--warmup 2] [--threads 1]
- *       [--ep 1] [--sp 0] [--cp 0]
+ *       [--ep 1] [--sp 0] [--cp 0] [--capacity 0]
  *
  * --compare 1 (EP): A = expert parallelism 1 (every rank holds every expert: data parallelism,
  *             expert gradients averaged over the P ranks), B = EP P (rank r holds E/P experts,
@@ -12,6 +12,10 @@
  * --compare 2 (losses): A = L_lb only, B = L_lb + R_sp (lambda 2e-3) + R_cp (lambda 1e-3, needs
  *             --layers 2), both at --ep;
  * --compare 0: A alone (--ep, --sp, --cp), for memory.
+ * --capacity c > 0: every expert capped at ceil(N k (c/100) / E) of a rank's pairs (capacity
+ *             factor c percent, drop by score, no padding), in A and B; with expert parallelism
+ *             the expert side is then carved for E times that (the most the ranks can send),
+ *             not grown from the exchanged counts. 0: dropless.
  * Every rank runs --tokens tokens of width --dim (the same global batch in A and B). A step:
  * zero the gradients, forward with the aux terms, backward, the gradient sync (par/gradsync.h:
  * dense entries averaged over all ranks, expert entries over their expert-data-parallel group).
@@ -129,9 +133,10 @@ static tess_status model_step(model *m, const float *x, float *y, const float *d
 static tess_status run(int argc, char **argv, const tess_group *world, tess_group *self) {
     static const char *const keys[] = {"--compare", "--tokens", "--dim",  "--hidden",
                                        "--experts", "--topk",   "--layers", "--reps",
-                                       "--warmup",  "--threads", "--ep",  "--sp", "--cp"};
-    int64_t o[] = {1, 2048, 256, 512, 8, 2, 1, 5, 2, 1, 1, 0, 0};
-    TESS_CHECK(tess_bench_parse_ints(argc, argv, keys, o, 13, 0, 1 << 24));
+                                       "--warmup",  "--threads", "--ep",  "--sp", "--cp",
+                                       "--capacity"};
+    int64_t o[] = {1, 2048, 256, 512, 8, 2, 1, 5, 2, 1, 1, 0, 0, 0};
+    TESS_CHECK(tess_bench_parse_ints(argc, argv, keys, o, 14, 0, 1 << 24));
     const int64_t cmp = o[0], N = o[1], C = o[2], L = o[6], reps = o[7], warmup = o[8];
     const int P = world->size;
     TESS_REQUIRE(cmp <= 2 && N >= 1 && C >= 1 && L >= 1 && L <= MAXL && reps >= 1 && o[9] >= 1,
@@ -140,8 +145,10 @@ static tess_status run(int argc, char **argv, const tess_group *world, tess_grou
     TESS_REQUIRE(cmp != 2 || L == 2 || o[12] == 0, TESS_ERR_ARG, "R_cp needs --layers 2");
     tess_bench_blas_setup((int)o[9]);
     const int64_t base_kib = tess_bench_proc_kib("VmRSS");
-    const tess_nn_moe_config mc = {.E = o[4], .k = o[5], .F = o[3], .every = 1,
-                                   .lambda_lb = 1e-2, .phi = TESS_NN_MOE_PHI_SQ, .std = 0.02};
+    const tess_nn_moe_config mc = {
+        .E = o[4], .k = o[5], .F = o[3], .every = 1, .lambda_lb = 1e-2, .phi = TESS_NN_MOE_PHI_SQ,
+        .std = 0.02, .drop = o[13] > 0 ? TESS_NN_MOE_DROP_PROBS : TESS_NN_MOE_DROP_NONE,
+        .capacity_factor = (double)o[13] / 100.0};
     tess_nn_moe_config cfg[2] = {mc, mc};
     const int64_t ep[2] = {cmp == 1 ? 1 : o[10], cmp == 1 ? P : o[10]};
     for (int i = 0; i < 2; i++) {
@@ -188,10 +195,11 @@ static tess_status run(int argc, char **argv, const tess_group *world, tess_grou
         const double floor = 4.0 * (2.0 * params + 4.0 * n * (double)C +
                                     (double)L * (n * E + n * k * (2.0 * (double)C + 2.0 * F)));
         if (s == TESS_OK && world->rank == 0)
-            printf("ranks %d\nep_a %lld\nep_b %lld\nvmhwm_kib %.0f\nbase_kib %lld\nparams %.0f\n"
-                   "floor_bytes %.0f\nact_bytes %.0f\nscratch_bytes %.0f\ngrown_bytes %.0f\n",
-                   P, (long long)ep[0], (long long)ep[1], hwm[0], (long long)base_kib, params,
-                   floor, hwm[1], hwm[2], hwm[3]);
+            printf("ranks %d\ncapacity_pct %lld\nep_a %lld\nep_b %lld\nvmhwm_kib %.0f\n"
+                   "base_kib %lld\nparams %.0f\nfloor_bytes %.0f\nact_bytes %.0f\n"
+                   "scratch_bytes %.0f\ngrown_bytes %.0f\n",
+                   P, (long long)o[13], (long long)ep[0], (long long)ep[1], hwm[0],
+                   (long long)base_kib, params, floor, hwm[1], hwm[2], hwm[3]);
     }
     for (int i = 0; i < 2; i++) model_free(&m[i]);
     free(x), free(y), free(dy), free(dx);

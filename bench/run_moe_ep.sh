@@ -8,7 +8,8 @@
 #      the share of it in the expert exchanges at EP = 2, in CPU and in wall time (on a loaded
 #      machine the wall time counts the ranks' descheduling: bench_moe_ep.c);
 #   2. peak memory (VmHWM, the larger rank) against the floor computed from the shapes, EP = 1
-#      and EP = 2, each configuration alone in its run;
+#      and EP = 2 dropless, and EP = 2 with a capacity (factor 1.25, drop by score: the expert
+#      side carved for E C rows instead of grown), each configuration alone in its run;
 #   3. R_sp + R_cp on vs off, two MoE layers (R_cp couples them), alternating: on 1 rank, and
 #      on 2 ranks at EP = 2 (R_sp's co-located fast path: only the z rows of pairs split across
 #      the ranks travel).
@@ -71,19 +72,21 @@ fi
 
 if want 2; then
 echo
-echo "| shape (T per rank, d, d_ff, E, k) | EP | parameters per rank | VmHWM MiB | at start MiB | VmHWM - start MiB | floor MiB | (VmHWM - start) / floor | layer arena MiB | backward scratch MiB | expert side grown MiB |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| shape (T per rank, d, d_ff, E, k) | EP | capacity factor | parameters per rank | VmHWM MiB | at start MiB | VmHWM - start MiB | floor MiB | (VmHWM - start) / floor | layer arena MiB | backward scratch MiB | expert side grown MiB |"
+echo "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for shape in "${shapes[@]}"; do
   set -- $shape
-  for ep in 1 2; do
-    out=$("${mpi[@]}" -n 2 "$exe" --compare 0 --ep "$ep" --tokens "$1" --dim "$2" --hidden "$3" \
-      --experts "$4" --topk "$5" --reps 2 --warmup 1)
-    awk -v s="$1, $2, $3, $4, $5" -v ep="$ep" -v hwm="$(echo "$out" | val vmhwm_kib)" \
+  for spec in "1 0" "2 0" "2 125"; do
+    read -r ep cf <<< "$spec"
+    out=$("${mpi[@]}" -n 2 "$exe" --compare 0 --ep "$ep" --capacity "$cf" --tokens "$1" \
+      --dim "$2" --hidden "$3" --experts "$4" --topk "$5" --reps 2 --warmup 1)
+    awk -v s="$1, $2, $3, $4, $5" -v ep="$ep" -v cf="$cf" -v hwm="$(echo "$out" | val vmhwm_kib)" \
         -v base="$(echo "$out" | val base_kib)" -v fl="$(echo "$out" | val floor_bytes)" \
         -v p="$(echo "$out" | val params)" -v act="$(echo "$out" | val act_bytes)" \
         -v sc="$(echo "$out" | val scratch_bytes)" -v gr="$(echo "$out" | val grown_bytes)" 'BEGIN {
-      m = 1048576; printf "| %s | %d | %.2fM | %.0f | %.0f | %.0f | %.0f | %.2f | %.0f | %.0f | %.0f |\n",
-             s, ep, p / 1e6, hwm / 1024, base / 1024, (hwm - base) / 1024, fl / m,
+      m = 1048576; c = cf > 0 ? sprintf("%.2f", cf / 100) : "none (dropless)"
+      printf "| %s | %d | %s | %.2fM | %.0f | %.0f | %.0f | %.0f | %.2f | %.0f | %.0f | %.0f |\n",
+             s, ep, c, p / 1e6, hwm / 1024, base / 1024, (hwm - base) / 1024, fl / m,
              (hwm - base) * 1024 / fl, act / m, sc / m, gr / m }'
   done
 done

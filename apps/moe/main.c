@@ -50,8 +50,19 @@ static const tess_opt_enum source_names[] = {{"synthetic", MOE_SOURCE_SYNTHETIC}
                                              {"text", MOE_SOURCE_TEXT}};
 TESS_OPT_ENUM_TABLE_CHECK(source_names, MOE_SOURCE_COUNT);
 
+/* run.mode: train (default), or eval: restore a trained run's checkpoint through the driver
+ * (ckpt.resume, ckpt.dir), evaluate it on data.eval_file once, write the evaluation files
+ * (eval.csv, routing.csv, experts.csv, domains.csv, domain_experts.csv, one row set stamped with
+ * the checkpoint's step) into run.dir and change nothing: no step, no checkpoint. */
+typedef enum { MOE_MODE_TRAIN = 0, MOE_MODE_EVAL, MOE_MODE_COUNT } moe_mode;
+static const tess_opt_enum mode_names[] = {{"train", MOE_MODE_TRAIN}, {"eval", MOE_MODE_EVAL}};
+TESS_OPT_ENUM_TABLE_CHECK(mode_names, MOE_MODE_COUNT);
+
 static const tess_opt run_opts[] = {
     TESS_OPT_RESUMABLE(INT, "log_every", 10, 1, INT32_MAX, "steps between metrics.csv rows"),
+    TESS_OPT_RESUMABLE(ENUM, "mode", "train", mode_names,
+                       "train, or eval: evaluate the checkpoint ckpt.resume restores on "
+                       "data.eval_file and stop (no step, no checkpoint)"),
 };
 static const tess_opt model_opts[] = {
     TESS_OPT_INT("layers", 4, 1, 1024, "transformer blocks"),
@@ -94,7 +105,8 @@ static const tess_opt data_opts[] = {
                   "synthetic: Markov chains per domain; text: train_file/eval_file token streams "
                   "with domain labels (jobs/moe-text.sh)"),
     TESS_OPT_STRING("train_file", "runs/moe-text/train.h5", "text: training token stream"),
-    TESS_OPT_STRING("eval_file", "runs/moe-text/val.h5", "text: held-out token stream"),
+    TESS_OPT_RESUMABLE(STRING, "eval_file", "runs/moe-text/val.h5",
+                       "text: held-out token stream (run.mode = eval: any split, e.g. test.h5)"),
     TESS_OPT_INT("vocab", 256, 2, 1 << 24,
                  "vocabulary V shared by the domains (text: the tokenizer's, e.g. 2048)"),
     TESS_OPT_INT("domains", 4, 1, 1024, "synthetic: domains D (Markov chains)"),
@@ -150,6 +162,7 @@ typedef struct {
     int train_csv, eval_csv, route_csv, expert_csv, domain_csv, domain_expert_csv;
     double unigram_loss, first_loss, loss, eval_loss, t_log;
     int64_t steps_run;
+    bool eval_only;                  /* run.mode = eval */
 } moe_app;
 
 static void moe_destroy(void *ctx) {
@@ -350,6 +363,16 @@ static tess_status moe_setup(tess_run *run, void *ctx) {
     const tess_group *dp = tess_run_group(run);
     const uint64_t seed = tess_run_seed(run);
     TESS_CHECK(read_options(a, c, dp->size, seed));
+    a->eval_only = tess_config_enum(c, "run.mode") == MOE_MODE_EVAL;
+    /* run.dir is the evaluation's own: the trained run's files stay as they are */
+    const char *resume = tess_config_string(c, "ckpt.resume");
+    TESS_REQUIRE(!a->eval_only || (resume[0] && (strcmp(resume, "auto") != 0 ||
+                                                 tess_config_string(c, "ckpt.dir")[0])),
+                 TESS_ERR_CONFIG,
+                 "run.mode = eval evaluates a trained run's checkpoint into a new run.dir: set "
+                 "ckpt.resume = auto with ckpt.dir = <trained run>/checkpoints, or ckpt.resume = "
+                 "a checkpoint file (got ckpt.resume = '%s')",
+                 resume);
     const int64_t steps = tess_config_int(c, "train.steps");
     tess_run_set_total(run, (double)steps, steps);
     if (a->src.kind == MOE_SOURCE_TEXT) { /* collective, agreed: the same status on every rank */
@@ -622,6 +645,10 @@ static void batch_load(const moe_app *a, double n, double load[2]) {
 /* One optimizer step on sequences [cursor, cursor + global_B) of the training stream. */
 static tess_status moe_step(tess_run *run, void *ctx, int64_t step, tess_run_step_out *out) {
     moe_app *a = ctx;
+    TESS_REQUIRE(!a->eval_only, TESS_ERR_CONFIG,
+                 "run.mode = eval: no checkpoint was restored (ckpt.resume = %s, ckpt.dir = '%s')",
+                 tess_config_string(tess_run_config(run), "ckpt.resume"),
+                 tess_config_string(tess_run_config(run), "ckpt.dir"));
     const tess_group *dp = tess_run_group(run);
     const int64_t cursor = out->data_cursor, done = step + 1, steps = a->sched.total_steps;
     const bool log = done % a->log_every == 0 || done == steps;
@@ -681,6 +708,22 @@ static tess_status moe_step(tess_run *run, void *ctx, int64_t step, tess_run_ste
     return TESS_OK;
 }
 
+/* run.mode = eval, after the driver restored the checkpoint: one evaluation (stamped with its
+ * step), then the run's length set to that step, so that the driver runs no step and writes no
+ * checkpoint. Collective on the run's group. */
+static tess_status moe_restored(tess_run *run, void *ctx) {
+    moe_app *a = ctx;
+    if (!a->eval_only) return TESS_OK;
+    const int64_t at = tess_run_start_step(run);
+    TESS_CHECK(evaluate(run, a, tess_run_group(run)));
+    tess_log_info("moe: eval of the checkpoint at step %lld on %lld held-out sequences: loss "
+                  "%.6g (perplexity %.4g), unigram baseline %.4g",
+                  (long long)at, (long long)a->eval_batch, a->eval_loss, exp(a->eval_loss),
+                  a->unigram_loss);
+    tess_run_set_total(run, (double)at, at);
+    return TESS_OK;
+}
+
 static tess_status moe_finish(tess_run *run, void *ctx) {
     moe_app *a = ctx;
     const double seconds = tess_timer_elapsed(tess_run_timers(run),
@@ -698,7 +741,8 @@ static const tess_run_app moe_run_app = {
     .name = "moe", .unit = "step", .rate_unit = "tok", .default_dir = "runs/moe",
     .sections = sections, .nsections = sizeof sections / sizeof sections[0],
     .run_opts = run_opts, .nrun_opts = sizeof run_opts / sizeof run_opts[0],
-    .setup = moe_setup, .step = moe_step, .finish = moe_finish, .destroy = moe_destroy};
+    .setup = moe_setup, .restored = moe_restored, .step = moe_step, .finish = moe_finish,
+    .destroy = moe_destroy};
 
 int main(int argc, char **argv) {
     moe_app app = {0};

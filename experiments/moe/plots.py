@@ -117,6 +117,25 @@ def per_layer(runs, cell, column):
     return [(layer, *mean_std(v)) for layer, v in sorted(per.items())]
 
 
+def line(tmp, tag, fam, abl, rows, points=False):
+    """Write rows (x, mean, std, ...) to a data file in tmp; the gnuplot clause drawing them as
+    error-bar lines in the cell's style: colour per ablation, dash (and with points, the marker)
+    per family."""
+    path = os.path.join(tmp, f"{tag}-{fam}-{abl}.dat")
+    write(path, rows)
+    lt = "1" if fam == "vanilla" else "2"
+    pts = f" pt {'7' if fam == 'vanilla' else '5'} ps 0.8" if points else ""
+    return (f"'{path}' using 1:2:3 with yerrorlines lw 2 dt {lt}{pts} "
+            f"lc rgb '{COLOR[abl]}' title '{FAMLABEL[fam]} {LABEL[abl]}'")
+
+
+def draw(png, title, subtitle, xlabel, ylabel, settings, clauses):
+    """One PNG of the clauses (none: no file), after the header and the settings."""
+    if clauses:
+        gnuplot(header(png, title, subtitle, xlabel, ylabel) + settings + "plot "
+                + ", ".join(clauses) + "\n")
+
+
 def main(out, pngdir, name):
     runs = load(out)
     if not runs:
@@ -129,40 +148,22 @@ def main(out, pngdir, name):
     tmp = tempfile.mkdtemp()
 
     # Held-out loss, L_lb against +R_sp+R_cp in both families (error bars: sample std).
-    plots = []
-    for fam in FAMILIES:
-        for abl in ["lb", "spcp"]:
-            c = curves(runs, (fam, abl), "val_loss", first)
-            if c:
-                path = os.path.join(tmp, f"loss-{fam}-{abl}.dat")
-                write(path, c)
-                lt = "1" if fam == "vanilla" else "2"
-                plots.append(f"'{path}' using 1:2:3 with yerrorlines lw 2 dt {lt} "
-                             f"lc rgb '{COLOR[abl]}' title '{FAMLABEL[fam]} {LABEL[abl]}'")
-    if plots:
-        png = os.path.join(pngdir, f"{name}_val_loss.png")
-        gnuplot(header(png, f"moe: held-out loss, mean and std over {nseeds}", sub,
-                       "optimizer step", "held-out cross-entropy (nats/token)")
-                + xr + "plot " + ", ".join(plots) + "\n")
+    cells = [(fam, abl) for fam in FAMILIES for abl in ["lb", "spcp"]]
+    draw(os.path.join(pngdir, f"{name}_val_loss.png"),
+         f"moe: held-out loss, mean and std over {nseeds}", sub, "optimizer step",
+         "held-out cross-entropy (nats/token)", xr,
+         [line(tmp, "loss", fam, abl, c) for fam, abl in cells
+          if (c := curves(runs, (fam, abl), "val_loss", first))])
 
     # Paired differences to L_lb (same seed, same held-out sequences).
-    plots = []
-    for fam in FAMILIES:
-        for abl in ABL[1:]:
-            c = curves(runs, (fam, abl), "val_loss", first, base=(fam, "lb"))
-            if c:
-                path = os.path.join(tmp, f"delta-{fam}-{abl}.dat")
-                write(path, c)
-                lt = "1" if fam == "vanilla" else "2"
-                plots.append(f"'{path}' using 1:2:3 with yerrorlines lw 2 dt {lt} "
-                             f"lc rgb '{COLOR[abl]}' title '{FAMLABEL[fam]} {LABEL[abl]}'")
-    if plots:
-        png = os.path.join(pngdir, f"{name}_val_delta.png")
-        gnuplot(header(png, "moe: held-out loss minus the same seed's L_lb run "
-                       f"(mean and std over {nseeds}; < 0: better)", sub,
-                       "optimizer step", "difference in held-out loss (nats/token)")
-                + xr + "set key outside right top\nset xzeroaxis lw 1 lc rgb '#808080'\n"
-                "plot " + ", ".join(plots) + "\n")
+    cells = [(fam, abl) for fam in FAMILIES for abl in ABL[1:]]
+    draw(os.path.join(pngdir, f"{name}_val_delta.png"),
+         "moe: held-out loss minus the same seed's L_lb run "
+         f"(mean and std over {nseeds}; < 0: better)", sub, "optimizer step",
+         "difference in held-out loss (nats/token)",
+         xr + "set key outside right top\nset xzeroaxis lw 1 lc rgb '#808080'\n",
+         [line(tmp, "delta", fam, abl, c) for fam, abl in cells
+          if (c := curves(runs, (fam, abl), "val_loss", first, base=(fam, "lb")))])
 
     # Per-layer routing entropy and cos^2 at the last evaluation (x offset per family).
     for column, what, ylabel in [
@@ -174,21 +175,14 @@ def main(out, pngdir, name):
             for ai, abl in enumerate(ABL):
                 c = per_layer(runs, (fam, abl), column)
                 if c:
-                    path = os.path.join(tmp, f"{column}-{fam}-{abl}.dat")
                     off = (ai - 2.5) * 0.03 + (0.2 if fam == "deepseek" else 0.0)
-                    write(path, [(layer + off, m, s) for layer, m, s in c])
                     last = max(last, c[-1][0])
-                    lt = "1" if fam == "vanilla" else "2"
-                    pt = "7" if fam == "vanilla" else "5"
-                    plots.append(f"'{path}' using 1:2:3 with yerrorlines lw 2 dt {lt} pt {pt} "
-                                 f"ps 0.8 lc rgb '{COLOR[abl]}' title '{FAMLABEL[fam]} "
-                                 f"{LABEL[abl]}'")
-        if plots:
-            png = os.path.join(pngdir, f"{name}_{column}.png")
-            gnuplot(header(png, f"moe: {what}, last evaluation (mean and std over "
-                           f"{nseeds})", sub, "MoE layer (0 = first)", ylabel)
-                    + f"set xtics 1\nset xrange [-0.3:{last + 0.6:g}]\n"
-                    "set key outside right top\nplot " + ", ".join(plots) + "\n")
+                    plots.append(line(tmp, column, fam, abl,
+                                      [(layer + off, m, s) for layer, m, s in c], points=True))
+        draw(os.path.join(pngdir, f"{name}_{column}.png"),
+             f"moe: {what}, last evaluation (mean and std over {nseeds})", sub,
+             "MoE layer (0 = first)", ylabel,
+             f"set xtics 1\nset xrange [-0.3:{last + 0.6:g}]\nset key outside right top\n", plots)
     for f in os.listdir(tmp):
         os.remove(os.path.join(tmp, f))
     os.rmdir(tmp)

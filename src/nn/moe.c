@@ -318,53 +318,121 @@ static inline bool pair_on(const int32_t *rows, const int32_t *grp, int64_t s, i
     return rows[s] >= 0 && rows[r] >= 0 && (!grp || grp[s] != grp[r]);
 }
 
-/* One token's slots: norms nrm (k) and the cosine matrix cs (k,k) of its z rows, for the pairs
- * pair_on (others: c = 0); den (k,k) the clamped denominators. */
-static void token_cos(float *nrm, float *cs, float *den, const float *z, const int32_t *rows,
-                      const int32_t *grp, int64_t k, int64_t F) {
-    for (int64_t s = 0; s < k; s++) {
-        nrm[s] = 0.0f;
-        bool in_pair = false; /* dropped, or with grp in no split pair: z may not be there */
-        for (int64_t r = 0; r < k && !in_pair; r++) in_pair = r != s && pair_on(rows, grp, s, r);
-        if (in_pair) nrm[s] = (float)sqrt(tess_tensor_sqnorm(z + (int64_t)rows[s] * F, F));
+/* <u, v> over n floats in 16 single-precision lanes (blocks of a known trip count, vectorised
+ * at -O2 like tess_tensor_axpy), the lanes added in double: each lane sums n/16 products, so for
+ * R_sp's rows (n = F in the hundreds) the relative error stays near 1e-7, far inside the 1e-5 of
+ * the _ref comparisons, at half the work of double lanes. */
+#define MOE_DOT_LANES 16
+/* Slots per token handled by the fast R_sp without allocation. */
+#define MOE_KMAX 16
+static inline void dot_block(float *restrict acc, const float *restrict u,
+                             const float *restrict v) {
+    for (int i = 0; i < MOE_DOT_LANES; i++) acc[i] += u[i] * v[i];
+}
+static float dot_f32(const float *u, const float *v, int64_t n) {
+    float acc[MOE_DOT_LANES] = {0};
+    int64_t i = 0;
+    for (; i + MOE_DOT_LANES <= n; i += MOE_DOT_LANES) dot_block(acc, u + i, v + i);
+    double t = 0.0;
+    for (; i < n; i++) t += (double)u[i] * v[i];
+    for (int j = 0; j < MOE_DOT_LANES; j++) t += acc[j];
+    return (float)t;
+}
+
+/* out = {<u,u>, <v,v>, <u,v>} in one pass over u and v, each as dot_f32 computes it (same lanes,
+ * same order: a norm does not depend on the row it was paired with). */
+static inline void dot3_block(float *restrict uu, float *restrict vv, float *restrict uv,
+                              const float *restrict u, const float *restrict v) {
+    for (int i = 0; i < MOE_DOT_LANES; i++) {
+        uu[i] += u[i] * u[i];
+        vv[i] += v[i] * v[i];
+        uv[i] += u[i] * v[i];
     }
+}
+static void dot3_f32(float out[3], const float *u, const float *v, int64_t n) {
+    float uu[MOE_DOT_LANES] = {0}, vv[MOE_DOT_LANES] = {0}, uv[MOE_DOT_LANES] = {0};
+    int64_t i = 0;
+    for (; i + MOE_DOT_LANES <= n; i += MOE_DOT_LANES) dot3_block(uu, vv, uv, u + i, v + i);
+    double t[3] = {0.0, 0.0, 0.0};
+    for (; i < n; i++) {
+        t[0] += (double)u[i] * u[i];
+        t[1] += (double)v[i] * v[i];
+        t[2] += (double)u[i] * v[i];
+    }
+    for (int j = 0; j < MOE_DOT_LANES; j++) t[0] += uu[j], t[1] += vv[j], t[2] += uv[j];
+    for (int j = 0; j < 3; j++) out[j] = (float)t[j];
+}
+
+/* One token's slots: norms nrm (k) and the cosine matrix cs (k,k) of its z rows, for the pairs
+ * pair_on (others: c = 0). With a cache row (tess_nn_moe_rsp_cache_floats(k): the k norms, then
+ * the cosines of the pairs s < r in row-major order) read it (from), or also write it (keep). */
+static void token_cos(float *nrm, float *cs, const float *z, const int32_t *rows,
+                      const int32_t *grp, int64_t k, int64_t F, const float *from, float *keep) {
+    if (from) {
+        for (int64_t s = 0, p = k; s < k; s++) {
+            nrm[s] = from[s];
+            cs[s * k + s] = 0.0f;
+            for (int64_t r = s + 1; r < k; r++, p++) cs[s * k + r] = cs[r * k + s] = from[p];
+        }
+        return;
+    }
+    /* a slot's norm is computed with its first pair (one pass for both rows and their dot
+     * product when neither norm is known: k = 2); slots in no pair (dropped, or with grp in no
+     * split pair, whose z may not be there) keep 0 */
+    bool known[MOE_KMAX];
+    for (int64_t s = 0; s < k; s++) nrm[s] = 0.0f, cs[s * k + s] = 0.0f, known[s] = false;
     for (int64_t s = 0; s < k; s++)
         for (int64_t r = s + 1; r < k; r++) {
-            if (!pair_on(rows, grp, s, r)) {
-                den[s * k + r] = den[r * k + s] = 1.0f;
-                cs[s * k + r] = cs[r * k + s] = 0.0f;
-                continue;
+            cs[s * k + r] = cs[r * k + s] = 0.0f;
+            if (!pair_on(rows, grp, s, r)) continue;
+            const float *u = z + (int64_t)rows[s] * F, *v = z + (int64_t)rows[r] * F;
+            float d;
+            if (!known[s] && !known[r]) {
+                float g[3];
+                dot3_f32(g, u, v, F);
+                nrm[s] = sqrtf(g[0]), nrm[r] = sqrtf(g[1]), d = g[2];
+            } else {
+                if (!known[s]) nrm[s] = sqrtf(dot_f32(u, u, F));
+                if (!known[r]) nrm[r] = sqrtf(dot_f32(v, v, F));
+                d = dot_f32(u, v, F);
             }
-            const double d = tess_tensor_dot(z + (int64_t)rows[s] * F, z + (int64_t)rows[r] * F, F);
-            float dn = fmaxf(nrm[s] * nrm[r], TESS_NN_MOE_COS_EPS);
-            den[s * k + r] = den[r * k + s] = dn;
-            cs[s * k + r] = cs[r * k + s] = (float)(d / dn);
+            known[s] = known[r] = true;
+            cs[s * k + r] = cs[r * k + s] = d / fmaxf(nrm[s] * nrm[r], TESS_NN_MOE_COS_EPS);
+        }
+    if (keep)
+        for (int64_t s = 0, p = k; s < k; s++) {
+            keep[s] = nrm[s];
+            for (int64_t r = s + 1; r < k; r++, p++) keep[p] = cs[s * k + r];
         }
 }
 
-/* du (n) += a v + b u in one pass, in blocks of a known trip count (vectorised at -O2, as
- * tess_tensor_axpy); du must not alias u or v. */
-static inline void add2_block(float *restrict du, float a, const float *restrict v, float b,
-                              const float *restrict u, int64_t m) {
-    for (int64_t i = 0; i < m; i++) du[i] += a * v[i] + b * u[i];
+/* A pair's gradient in one pass over its rows: du (n) += a v - bu u, dv (n) += a u - bv v, in
+ * blocks of a known trip count (vectorised at -O2, as tess_tensor_axpy); du, dv, u, v four
+ * distinct rows. */
+static inline void pair_grad_block(float *restrict du, float *restrict dv, float a, float bu,
+                                   float bv, const float *restrict u, const float *restrict v,
+                                   int64_t m) {
+    for (int64_t i = 0; i < m; i++) {
+        du[i] += a * v[i] - bu * u[i];
+        dv[i] += a * u[i] - bv * v[i];
+    }
 }
-static void add2(float *du, float a, const float *v, float b, const float *u, int64_t n) {
+static void pair_grad(float *du, float *dv, float a, float bu, float bv, const float *u,
+                      const float *v, int64_t n) {
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16) add2_block(du + i, a, v + i, b, u + i, 16);
-    add2_block(du + i, a, v + i, b, u + i, n - i);
+    for (; i + 16 <= n; i += 16) pair_grad_block(du + i, dv + i, a, bu, bv, u + i, v + i, 16);
+    pair_grad_block(du + i, dv + i, a, bu, bv, u + i, v + i, n - i);
 }
 
-/* Slots per token handled by the fast R_sp without allocation. */
-#define MOE_KMAX 16
 
 float tess_nn_moe_rsp_forward(const float *z, const int32_t *row_of, int64_t N, int64_t k,
                               int64_t F, tess_nn_moe_phi phi) {
     TESS_ASSERT(k >= 2 && k <= MOE_KMAX);
-    float nrm[MOE_KMAX], cs[MOE_KMAX * MOE_KMAX], den[MOE_KMAX * MOE_KMAX];
+    float nrm[MOE_KMAX], cs[MOE_KMAX * MOE_KMAX];
     double acc = 0.0;
     for (int64_t t = 0; t < N; t++) {
         const int32_t *rows = row_of + t * k;
-        token_cos(nrm, cs, den, z, rows, NULL, k, F);
+        token_cos(nrm, cs, z, rows, NULL, k, F, NULL, NULL);
         for (int64_t s = 0; s < k; s++)
             for (int64_t r = s + 1; r < k; r++)
                 if (rows[s] >= 0 && rows[r] >= 0) acc += 2.0 * phi_value(phi, cs[s * k + r]);
@@ -372,15 +440,16 @@ float tess_nn_moe_rsp_forward(const float *z, const int32_t *row_of, int64_t N, 
     return (float)(acc / ((double)N * (double)(k * (k - 1))));
 }
 
-void tess_nn_moe_rsp_sums(double sums[TESS_NN_MOE_PHI_COUNT], const float *z,
+void tess_nn_moe_rsp_sums(double sums[TESS_NN_MOE_PHI_COUNT], float *cache, const float *z,
                           const int32_t *row_of, const int32_t *grp, int64_t N, int64_t k,
                           int64_t F) {
     TESS_ASSERT(k >= 2 && k <= MOE_KMAX);
-    float nrm[MOE_KMAX], cs[MOE_KMAX * MOE_KMAX], den[MOE_KMAX * MOE_KMAX];
+    const int64_t cw = tess_nn_moe_rsp_cache_floats(k);
+    float nrm[MOE_KMAX], cs[MOE_KMAX * MOE_KMAX];
     double acc[TESS_NN_MOE_PHI_COUNT] = {0};
     for (int64_t t = 0; t < N; t++) {
         const int32_t *rows = row_of + t * k, *g = grp ? grp + t * k : NULL;
-        token_cos(nrm, cs, den, z, rows, g, k, F);
+        token_cos(nrm, cs, z, rows, g, k, F, NULL, cache ? cache + t * cw : NULL);
         for (int64_t s = 0; s < k; s++)
             for (int64_t r = s + 1; r < k; r++)
                 if (pair_on(rows, g, s, r))
@@ -416,35 +485,34 @@ void tess_nn_moe_rsp_sums_ref(double sums[TESS_NN_MOE_PHI_COUNT], const float *z
 
 void tess_nn_moe_rsp_backward(float *dz, float dloss, const float *z, const int32_t *row_of,
                               int64_t N, int64_t k, int64_t F, tess_nn_moe_phi phi) {
-    tess_nn_moe_rsp_backward_grp(dz, dloss, z, row_of, NULL, N, k, F, phi);
+    tess_nn_moe_rsp_backward_grp(dz, dloss, NULL, z, row_of, NULL, N, k, F, phi);
 }
 
-void tess_nn_moe_rsp_backward_grp(float *dz, float dloss, const float *z, const int32_t *row_of,
-                                  const int32_t *grp, int64_t N, int64_t k, int64_t F,
-                                  tess_nn_moe_phi phi) {
+void tess_nn_moe_rsp_backward_grp(float *dz, float dloss, const float *cache, const float *z,
+                                  const int32_t *row_of, const int32_t *grp, int64_t N, int64_t k,
+                                  int64_t F, tess_nn_moe_phi phi) {
     /* Unordered pair {s,r} counted twice: dR/du = 2 phi'(c) dc/du / (N k (k-1)), with
-     * dc/du = v/den - c u/|u|^2 when the denominator is |u||v| (unclamped), v/den otherwise. */
+     * dc/du = v/den - c u/|u|^2 when the denominator is |u||v| (unclamped), v/den otherwise;
+     * dR/dv likewise, both in one pass (pair_grad). */
     TESS_ASSERT(k >= 2 && k <= MOE_KMAX);
-    float nrm[MOE_KMAX], cs[MOE_KMAX * MOE_KMAX], den[MOE_KMAX * MOE_KMAX];
+    const int64_t cw = tess_nn_moe_rsp_cache_floats(k);
+    float nrm[MOE_KMAX], cs[MOE_KMAX * MOE_KMAX];
     const double w = 2.0 * (double)dloss / ((double)N * (double)(k * (k - 1)));
     for (int64_t t = 0; t < N; t++) {
         const int32_t *rows = row_of + t * k, *g = grp ? grp + t * k : NULL;
-        token_cos(nrm, cs, den, z, rows, g, k, F);
-        for (int64_t s = 0; s < k; s++) {
-            if (rows[s] < 0) continue;
-            const float *u = z + (int64_t)rows[s] * F;
-            float *du = dz + (int64_t)rows[s] * F;
-            for (int64_t r = 0; r < k; r++) {
-                if (r == s || !pair_on(rows, g, s, r)) continue;
-                const float *v = z + (int64_t)rows[r] * F;
-                const float c = cs[s * k + r], dn = den[s * k + r];
+        token_cos(nrm, cs, z, rows, g, k, F, cache ? cache + t * cw : NULL, NULL);
+        for (int64_t s = 0; s < k; s++)
+            for (int64_t r = s + 1; r < k; r++) {
+                if (!pair_on(rows, g, s, r)) continue;
+                const float *u = z + (int64_t)rows[s] * F, *v = z + (int64_t)rows[r] * F;
+                const float c = cs[s * k + r], prod = nrm[s] * nrm[r];
                 const float a = (float)(w * phi_slope(phi, c));
-                const bool clamped = nrm[s] * nrm[r] < TESS_NN_MOE_COS_EPS;
+                const bool clamped = prod < TESS_NN_MOE_COS_EPS;
                 const float bu = clamped ? 0.0f : a * c / (nrm[s] * nrm[s]);
-                const float av = a / dn;
-                add2(du, av, v, -bu, u, F);
+                const float bv = clamped ? 0.0f : a * c / (nrm[r] * nrm[r]);
+                pair_grad(dz + (int64_t)rows[s] * F, dz + (int64_t)rows[r] * F,
+                          a / (clamped ? TESS_NN_MOE_COS_EPS : prod), bu, bv, u, v, F);
             }
-        }
     }
 }
 

@@ -182,14 +182,19 @@ void tess_nn_moe_rsp_backward_ref(float *dz, float dloss, const float *z, const 
  * DIFFERENT groups count, so the pairs of one group can be computed elsewhere (on the rank that
  * holds both experts) and the parts add up to R_sp. Unnormalised sums for every phi at once:
  * sums[phi] = sum_t (1/(k(k-1))) sum_{s != s', a pair} phi(c_t(s, s')), so R_sp = sums[phi] / N
- * with grp NULL. backward_grp: dz (rows, F) += dloss * d/dz of (1/N) times that sum for phi (grp
- * NULL: tess_nn_moe_rsp_backward). k >= 2. */
-void tess_nn_moe_rsp_sums(double sums[TESS_NN_MOE_PHI_COUNT], const float *z,
+ * with grp NULL. cache (N, tess_nn_moe_rsp_cache_floats(k)) or NULL: the norms and cosines of
+ * every token's pairs, kept for the backward (no recomputation). backward_grp: dz (rows, F) +=
+ * dloss * d/dz of (1/N) times that sum for phi (grp NULL: tess_nn_moe_rsp_backward); cache: the
+ * one rsp_sums wrote for the same z, row_of and grp, or NULL to compute the cosines again.
+ * The dot products run in single-precision lanes, added in double (relative error near 1e-7
+ * for F in the hundreds). k >= 2. */
+static inline int64_t tess_nn_moe_rsp_cache_floats(int64_t k) { return k + k * (k - 1) / 2; }
+void tess_nn_moe_rsp_sums(double sums[TESS_NN_MOE_PHI_COUNT], float *cache, const float *z,
                           const int32_t *row_of, const int32_t *grp, int64_t N, int64_t k,
                           int64_t F);
-void tess_nn_moe_rsp_backward_grp(float *dz, float dloss, const float *z, const int32_t *row_of,
-                                  const int32_t *grp, int64_t N, int64_t k, int64_t F,
-                                  tess_nn_moe_phi phi);
+void tess_nn_moe_rsp_backward_grp(float *dz, float dloss, const float *cache, const float *z,
+                                  const int32_t *row_of, const int32_t *grp, int64_t N, int64_t k,
+                                  int64_t F, tess_nn_moe_phi phi);
 void tess_nn_moe_rsp_sums_ref(double sums[TESS_NN_MOE_PHI_COUNT], const float *z,
                               const int32_t *row_of, const int32_t *grp, int64_t N, int64_t k,
                               int64_t F);
@@ -321,10 +326,12 @@ typedef struct tess_nn_moe_stack tess_nn_moe_stack;
  * exchange and two row exchanges in forward (rows out, outputs back), two and one in backward
  * (dY out, dX back). R_sp stays exact across ranks: a pair of a token's slots whose experts live
  * on one rank is computed there (co-located), a pair split across ranks on the token's rank, so
- * with lambda_sp > 0 the token ids travel with the rows (one int exchange), only the z rows in a
- * split pair come back (and their gradient goes out in backward, par/dispatch.h's local plan),
- * and each rank returns the co-located pairs' sums to the tokens' ranks (one MPI_Alltoall of
- * 4 doubles per rank pair, with its N for their gradient's 1/N). With padding or the all-gather
+ * with lambda_sp > 0 the token ids travel with the rows (two more columns of the token rows),
+ * only the z rows in a split pair come back (and their gradient goes out in backward,
+ * par/dispatch.h's local plan), the co-located pairs' sums ride back to the tokens' ranks in
+ * payload rows of that z exchange (and each rank's N, for their gradient's 1/N, in payload
+ * rows of the gradient's): no collective beyond the dropless layer's. The cosines and norms of
+ * forward are kept for backward on both sides. With padding or the all-gather
  * dispatcher (the oracle) z of every row comes back and R_sp is computed at home. With pad (every
  * expert's block padded to the capacity) there is no count exchange: the blocks have a fixed
  * size, exchanged by MPI_Alltoall; the capacity is a function of N, so every rank of ep must

@@ -80,23 +80,38 @@ struct moe_layer {
     int64_t grows;               /* times xbuf or the stack's tbuf grew for this layer */
     /* R_sp's co-located fast path (fast: ep over all-to-all, no padding, lambda_sp > 0): a pair
      * of a token's slots whose experts share a rank is computed there; only the z rows in a pair
-     * split across ranks travel home (and their gradient back), over zplan. */
+     * split across ranks travel home (and their gradient back), over zplan, and no exchange of
+     * its own: the token ids ride in two extra columns of the token rows, the co-located sums
+     * in nsr payload rows per rank pair of the z return (this rank's N likewise in backward). */
     bool fast;
+    int64_t nsr;                 /* payload rows (F floats) per rank pair in zplan's exchanges */
     tess_dispatch *zplan;        /* the plan of the rows in a split pair (a local plan) */
     int32_t *grp;                /* (N,k) home: the rank of each slot's expert */
-    int32_t *ids;                /* (Rm,2) home rows in expert order: token, in a split pair */
-    float *zc;                   /* (Rm,F) home: the split rows' z (forward), dz (backward) */
-    int64_t *fs, *fr;            /* (E) split rows sent to / received from each (rank, slot) */
+    int32_t *ids;                /* (Rm,2) home rows in expert order: token, and 0 or (for a
+                                  * row in a split pair) 1 + its row in zc */
+    int32_t *roc;                /* (N,k) home: row in zc of slot (t,s) in a split pair, else -1 */
+    float *zc;                   /* (Rm + P nsr, F) home: the split rows' z in zplan's order
+                                  * (destination rank, slot), each rank's payload rows after
+                                  * its last slot (at po) */
+    int64_t *po;                 /* (P) the payload's first row in zc per rank */
+    int64_t nzc;                 /* rows of zc in use (split rows + P nsr) */
+    int64_t *fs, *fr;            /* (E) split rows sent to / received from each (rank, slot),
+                                  * plus nsr on each rank's last slot (the payload) */
     int64_t *go, *uo;            /* (E) offsets of block (source q, slot j) in the expert side's
                                   * [slot][source] order and in the [source][slot] order */
     int32_t *rid;                /* (rid_cap,2) expert side, [source][slot]: token, split */
     int32_t *rof;                /* (rof_cap) expert side: per source q, a row_of (nq[q], k) of
                                   * its tokens' rows on this rank (grouped positions), -1 else */
-    int64_t rid_cap, rof_cap;    /* ints held; grown like xbuf */
+    float *rcos;                 /* (rof rows / k, rsp_cache_floats(k)) expert side: the
+                                  * co-located pairs' cosines and norms, kept for backward */
+    int64_t rid_cap, rof_cap, rcos_cap; /* ints and floats held; grown like xbuf */
     int64_t *nq, *rq;            /* (P) rows of each source's row_of (its largest token + 1),
                                   * their offsets in rof */
-    double *vs, *vr;             /* (P, PHI_COUNT + 1) co-located sums per source and this
-                                  * rank's N, sent / received */
+    double *vs, *vr;             /* (P, PHI_COUNT) co-located sums per source, sent / per
+                                  * expert rank, received */
+    double *nsrc;                /* (P) each source's N (its co-located gradient's 1/N) */
+    float *sp_cos;               /* (N, rsp_cache_floats(k)) home, with lambda_sp > 0: the
+                                  * cosines and norms of the pairs computed here, for backward */
     double sp_sums[TESS_NN_MOE_PHI_COUNT]; /* R_sp's sums over this rank's tokens (moe.h) */
     const float *in;             /* (N,C) of the last forward, borrowed */
     int64_t N;                   /* rows of the last forward */
@@ -256,9 +271,34 @@ static tess_status moe_carve_shared(moe_layer *m, tess_arena *ar, int64_t N) {
 }
 
 /* Home rows of z and of its gradient dz: with ep, z comes home only for R_sp (lambda_sp > 0);
- * without ep the home side is the expert side. */
+ * without ep the home side is the expert side. The fast path keeps the split rows' z (zc) and
+ * dz compact, in zplan's order with the payload rows (R + P nsr rows at most), and no z in
+ * expert order. */
 static int64_t z_rows(const moe_layer *m, int64_t R) {
+    if (m->fast) return 0;
     return !m->plan || m->stack->cfg.lambda_sp > 0 ? R : 0;
+}
+static int64_t dz_rows(const moe_layer *m, int64_t R) {
+    return m->fast ? R + m->P * m->nsr : z_rows(m, R);
+}
+
+/* Width of the home rows sent to the experts: C, and with the fast path two more columns
+ * carrying each row's ids (the token, and nonzero when the row is in a split pair) as int32 bit
+ * patterns (MPI moves the bytes of a float row unchanged). */
+static int64_t xp_width(const moe_layer *m) { return m->base.C + (m->fast ? 2 : 0); }
+
+/* Floats of the expert side's exchange buffer xt for rx received rows: rows of width max(C, F)
+ * (y, z, dy, dx), with the fast path also the token rows with their ids (C + 2) and the z rows
+ * of split pairs with the payload rows of every rank pair ((rx + P nsr) F). */
+static int64_t xt_floats(const moe_layer *m, int64_t rx) {
+    const int64_t C = m->base.C, F = m->F;
+    int64_t n = rx * (C > F ? C : F);
+    if (m->fast) {
+        const int64_t a = rx * (C + 2), b = (rx + m->P * m->nsr) * F;
+        n = a > n ? a : n;
+        n = b > n ? b : n;
+    }
+    return n;
 }
 
 static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
@@ -279,13 +319,16 @@ static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
         TESS_CHECK(tess_arena_floats(ar, N * C, &m->noise));
         TESS_CHECK(tess_arena_floats(ar, N * C, &m->xj));
     }
-    TESS_CHECK(tess_arena_floats(ar, R * C, &m->xp));
+    TESS_CHECK(tess_arena_floats(ar, R * xp_width(m), &m->xp));
     TESS_CHECK(tess_arena_floats(ar, R * C, &m->y));
     TESS_CHECK(tess_arena_floats(ar, z_rows(m, R) * F, &m->z));
+    if (m->stack->cfg.lambda_sp > 0)
+        TESS_CHECK(tess_arena_floats(ar, N * tess_nn_moe_rsp_cache_floats(k), &m->sp_cos));
     if (m->fast) {
         TESS_CHECK(ints(ar, N * k, &m->grp));
         TESS_CHECK(ints(ar, 2 * R, &m->ids));
-        TESS_CHECK(tess_arena_floats(ar, R * F, &m->zc));
+        TESS_CHECK(ints(ar, N * k, &m->roc));
+        TESS_CHECK(tess_arena_floats(ar, (R + m->P * m->nsr) * F, &m->zc));
     }
     if (m->grow) return moe_carve_shared(m, ar, max_N); /* the expert side: grow_expert */
     const int64_t Rx = rx_max(m, max_N);
@@ -294,7 +337,7 @@ static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
         TESS_CHECK(tess_arena_floats(ar, Rx * C, &m->xg));
         TESS_CHECK(tess_arena_floats(ar, Rx * C, &m->yg));
         TESS_CHECK(tess_arena_floats(ar, Rx * F, &m->zg));
-        TESS_CHECK(tess_arena_floats(ar, Rx * (C > F ? C : F), &m->xt));
+        TESS_CHECK(tess_arena_floats(ar, xt_floats(m, Rx), &m->xt));
     } else {
         m->xg = m->xp, m->yg = m->y, m->zg = m->z;
     }
@@ -305,12 +348,13 @@ static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
 
 
 /* Backward scratch: dgates (N,k), dprobs, dlogits (N,E), dmass (N); home side dy, dxp (Rm,C),
- * dz (z_rows,F); expert side (Rx rows, carved with a capacity; grown: in the stack's tbuf) dyg, dxg
+ * dz (dz_rows,F); expert side (Rx rows, carved with a capacity; grown: in the stack's tbuf) dyg,
+ * dxg
  * (Rx,C), dzg, db (Rx,F); then, with jitter, the router's input gradient (N,C); the shared
  * expert's MLP scratch (2 N Fs). */
 static int64_t scratch_head(const moe_layer *m, int64_t N) {
     const int64_t R = rows_max(m, N), Rx = m->grow ? 0 : rx_max(m, N), C = m->base.C, F = m->F;
-    return N * (m->k + 2 * m->E + 1) + R * 2 * C + z_rows(m, R) * F + Rx * (2 * C + 2 * F) +
+    return N * (m->k + 2 * m->E + 1) + R * 2 * C + dz_rows(m, R) * F + Rx * (2 * C + 2 * F) +
            (m->stack->cfg.jitter > 0 ? N * C : 0);
 }
 
@@ -363,10 +407,10 @@ static void to_home(moe_layer *m, const float *grp, float *tmp, float *home, int
 }
 
 /* Floats of the stack's tbuf for rx expert-side rows: forward yg (rx,C) and xt; backward dyg,
- * dxg (rx,C), dzg, db (rx,F) and xt (rx, max(C,F)). */
+ * dxg (rx,C), dzg, db (rx,F) and xt (xt_floats). */
 static int64_t tbuf_floats(const moe_layer *m, int64_t rx) {
     const int64_t C = m->base.C, F = m->F;
-    return rx * (2 * C + 2 * F + (C > F ? C : F));
+    return rx * (2 * C + 2 * F) + xt_floats(m, rx);
 }
 
 /* Dropless with ep, after the count exchange: the expert side for rx received rows. It grows (to
@@ -416,13 +460,25 @@ static tess_status grow_ints(moe_layer *m, int32_t **p, int64_t *cap, int64_t n)
     return TESS_OK;
 }
 
+/* The same for R_sp's expert-side cosines: n floats (plus 1/8); TESS_ERR_MEM. */
+static tess_status grow_cos(moe_layer *m, int64_t n) {
+    if (n <= m->rcos_cap && m->rcos) return TESS_OK;
+    const int64_t c = n + n / 8 + 1;
+    free(m->rcos);
+    m->rcos = malloc((size_t)c * sizeof(float));
+    m->rcos_cap = m->rcos ? c : 0;
+    TESS_REQUIRE(m->rcos, TESS_ERR_MEM, "moe: cannot grow R_sp's cosines to %lld floats",
+                 (long long)c);
+    m->grows++;
+    return TESS_OK;
+}
+
 /* Fast path, home side, before the row exchange: grp, and ids of the Rn rows in expert order
- * (token, whether it is in a pair split across ranks); fs = such rows per expert (= per (rank,
- * slot) of the plan). Then the ids travel with the rows (an int32 exchange on the plan), and
- * the expert side takes its offsets go, uo, the split rows per (source, slot) fr, and builds
- * each source's row_of (rof) of its rows here, in the grouped order of xg and zg. */
-static tess_status fast_ids(moe_layer *m, int64_t N) {
-    const int64_t k = m->k, E = m->E, S = m->nle, P = m->P;
+ * (token, and for a row in a pair split across ranks 1 + its row in zc, else 0); fs = such rows
+ * per expert (= per (rank, slot) of the plan) plus each rank's payload, po, nzc, and roc. The ids
+ * travel in two extra columns of the token rows (xp_width). */
+static void fast_ids(moe_layer *m, int64_t N) {
+    const int64_t k = m->k, E = m->E, S = m->nle;
     for (int64_t i = 0; i < N * k; i++) m->grp[i] = m->topk[i] / (int32_t)S;
     for (int64_t r = 0; r < m->Rn; r++) m->ids[2 * r] = m->row_tok[r], m->ids[2 * r + 1] = 0;
     for (int64_t t = 0; t < N; t++)
@@ -433,17 +489,33 @@ static tess_status fast_ids(moe_layer *m, int64_t N) {
                 if (m->row_of[t * k + u] >= 0 && m->grp[t * k + u] != m->grp[t * k + s])
                     m->ids[2 * rs + 1] = 1;
         }
+    int64_t c = 0; /* rows of zc: expert order, split rows only, each rank's payload last */
     for (int64_t e = 0; e < E; e++) {
         m->fs[e] = 0;
-        for (int64_t r = m->offs[e]; r < m->offs[e + 1]; r++) m->fs[e] += m->ids[2 * r + 1];
+        for (int64_t r = m->offs[e]; r < m->offs[e + 1]; r++)
+            if (m->ids[2 * r + 1]) m->ids[2 * r + 1] = (int32_t)(1 + c++), m->fs[e]++;
+        if (e % S == S - 1) { /* the payload after each rank's last slot */
+            m->po[e / S] = c;
+            m->fs[e] += m->nsr;
+            c += m->nsr;
+        }
     }
+    m->nzc = c;
+    for (int64_t i = 0; i < N * k; i++) {
+        const int32_t r = m->row_of[i];
+        m->roc[i] = r >= 0 && m->ids[2 * r + 1] ? m->ids[2 * r + 1] - 1 : -1;
+    }
+}
+
+/* Fast path, expert side, after the token rows arrived in xt ((rx, C + 2) in [source][slot]
+ * order): the rows regrouped into xg ([slot][source]) and their ids into rid; the offsets go,
+ * uo; the split rows per (source, slot) fr (plus the payload); each source's row_of (rof) of
+ * its rows here, in the grouped order of xg and zg. */
+static tess_status fast_unpack(moe_layer *m) {
+    const int64_t k = m->k, S = m->nle, P = m->P, C = m->base.C, w = C + 2;
     const int64_t rx = tess_dispatch_recv_rows(m->plan);
-    TESS_CHECK(grow_ints(m, &m->rid, &m->rid_cap, 2 * rx));
-    const double t0 = tess_timer_now(), c0 = thread_cpu();
-    const tess_status st = tess_dispatch_forward_i32(m->plan, m->ids, m->rid, 2);
-    exchanged(m, t0, c0);
-    TESS_CHECK(st);
     const int64_t *rc = tess_dispatch_recv_counts(m->plan);
+    TESS_CHECK(grow_ints(m, &m->rid, &m->rid_cap, 2 * rx));
     int64_t u = 0, rows = 0;
     for (int64_t q = 0; q < P; q++)
         for (int64_t j = 0; j < S; j++) {
@@ -455,6 +527,13 @@ static tess_status fast_ids(moe_layer *m, int64_t N) {
             m->go[q * S + j] = g;
             g += rc[q * S + j];
         }
+    for (int64_t q = 0; q < P; q++)
+        for (int64_t j = 0; j < S; j++)
+            for (int64_t i = 0; i < rc[q * S + j]; i++) {
+                const float *src = m->xt + (m->uo[q * S + j] + i) * w;
+                memcpy(m->xg + (m->go[q * S + j] + i) * C, src, (size_t)C * sizeof(float));
+                memcpy(m->rid + 2 * (m->uo[q * S + j] + i), src + C, 2 * sizeof(int32_t));
+            }
     for (int64_t q = 0; q < P; q++) {
         int32_t top = -1;
         for (int64_t i = m->uo[q * S]; i < (q + 1 < P ? m->uo[(q + 1) * S] : rx); i++)
@@ -464,10 +543,11 @@ static tess_status fast_ids(moe_layer *m, int64_t N) {
         rows += (top + 1) * k;
     }
     TESS_CHECK(grow_ints(m, &m->rof, &m->rof_cap, rows));
+    TESS_CHECK(grow_cos(m, rows / k * tess_nn_moe_rsp_cache_floats(k)));
     for (int64_t i = 0; i < rows; i++) m->rof[i] = -1;
     for (int64_t q = 0; q < P; q++)
         for (int64_t j = 0; j < S; j++) {
-            m->fr[q * S + j] = 0;
+            m->fr[q * S + j] = j == S - 1 ? m->nsr : 0;
             for (int64_t i = 0; i < rc[q * S + j]; i++) {
                 const int32_t *id = m->rid + 2 * (m->uo[q * S + j] + i);
                 int32_t *slot = m->rof + m->rq[q] + (int64_t)id[0] * k;
@@ -475,69 +555,82 @@ static tess_status fast_ids(moe_layer *m, int64_t N) {
                 while (slot[n] >= 0) n++; /* a token has at most k rows here */
                 TESS_ASSERT(n < k);
                 slot[n] = (int32_t)(m->go[q * S + j] + i);
-                m->fr[q * S + j] += id[1];
+                m->fr[q * S + j] += id[1] != 0;
             }
         }
     return TESS_OK;
 }
 
-/* vs -> vr over ep: each source's co-located sums to it, this rank's N to every rank. */
-static tess_status return_sums(moe_layer *m) {
-    const int np = TESS_NN_MOE_PHI_COUNT + 1;
-    TESS_MPI_CHECK(MPI_Alltoall(m->vs, np, MPI_DOUBLE, m->vr, np, MPI_DOUBLE,
-                                m->stack->cfg.ep->comm));
-    return TESS_OK;
+/* n doubles into the payload rows at p (nsr rows of F floats; the rest zeroed), and back. */
+static void pay_put(const moe_layer *m, float *p, const double *v, int64_t n) {
+    memset(p, 0, (size_t)(m->nsr * m->F) * sizeof(float));
+    memcpy(p, v, (size_t)n * sizeof(double));
+}
+static void pay_get(const float *p, double *v, int64_t n) {
+    memcpy(v, p, (size_t)n * sizeof(double));
 }
 
-/* Fast path, after the experts' forward: the split rows' z back home (zplan, a local plan of fs
- * and fr); R_sp's co-located sums of each source's tokens computed here and returned with this
- * rank's N (one MPI_Alltoall); sp_sums = the split pairs' sums at home + the returned ones. */
-static tess_status fast_forward(moe_layer *m, int64_t N) {
-    const int64_t k = m->k, F = m->F, S = m->nle, P = m->P, np = TESS_NN_MOE_PHI_COUNT + 1;
+/* Fast path, expert side: the split rows of src (grouped order, rows of F) into the send order
+ * of zplan's reverse exchange ([source][slot]) in dst, each source's payload (PHI_COUNT doubles
+ * of vs) after its last slot. */
+static void fast_pack_expert(moe_layer *m, const float *src, float *dst) {
+    const int64_t F = m->F, S = m->nle, P = m->P;
     const int64_t *rc = tess_dispatch_recv_counts(m->plan);
-    TESS_CHECK(tess_dispatch_plan_local(m->zplan, m->fs, m->fr));
     int64_t c = 0;
-    for (int64_t q = 0; q < P; q++)
+    for (int64_t q = 0; q < P; q++) {
         for (int64_t j = 0; j < S; j++)
             for (int64_t i = 0; i < rc[q * S + j]; i++)
                 if (m->rid[2 * (m->uo[q * S + j] + i) + 1])
-                    memcpy(m->xt + (c++) * F, m->zg + (m->go[q * S + j] + i) * F,
+                    memcpy(dst + (c++) * F, src + (m->go[q * S + j] + i) * F,
                            (size_t)F * sizeof(float));
-    for (int64_t q = 0; q < P; q++) {
-        tess_nn_moe_rsp_sums(m->vs + q * np, m->zg, m->rof + m->rq[q], NULL, m->nq[q], k, F);
-        m->vs[q * np + np - 1] = (double)N;
+        pay_put(m, dst + c * F, m->vs + q * TESS_NN_MOE_PHI_COUNT, TESS_NN_MOE_PHI_COUNT);
+        c += m->nsr;
     }
+}
+
+/* Fast path, after the experts' forward: R_sp's co-located sums of each source's tokens
+ * computed here (their cosines kept in rcos), then the split rows' z and the sums back home in
+ * one exchange (zplan, a local plan of fs and fr) into zc; sp_sums = the split pairs' sums at
+ * home (on zc through roc, their cosines kept in sp_cos) + the returned ones. */
+static tess_status fast_forward(moe_layer *m, int64_t N) {
+    const int64_t k = m->k, F = m->F, P = m->P, cw = tess_nn_moe_rsp_cache_floats(k);
+    TESS_CHECK(tess_dispatch_plan_local(m->zplan, m->fs, m->fr));
+    for (int64_t q = 0; q < P; q++)
+        tess_nn_moe_rsp_sums(m->vs + q * TESS_NN_MOE_PHI_COUNT, m->rcos + m->rq[q] / k * cw,
+                             m->zg, m->rof + m->rq[q], NULL, m->nq[q], k, F);
+    fast_pack_expert(m, m->zg, m->xt);
     const double t0 = tess_timer_now(), c0 = thread_cpu();
-    tess_status st = tess_dispatch_reverse(m->zplan, m->xt, m->zc, F);
-    if (st == TESS_OK) st = return_sums(m);
+    const tess_status st = tess_dispatch_reverse(m->zplan, m->xt, m->zc, F);
     exchanged(m, t0, c0);
     TESS_CHECK(st);
-    c = 0;
-    for (int64_t r = 0; r < m->Rn; r++)
-        if (m->ids[2 * r + 1]) memcpy(m->z + r * F, m->zc + (c++) * F, (size_t)F * sizeof(float));
-    tess_nn_moe_rsp_sums(m->sp_sums, m->z, m->row_of, m->grp, N, k, F);
+    for (int64_t r = 0; r < P; r++)
+        pay_get(m->zc + m->po[r] * F, m->vr + r * TESS_NN_MOE_PHI_COUNT, TESS_NN_MOE_PHI_COUNT);
+    tess_nn_moe_rsp_sums(m->sp_sums, m->sp_cos, m->zc, m->roc, m->grp, N, k, F);
     for (int64_t q = 0; q < P; q++)
-        for (int p = 0; p < TESS_NN_MOE_PHI_COUNT; p++) m->sp_sums[p] += m->vr[q * np + p];
+        for (int p = 0; p < TESS_NN_MOE_PHI_COUNT; p++)
+            m->sp_sums[p] += m->vr[q * TESS_NN_MOE_PHI_COUNT + p];
     return TESS_OK;
 }
 
-/* Fast path, backward: R_sp's gradient of the split rows at home (dz, those of its Rn rows)
- * travels to the experts (zplan) into dzg (the received rows, zeroed elsewhere); the co-located pairs' gradient is added
- * here, each source's with its own 1/N. dloss = the loss scale times lambda_sp. */
+/* Fast path, backward: R_sp's gradient of the split rows at home (into dz, laid out as zc, from
+ * the forward's cosines) travels to the experts (zplan) with this rank's N as the payload, into
+ * dzg (the received rows, zeroed elsewhere); the co-located pairs' gradient is added there from
+ * rcos, each source's with its own 1/N. dloss = the loss scale times lambda_sp. */
 static tess_status fast_backward(moe_layer *m, float *dz, float *dzg, float dloss, int64_t N) {
-    const int64_t k = m->k, F = m->F, S = m->nle, P = m->P, np = TESS_NN_MOE_PHI_COUNT + 1;
+    const int64_t k = m->k, F = m->F, S = m->nle, P = m->P;
+    const int64_t cw = tess_nn_moe_rsp_cache_floats(k);
     const tess_nn_moe_phi phi = m->stack->cfg.phi;
     const int64_t *rc = tess_dispatch_recv_counts(m->plan);
-    tess_nn_moe_rsp_backward_grp(dz, dloss, m->z, m->row_of, m->grp, N, k, F, phi);
-    int64_t c = 0;
-    for (int64_t r = 0; r < m->Rn; r++)
-        if (m->ids[2 * r + 1]) memcpy(m->zc + (c++) * F, dz + r * F, (size_t)F * sizeof(float));
+    memset(dz, 0, (size_t)(m->nzc * F) * sizeof(float));
+    tess_nn_moe_rsp_backward_grp(dz, dloss, m->sp_cos, m->zc, m->roc, m->grp, N, k, F, phi);
+    const double n_here = (double)N;
+    for (int64_t r = 0; r < P; r++) pay_put(m, dz + m->po[r] * F, &n_here, 1);
     const double t0 = tess_timer_now(), c0 = thread_cpu();
-    const tess_status st = tess_dispatch_forward(m->zplan, m->zc, m->xt, F);
+    const tess_status st = tess_dispatch_forward(m->zplan, dz, m->xt, F);
     exchanged(m, t0, c0);
     TESS_CHECK(st);
-    c = 0;
-    for (int64_t q = 0; q < P; q++)
+    int64_t c = 0;
+    for (int64_t q = 0; q < P; q++) {
         for (int64_t j = 0; j < S; j++)
             for (int64_t i = 0; i < rc[q * S + j]; i++) {
                 float *d = dzg + (m->go[q * S + j] + i) * F;
@@ -546,12 +639,15 @@ static tess_status fast_backward(moe_layer *m, float *dz, float *dzg, float dlos
                 else
                     memset(d, 0, (size_t)F * sizeof(float));
             }
-    for (int64_t q = 0; q < P; q++) {
-        const double nsrc = m->vr[q * np + np - 1];
-        if (m->nq[q] > 0 && nsrc > 0)
-            tess_nn_moe_rsp_backward(dzg, (float)((double)dloss * (double)m->nq[q] / nsrc), m->zg,
-                                     m->rof + m->rq[q], m->nq[q], k, F, phi);
+        pay_get(m->xt + c * F, m->nsrc + q, 1);
+        c += m->nsr;
     }
+    for (int64_t q = 0; q < P; q++)
+        if (m->nq[q] > 0 && m->nsrc[q] > 0)
+            tess_nn_moe_rsp_backward_grp(dzg,
+                                         (float)((double)dloss * (double)m->nq[q] / m->nsrc[q]),
+                                         m->rcos + m->rq[q] / k * cw, m->zg, m->rof + m->rq[q],
+                                         NULL, m->nq[q], k, F, phi);
     return TESS_OK;
 }
 
@@ -588,11 +684,14 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
                                 m->topk, m->probs, N, E, k, cap, cfg->drop, cfg->pad);
     m->dropped = R;
     for (int64_t e = 0; e < E; e++) m->dropped -= m->kept[e];
+    if (m->fast) fast_ids(m, N);
+    const int64_t xw = xp_width(m);
     for (int64_t r = 0; r < m->Rn; r++) {
         if (m->row_tok[r] >= 0)
-            memcpy(m->xp + r * C, in + (int64_t)m->row_tok[r] * C, (size_t)C * sizeof(float));
+            memcpy(m->xp + r * xw, in + (int64_t)m->row_tok[r] * C, (size_t)C * sizeof(float));
         else
-            memset(m->xp + r * C, 0, (size_t)C * sizeof(float));
+            memset(m->xp + r * xw, 0, (size_t)C * sizeof(float));
+        if (m->fast) memcpy(m->xp + r * xw + C, m->ids + 2 * r, 2 * sizeof(int32_t));
     }
     for (int64_t e = 0; e < E; e++) m->pos[e] = m->offs[e + 1] - m->offs[e]; /* block rows */
     /* to the experts' ranks: rows in expert order are already grouped by rank */
@@ -604,10 +703,18 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
                          : tess_dispatch_plan(m->plan, m->pos));
         exchanged(m, t0, c0);
         if (m->grow) keep(m, grow_expert(m, tess_dispatch_recv_rows(m->plan)));
-        if (m->fast && m->stack->status == TESS_OK) keep(m, fast_ids(m, N));
         if (m->stack->status != TESS_OK) return;
         TESS_ASSERT(tess_dispatch_recv_rows(m->plan) <= m->rx_cap);
-        to_experts(m, m->xp, m->xt, m->xg, C);
+        if (m->fast) { /* the token rows with their ids, then split apart */
+            const double t1 = tess_timer_now(), c1 = thread_cpu();
+            const tess_status st = tess_dispatch_forward(m->plan, m->xp, m->xt, xw);
+            exchanged(m, t1, c1);
+            keep(m, st);
+            if (st == TESS_OK) keep(m, fast_unpack(m));
+            if (m->stack->status != TESS_OK) return;
+        } else {
+            to_experts(m, m->xp, m->xt, m->xg, C);
+        }
         for (int64_t j = 0; j < m->nle; j++) m->rows[j] = tess_dispatch_slot_rows(m->plan, j);
     } else {
         for (int64_t j = 0; j < m->nle; j++) m->rows[j] = m->pos[j];
@@ -653,9 +760,9 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
     if (cfg->lb_group) keep(m, tess_par_allreduce_i64(cfg->lb_group, m->lbc, E + 1, TESS_PAR_SUM));
     m->lb = tess_nn_moe_lb_forward(m->probs, m->lbc, N, m->lbc[E], E, k);
     m->zl = tess_nn_moe_zloss_forward(m->lse, N);
-    m->sp = m->fast ? (float)(m->sp_sums[cfg->phi] / (double)N)
-            : cfg->lambda_sp > 0 ? tess_nn_moe_rsp_forward(m->z, m->row_of, N, k, F, cfg->phi)
-                                 : 0;
+    if (cfg->lambda_sp > 0 && !m->fast) /* every pair at home, its cosines kept for backward */
+        tess_nn_moe_rsp_sums(m->sp_sums, m->sp_cos, m->z, m->row_of, NULL, N, k, F);
+    m->sp = cfg->lambda_sp > 0 ? (float)(m->sp_sums[cfg->phi] / (double)N) : 0;
     m->ol = cfg->lambda_o > 0 ? tess_nn_moe_ortho_forward(m->y, m->row_of, N, k, C) : 0;
     m->vl = E >= 2 ? tess_nn_moe_variance_forward(m->probs, N, E) : 0;
 }
@@ -671,7 +778,7 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
     float *dmass = dlogits + N * E, *dy = dmass + N, *dxp = dy + R * C, *dz = dxp + R * C;
     /* the expert side: after the home side in the scratch, or (grown) in the stack's tbuf */
     const int64_t Rx = m->grow ? m->rx_cap : rx_max(m, N);
-    float *dyg = m->grow ? m->stack->tbuf : dz + z_rows(m, R) * F;
+    float *dyg = m->grow ? m->stack->tbuf : dz + dz_rows(m, R) * F;
     float *dxg = dyg + Rx * C, *dzg = dxg + Rx * C, *db = dzg + Rx * F;
     if (m->grow) m->xt = db + Rx * F;
     if (!m->plan) dyg = dy, dxg = dxp, dzg = dz; /* the expert side is the home side */
@@ -695,16 +802,12 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
     if (cfg->lambda_o > 0)
         tess_nn_moe_ortho_backward(dy, sc * (float)cfg->lambda_o, m->y, m->row_of, N, k, C);
     /* R_sp's gradient of z, at home; then both to the experts' ranks (fast path: of the rows
-     * in a split pair only, the rows fast_backward reads) */
-    if (m->fast) {
-        for (int64_t r = 0; r < Rn; r++)
-            if (m->ids[2 * r + 1]) memset(dz + r * F, 0, (size_t)F * sizeof(float));
-    } else if (!m->plan || cfg->lambda_sp > 0) {
+     * in a split pair only, in fast_backward) */
+    if (!m->fast && (!m->plan || cfg->lambda_sp > 0))
         memset(dz, 0, (size_t)(Rn * F) * sizeof(float));
-    }
     if (cfg->lambda_sp > 0 && !m->fast)
-        tess_nn_moe_rsp_backward(dz, sc * (float)cfg->lambda_sp, m->z, m->row_of, N, k, F,
-                                 cfg->phi);
+        tess_nn_moe_rsp_backward_grp(dz, sc * (float)cfg->lambda_sp, m->sp_cos, m->z, m->row_of,
+                                     NULL, N, k, F, cfg->phi);
     int64_t rx = Rn;
     if (m->plan) {
         to_experts(m, dy, m->xt, dyg, C);
@@ -802,7 +905,7 @@ static void moe_destroy(tess_nn_ffn *f) {
     free(m->kept);
     free(m->xbuf);
     free(m->fs), free(m->fr), free(m->go), free(m->uo), free(m->nq), free(m->rq);
-    free(m->vs), free(m->vr), free(m->rid), free(m->rof);
+    free(m->vs), free(m->vr), free(m->nsrc), free(m->po), free(m->rid), free(m->rof), free(m->rcos);
     tess_dispatch_destroy(&m->zplan);
     tess_dispatch_destroy(&m->plan);
     free(m);
@@ -892,14 +995,17 @@ tess_status tess_nn_moe_stack_make_ffn(void *ctx, int64_t layer, const tess_tfm_
     }
     m->fast = cfg->ep && !cfg->ep_allgather && !cfg->pad && cfg->lambda_sp > 0;
     if (m->fast) {
-        const size_t E = (size_t)cfg->E, P = (size_t)m->P, np = TESS_NN_MOE_PHI_COUNT + 1;
+        const size_t E = (size_t)cfg->E, P = (size_t)m->P, np = TESS_NN_MOE_PHI_COUNT;
+        /* payload rows: the PHI_COUNT sums in doubles (this rank's N, one double, fits too) */
+        m->nsr = (2 * TESS_NN_MOE_PHI_COUNT + cfg->F - 1) / cfg->F;
         m->fs = calloc(E, sizeof *m->fs), m->fr = calloc(E, sizeof *m->fr);
         m->go = calloc(E, sizeof *m->go), m->uo = calloc(E, sizeof *m->uo);
         m->nq = calloc(P, sizeof *m->nq), m->rq = calloc(P, sizeof *m->rq);
         m->vs = calloc(P * np, sizeof *m->vs), m->vr = calloc(P * np, sizeof *m->vr);
+        m->nsrc = calloc(P, sizeof *m->nsrc), m->po = calloc(P, sizeof *m->po);
         const tess_status zs = tess_dispatch_create(&m->zplan, cfg->ep, m->nle);
         if (zs != TESS_OK || !m->fs || !m->fr || !m->go || !m->uo || !m->nq || !m->rq || !m->vs ||
-            !m->vr) {
+            !m->vr || !m->nsrc || !m->po) {
             moe_destroy(&m->base);
             TESS_REQUIRE(false, TESS_ERR_MEM, "cannot allocate an MoE layer's R_sp fast path");
         }

@@ -350,6 +350,7 @@ static tess_status resume(tess_run *run) {
                  (long long)st.step, (long long)run->total_steps);
     TESS_CHECK(check_resumed_ranges(run, path, st.step, st.data_cursor));
     run->start_step = st.step;
+    run->step = st.step; /* rows the restored callback writes are stamped with this step */
     run->data_cursor = st.data_cursor;
     return TESS_OK;
 }

@@ -84,7 +84,8 @@ typedef struct {
      * run's length (tess_run_set_total). Collective until tess_run_local_from_here. */
     tess_status (*setup)(tess_run *run, void *ctx);
     /* Optional. After a checkpoint was loaded into the state (at start-up, before the first step
-     * of the resumed run): rebuild whatever derives from the loaded state. */
+     * of the resumed run): rebuild whatever derives from the loaded state. Per-step metrics rows
+     * it writes are stamped with the checkpoint's step. */
     tess_status (*restored)(tess_run *run, void *ctx);
     /* Required. Run step `step` (0-based: the number of steps done before it). */
     tess_status (*step)(tess_run *run, void *ctx, int64_t step, tess_run_step_out *out);

@@ -968,7 +968,8 @@ static void moe_rcp_backward(gc_ctx *c) {
  * (R,C) and R_sp of its intermediates z, rows paired by token through a scrambled row_of
  * (row_of[t*k+s] = (7 (t*k+s) + 3) mod R, a permutation when gcd(7, R) = 1). split: each slot
  * in a random group 0 or 1 (grp), R_sp of the split pairs only (tess_nn_moe_rsp_sums / N and
- * tess_nn_moe_rsp_backward_grp, the home side's part with expert parallelism). */
+ * tess_nn_moe_rsp_backward_grp from the cosines the forward kept, the home side's part with
+ * expert parallelism). */
 static void moe_rsp_setup(gc_ctx *c) {
     const int64_t N = c->dims[0], k = c->dims[1], C = c->dims[2], F = c->dims[3], R = N * k;
     gc_input(c, "x", R * C, -1, 1);
@@ -981,6 +982,7 @@ static void moe_rsp_setup(gc_ctx *c) {
     gc_cache(c, "a", R * F);
     gc_cache(c, "b", R * F);
     gc_cache(c, "z", R * F);
+    gc_cache(c, "cos", N * tess_nn_moe_rsp_cache_floats(k));
     gc_work(c, "dz", R * F);
     gc_work(c, "db", R * F);
     gc_output(c, "y", R * C);
@@ -994,9 +996,12 @@ static void moe_rsp_run_forward(gc_ctx *c, bool ref) {
         gc_x(c, "w_up"), gc_x(c, "w_down"), R, C, F);
     if (c->dims[5]) {
         double sums[TESS_NN_MOE_PHI_COUNT];
-        (ref ? tess_nn_moe_rsp_sums_ref : tess_nn_moe_rsp_sums)(sums, gc_x(c, "z"),
-                                                               gc_i(c, "row_of"), gc_i(c, "grp"),
-                                                               N, k, F);
+        if (ref)
+            tess_nn_moe_rsp_sums_ref(sums, gc_x(c, "z"), gc_i(c, "row_of"), gc_i(c, "grp"), N, k,
+                                     F);
+        else /* the cosines kept for the backward */
+            tess_nn_moe_rsp_sums(sums, gc_x(c, "cos"), gc_x(c, "z"), gc_i(c, "row_of"),
+                                 gc_i(c, "grp"), N, k, F);
         gc_x(c, "rsp")[0] = (float)(sums[phi] / (double)N);
         return;
     }
@@ -1007,8 +1012,13 @@ static void moe_rsp_run_backward(gc_ctx *c, bool ref) {
     const int64_t N = c->dims[0], k = c->dims[1], C = c->dims[2], F = c->dims[3], R = N * k;
     const tess_nn_moe_phi phi = (tess_nn_moe_phi)c->dims[4];
     const int32_t *grp = c->dims[5] ? gc_i(c, "grp") : NULL;
-    (ref ? tess_nn_moe_rsp_backward_grp_ref : tess_nn_moe_rsp_backward_grp)(
-        gc_x(c, "dz"), gc_g(c, "rsp")[0], gc_x(c, "z"), gc_i(c, "row_of"), grp, N, k, F, phi);
+    if (ref)
+        tess_nn_moe_rsp_backward_grp_ref(gc_x(c, "dz"), gc_g(c, "rsp")[0], gc_x(c, "z"),
+                                         gc_i(c, "row_of"), grp, N, k, F, phi);
+    else /* split: from the forward's cosines (the layer's path); else recomputed */
+        tess_nn_moe_rsp_backward_grp(gc_x(c, "dz"), gc_g(c, "rsp")[0],
+                                     grp ? gc_x(c, "cos") : NULL, gc_x(c, "z"),
+                                     gc_i(c, "row_of"), grp, N, k, F, phi);
     (ref ? tess_nn_moe_expert_backward_ref : tess_nn_moe_expert_backward)(
         gc_g(c, "x"), gc_g(c, "w_gate"), gc_g(c, "w_up"), gc_g(c, "w_down"), gc_x(c, "dz"),
         gc_x(c, "db"), gc_g(c, "y"), gc_x(c, "x"), gc_x(c, "w_gate"), gc_x(c, "w_up"),

@@ -31,6 +31,10 @@
 #             of the pairs, rounded up); MaxVio >= 0, dead experts in [0, E], L_o >= 0 and L_v > 0
 #             in every row; the share of the time in the expert exchanges is 0 without and in
 #             (0, 1] with ep; with plots (when gnuplot is installed) load.png and guo.png exist.
+#   eval:     run.mode = eval on the checkpoint of a finished 20-step run (into a new run.dir,
+#             ckpt.dir = the run's checkpoints) writes one evaluation equal to the run's last,
+#             digit for digit (eval.csv, routing.csv, domains.csv, the seconds column aside),
+#             stamped with step 20, and leaves the run's checkpoints as they were.
 #   dp:       the same 20 steps on 1 and 2 ranks agree to a relative 1e-4 in the training loss.
 #             In ep, reshard and dp lambda_lb = 0: L_lb uses each rank's own counts (the per-micro-batch variant),
 #             so with it the 2-rank objective is not the 1-rank one.
@@ -42,10 +46,36 @@ small=(--set model.layers=2 --set model.channels=32 --set model.heads=2 --set mo
        --set train.batch=8 --set train.eval_batch=16 --set run.plots=false)
 
 # run directories of an earlier run of this test would be resumed: start clean
-rm -rf mdropless mcap converge full stopped to1 to4 ep1 np2ep2 np4ep2 np4ep4 np1 np2 np2local layers textrun \
+rm -rf evtrain evonly mdropless mcap converge full stopped to1 to4 ep1 np2ep2 np4ep2 np4ep4 np1 np2 np2local layers textrun \
   corpus corpusrun
 
 case "$mode" in
+eval)
+  ev=("${small[@]}" --set train.steps=20 --set train.eval_every=10 --set optim.warmup_steps=4)
+  "$mpiexec" -n 1 "$exe" "${ev[@]}" --set run.dir=evtrain >evtrain.log 2>&1 ||
+    { cat evtrain.log; fail "the training run failed"; }
+  before=$(cd evtrain/checkpoints && ls -l --time-style=full-iso && md5sum -- *)
+  "$mpiexec" -n 1 "$exe" "${ev[@]}" --set run.dir=evonly --set run.mode=eval \
+    --set ckpt.dir=evtrain/checkpoints --set ckpt.resume=auto >evonly.log 2>&1 ||
+    { cat evonly.log; fail "the eval run failed"; }
+  cat evonly.log
+  [ "$before" = "$(cd evtrain/checkpoints && ls -l --time-style=full-iso && md5sum -- *)" ] ||
+    fail "run.mode = eval changed the trained run's checkpoints"
+  [ ! -e evonly/checkpoints ] || [ -z "$(ls evonly/checkpoints)" ] ||
+    fail "run.mode = eval wrote a checkpoint: $(ls evonly/checkpoints)"
+  [ ! -e evonly/metrics.csv ] || fail "run.mode = eval ran a training step (metrics.csv)"
+  for f in eval routing domains; do
+    # the rows of the last evaluation (step 20) without the seconds column
+    want=$(awk -F, 'NR > 1 && $1 == 20 { NF--; print }' OFS=, "evtrain/$f.csv")
+    got=$(awk -F, 'NR > 1 { NF--; print }' OFS=, "evonly/$f.csv")
+    [ -n "$want" ] || fail "evtrain/$f.csv has no rows at step 20"
+    [ "$got" = "$want" ] || fail "$f.csv of the eval run differs from the run's last evaluation:
+$got
+vs
+$want"
+  done
+  echo "eval of the checkpoint = the run's last evaluation: $(sed -n 2p evonly/eval.csv)"
+  ;;
 converge)
   "$mpiexec" -n 1 "$exe" --set run.dir=converge --set run.plots=false --set train.steps=60 \
     --set train.eval_every=60 --set optim.warmup_steps=10 >converge.log 2>&1 ||

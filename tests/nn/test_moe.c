@@ -165,15 +165,16 @@ static void check_rsp_split(void) {
      * each group, R_sp of that group's rows alone (row_of masked to it, every pair co-located)
      * is R_sp; the same for the gradient (backward_grp) */
     enum { N = 6, K = 3, F = 5, R = N * K };
-    float z[R * F], dz[R * F], dzs[R * F];
+    float z[R * F], dz[R * F], dzs[R * F], dzc[R * F];
+    float cache[N * (K + K * (K - 1) / 2)];
     int32_t row_of[R], grp[R], part[R];
     tess_ref_fill_uniform(z, R * F, 19, 1.0f);
     for (int i = 0; i < R; i++) row_of[i] = (5 * i + 2) % R, grp[i] = (i * i + i / K) % 3;
     row_of[4] = -1; /* a dropped slot: in no pair */
     for (int phi = 0; phi < TESS_NN_MOE_PHI_COUNT; phi++) {
         double all[TESS_NN_MOE_PHI_COUNT], split[TESS_NN_MOE_PHI_COUNT], ref[TESS_NN_MOE_PHI_COUNT];
-        tess_nn_moe_rsp_sums(all, z, row_of, NULL, N, K, F);
-        tess_nn_moe_rsp_sums(split, z, row_of, grp, N, K, F);
+        tess_nn_moe_rsp_sums(all, NULL, z, row_of, NULL, N, K, F);
+        tess_nn_moe_rsp_sums(split, cache, z, row_of, grp, N, K, F);
         tess_nn_moe_rsp_sums_ref(ref, z, row_of, grp, N, K, F);
         TESS_TEST_CLOSE(split[phi], ref[phi], 1e-6, 1e-5, "R_sp split sums fast = _ref");
         TESS_TEST_CLOSE(all[phi] / N, tess_nn_moe_rsp_forward(z, row_of, N, K, F, (tess_nn_moe_phi)phi),
@@ -181,11 +182,18 @@ static void check_rsp_split(void) {
         double sum = split[phi];
         memset(dz, 0, sizeof dz), memset(dzs, 0, sizeof dzs);
         tess_nn_moe_rsp_backward(dz, 0.7f, z, row_of, N, K, F, (tess_nn_moe_phi)phi);
-        tess_nn_moe_rsp_backward_grp(dzs, 0.7f, z, row_of, grp, N, K, F, (tess_nn_moe_phi)phi);
+        tess_nn_moe_rsp_backward_grp(dzs, 0.7f, NULL, z, row_of, grp, N, K, F,
+                                     (tess_nn_moe_phi)phi);
+        /* the forward's cosines and norms, kept: the same gradient without recomputing them */
+        memset(dzc, 0, sizeof dzc);
+        tess_nn_moe_rsp_backward_grp(dzc, 0.7f, cache, z, row_of, grp, N, K, F,
+                                     (tess_nn_moe_phi)phi);
+        TESS_TEST_CHECK(memcmp(dzc, dzs, sizeof dzc) == 0,
+                        "R_sp backward from the forward's cache = recomputed (phi %d)", phi);
         for (int g = 0; g < 3; g++) {
             for (int i = 0; i < R; i++) part[i] = grp[i] == g ? row_of[i] : -1;
             double p[TESS_NN_MOE_PHI_COUNT];
-            tess_nn_moe_rsp_sums(p, z, part, NULL, N, K, F);
+            tess_nn_moe_rsp_sums(p, NULL, z, part, NULL, N, K, F);
             sum += p[phi];
             tess_nn_moe_rsp_backward(dzs, 0.7f, z, part, N, K, F, (tess_nn_moe_phi)phi);
         }
