@@ -127,6 +127,21 @@ static void rope_rotate_backward(float *dx, const float *dy, const float *c, con
  * scalar loop takes the n % LANES tail, and the exponential is tess_tensor_expf (inline). */
 enum { LANES = 8 };
 
+/* An int32 that orders as the float x for every non-NaN x (the sign-magnitude bits turned into
+ * two's complement), and back: the row maximum runs as an integer maximum, which GCC vectorises
+ * (a float compare-select it left scalar). A NaN maps above +inf or below -inf by its sign. */
+static inline int32_t order_key(float x) {
+    int32_t b;
+    memcpy(&b, &x, sizeof b);
+    return b ^ ((b >> 31) & 0x7FFFFFFF);
+}
+static inline float order_key_float(int32_t k) {
+    const int32_t b = k ^ ((k >> 31) & 0x7FFFFFFF);
+    float x;
+    memcpy(&x, &b, sizeof x);
+    return x;
+}
+
 /* row (kv) = softmax over the keys that take part: s < n (the causal limit; n = kv when
  * bidirectional) with keep[s] = 1, neg[s] = 0 (a key of the key-padding mask; a masked key has
  * keep 0, neg -inf). Every other entry becomes exactly 0, and a row without any key is all 0
@@ -136,19 +151,24 @@ enum { LANES = 8 };
 static void softmax_row(float *restrict row, int64_t kv, int64_t n, const float *restrict keep,
                         const float *restrict neg) {
     const int64_t nv = kv - kv % LANES;
-    float mx[LANES], m = -INFINITY;
-    for (int l = 0; l < LANES; l++) mx[l] = -INFINITY;
+    const int32_t ninf = order_key(-INFINITY);
+    int32_t mx[LANES], mk = ninf;
+    for (int l = 0; l < LANES; l++) mx[l] = ninf;
     for (int64_t s = 0; s < nv; s += LANES) {
         for (int l = 0; l < LANES; l++) {
-            const float v = s + l < n ? row[s + l] + neg[s + l] : -INFINITY;
-            mx[l] = v > mx[l] ? v : mx[l];
+            const float lim = s + l < n ? 0.0f : -INFINITY;
+            const int32_t k = order_key(row[s + l] + neg[s + l] + lim);
+            mx[l] = k > mx[l] ? k : mx[l];
         }
     }
-    for (int l = 0; l < LANES; l++) m = mx[l] > m ? mx[l] : m;
+    for (int l = 0; l < LANES; l++) mk = mx[l] > mk ? mx[l] : mk;
     for (int64_t s = nv; s < kv; s++) {
-        const float v = s < n ? row[s] + neg[s] : -INFINITY;
-        m = v > m ? v : m;
+        const float lim = s < n ? 0.0f : -INFINITY;
+        const int32_t k = order_key(row[s] + neg[s] + lim);
+        mk = k > mk ? k : mk;
     }
+    /* a NaN score, if its sign bit is clear, is the maximum: m NaN, and so is the row */
+    float m = order_key_float(mk);
     if (m == -INFINITY) { /* no key left, or every key's score is NaN (or -inf) */
         bool any = false;
         for (int64_t s = 0; s < n; s++) any |= keep[s] != 0.0f;
@@ -156,7 +176,7 @@ static void softmax_row(float *restrict row, int64_t kv, int64_t n, const float 
             memset(row, 0, (size_t)kv * sizeof(float));
             return;
         }
-        m = NAN; /* a NaN score is not dropped: it makes the row NaN */
+        m = NAN; /* a NaN score is not dropped (nor one with its sign bit set): the row is NaN */
     }
     /* a masked key's exp may saturate (its score can exceed m) but stays finite: keep 0 zeroes it */
     float acc[LANES] = {0}, sum = 0.0f;
