@@ -77,16 +77,31 @@ double tess_rng_normal(tess_rng_key key, uint64_t ctr, uint64_t idx, double mean
     return mean + std * z[idx % 2];
 }
 
+/* Blocks per chunk of tess_rng_fill_uniform: 2 draws each, on the stack (1 KiB). */
+enum { FILL_BLOCKS = 64 };
+
 void tess_rng_fill_uniform(tess_rng_key key, uint64_t ctr, int64_t first, int64_t n, float *out,
                            float a, float b) {
     TESS_ASSERT(first >= 0 && n >= 0);
-    double lo = a, width = (double)b - (double)a;
-    uint32_t w[4];
-    for (int64_t j = 0; j < n; j++) {
-        uint64_t idx = (uint64_t)(first + j);
-        if (j == 0 || idx % 2 == 0) tess_rng_block(key, ctr, idx / 2, w);
-        out[j] = (float)(lo + width * unit_open1(half64(w, (int)(idx % 2))));
+    const double lo = a, width = (double)b - (double)a;
+    if (n == 0) return;
+    int64_t j = 0;
+    if (first % 2 == 1) { /* the odd element that starts the range: the upper half of its block */
+        out[j++] = (float)tess_rng_uniform(key, ctr, (uint64_t)first, a, b);
     }
+    /* whole blocks in chunks: Philox through tess_rng_blocks, then the same double arithmetic
+     * as tess_rng_uniform on every half, in a loop that vectorises; bitwise the single draws */
+    uint32_t w[4 * FILL_BLOCKS]; /* (FILL_BLOCKS, 4) */
+    while (n - j >= 2) {
+        const int64_t nb = (n - j) / 2 < FILL_BLOCKS ? (n - j) / 2 : FILL_BLOCKS;
+        tess_rng_blocks(key, ctr, (uint64_t)(first + j) / 2, nb, w);
+        for (int64_t i = 0; i < 2 * nb; i++) {
+            const uint64_t bits = (uint64_t)w[2 * i] | ((uint64_t)w[2 * i + 1] << 32);
+            out[j + i] = (float)(lo + width * unit_open1(bits));
+        }
+        j += 2 * nb;
+    }
+    if (j < n) out[j] = (float)tess_rng_uniform(key, ctr, (uint64_t)(first + j), a, b);
 }
 
 void tess_rng_fill_normal(tess_rng_key key, uint64_t ctr, int64_t first, int64_t n, float *out,

@@ -56,7 +56,8 @@ double tess_rng_uniform(tess_rng_key key, uint64_t ctr, uint64_t idx, double a, 
 /* Normal(mean, std^2) for element idx. */
 double tess_rng_normal(tess_rng_key key, uint64_t ctr, uint64_t idx, double mean, double std);
 
-/* out[j] = tess_rng_uniform(key, ctr, first + j, a, b) rounded to float, j in [0, n); rounding
+/* out[j] = tess_rng_uniform(key, ctr, first + j, a, b) rounded to float, j in [0, n) (bitwise; the
+ * Philox blocks drawn in runs through tess_rng_blocks, the conversion vectorised); rounding
  * may give b itself when b - a is tiny relative to b. */
 void tess_rng_fill_uniform(tess_rng_key key, uint64_t ctr, int64_t first, int64_t n, float *out,
                            float a, float b);

@@ -17,17 +17,22 @@ void tess_nn_gelu_forward(float *out, const float *in, int64_t n) {
     }
 }
 
+/* gelu'(x): d/dx [x s] = s + x * 2 s (1 - s) * du/dx, s = sigmoid(2u), du/dx = K (1 + 3 A x^2) */
+static inline float gelu_grad(float x) {
+    float u = GELU_K * (x + GELU_A * x * x * x);
+    float q = tess_tensor_expf(-2.0f * u);
+    float s = 1.0f / (1.0f + q); /* sigmoid(2u) */
+    float du = GELU_K * (1.0f + 3.0f * GELU_A * x * x);
+    return s + 2.0f * x * du * s * (q * s);
+}
+
 void tess_nn_gelu_backward(float *restrict din, const float *restrict dout,
                            const float *restrict in, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        float x = in[i];
-        float u = GELU_K * (x + GELU_A * x * x * x);
-        float q = tess_tensor_expf(-2.0f * u);
-        float s = 1.0f / (1.0f + q); /* sigmoid(2u) */
-        /* d/dx [x s] = s + x * 2 s (1 - s) * du/dx, du/dx = K (1 + 3 A x^2) */
-        float du = GELU_K * (1.0f + 3.0f * GELU_A * x * x);
-        din[i] += dout[i] * (s + 2.0f * x * du * s * (q * s));
-    }
+    for (int64_t i = 0; i < n; i++) din[i] += dout[i] * gelu_grad(in[i]);
+}
+
+void tess_nn_gelu_backward_inplace(float *restrict g, const float *restrict in, int64_t n) {
+    for (int64_t i = 0; i < n; i++) g[i] *= gelu_grad(in[i]);
 }
 
 void tess_nn_silu_forward(float *out, const float *in, int64_t n) {

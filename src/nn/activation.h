@@ -12,6 +12,10 @@
 void tess_nn_gelu_forward(float *out, const float *in, int64_t n);
 /* din += dout * gelu'(in) */
 void tess_nn_gelu_backward(float *din, const float *dout, const float *in, int64_t n);
+/* g = g * gelu'(in), OVERWRITING g (the gradient of the output becomes that of the input; bitwise
+ * what tess_nn_gelu_backward adds into zeros), for callers that own the buffer; g must not alias
+ * in. */
+void tess_nn_gelu_backward_inplace(float *g, const float *in, int64_t n);
 
 /* out = x / (1 + exp(-x)) */
 void tess_nn_silu_forward(float *out, const float *in, int64_t n);

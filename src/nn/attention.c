@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/status.h"   /* TESS_REQUIRE, TESS_ASSERT */
-#include "tensor/matmul.h" /* tess_matmul */
+#include "tensor/matmul.h" /* tess_matmul_ld */
 #include "tensor/tensor.h" /* tess_tensor_expf */
 
 /* Rows per block of causal attention. Smaller blocks skip more of the masked triangle but make
@@ -69,24 +69,21 @@ int64_t tess_nn_attention_cache_size(const tess_nn_attention_dims *d) {
 
 int64_t tess_nn_attention_scratch_size(const tess_nn_attention_dims *d) {
     /* the largest row block is (rb, T): the last one when causal, the only one otherwise */
-    return 4 * d->T * (d->C / d->NH) + row_block(d) * d->T;
+    return 2 * d->T * d->C + 2 * d->T + row_block(d) * d->T;
 }
 
 /* Views into the cache of tess_nn_attention_forward. */
 typedef struct {
-    float *att;            /* (B,NH, head_att_size) block-packed softmax weights */
-    float *q, *k, *v;      /* (B,NH,T,hs) each; q and k rotated when rope */
-    float *cos_t, *sin_t;  /* (T,hs/2) each, or NULL without rope */
+    float *att;           /* (B,NH, head_att_size) block-packed softmax weights */
+    float *x;             /* (B,T,3C): the input qkv, q and k rotated when rope */
+    float *cos_t, *sin_t; /* (T,hs/2) each, or NULL without rope */
 } att_cache;
 
 static att_cache cache_views(float *cache, const tess_nn_attention_dims *d) {
-    int64_t n = d->B * d->T * d->C;
     att_cache c;
     c.att = cache;
-    c.q = c.att + d->B * d->NH * head_att_size(d);
-    c.k = c.q + n;
-    c.v = c.k + n;
-    c.cos_t = d->rope ? c.v + n : NULL;
+    c.x = c.att + d->B * d->NH * head_att_size(d);
+    c.cos_t = d->rope ? c.x + 3 * d->B * d->T * d->C : NULL;
     c.sin_t = d->rope ? c.cos_t + d->T * (d->C / d->NH / 2) : NULL;
     return c;
 }
@@ -130,6 +127,21 @@ static void rope_rotate_backward(float *dx, const float *dy, const float *c, con
  * scalar loop takes the n % LANES tail, and the exponential is tess_tensor_expf (inline). */
 enum { LANES = 8 };
 
+/* An int32 that orders as the float x for every non-NaN x (the sign-magnitude bits turned into
+ * two's complement), and back: the row maximum runs as an integer maximum, which GCC vectorises
+ * (a float compare-select it left scalar). A NaN maps above +inf or below -inf by its sign. */
+static inline int32_t order_key(float x) {
+    int32_t b;
+    memcpy(&b, &x, sizeof b);
+    return b ^ ((b >> 31) & 0x7FFFFFFF);
+}
+static inline float order_key_float(int32_t k) {
+    const int32_t b = k ^ ((k >> 31) & 0x7FFFFFFF);
+    float x;
+    memcpy(&x, &b, sizeof x);
+    return x;
+}
+
 /* row (kv) = softmax over the keys that take part: s < n (the causal limit; n = kv when
  * bidirectional) with keep[s] = 1, neg[s] = 0 (a key of the key-padding mask; a masked key has
  * keep 0, neg -inf). Every other entry becomes exactly 0, and a row without any key is all 0
@@ -139,19 +151,24 @@ enum { LANES = 8 };
 static void softmax_row(float *restrict row, int64_t kv, int64_t n, const float *restrict keep,
                         const float *restrict neg) {
     const int64_t nv = kv - kv % LANES;
-    float mx[LANES], m = -INFINITY;
-    for (int l = 0; l < LANES; l++) mx[l] = -INFINITY;
+    const int32_t ninf = order_key(-INFINITY);
+    int32_t mx[LANES], mk = ninf;
+    for (int l = 0; l < LANES; l++) mx[l] = ninf;
     for (int64_t s = 0; s < nv; s += LANES) {
         for (int l = 0; l < LANES; l++) {
-            const float v = s + l < n ? row[s + l] + neg[s + l] : -INFINITY;
-            mx[l] = v > mx[l] ? v : mx[l];
+            const float lim = s + l < n ? 0.0f : -INFINITY;
+            const int32_t k = order_key(row[s + l] + neg[s + l] + lim);
+            mx[l] = k > mx[l] ? k : mx[l];
         }
     }
-    for (int l = 0; l < LANES; l++) m = mx[l] > m ? mx[l] : m;
+    for (int l = 0; l < LANES; l++) mk = mx[l] > mk ? mx[l] : mk;
     for (int64_t s = nv; s < kv; s++) {
-        const float v = s < n ? row[s] + neg[s] : -INFINITY;
-        m = v > m ? v : m;
+        const float lim = s < n ? 0.0f : -INFINITY;
+        const int32_t k = order_key(row[s] + neg[s] + lim);
+        mk = k > mk ? k : mk;
     }
+    /* a NaN score, if its sign bit is clear, is the maximum: m NaN, and so is the row */
+    float m = order_key_float(mk);
     if (m == -INFINITY) { /* no key left, or every key's score is NaN (or -inf) */
         bool any = false;
         for (int64_t s = 0; s < n; s++) any |= keep[s] != 0.0f;
@@ -159,7 +176,7 @@ static void softmax_row(float *restrict row, int64_t kv, int64_t n, const float 
             memset(row, 0, (size_t)kv * sizeof(float));
             return;
         }
-        m = NAN; /* a NaN score is not dropped: it makes the row NaN */
+        m = NAN; /* a NaN score is not dropped (nor one with its sign bit set): the row is NaN */
     }
     /* a masked key's exp may saturate (its score can exceed m) but stays finite: keep 0 zeroes it */
     float acc[LANES] = {0}, sum = 0.0f;
@@ -197,60 +214,62 @@ static void softmax_backward_inplace(float *restrict g, const float *restrict a,
     for (int64_t s = nv; s < n; s++) g[s] = a[s] * (g[s] - dot);
 }
 
+/* keep, neg (T) = 1, 0 where key s of the sequence takes part (kmask row km, or NULL for all),
+ * else 0, -inf: the form softmax_row takes. */
+static void key_rows(float *keep, float *neg, const uint8_t *km, int64_t T) {
+    for (int64_t s = 0; s < T; s++) keep[s] = !km || km[s] ? 1.0f : 0.0f;
+    for (int64_t s = 0; s < T; s++) neg[s] = !km || km[s] ? 0.0f : -INFINITY;
+}
+
+/* The products run on each head's rows where they lie in the (T,3C) qkv layout (leading dimension
+ * 3C; out and dout C), so no head is gathered into contiguous blocks or scattered back: the
+ * forward copies qkv into the cache once, as one stream (rotating q and k when rope), and the
+ * backward accumulates dv (and dq, dk without rope) straight into dqkv. */
 void tess_nn_attention_forward(float *out, float *cache, float *scratch, const float *qkv,
                                const uint8_t *kmask, const tess_nn_attention_dims *d) {
     /* out (B,T,C); cache (cache_size); scratch (scratch_size); qkv (B,T,3C); kmask (B,T) or NULL */
     TESS_ASSERT(tess_nn_attention_dims_check(d) == TESS_OK);
     const int64_t B = d->B, T = d->T, C = d->C, NH = d->NH, hs = C / NH, half = hs / 2;
-    const int64_t rb = row_block(d), hatt = head_att_size(d);
+    const int64_t rb = row_block(d), hatt = head_att_size(d), C3 = 3 * C;
     const float scale = 1.0f / sqrtf((float)hs);
     att_cache c = cache_views(cache, d);
-    float *y = scratch;       /* (T,hs): one head's output before it is scattered into out */
-    float *keep = y + T * hs; /* (T): 1 where key s of the current sequence takes part, else 0 */
-    float *neg = keep + T;    /* (T): 0 where it takes part, else -inf */
+    float *keep = scratch;  /* (T): 1 where key s of the current sequence takes part, else 0 */
+    float *neg = keep + T;  /* (T): 0 where it takes part, else -inf */
 
-    if (d->rope) rope_tables(c.cos_t, c.sin_t, T, hs, (double)d->rope_base);
-    /* Gather every head's q, k, v into contiguous (T,hs) blocks, rotating q and k. */
-    for (int64_t b = 0; b < B; b++) {
-        for (int64_t t = 0; t < T; t++) {
-            const float *src = qkv + (b * T + t) * 3 * C;
-            for (int64_t h = 0; h < NH; h++) {
-                int64_t dst = ((b * NH + h) * T + t) * hs;
-                if (d->rope) {
-                    const float *ct = c.cos_t + t * half, *st = c.sin_t + t * half;
-                    rope_rotate(c.q + dst, src + h * hs, ct, st, hs);
-                    rope_rotate(c.k + dst, src + C + h * hs, ct, st, hs);
-                } else {
-                    memcpy(c.q + dst, src + h * hs, (size_t)hs * sizeof(float));
-                    memcpy(c.k + dst, src + C + h * hs, (size_t)hs * sizeof(float));
-                }
-                memcpy(c.v + dst, src + 2 * C + h * hs, (size_t)hs * sizeof(float));
+    if (d->rope) {
+        rope_tables(c.cos_t, c.sin_t, T, hs, (double)d->rope_base);
+        for (int64_t b = 0; b < B; b++) {
+            for (int64_t t = 0; t < T; t++) {
+                const float *src = qkv + (b * T + t) * C3, *ct = c.cos_t + t * half,
+                            *st = c.sin_t + t * half;
+                float *dst = c.x + (b * T + t) * C3;
+                for (int64_t h = 0; h < 2 * NH; h++) /* the q heads, then the k heads */
+                    rope_rotate(dst + h * hs, src + h * hs, ct, st, hs);
+                memcpy(dst + 2 * C, src + 2 * C, (size_t)C * sizeof(float));
             }
         }
+    } else {
+        memcpy(c.x, qkv, (size_t)(B * T * C3) * sizeof(float));
     }
 
-    for (int64_t s = 0; s < T; s++) keep[s] = 1.0f, neg[s] = 0.0f;
-    for (int64_t bh = 0; bh < B * NH; bh++) {
-        const float *q = c.q + bh * T * hs, *k = c.k + bh * T * hs, *v = c.v + bh * T * hs;
-        float *att = c.att + bh * hatt;
-        if (kmask && bh % NH == 0) { /* the keys of sequence b = bh / NH, for all its heads */
-            const uint8_t *km = kmask + (bh / NH) * T;
-            for (int64_t s = 0; s < T; s++) keep[s] = km[s] ? 1.0f : 0.0f;
-            for (int64_t s = 0; s < T; s++) neg[s] = km[s] ? 0.0f : -INFINITY;
-        }
-        for (int64_t i0 = 0; i0 < T; i0 += rb) {
-            int64_t i1 = i0 + rb < T ? i0 + rb : T, rows = i1 - i0, kv = block_kv(d, i1);
-            /* att (rows,kv) = scale * q[i0:i1] (rows,hs) @ k[0:kv]^T */
-            tess_matmul(att, q + i0 * hs, k, rows, kv, hs, false, true, scale, 0.0f);
-            for (int64_t t = i0; t < i1; t++)
-                softmax_row(att + (t - i0) * kv, kv, d->causal ? t + 1 : T, keep, neg);
-            /* y[i0:i1] (rows,hs) = att (rows,kv) @ v[0:kv] (kv,hs) */
-            tess_matmul(y + i0 * hs, att, v, rows, hs, kv, false, false, 1.0f, 0.0f);
-            att += rows * kv;
-        }
-        int64_t b = bh / NH, h = bh % NH;
-        for (int64_t t = 0; t < T; t++) {
-            memcpy(out + (b * T + t) * C + h * hs, y + t * hs, (size_t)hs * sizeof(float));
+    for (int64_t b = 0; b < B; b++) {
+        key_rows(keep, neg, kmask ? kmask + b * T : NULL, T);
+        for (int64_t h = 0; h < NH; h++) {
+            /* (T,hs) each with leading dimension 3C */
+            const float *q = c.x + b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
+            float *att = c.att + (b * NH + h) * hatt, *y = out + b * T * C + h * hs;
+            for (int64_t i0 = 0; i0 < T; i0 += rb) {
+                int64_t i1 = i0 + rb < T ? i0 + rb : T, rows = i1 - i0, kv = block_kv(d, i1);
+                /* att (rows,kv) = scale * q[i0:i1] (rows,hs) @ k[0:kv]^T */
+                tess_matmul_ld(att, kv, q + i0 * C3, C3, k, C3, rows, kv, hs, false, true, scale,
+                               0.0f);
+                for (int64_t t = i0; t < i1; t++)
+                    softmax_row(att + (t - i0) * kv, kv, d->causal ? t + 1 : T, keep, neg);
+                /* y[i0:i1] (rows,hs) = att (rows,kv) @ v[0:kv] (kv,hs), into out (ld C) */
+                tess_matmul_ld(y + i0 * C, C, att, kv, v, C3, rows, hs, kv, false, false, 1.0f,
+                               0.0f);
+                att += rows * kv;
+            }
         }
     }
 }
@@ -260,52 +279,49 @@ void tess_nn_attention_backward(float *dqkv, float *scratch, const float *dout, 
     /* dqkv (B,T,3C); scratch (scratch_size); dout (B,T,C); cache from forward */
     TESS_ASSERT(tess_nn_attention_dims_check(d) == TESS_OK);
     const int64_t B = d->B, T = d->T, C = d->C, NH = d->NH, hs = C / NH, half = hs / 2;
-    const int64_t rb = row_block(d), hatt = head_att_size(d);
+    const int64_t rb = row_block(d), hatt = head_att_size(d), C3 = 3 * C;
     const float scale = 1.0f / sqrtf((float)hs);
     /* The views are read-only here; cache_views only computes offsets. */
     att_cache c = cache_views((float *)cache, d);
-    float *dq = scratch;        /* (T,hs) */
-    float *dk = dq + T * hs;    /* (T,hs) */
-    float *dv = dk + T * hs;    /* (T,hs) */
-    float *dy = dv + T * hs;    /* (T,hs): this head's slice of dout, gathered */
-    float *datt = dy + T * hs;  /* (rows,kv) of the current row block */
+    float *g = scratch;          /* (T,2C): d/d rotated q | k of one sequence (rope only) */
+    float *datt = g + 2 * T * C; /* (rows,kv) of the current row block */
 
-    for (int64_t bh = 0; bh < B * NH; bh++) {
-        int64_t b = bh / NH, h = bh % NH;
-        const float *q = c.q + bh * T * hs, *k = c.k + bh * T * hs, *v = c.v + bh * T * hs;
-        const float *att = c.att + bh * hatt;
-        for (int64_t t = 0; t < T; t++) {
-            memcpy(dy + t * hs, dout + (b * T + t) * C + h * hs, (size_t)hs * sizeof(float));
-        }
-        memset(dk, 0, (size_t)(2 * T * hs) * sizeof(float)); /* dk and dv accumulate over blocks */
-        for (int64_t i0 = 0; i0 < T; i0 += rb) {
-            int64_t i1 = i0 + rb < T ? i0 + rb : T, rows = i1 - i0, kv = block_kv(d, i1);
-            /* datt (rows,kv) = dy[i0:i1] (rows,hs) @ v[0:kv]^T */
-            tess_matmul(datt, dy + i0 * hs, v, rows, kv, hs, false, true, 1.0f, 0.0f);
-            /* dv[0:kv] (kv,hs) += att^T (kv,rows) @ dy[i0:i1] (rows,hs) */
-            tess_matmul(dv, att, dy + i0 * hs, kv, hs, rows, true, false, 1.0f, 1.0f);
-            /* softmax backward in place: dpre = att * (datt - <att, datt>), masked entries 0 */
-            for (int64_t t = i0; t < i1; t++) /* over the whole row: att is 0 past the key limit */
-                softmax_backward_inplace(datt + (t - i0) * kv, att + (t - i0) * kv, kv);
-            /* dq[i0:i1] (rows,hs) = scale * dpre (rows,kv) @ k[0:kv] (kv,hs) */
-            tess_matmul(dq + i0 * hs, datt, k, rows, hs, kv, false, false, scale, 0.0f);
-            /* dk[0:kv] (kv,hs) += scale * dpre^T (kv,rows) @ q[i0:i1] (rows,hs) */
-            tess_matmul(dk, datt, q + i0 * hs, kv, hs, rows, true, false, scale, 1.0f);
-            att += rows * kv;
-        }
-        /* Scatter-add into dqkv, undoing the rotation of q and k. */
-        for (int64_t t = 0; t < T; t++) {
-            float *dst = dqkv + (b * T + t) * 3 * C + h * hs;
-            const float *dqt = dq + t * hs, *dkt = dk + t * hs, *dvt = dv + t * hs;
-            if (d->rope) {
-                const float *ct = c.cos_t + t * half, *st = c.sin_t + t * half;
-                rope_rotate_backward(dst, dqt, ct, st, hs);
-                rope_rotate_backward(dst + C, dkt, ct, st, hs);
-            } else {
-                for (int64_t i = 0; i < hs; i++) dst[i] += dqt[i];
-                for (int64_t i = 0; i < hs; i++) dst[C + i] += dkt[i];
+    for (int64_t b = 0; b < B; b++) {
+        /* dq, dk go to g (rotated frame, ld 2C) with rope, else straight into dqkv (ld 3C) */
+        float *dqk = d->rope ? g : dqkv + b * T * C3;
+        const int64_t ldg = d->rope ? 2 * C : C3;
+        if (d->rope) memset(g, 0, (size_t)(2 * T * C) * sizeof(float));
+        for (int64_t h = 0; h < NH; h++) {
+            const float *q = c.x + b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
+            const float *att = c.att + (b * NH + h) * hatt, *dy = dout + b * T * C + h * hs;
+            float *dq = dqk + h * hs, *dk = dq + C, *dv = dqkv + b * T * C3 + 2 * C + h * hs;
+            for (int64_t i0 = 0; i0 < T; i0 += rb) {
+                int64_t i1 = i0 + rb < T ? i0 + rb : T, rows = i1 - i0, kv = block_kv(d, i1);
+                /* datt (rows,kv) = dy[i0:i1] (rows,hs) @ v[0:kv]^T */
+                tess_matmul_ld(datt, kv, dy + i0 * C, C, v, C3, rows, kv, hs, false, true, 1.0f,
+                               0.0f);
+                /* dv[0:kv] (kv,hs) += att^T (kv,rows) @ dy[i0:i1] (rows,hs) */
+                tess_matmul_ld(dv, C3, att, kv, dy + i0 * C, C, kv, hs, rows, true, false, 1.0f,
+                               1.0f);
+                /* softmax backward in place: dpre = att * (datt - <att, datt>), masked entries 0 */
+                for (int64_t t = i0; t < i1; t++) /* over the whole row: att is 0 past the limit */
+                    softmax_backward_inplace(datt + (t - i0) * kv, att + (t - i0) * kv, kv);
+                /* dq[i0:i1] (rows,hs) += scale * dpre (rows,kv) @ k[0:kv] (kv,hs) */
+                tess_matmul_ld(dq + i0 * ldg, ldg, datt, kv, k, C3, rows, hs, kv, false, false,
+                               scale, 1.0f);
+                /* dk[0:kv] (kv,hs) += scale * dpre^T (kv,rows) @ q[i0:i1] (rows,hs) */
+                tess_matmul_ld(dk, ldg, datt, kv, q + i0 * C3, C3, kv, hs, rows, true, false,
+                               scale, 1.0f);
+                att += rows * kv;
             }
-            for (int64_t i = 0; i < hs; i++) dst[2 * C + i] += dvt[i];
+        }
+        if (d->rope) { /* undo the rotation: dqkv's q | k += R^T g */
+            for (int64_t t = 0; t < T; t++) {
+                const float *ct = c.cos_t + t * half, *st = c.sin_t + t * half;
+                float *dst = dqkv + (b * T + t) * C3;
+                for (int64_t h = 0; h < 2 * NH; h++)
+                    rope_rotate_backward(dst + h * hs, g + t * 2 * C + h * hs, ct, st, hs);
+            }
         }
     }
 }

@@ -22,10 +22,13 @@
  * gradient flows through it. Queries at masked positions are still computed (the caller ignores
  * or masks their outputs, e.g. in the loss).
  *
- * The fast path gathers each head's (rotated) q, k, v into the cache as contiguous (T,hs) blocks
- * and runs QK^T, AV and their backward through tess_matmul. Causal attention is computed in row
- * blocks: rows [i0,i1) only meet keys [0,i1), so most of the masked triangle is never computed
- * and the cache stores each head's weights block-packed (see tess_nn_attention_cache_size).
+ * The fast path runs QK^T, AV and their backward through tess_matmul_ld on each head's rows
+ * where they lie: q, k, v of head h are (T,hs) sub-matrices of a (T,3C) array (leading dimension
+ * 3C), the head's output a (T,hs) sub-matrix of out (C). The forward keeps a copy of qkv in the
+ * cache (q and k rotated when rope); nothing is gathered per head. Causal attention is computed in
+ * row blocks: rows [i0,i1) only meet keys [0,i1), so most of the masked triangle is never
+ * computed and the cache stores each head's weights block-packed (see
+ * tess_nn_attention_cache_size).
  * Not collective; no allocation; all functions are local to the calling rank. */
 #ifndef TESS_NN_ATTENTION_H
 #define TESS_NN_ATTENTION_H
@@ -51,12 +54,13 @@ tess_status tess_nn_attention_dims_init(tess_nn_attention_dims *d, int64_t B, in
 tess_status tess_nn_attention_dims_check(const tess_nn_attention_dims *d);
 
 /* Floats of the forward cache: per head the softmax weights, block-packed (causal: row block of
- * rows [i0,i1) stored as (i1-i0, i1); bidirectional: (T,T)), then rotated q, rotated k and v as
- * (B,NH,T,hs) each, then the RoPE cos/sin tables (T,hs/2) each when d->rope. Allocate it for the
- * largest B and T; it then fits any smaller B or T. */
+ * rows [i0,i1) stored as (i1-i0, i1); bidirectional: (T,T)), then qkv as (B,T,3C) with q and k
+ * rotated when d->rope, then the RoPE cos/sin tables (T,hs/2) each when d->rope. Allocate it for
+ * the largest B and T; it then fits any smaller B or T. */
 int64_t tess_nn_attention_cache_size(const tess_nn_attention_dims *d);
-/* Floats of the scratch used by forward and backward: 4*T*hs plus one row block of weights.
- * Depends on T and C/NH only, so one scratch serves every layer and batch of the same model. */
+/* Floats of the scratch used by forward and backward: 2*T*C (one sequence's q and k gradients in
+ * the rotated frame), 2*T (its key mask as rows) and one row block of weights. Depends on T and C
+ * only, so one scratch serves every layer and batch of the same model. */
 int64_t tess_nn_attention_scratch_size(const tess_nn_attention_dims *d);
 
 /* out (B,T,C); cache (tess_nn_attention_cache_size floats), written; scratch (scratch_size),

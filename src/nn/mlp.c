@@ -7,6 +7,7 @@
 
 #include "nn/activation.h" /* tess_nn_gelu_* */
 #include "nn/linear.h"     /* tess_nn_linear_* */
+#include "tensor/matmul.h" /* tess_matmul */
 #include "tensor/tensor.h" /* tess_tensor_expf */
 
 int64_t tess_nn_mlp_scratch_size(int64_t N, int64_t F) { return 2 * N * F; }
@@ -26,12 +27,11 @@ void tess_nn_mlp_gelu_backward(float *din, float *dw_fc, float *db_fc, float *dw
                                const float *act, int64_t N, int64_t C, int64_t F) {
     /* din (N,C); dw_fc (F,C); db_fc (F); dw_proj (C,F); db_proj (C); scratch (2NF);
      * dout (N,C); in (N,C); w_fc (F,C); w_proj (C,F); pre, act (N,F) */
-    float *dact = scratch;         /* (N,F) */
-    float *dpre = scratch + N * F; /* (N,F) */
-    memset(scratch, 0, (size_t)(2 * N * F) * sizeof(float)); /* the layers below accumulate */
-    tess_nn_linear_backward(dact, dw_proj, db_proj, dout, act, w_proj, N, F, C);
-    tess_nn_gelu_backward(dpre, dact, pre, N * F);
-    tess_nn_linear_backward(din, dw_fc, db_fc, dpre, in, w_fc, N, C, F);
+    float *g = scratch; /* (N,F): d/d act, then d/d pre in place; nothing to zero */
+    tess_matmul(g, dout, w_proj, N, F, C, false, false, 1.0f, 0.0f); /* dout (N,C) @ w_proj */
+    tess_nn_linear_backward(NULL, dw_proj, db_proj, dout, act, w_proj, N, F, C);
+    tess_nn_gelu_backward_inplace(g, pre, N * F);
+    tess_nn_linear_backward(din, dw_fc, db_fc, g, in, w_fc, N, C, F);
 }
 
 /* The SwiGLU gate in one pass each way (fewer sweeps over the (N,F) activations than silu, then
@@ -77,8 +77,8 @@ void tess_nn_mlp_swiglu_backward(float *din, float *dw_gate, float *dw_up, float
     const int64_t n = N * F;
     float *dh = scratch;      /* (N,F): d/dh, then d/dgate (overwritten in place) */
     float *dup = scratch + n; /* (N,F): d/dup */
-    memset(dh, 0, (size_t)n * sizeof(float));
-    tess_nn_linear_backward(dh, dw_down, NULL, dout, h, w_down, N, F, C);
+    tess_matmul(dh, dout, w_down, N, F, C, false, false, 1.0f, 0.0f); /* dout (N,C) @ w_down */
+    tess_nn_linear_backward(NULL, dw_down, NULL, dout, h, w_down, N, F, C);
     swiglu_gate_backward(dh, dup, dh, gate, up, n);
     tess_nn_linear_backward(din, dw_up, NULL, dup, in, w_up, N, C, F);
     tess_nn_linear_backward(din, dw_gate, NULL, dh, in, w_gate, N, C, F);

@@ -26,27 +26,42 @@ tess_status tess_matmul_init(void) {
 
 void tess_matmul(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K,
                  bool trans_a, bool trans_b, float alpha, float beta) {
+    tess_matmul_ld(C, N, A, trans_a ? M : K, B, trans_b ? K : N, M, N, K, trans_a, trans_b, alpha,
+                   beta);
+}
+
+void tess_matmul_ld(float *C, int64_t ldc, const float *A, int64_t lda, const float *B,
+                    int64_t ldb, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
+                    float alpha, float beta) {
     TESS_ASSERT(M >= 0 && N >= 0 && K >= 0 && M <= INT_MAX && N <= INT_MAX && K <= INT_MAX);
+    TESS_ASSERT(lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N) && ldc >= N);
+    TESS_ASSERT(lda <= INT_MAX && ldb <= INT_MAX && ldc <= INT_MAX);
     if (M == 0 || N == 0) return;
-    int lda = trans_a ? (int)M : (int)K;
-    int ldb = trans_b ? (int)K : (int)N;
+    /* BLAS wants leading dimensions >= 1 even when a matrix is empty (K = 0) */
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, alpha, A,
-                lda > 0 ? lda : 1, B, ldb > 0 ? ldb : 1, beta, C, (int)N);
+                lda > 0 ? (int)lda : 1, B, ldb > 0 ? (int)ldb : 1, beta, C, (int)ldc);
 }
 
 void tess_matmul_ref(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K,
                      bool trans_a, bool trans_b, float alpha, float beta) {
+    tess_matmul_ld_ref(C, N, A, trans_a ? M : K, B, trans_b ? K : N, M, N, K, trans_a, trans_b,
+                       alpha, beta);
+}
+
+void tess_matmul_ld_ref(float *C, int64_t ldc, const float *A, int64_t lda, const float *B,
+                        int64_t ldb, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
+                        float alpha, float beta) {
     for (int64_t i = 0; i < M; i++) {
         for (int64_t j = 0; j < N; j++) {
             double acc = 0.0;
             for (int64_t k = 0; k < K; k++) {
-                double a = trans_a ? A[k * M + i] : A[i * K + k];
-                double b = trans_b ? B[j * K + k] : B[k * N + j];
+                double a = trans_a ? A[k * lda + i] : A[i * lda + k];
+                double b = trans_b ? B[j * ldb + k] : B[k * ldb + j];
                 acc += a * b;
             }
-            double prev = beta == 0.0f ? 0.0 : (double)beta * C[i * N + j];
-            C[i * N + j] = (float)(alpha * acc + prev);
+            double prev = beta == 0.0f ? 0.0 : (double)beta * C[i * ldc + j];
+            C[i * ldc + j] = (float)(alpha * acc + prev);
         }
     }
 }

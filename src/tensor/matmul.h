@@ -33,4 +33,18 @@ void tess_matmul(float *C, const float *A, const float *B, int64_t M, int64_t N,
 void tess_matmul_ref(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K,
                      bool trans_a, bool trans_b, float alpha, float beta);
 
+/* tess_matmul on sub-matrices of larger row-major arrays (BLAS leading dimensions): row r of the
+ * stored A starts at A + r * lda, likewise B (ldb) and C (ldc). The stored A has M rows of K (K
+ * rows of M when trans_a), so lda >= K (>= M when trans_a); ldb >= N (>= K when trans_b);
+ * ldc >= N. E.g. one attention head's (T,hs) queries inside a (T,3C) qkv array: A = qkv + h * hs,
+ * lda = 3C. C's columns past N are not touched. Sizes and strides within int (TESS_ASSERT). */
+void tess_matmul_ld(float *C, int64_t ldc, const float *A, int64_t lda, const float *B,
+                    int64_t ldb, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
+                    float alpha, float beta);
+
+/* Same contract, triple loop with double accumulation: the oracle for tests. */
+void tess_matmul_ld_ref(float *C, int64_t ldc, const float *A, int64_t lda, const float *B,
+                        int64_t ldb, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
+                        float alpha, float beta);
+
 #endif

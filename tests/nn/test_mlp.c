@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/activation.h" /* tess_nn_gelu_backward, _inplace */
 #include "nn/mlp.h"    /* tess_nn_mlp_* */
 #include "tess_ref.h" /* tess_ref_fill_uniform, tess_ref_rel_err */
 #include "tess_test.h"
@@ -110,8 +111,21 @@ static void check_against_ref(int64_t N, int64_t C, int64_t F, bool swiglu, bool
     case_free(&ref);
 }
 
+/* The in-place GELU backward (the MLP's) is bitwise the accumulating one added into zeros. */
+static void check_gelu_inplace(void) {
+    enum { n = 203 };
+    float x[n], g[n], acc[n] = {0};
+    tess_ref_fill_uniform(x, n, 71, 3.0f);
+    tess_ref_fill_uniform(g, n, 72, 1.0f);
+    x[0] = -20.0f, x[1] = 20.0f, x[2] = 0.0f;
+    tess_nn_gelu_backward(acc, g, x, n);
+    tess_nn_gelu_backward_inplace(g, x, n);
+    TESS_TEST_CHECK(memcmp(acc, g, sizeof g) == 0, "gelu backward in place != += into zeros");
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
+    check_gelu_inplace();
     const int64_t shapes[][3] = {{1, 1, 1}, {5, 6, 12}, {7, 3, 10}, {33, 16, 40}, {2, 9, 37}};
     uint32_t seed = 20;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++, seed += 5) {

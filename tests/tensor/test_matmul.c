@@ -1,10 +1,14 @@
 /* test_matmul.c - tess_matmul (BLAS) against hand-computed products and against tess_matmul_ref
- * for every transpose combination, with beta = 0 (overwrite, NaNs ignored) and beta = 1. */
+ * for every transpose combination, with beta = 0 (overwrite, NaNs ignored) and beta = 1; and
+ * tess_matmul_ld on sub-matrices of wider arrays against tess_matmul_ld_ref and against
+ * tess_matmul on contiguous copies, leaving the columns past N untouched. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "tensor/matmul.h" /* tess_matmul, tess_matmul_ref */
+#include <string.h>
+
+#include "tensor/matmul.h" /* tess_matmul, tess_matmul_ld, and their _ref */
 #include "tess_test.h"
 
 static float next_val(uint32_t *s) {
@@ -44,6 +48,42 @@ int main(int argc, char **argv) {
         double err = 0;
         for (int i = 0; i < M * N; i++) err = fmax(err, fabs(c1[i] - c2[i]));
         TESS_TEST_CHECK(err < 1e-5, "trans_a=%d trans_b=%d: max |blas - ref| = %g", ta, tb, err);
+    }
+    /* Strided: A, B, C are column windows [off, off + width) of arrays LD = 13 floats wide (as
+     * one head's rows inside a qkv array); every element outside the window of C must survive. */
+    enum { LD = 13, OFF = 3 };
+    float wa[LD * 7], wb[LD * 7], wc1[LD * 7], wc2[LD * 7], ca[7 * 7], cb[7 * 7], cc[7 * 7];
+    for (int i = 0; i < LD * 7; i++) wa[i] = next_val(&s), wb[i] = next_val(&s);
+    for (int t = 0; t < 8; t++) {
+        bool ta = t & 1, tb = t & 2;
+        float beta = t & 4 ? 1.0f : 0.0f;
+        /* stored shapes: A (M,K) or (K,M), B (K,N) or (N,K), C (M,N) */
+        const int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+        for (int i = 0; i < LD * 7; i++) wc1[i] = wc2[i] = next_val(&s);
+        for (int r = 0; r < ar; r++) memcpy(ca + r * ac, wa + r * LD + OFF, sizeof(float) * ac);
+        for (int r = 0; r < br; r++) memcpy(cb + r * bc, wb + r * LD + OFF, sizeof(float) * bc);
+        for (int r = 0; r < M; r++) memcpy(cc + r * N, wc1 + r * LD + OFF, sizeof(float) * N);
+        tess_matmul_ld(wc1 + OFF, LD, wa + OFF, LD, wb + OFF, LD, M, N, K, ta, tb, 0.5f, beta);
+        tess_matmul_ld_ref(wc2 + OFF, LD, wa + OFF, LD, wb + OFF, LD, M, N, K, ta, tb, 0.5f, beta);
+        tess_matmul(cc, ca, cb, M, N, K, ta, tb, 0.5f, beta);
+        double err = 0, errc = 0;
+        int outside = 0;
+        for (int r = 0; r < 7; r++) {
+            for (int j = 0; j < LD; j++) {
+                const int i = r * LD + j;
+                if (r < M && j >= OFF && j < OFF + N) {
+                    err = fmax(err, fabs(wc1[i] - wc2[i]));
+                    errc = fmax(errc, fabs(wc1[i] - cc[r * N + j - OFF]));
+                } else {
+                    outside += wc1[i] != wc2[i];
+                }
+            }
+        }
+        TESS_TEST_CHECK(err < 1e-5 && errc < 1e-5,
+                        "ld, trans_a=%d trans_b=%d beta=%g: max |blas - ref| = %g, "
+                        "|ld - contiguous| = %g", ta, tb, beta, err, errc);
+        TESS_TEST_CHECK(outside == 0, "ld, trans_a=%d trans_b=%d: %d elements outside C changed",
+                        ta, tb, outside);
     }
     int rc = tess_test_finish("matmul");
     MPI_Finalize();
