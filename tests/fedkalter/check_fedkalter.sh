@@ -34,6 +34,9 @@
 #           (warm-up 0, eps1 1e9, eps2 0) 2 clusters after round 1 and more later (metrics.csv
 #           "clusters"), identical on 1, 2 and 4 ranks, and 2 ranks stopped after round 2 and
 #           resumed on 3 ranks (the clusters come from the checkpoint) equal the 1-rank run;
+#           gcfl.csv (the split rule's norms) has a row per round and cluster the round started
+#           with, clients summing to 7, mean norm <= largest norm, a split row per added
+#           cluster, and is the same on 1, 2, 4 ranks and after the resume;
 #   gcflplus GCFL+: within its warm-up bitwise FedAvg; with splits forced (warm-up 0, eps1 1e9,
 #           eps2 0, 2 norms per sequence) the clusters per round are 1 2 2 3 3 4 (a split needs 2
 #           norms recorded since the last one, one split per round), identical on 1, 2 and 4
@@ -240,7 +243,29 @@ gcfl)
   cut -d, -f5 g1/metrics.csv | paste -sd' ' | awk '{ exit !($2 == 2 && $4 > 2) }' ||
     fail "clusters per round: $(cut -d, -f5 g1/metrics.csv | paste -sd' ')"
   ! cmp -s avg/clients.csv g1/clients.csv || fail "gcfl with splits equals FedAvg"
+  # gcfl.csv: a row per round and cluster the round started with (the clusters of the round
+  # before, 1 at first), their clients summing to 7, norm of the mean update <= the largest
+  # norm > 0, and as many split rows as clusters added; in the warm-up one unsplit cluster
+  [ "$(head -1 g1/gcfl.csv)" = "step,cluster,clients,mean_update_norm,max_update_norm,split,seconds" ] ||
+    fail "gcfl.csv header: $(head -1 g1/gcfl.csv)"
+  awk -F, 'NR == FNR { if (FNR > 1) ncl[$1] = $5; next }
+           FNR > 1 { rows[$1]++; sum[$1] += $3; splits[$1] += $6
+                     if ($4 > $5 + 1e-12 || $5 <= 0 || ($6 == 1 && $3 < 3)) bad = bad " " FNR }
+           END { prev = 1
+                 for (r = 1; r in ncl; r++) {
+                   if (rows[r] != prev || sum[r] != 7 || splits[r] != ncl[r] - prev) bad = bad " r" r
+                   prev = ncl[r] }
+                 if (bad != "") { print "bad rows:" bad; exit 1 } }' g1/metrics.csv g1/gcfl.csv ||
+    { cat g1/metrics.csv g1/gcfl.csv; fail "gcfl.csv does not match the clusters"; }
+  for np in 2 4; do
+    cmp <(cut -d, -f1-6 g1/gcfl.csv) <(cut -d, -f1-6 "g$np/gcfl.csv") ||
+      fail "gcfl.csv: $np ranks differ from 1 rank"
+  done
+  [ "$(tail -n +2 warm/gcfl.csv | cut -d, -f1-3,6 | paste -sd' ')" = "1,0,7,0 2,0,7,0 3,0,7,0" ] ||
+    { cat warm/gcfl.csv; fail "gcfl.csv in the warm-up: one cluster of 7, no split"; }
   stop_resume g1 gstop 2 1,2,5 # step, loss, clusters
+  cmp <(cut -d, -f1-6 g1/gcfl.csv) <(cut -d, -f1-6 gstop/gcfl.csv) ||
+    fail "gcfl.csv of the resumed run differs"
   ;;
 gcflplus)
   rm -rf avg warm p1 p2 p4 gc pstop
