@@ -36,7 +36,8 @@
 #           resumed on 3 ranks (the clusters come from the checkpoint) equal the 1-rank run;
 #           gcfl.csv (the split rule's norms) has a row per round and cluster the round started
 #           with, clients summing to 7, mean norm <= largest norm, a split row per added
-#           cluster, and is the same on 1, 2, 4 ranks and after the resume;
+#           cluster, and is the same on 1, 2, 4 ranks and after the resume; with gnuplot
+#           plots.py --gcfl draws it and names the first split (none in the warm-up);
 #   gcflplus GCFL+: within its warm-up bitwise FedAvg; with splits forced (warm-up 0, eps1 1e9,
 #           eps2 0, 2 norms per sequence) the clusters per round are 1 2 2 3 3 4 (a split needs 2
 #           norms recorded since the last one, one split per round), identical on 1, 2 and 4
@@ -269,6 +270,13 @@ gcfl)
   stop_resume g1 gstop 2 1,2,5 # step, loss, clusters
   cmp <(cut -d, -f1-6 g1/gcfl.csv) <(cut -d, -f1-6 gstop/gcfl.csv) ||
     fail "gcfl.csv of the resumed run differs"
+  if command -v gnuplot >/dev/null; then
+    exp=$(cd "$(dirname "$0")/../../experiments/fedkalter" && pwd)
+    /usr/bin/python3 "$exp/plots.py" --gcfl norms.png warm g1 >norms.log || fail "plots.py --gcfl"
+    [ -s norms.png ] && grep -qx "warm: eps1 0.01, eps2 0.1: no split" norms.log &&
+      grep -qx "g1: eps1 1e+09, eps2 0: first split at round 1, 4 clusters at the end" norms.log ||
+      { cat norms.log; fail "plots.py --gcfl: the PNG and a line per run"; }
+  fi
   ;;
 gcflplus)
   rm -rf avg warm p1 p2 p4 gc pstop
