@@ -98,7 +98,7 @@ def config_value(run, key):
 def gcfl(png, run_dirs):
     tmp = tempfile.mkdtemp()
     colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"]
-    plots = []
+    plots, lo, hi = [], float("inf"), 0.0
     for i, run in enumerate(run_dirs):
         eps1, eps2 = (float(config_value(run, f"train.gcfl_eps{j}")) for j in (1, 2))
         with open(os.path.join(run, "gcfl.csv")) as f:
@@ -109,6 +109,8 @@ def gcfl(png, run_dirs):
         with open(data, "w") as f:
             f.writelines(f"{r['step']} {r['mean_update_norm']} {r['max_update_norm']}\n"
                          for r in rows)
+        norms = [float(r[k]) for r in rows for k in ("mean_update_norm", "max_update_norm")]
+        lo, hi = min([lo, eps1] + [v for v in norms if v > 0]), max([hi, eps2] + norms)
         first = [int(r["step"]) for r in rows if r["split"] == "1"]
         last = [r for r in rows if r["step"] == rows[-1]["step"]]  # the last round's clusters
         clusters = len(last) + sum(r["split"] == "1" for r in last)
@@ -130,8 +132,10 @@ def gcfl(png, run_dirs):
     setting = config_value(run_dirs[0], "data.setting")
     script = (f"set terminal pngcairo size 900,600 noenhanced font ',11'\n"
               f"set output '{png}'\nset grid\nset logscale y\n"
-              f"set title 'fedkalter GCFL, {setting}, seed {seed}: the split rule per cluster and "
-              "round (points: one per cluster)' font ',11'\n"
+              f"set yrange [{lo / 2:g}:{hi * 2:g}]\n"  # the eps lines off the frame
+              f"set title \"fedkalter GCFL, {setting}, seed {seed}: the split rule per cluster "
+              "and round\\n(points: one per cluster; later runs drawn over earlier ones; runs of "
+              "one seed agree up to the first split)\" font ',11'\n"
               "set xlabel 'federated round'\n"
               "set ylabel 'L2 norm of the shared-parameter update (log scale)'\n"
               "set key below Left reverse samplen 2 font ',10'\n"
