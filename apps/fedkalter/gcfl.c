@@ -59,25 +59,43 @@ static double dot(const double *a, const double *b, int64_t L) {
     return s;
 }
 
-/* The clients idc (m) of cluster c, and whether the cluster passes GCFL's split rule. */
-static bool split_rule(const int64_t *cluster, int64_t c, const double *dw, int64_t n, int64_t L,
-                       int64_t round, int64_t warmup, double eps1, double eps2, int64_t *idc,
-                       int64_t *m) {
+/* The clients idc (*m) of cluster c and the two norms of GCFL's split rule over them: *mean_norm =
+ * || mean_k dW_k || (unweighted, as the reference), *max_norm = max_k || dW_k ||. */
+static void cluster_norms(const int64_t *cluster, int64_t c, const double *dw, int64_t n,
+                          int64_t L, int64_t *idc, int64_t *m, double *mean_norm,
+                          double *max_norm) {
     *m = 0;
     for (int64_t k = 0; k < n; k++) {
         if (cluster[k] == c) idc[(*m)++] = k;
     }
-    double max_norm = 0.0, mean_norm = 0.0;
+    *max_norm = 0.0;
     for (int64_t a = 0; a < *m; a++) {
         const double nk = sqrt(dot(dw + idc[a] * L, dw + idc[a] * L, L));
-        if (nk > max_norm) max_norm = nk;
+        if (nk > *max_norm) *max_norm = nk;
     }
-    for (int64_t i = 0; i < L; i++) {
+    double sq = 0.0;
+    for (int64_t i = 0; *m > 0 && i < L; i++) {
         double s = 0.0;
         for (int64_t a = 0; a < *m; a++) s += dw[idc[a] * L + i];
-        mean_norm += (s / (double)*m) * (s / (double)*m);
+        sq += (s / (double)*m) * (s / (double)*m);
     }
-    mean_norm = sqrt(mean_norm);
+    *mean_norm = sqrt(sq);
+}
+
+void fk_gcfl_norms(const int64_t *cluster, int64_t ncl, const double *dw, int64_t n, int64_t L,
+                   double *mean_norm, double *max_norm, int64_t *size) {
+    for (int64_t c = 0; c < ncl; c++) {
+        int64_t idc[GCFL_MAX];
+        cluster_norms(cluster, c, dw, n, L, idc, &size[c], &mean_norm[c], &max_norm[c]);
+    }
+}
+
+/* The clients idc (m) of cluster c, and whether the cluster passes GCFL's split rule. */
+static bool split_rule(const int64_t *cluster, int64_t c, const double *dw, int64_t n, int64_t L,
+                       int64_t round, int64_t warmup, double eps1, double eps2, int64_t *idc,
+                       int64_t *m) {
+    double mean_norm, max_norm;
+    cluster_norms(cluster, c, dw, n, L, idc, m, &mean_norm, &max_norm);
     return *m > 2 && round > warmup && mean_norm < eps1 && max_norm > eps2;
 }
 

@@ -31,6 +31,13 @@
  * index, the first minimal phase kept. n <= 64. */
 double fk_gcfl_min_cut(const double *w, int64_t n, bool *side);
 
+/* The two norms of the split rule for every cluster c < ncl of cluster (n) (ids 0..ncl-1), dw
+ * (n, L) as in fk_gcfl_step: mean_norm[c] = || mean_{k in c} dW_k || (unweighted, as the
+ * reference), max_norm[c] = max_{k in c} || dW_k ||, size[c] its clients (an empty cluster: 0,
+ * 0, 0). Output arrays (ncl). */
+void fk_gcfl_norms(const int64_t *cluster, int64_t ncl, const double *dw, int64_t n, int64_t L,
+                   double *mean_norm, double *max_norm, int64_t *size);
+
 /* One round's clustering step. cluster (n): cluster id of each client, ids 0..*ncl-1 numbered by
  * the clusters' order; dw (n, L): each client's update this round; round: 1-based. Clusters that
  * split are replaced in place of their position by two: first the side holding the cluster's

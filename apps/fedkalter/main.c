@@ -141,6 +141,8 @@ typedef struct {
     char ktitle_names[3 * FK_MAX_LAYERS_APP][24]; /* legend entries: "layer 1", "K eta, layer 1" */
     const char *ktitles_R[FK_MAX_LAYERS_APP], *ktitles_gain[2 * FK_MAX_LAYERS_APP];
     int csv, csv_acc, csv_kal, csv_hist, csv_hlong;
+    int csv_gcfl;            /* GCFL: gcfl.csv, per round a row per cluster (the split rule) */
+    int csv_cacc;            /* client_accuracy.csv: per evaluated round a row per client */
     bool hist_wide;          /* kalter_logR_hist.csv (one column per client) and its plot */
     tess_timer_id t_train, t_agg, t_eval; /* per round: local epochs, aggregation, evaluation */
 } fk_app;
@@ -474,6 +476,13 @@ static tess_status setup(tess_run *run, void *ctx) {
                                              "test graphs"};
     TESS_CHECK(tess_run_metrics(run, "metrics", cols, 4, true, &a->csv));
     TESS_CHECK(tess_run_metrics(run, "accuracy", acc_cols, 3, true, &a->csv_acc));
+    static const char *const cacc_cols[] = {"client", "train_acc", "val_acc", "test_acc"};
+    TESS_CHECK(tess_run_metrics(run, "client_accuracy", cacc_cols, 4, true, &a->csv_cacc));
+    if (a->method == FK_GCFL) {
+        static const char *const gcfl_cols[] = {"cluster", "clients", "mean_update_norm",
+                                                "max_update_norm", "split"};
+        TESS_CHECK(tess_run_metrics(run, "gcfl", gcfl_cols, 5, true, &a->csv_gcfl));
+    }
     const tess_plot_spec loss_plot = {.title = "fedkalter: mean client training loss",
                                       .xlabel = "federated round", .ycols = loss_col, .ny = 1,
                                       .ylabel = "cross-entropy (nats/graph)", .logy = true};
@@ -547,9 +556,12 @@ static tess_status run_graphs(fk_app *a, fk_client *cl, const int64_t *ids, int6
 /* GCFL's server step after the local epochs (gcfl.h): every client's update of the shared
  * entries (parameters minus the round's start, in double) gathered on every rank in client order
  * (one slot per client, zeros elsewhere: the sums are exact), the clusters split where the rule
- * says so (the same on every rank), then the shared entries averaged within each cluster.
+ * says so (the same on every rank; gcfl.csv gets a row per cluster the round started with: its
+ * clients, the rule's two norms, whether it split), then the shared entries averaged within each
+ * cluster.
  * Collective on g. *bytes += what the aggregations sent. */
-static tess_status gcfl_round(fk_app *a, const tess_group *g, int64_t round, int64_t *bytes) {
+static tess_status gcfl_round(tess_run *run, fk_app *a, const tess_group *g, int64_t round,
+                              int64_t *bytes) {
     const int64_t Ls = (int64_t)a->shared_floats;
     memset(a->dw, 0, (size_t)(a->nclients * Ls) * sizeof(double));
     for (int64_t j = 0; j < a->nlocal; j++) {
@@ -566,6 +578,11 @@ static tess_status gcfl_round(fk_app *a, const tess_group *g, int64_t round, int
     }
     TESS_CHECK(tess_par_allreduce_f64(g, a->dw, a->nclients * Ls, TESS_PAR_SUM));
     const int64_t before = a->ncl;
+    /* the split rule's norms of the clusters the round started with, and their clients */
+    double mean_norm[FK_MAX_CLIENTS], max_norm[FK_MAX_CLIENTS];
+    int64_t csize[FK_MAX_CLIENTS], old[FK_MAX_CLIENTS];
+    fk_gcfl_norms(a->cluster, a->ncl, a->dw, a->nclients, Ls, mean_norm, max_norm, csize);
+    memcpy(old, a->cluster, (size_t)a->nclients * sizeof(int64_t));
     const int64_t splits =
         a->gcflplus ? fk_gcflplus_step(a->cluster, &a->ncl, a->dw, a->seq, &a->seq_count,
                                        a->nclients, Ls, a->seq_len, round + 1, a->gcfl_warmup,
@@ -575,6 +592,18 @@ static tess_status gcfl_round(fk_app *a, const tess_group *g, int64_t round, int
     if (splits > 0)
         tess_log_info("round %lld: %s split %lld cluster(s) into %lld", (long long)(round + 1),
                       a->gcflplus ? "GCFL+" : "GCFL", (long long)before, (long long)a->ncl);
+    for (int64_t c = 0; c < before; c++) { /* split: its clients now in two clusters */
+        int64_t first = -1;
+        bool split = false;
+        for (int64_t k = 0; k < a->nclients; k++) {
+            if (old[k] != c) continue;
+            if (first < 0) first = a->cluster[k];
+            split = split || a->cluster[k] != first;
+        }
+        const double row[5] = {(double)c, (double)csize[c], mean_norm[c], max_norm[c],
+                               split ? 1.0 : 0.0};
+        TESS_CHECK(tess_run_metrics_row(run, a->csv_gcfl, row));
+    }
     for (int64_t c = 0; c < a->ncl; c++) { /* each cluster: its clients of this rank, in order */
         tess_registry *regs[FK_MAX_CLIENTS];
         int64_t ids[FK_MAX_CLIENTS], size = 0, b = 0;
@@ -624,7 +653,7 @@ static tess_status step(tess_run *run, void *ctx, int64_t round, tess_run_step_o
     int64_t bytes = 0;
     tess_timer_start(tm, a->t_agg);
     if (a->method == FK_GCFL) {
-        TESS_CHECK(gcfl_round(a, g, round, &bytes));
+        TESS_CHECK(gcfl_round(run, a, g, round, &bytes));
     } else if (a->method != FK_SELFTRAIN) {
         TESS_CHECK(tess_par_aggregate(g, a->regs, a->ids, a->weights, (int)a->nlocal,
                                       a->nclients, TESS_TAG_SHARED, &bytes));
@@ -684,6 +713,10 @@ static tess_status step(tess_run *run, void *ctx, int64_t round, tess_run_step_o
                            a->method == FK_SELFTRAIN ? (double)a->nclients : (double)a->ncl};
     TESS_CHECK(tess_run_metrics_row(run, a->csv, row));
     if (eval) TESS_CHECK(tess_run_metrics_row(run, a->csv_acc, mean + 1));
+    for (int64_t k = 0; eval && k < a->nclients; k++) {
+        const double crow[4] = {(double)k, per[k * 4 + 1], per[k * 4 + 2], per[k * 4 + 3]};
+        TESS_CHECK(tess_run_metrics_row(run, a->csv_cacc, crow));
+    }
     *out = (tess_run_step_out){.done = round + 1 == a->rounds, .loss = mean[0], .items = items,
                                .position = NAN, .data_cursor = round + 1};
     return TESS_OK;

@@ -9,10 +9,16 @@ seeds of the client mean, the client mean per seed, the published row of the sam
 (second-hand: FedIGL, NeurIPS 2025, Table 1, FedSSP protocol) and the minutes per run
 (OUT/commands.tsv).
 
-Best validation (an extra table, not the protocol): per run, the evaluated round with the highest
+Best validation per client (the spec's secondary column, not the protocol): for every client the
+evaluated round with its highest validation accuracy (OUT/<run>/client_accuracy.csv; the earliest
+such round on ties) and its test accuracy there; the table has the last-round table's columns
+(per client mean over seeds, client mean, "±", std of the client mean, per seed). Runs without
+client_accuracy.csv (the app writes it since commit 77246db) are left out of it; the seeds column
+says which are in.
+
+Best validation per run (an extra table): per run, the evaluated round with the highest
 validation accuracy averaged over the clients (unweighted, OUT/<run>/accuracy.csv; the earliest
-such round on ties) and the client-mean test accuracy at that round; one round per run, not per
-client (accuracy.csv holds client means only). Mean and std across seeds.
+such round on ties) and the client-mean test accuracy at that round. Mean and std across seeds.
 
 Under both: Fed-Kalter - FedStar per common seed. All stds are population stds (numpy's default);
 with one seed they are "-". Standard library only.
@@ -58,7 +64,9 @@ def spread(xs):
 class Run:
     """One finished run: acc = last-round test accuracy (%) per client in client order;
     best_round, best_test = the evaluated round with the highest mean validation accuracy (the
-    earliest on ties) and the client-mean test accuracy (%) there."""
+    earliest on ties) and the client-mean test accuracy (%) there; best_client = per client the
+    test accuracy (%) at the evaluated round of its highest validation accuracy (the earliest on
+    ties), None without client_accuracy.csv."""
 
     def __init__(self, path, n_clients):
         with open(os.path.join(path, "clients.csv")) as f:
@@ -74,6 +82,20 @@ class Run:
             sys.exit(f"table.py: {path}/accuracy.csv has no evaluated round")
         best = max(evals, key=lambda e: (e[1], -e[0]))
         self.best_round, self.best_test = best[0], 100.0 * best[2]
+        self.best_client = None
+        per_client = os.path.join(path, "client_accuracy.csv")
+        if os.path.exists(per_client):
+            with open(per_client) as f:
+                rows = [(int(r["client"]), int(r["step"]), float(r["val_acc"]),
+                         float(r["test_acc"])) for r in csv.DictReader(f)]
+            best = {}
+            for k, step, val, test in rows:
+                if k not in best or (val, -step) > (best[k][0], -best[k][1]):
+                    best[k] = (val, step, test)
+            if sorted(best) != list(range(len(self.acc))):
+                sys.exit(f"table.py: {path}/client_accuracy.csv has clients {sorted(best)}, "
+                         f"expected 0..{len(self.acc) - 1}")
+            self.best_client = [100.0 * best[k][2] for k in range(len(self.acc))]
 
     def client_mean(self):
         return mean(self.acc)
@@ -104,30 +126,32 @@ def read_seconds(out):
     return seconds
 
 
-def last_round_table(setting, names, cells, seconds):
-    print(f"\n{setting.upper()}: last-round test accuracy (%), mean over the seeds\n")
+def client_table(title, names, cells, value, published, seconds):
+    """Per method: value(run) (a % per client) averaged over the seeds, the client mean, the "±"
+    (mean over clients of the std across seeds), the std of the client mean, the client mean per
+    seed, published[method] and the minutes per run (seconds[(method, seed)])."""
+    print(f"\n{title}\n")
     print("| method | seeds | " + " | ".join(names) +
           " | client mean | ± (mean client std) | std of the client mean | per seed |"
           " published | min/run |")
     print("|---|---|" + "---|" * len(names) + "---|---|---|---|---|---|")
     for method, by_seed in cells:
         seeds = sorted(by_seed)
-        per_client = [[by_seed[s].acc[k] for s in seeds] for k in range(len(names))]
-        client_mean = [by_seed[s].client_mean() for s in seeds]
+        per_client = [[value(by_seed[s])[k] for s in seeds] for k in range(len(names))]
+        client_mean = [mean(value(by_seed[s])) for s in seeds]
         pm = f"{mean([pstd(v) for v in per_client]):.2f}" if len(seeds) > 1 else "-"
-        mins = [seconds[(setting, method, s)] / 60 for s in seeds
-                if (setting, method, s) in seconds]
+        mins = [seconds[(method, s)] / 60 for s in seeds if (method, s) in seconds]
         print(f"| {LABEL.get(method, method)} | {','.join(map(str, seeds))} | " +
               " | ".join(f"{mean(v):.2f}" for v in per_client) +
               f" | {mean(client_mean):.2f} | {pm} | {spread(client_mean)}"
               f" | {' / '.join(f'{c:.2f}' for c in client_mean)}"
-              f" | {PUBLISHED.get(setting, {}).get(method, '-')}"
+              f" | {published.get(method, '-')}"
               f" | {f'{mean(mins):.0f}' if mins else '-'} |")
 
 
 def best_val_table(setting, cells):
     print(f"\n{setting.upper()}: client-mean test accuracy (%) at the round of the best mean"
-          " validation accuracy (per run; not the protocol)\n")
+          " validation accuracy (one round per run; not the protocol)\n")
     print("| method | seeds | round per seed | per seed | mean | std across seeds |"
           " last-round mean |")
     print("|---|---|---|---|---|---|---|")
@@ -159,8 +183,21 @@ def main(out):
         if not cells:
             continue
         fs, fk = runs.get((setting, "fedstar"), {}), runs.get((setting, "fedkalter"), {})
-        last_round_table(setting, names, cells, seconds)
+        secs = {(m, seed): t for (s, m, seed), t in seconds.items() if s == setting}
+        client_table(f"{setting.upper()}: last-round test accuracy (%), mean over the seeds",
+                     names, cells, lambda r: r.acc, PUBLISHED.get(setting, {}), secs)
         difference_line("client mean", fs, fk, Run.client_mean)
+        # per-client best validation: only the runs that logged client_accuracy.csv
+        pcells = [(m, {s: r for s, r in by_seed.items() if r.best_client is not None})
+                  for m, by_seed in cells]
+        pcells = [(m, by_seed) for m, by_seed in pcells if by_seed]
+        if pcells:
+            client_table(f"{setting.upper()}: test accuracy (%) of every client at its own best "
+                         "validation round, mean over the seeds (the spec's secondary column; "
+                         "not the protocol)", names, pcells, lambda r: r.best_client, {}, secs)
+            difference_line("per-client best-validation test, client mean",
+                            dict(pcells).get("fedstar", {}), dict(pcells).get("fedkalter", {}),
+                            lambda r: mean(r.best_client))
         best_val_table(setting, cells)
         difference_line("best-validation test", fs, fk, lambda r: r.best_test)
 

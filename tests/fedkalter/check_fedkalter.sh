@@ -34,6 +34,10 @@
 #           (warm-up 0, eps1 1e9, eps2 0) 2 clusters after round 1 and more later (metrics.csv
 #           "clusters"), identical on 1, 2 and 4 ranks, and 2 ranks stopped after round 2 and
 #           resumed on 3 ranks (the clusters come from the checkpoint) equal the 1-rank run;
+#           gcfl.csv (the split rule's norms) has a row per round and cluster the round started
+#           with, clients summing to 7, mean norm <= largest norm, a split row per added
+#           cluster, and is the same on 1, 2, 4 ranks and after the resume; with gnuplot
+#           plots.py --gcfl draws it and names the first split (none in the warm-up);
 #   gcflplus GCFL+: within its warm-up bitwise FedAvg; with splits forced (warm-up 0, eps1 1e9,
 #           eps2 0, 2 norms per sequence) the clusters per round are 1 2 2 3 3 4 (a split needs 2
 #           norms recorded since the last one, one split per round), identical on 1, 2 and 4
@@ -48,8 +52,11 @@
 #           and their commands; a second call skips them; an unknown method exits 64; table.py
 #           prints both rows over seeds 1,2 with seed 1's client mean and the difference line,
 #           and the best-validation rows (4 rounds evaluated every round) with the round and
-#           test accuracy of each run recomputed here; on hand-made runs the tie rule (earliest
-#           round), the std across seeds and the best-validation difference line; with
+#           test accuracy of each run recomputed here; client_accuracy.csv's last round equals
+#           clients.csv and its client means accuracy.csv; the per-client best-validation rows
+#           (each client at its own best validation round) recomputed here; on hand-made runs
+#           the tie rule (earliest round, per run and per client), runs without
+#           client_accuracy.csv left out, the std across seeds and the difference line; with
 #           gnuplot, plots.py draws fedkalter_sm_test.png;
 #   tufiles the SM setting on 7 tiny TU datasets written here (10 triangles each): one round
 #           on 2 ranks runs; then BZR_A.txt names a node of another graph: exit 65 on 1 and on 2
@@ -240,7 +247,36 @@ gcfl)
   cut -d, -f5 g1/metrics.csv | paste -sd' ' | awk '{ exit !($2 == 2 && $4 > 2) }' ||
     fail "clusters per round: $(cut -d, -f5 g1/metrics.csv | paste -sd' ')"
   ! cmp -s avg/clients.csv g1/clients.csv || fail "gcfl with splits equals FedAvg"
+  # gcfl.csv: a row per round and cluster the round started with (the clusters of the round
+  # before, 1 at first), their clients summing to 7, norm of the mean update <= the largest
+  # norm > 0, and as many split rows as clusters added; in the warm-up one unsplit cluster
+  [ "$(head -1 g1/gcfl.csv)" = "step,cluster,clients,mean_update_norm,max_update_norm,split,seconds" ] ||
+    fail "gcfl.csv header: $(head -1 g1/gcfl.csv)"
+  awk -F, 'NR == FNR { if (FNR > 1) ncl[$1] = $5; next }
+           FNR > 1 { rows[$1]++; sum[$1] += $3; splits[$1] += $6
+                     if ($4 > $5 + 1e-12 || $5 <= 0 || ($6 == 1 && $3 < 3)) bad = bad " " FNR }
+           END { prev = 1
+                 for (r = 1; r in ncl; r++) {
+                   if (rows[r] != prev || sum[r] != 7 || splits[r] != ncl[r] - prev) bad = bad " r" r
+                   prev = ncl[r] }
+                 if (bad != "") { print "bad rows:" bad; exit 1 } }' g1/metrics.csv g1/gcfl.csv ||
+    { cat g1/metrics.csv g1/gcfl.csv; fail "gcfl.csv does not match the clusters"; }
+  for np in 2 4; do
+    cmp <(cut -d, -f1-6 g1/gcfl.csv) <(cut -d, -f1-6 "g$np/gcfl.csv") ||
+      fail "gcfl.csv: $np ranks differ from 1 rank"
+  done
+  [ "$(tail -n +2 warm/gcfl.csv | cut -d, -f1-3,6 | paste -sd' ')" = "1,0,7,0 2,0,7,0 3,0,7,0" ] ||
+    { cat warm/gcfl.csv; fail "gcfl.csv in the warm-up: one cluster of 7, no split"; }
   stop_resume g1 gstop 2 1,2,5 # step, loss, clusters
+  cmp <(cut -d, -f1-6 g1/gcfl.csv) <(cut -d, -f1-6 gstop/gcfl.csv) ||
+    fail "gcfl.csv of the resumed run differs"
+  if command -v gnuplot >/dev/null; then
+    exp=$(cd "$(dirname "$0")/../../experiments/fedkalter" && pwd)
+    /usr/bin/python3 "$exp/plots.py" --gcfl norms.png warm g1 >norms.log || fail "plots.py --gcfl"
+    [ -s norms.png ] && grep -qx "warm: eps1 0.01, eps2 0.1: no split" norms.log &&
+      grep -qx "g1: eps1 1e+09, eps2 0: first split at round 1, 4 clusters at the end" norms.log ||
+      { cat norms.log; fail "plots.py --gcfl: the PNG and a line per run"; }
+  fi
   ;;
 gcflplus)
   rm -rf avg warm p1 p2 p4 gc pstop
@@ -374,6 +410,37 @@ experiment)
                    (100 * a + 100 * b) / 2 }')
     grep -qF "$row" table.md || { cat table.md; fail "best-validation row: want '$row'"; }
   done
+  # client_accuracy.csv: a row per client and evaluated round; its last round is clients.csv's,
+  # its client mean accuracy.csv's
+  for r in xout/sm-fedstar-s1 xout/sm-fedkalter-s2; do
+    [ "$(tail -n +2 "$r/client_accuracy.csv" | wc -l)" -eq 28 ] || fail "$r: client_accuracy.csv rows"
+    cmp <(awk -F, '$1 == 4 { print $2 "," $3 "," $4 "," $5 }' "$r/client_accuracy.csv") \
+        <(tail -n +2 "$r/clients.csv" | cut -d, -f1,3-5) || fail "$r: last round differs from clients.csv"
+    awk -F, 'NR == FNR { if (FNR > 1) for (q = 3; q <= 5; q++) s[$1, q] += $q / 7; next }
+             FNR > 1 { for (q = 2; q <= 4; q++) if ((d = s[$1, q + 1] - $q) > 1e-8 || d < -1e-8) bad = 1 }
+             END { exit bad }' "$r/client_accuracy.csv" "$r/accuracy.csv" ||
+      fail "$r: client means of client_accuracy.csv differ from accuracy.csv"
+  done
+  # per-client best validation, recomputed here: per run and client the first round of its
+  # highest val_acc and the test_acc there; per method the table.py row up to the per-seed means
+  cbest() { awk -F, 'NR > 1 && (!($2 in v) || $4 > v[$2]) { v[$2] = $4; t[$2] = $5 }
+                     END { for (k = 0; k < 7; k++) printf "%.17g ", 100 * t[k] }' \
+            "xout/sm-$1-s$2/client_accuracy.csv"; }
+  for m in fedstar fedkalter; do
+    label=FedStar; [ $m = fedkalter ] && label=Fed-Kalter
+    row=$(echo "$(cbest $m 1)" "$(cbest $m 2)" | awk -v l="$label" '{
+            printf "| %s | 1,2 |", l; c1 = c2 = pm = 0
+            for (k = 1; k <= 7; k++) { a = $k; b = $(k + 7); m = (a + b) / 2
+              printf " %.2f |", m; c1 += a; c2 += b
+              pm += sqrt(((a - m) ^ 2 + (b - m) ^ 2) / 2) }
+            c1 /= 7; c2 /= 7; m = (c1 + c2) / 2
+            printf " %.2f | %.2f | %.2f | %.2f / %.2f | - |", m, pm / 7,
+                   sqrt(((c1 - m) ^ 2 + (c2 - m) ^ 2) / 2), c1, c2 }')
+    sed -n '/at its own best validation round/,/^Fed-Kalter − FedStar/p' table.md | grep -qF "$row" ||
+      { cat table.md; fail "per-client best-validation row: want '$row'"; }
+  done
+  grep -q "Fed-Kalter − FedStar, per-client best-validation test, client mean, same seed: s1 .*, s2 " \
+    table.md || { cat table.md; fail "per-client best-validation difference line"; }
   # and on hand-made runs: a tie (earliest round), a best round in the middle, the std across
   # seeds, the difference per seed
   rm -rf xhand
@@ -390,9 +457,20 @@ experiment)
   hand sm-fedstar-s1 0.5,0.6 0.7,0.8 0.7,0.9
   hand sm-fedstar-s2 0.6,0.7 0.5,0.1 0.4,0.1
   hand sm-fedkalter-s1 0.1,0.1 0.2,0.2 0.9,0.3
+  # per client (FedStar seed 1 only): client 0 ties at rounds 10 and 15 (test 20 %), the others
+  # are flat (round 5, 40 %); seed 2 and Fed-Kalter have no client_accuracy.csv
+  echo step,client,train_acc,val_acc,test_acc,seconds >xhand/sm-fedstar-s1/client_accuracy.csv
+  for st in 5 10 15; do
+    for k in 0 1 2 3 4 5 6; do
+      if [ $k -eq 0 ]; then vt=$( [ $st -eq 5 ] && echo 0.5,0.1 || echo 0.7,0.$((st / 5))); else
+        vt=0.5,$( [ $st -eq 5 ] && echo 0.4 || echo 0.9); fi
+      echo "$st,$k,0.5,$vt,1" >>xhand/sm-fedstar-s1/client_accuracy.csv
+    done
+  done
   /usr/bin/python3 "$exp/table.py" xhand >hand.md || fail "table.py on hand-made runs"
   for want in "| FedStar | 1,2 | 10 / 5 | 80.00 / 70.00 | 75.00 | 5.00 | 50.00 |" \
               "| Fed-Kalter | 1 | 15 | 30.00 | 30.00 | - | 50.00 |" \
+              "| FedStar | 1 | 20.00 | 40.00 | 40.00 | 40.00 | 40.00 | 40.00 | 40.00 | 37.14 | - | - | 37.14 | - | - |" \
               "Fed-Kalter − FedStar, best-validation test, same seed: s1 -50.00 (mean -50.00; Fed-Kalter ≥ FedStar on 0 of 1 seeds)"; do
     grep -qF "$want" hand.md || { cat hand.md; fail "hand-made runs: want '$want'"; }
   done

@@ -4,6 +4,8 @@
  *   fk_gcfl_step: 5 clients whose updates point two ways (0, 2, 4 vs 1, 3) with a small mean
  *   and large norms split into {0, 2, 4} and {1, 3} after the warm-up, not at it; a large mean,
  *   small norms, or a cluster of 2 do not split; a later cluster keeps its order after a split.
+ *   fk_gcfl_norms: the rule's two norms per cluster against hand values, and they are the values
+ *   the rule compares (eps at the logged norm: no split; one ulp past it: split).
  *   GCFL+: fk_gcfl_dtw against hand values and the minimum over every monotone warping path of
  *   random sequences (length 1..5); fk_gcflplus_step waits for T norms, not in the warm-up,
  *   splits by the norm dynamics ({0, 2, 4} growing vs {1, 3} flat, although their directions
@@ -91,6 +93,40 @@ static void test_step(void) {
     const int64_t want2[5] = {0, 2, 1, 2, 1};
     for (int k = 0; k < 5; k++) TESS_TEST_CHECK(cl[k] == want2[k], "after the second split: "
                                                 "client %d in cluster %lld", k, (long long)cl[k]);
+}
+
+/* fk_gcfl_norms against hand values of two_way's updates, one cluster and {0, 2, 4} / {1, 3} /
+ * an empty third; the logged norms are the rule's: eps1 just above the mean norm (eps2 just
+ * below the largest) splits, eps1 equal to it (eps2 equal to it) does not */
+static void test_norms(void) {
+    double dw[5 * L], mean[3], max[3];
+    int64_t size[3], one[5] = {0, 0, 0, 0, 0};
+    two_way(dw, 1.0);
+    fk_gcfl_norms(one, 1, dw, 5, L, mean, max, size);
+    /* mean update (0, 0.02, 0); largest update client 3's (-1.5, 0.03) */
+    TESS_TEST_CHECK(size[0] == 5 && fabs(mean[0] - 0.02) <= 1e-15 &&
+                    fabs(max[0] - sqrt(2.25 + 0.0009)) <= 1e-15,
+                    "one cluster: %lld clients, mean norm %.17g (want 0.02), largest %.17g (want "
+                    "sqrt 2.2509)", (long long)size[0], mean[0], max[0]);
+    const int64_t two[5] = {0, 1, 0, 1, 0};
+    fk_gcfl_norms(two, 3, dw, 5, L, mean, max, size);
+    TESS_TEST_CHECK(size[0] == 3 && fabs(mean[0] - sqrt(1.0004)) <= 1e-15 &&
+                    fabs(max[0] - sqrt(1.0016)) <= 1e-15, "{0,2,4}: %lld, %.17g, %.17g",
+                    (long long)size[0], mean[0], max[0]);
+    TESS_TEST_CHECK(size[1] == 2 && fabs(mean[1] - sqrt(2.2504)) <= 1e-15 &&
+                    fabs(max[1] - sqrt(2.2509)) <= 1e-15, "{1,3}: %lld, %.17g, %.17g",
+                    (long long)size[1], mean[1], max[1]);
+    TESS_TEST_CHECK(size[2] == 0 && mean[2] == 0.0 && max[2] == 0.0, "empty cluster: %lld, %g, %g",
+                    (long long)size[2], mean[2], max[2]);
+    fk_gcfl_norms(one, 1, dw, 5, L, mean, max, size);
+    int64_t cl[5] = {0, 0, 0, 0, 0}, ncl = 1;
+    TESS_TEST_CHECK(fk_gcfl_step(cl, &ncl, dw, 5, L, 21, 20, mean[0], 0.1) == 0,
+                    "eps1 = the logged mean norm: no split");
+    TESS_TEST_CHECK(fk_gcfl_step(cl, &ncl, dw, 5, L, 21, 20, 1.5, max[0]) == 0,
+                    "eps2 = the logged largest norm: no split");
+    TESS_TEST_CHECK(fk_gcfl_step(cl, &ncl, dw, 5, L, 21, 20, nextafter(mean[0], 1.0),
+                                 nextafter(max[0], 0.0)) == 1 && ncl == 2,
+                    "eps1 just above the mean norm and eps2 just below the largest: split");
 }
 
 /* the cheapest monotone warping path from (i, j) to (n-1, n-1), every path enumerated */
@@ -183,6 +219,7 @@ static void test_plus_step(void) {
 int main(void) {
     test_min_cut();
     test_step();
+    test_norms();
     test_dtw();
     test_plus_step();
     return tess_test_finish("fedkalter_gcfl");
