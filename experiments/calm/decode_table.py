@@ -123,6 +123,7 @@ set xrange [-0.6:{len(cells) - 0.4}]
 set xlabel 'decode.regime, train.split'
 set key below horizontal
 set bmargin 6
+set offsets 0, 0, graph 0.08, graph 0.08
 """ + "\n".join(plot) + "\nunset multiplot\n"
     subprocess.run(["gnuplot"], input=script, text=True, check=True)
     os.remove(dat)
