@@ -10,7 +10,8 @@
 #   CELL: REGIME-SPLIT, REGIME frozen | finetune | scratch, SPLIT tail | animal (default: the
 #   three regimes in the tail split, then scratch-animal). Finished runs (OUT/<cell>-s<seed>.done)
 #   are skipped. CALM_SEEDS="1 2" seeds (the outer loop); CALM_NP=2; CALM_BIN (default
-#   build/release/apps/calm/calm); CALM_NICE=0; CALM_DECODE_STEPS=800; CALM_VAL_EVERY=50.
+#   build/release/apps/calm/calm, copied to OUT/bin/calm-<commit> and run from there,
+#   experiments/common.sh); CALM_NICE=0; CALM_DECODE_STEPS=800; CALM_VAL_EVERY=50.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$1; shift
@@ -25,27 +26,21 @@ common="--set run.mode=decode --set tok.width=32 --set tok.codes=32 --set tok.ch
   --set decode.val_every=${CALM_VAL_EVERY:-50}"
 cells=("$@")
 [ ${#cells[@]} -gt 0 ] || cells=(scratch-tail frozen-tail finetune-tail scratch-animal)
-mkdir -p "$out"
+# shellcheck source=experiments/common.sh
+. "$root/experiments/common.sh"
+exp_setup "$root" "$out" "$bin" calm
 log=$out/commands.tsv
 [ -f "$log" ] || printf 'cell\tseed\texit\tseconds\tcommand\n' > "$log"
-export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-export HDF5_USE_FILE_LOCKING=FALSE
-if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 for seed in $seeds; do
   for cell in "${cells[@]}"; do
     regime=${cell%%-*} split=${cell##*-}
     dir=$out/$cell-s$seed
     [ -f "$dir.done" ] && { echo "== $cell seed $seed: done, skipped"; continue; }
-    rm -rf "$dir"
+    rm -rf "$dir" "$dir.log"
     # shellcheck disable=SC2206
-    cmd=(nice -n "${CALM_NICE:-0}" mpiexec -n "$np" "$bin" $common --set decode.regime="$regime"
+    cmd=(nice -n "${CALM_NICE:-0}" mpiexec -n "$np" "$exp_bin" $common --set decode.regime="$regime"
          --set train.split="$split" --set run.seed="$seed" --set run.dir="$dir")
     echo "== $cell seed $seed: ${cmd[*]}"
-    { date -u; uptime; } > "$dir.load"
-    t0=$(date +%s) rc=0
-    "${cmd[@]}" > "$dir.log" 2>&1 || rc=$?
-    printf '%s\t%s\t%s\t%s\t%s\n' "$cell" "$seed" "$rc" "$(( $(date +%s) - t0 ))" "${cmd[*]}" >> "$log"
-    { date -u; uptime; } >> "$dir.load"
-    if [ "$rc" -eq 0 ]; then touch "$dir.done"; else tail -n 5 "$dir.log"; fi
+    exp_run "$log" "$dir" "$dir.log" "$cell" "$seed" -- "${cmd[@]}"
   done
 done

@@ -11,7 +11,8 @@
 #   worm rows are skipped with a message when WORM_DIR is absent). Runs that finished (marked by
 #   OUT/<row>-s<seed>.done) are skipped, so the grid can be filled over several sessions.
 #   CALM_SEEDS="1234 7 99"  seeds (the outer loop: every row gets a seed before the next seed);
-#   CALM_NP=2 ranks;  CALM_BIN=build/release/apps/calm/calm;  CALM_NICE=0  nice level.
+#   CALM_NP=2 ranks;  CALM_BIN=build/release/apps/calm/calm (copied to
+#   OUT/bin/calm-<commit> and run from there);  CALM_NICE=0  nice level.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 worms=$1 out=$2; shift 2
@@ -38,12 +39,11 @@ row_args() {
 
 rows=("$@")
 [ ${#rows[@]} -gt 0 ] || rows=(sim-tail sim-animal worm-tail worm-animal worm-block250)
-mkdir -p "$out"
+# shellcheck source=experiments/common.sh
+. "$root/experiments/common.sh"
+exp_setup "$root" "$out" "$bin" calm
 log=$out/commands.tsv
 [ -f "$log" ] || printf 'row\tseed\texit\tseconds\tcommand\n' > "$log"
-export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-export HDF5_USE_FILE_LOCKING=FALSE
-if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 for seed in $seeds; do
   for row in "${rows[@]}"; do
     dir=$out/$row-s$seed
@@ -52,15 +52,11 @@ for seed in $seeds; do
       echo "== $row seed $seed: no worm data in $worms, skipped"; continue
     fi
     rargs=$(row_args "$row")
-    rm -rf "$dir"
+    rm -rf "$dir" "$dir.log"
     # shellcheck disable=SC2206
-    cmd=(nice -n "${CALM_NICE:-0}" mpiexec -n "$np" "$bin" $small $rargs
+    cmd=(nice -n "${CALM_NICE:-0}" mpiexec -n "$np" "$exp_bin" $small $rargs
          --set run.seed="$seed" --set run.dir="$dir")
     echo "== $row seed $seed: ${cmd[*]}"
-    t0=$(date +%s) rc=0
-    "${cmd[@]}" > "$dir.log" 2>&1 || rc=$?
-    printf '%s\t%s\t%s\t%s\t%s\n' "$row" "$seed" "$rc" "$(( $(date +%s) - t0 ))" "${cmd[*]}" >> "$log"
-    { date -u; uptime; } >> "$dir.load"
-    if [ "$rc" -eq 0 ]; then touch "$dir.done"; else tail -n 5 "$dir.log"; fi
+    exp_run "$log" "$dir" "$dir.log" "$row" "$seed" -- "${cmd[@]}"
   done
 done

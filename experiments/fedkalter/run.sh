@@ -14,7 +14,8 @@
 #   filled over several sessions.
 #   FK_SEEDS="1 2 3 4 5"  seeds;  FK_NP=1 ranks (results do not depend on it);
 #   FK_BIN=build/release/apps/fedkalter/fedkalter (copied to OUT/bin/fedkalter-<commit> and run
-#   from there; the commit, "+dirty" with uncommitted changes in apps/ or src/, is recorded);
+#   from there, experiments/common.sh; the commit, "+dirty" with uncommitted changes in apps/ or
+#   src/, is recorded);
 #   FK_NICE=10 nice level; extra arguments for every run in FK_ARGS (e.g. "--set train.rounds=30").
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -39,17 +40,11 @@ for cell in "${grid[@]}"; do
   case " $methods " in *" $m "*) ;; *)
     echo "run.sh: unknown method '$m' in '$cell' ($methods)" >&2; exit 64 ;; esac
 done
-commit=$(git -C "$root" rev-parse --short HEAD)
-git -C "$root" diff --quiet HEAD -- apps src || commit=$commit+dirty
-mkdir -p "$out/bin"
-# the runs use a copy of the binary, so a rebuild during the grid changes none of them
-cp "$bin" "$out/bin/fedkalter-$commit"
-bin=$out/bin/fedkalter-$commit
+# shellcheck source=experiments/common.sh
+. "$root/experiments/common.sh"
+exp_setup "$root" "$out" "$bin" fedkalter
 log=$out/commands.tsv
 [ -f "$log" ] || printf 'setting\tmethod\tseed\tcommit\texit\tseconds\tcommand\n' > "$log"
-export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-export HDF5_USE_FILE_LOCKING=FALSE
-if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 for seed in $seeds; do
   for cell in "${grid[@]}"; do
     s=${cell%%:*} m=${cell##*:} run=${cell%%:*}-${cell##*:}-s$seed
@@ -59,14 +54,10 @@ for seed in $seeds; do
     if compgen -G "$dir/checkpoints/*" > /dev/null; then resume=(--set ckpt.resume=auto)
     else rm -rf "$dir"; fi
     # shellcheck disable=SC2206
-    cmd=(nice -n "${FK_NICE:-10}" mpiexec -n "$np" "$bin" --config "$root/experiments/fedkalter/$s.ini"
+    cmd=(nice -n "${FK_NICE:-10}" mpiexec -n "$np" "$exp_bin" --config "$root/experiments/fedkalter/$s.ini"
          --set data.dir="$tu" --set model.method="$m" --set run.seed="$seed" --set run.dir="$dir"
          "${resume[@]}" ${FK_ARGS:-})
     echo "== $run: ${cmd[*]}"
-    t0=$(date +%s) rc=0
-    "${cmd[@]}" >> "$out/$run.log" 2>&1 || rc=$?
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$s" "$m" "$seed" "$commit" "$rc" \
-      "$(( $(date +%s) - t0 ))" "${cmd[*]}" >> "$log"
-    if [ "$rc" -eq 0 ]; then touch "$dir.done"; else tail -n 5 "$out/$run.log"; fi
+    exp_run "$log" "$dir" "$out/$run.log" "$s" "$m" "$seed" "$exp_commit" -- "${cmd[@]}"
   done
 done

@@ -9,7 +9,8 @@
 #   FAMILY: vanilla | deepseek;  ABLATION: lb | sp | cp | spcp | zspcp | ov (the rows below)
 #   without FAMILY:ABLATION: every family x ablation. Runs that finished (exit 0, marked by
 #   OUT/<run>.done) are skipped, so the grid can be filled over several sessions.
-#   MOE_SEEDS="1 2 3"  seeds;  MOE_NP=2 ranks;  MOE_BIN=build/release/apps/moe/moe;
+#   MOE_SEEDS="1 2 3"  seeds;  MOE_NP=2 ranks;  MOE_BIN=build/release/apps/moe/moe (copied to
+#   OUT/bin/moe-<commit> and run from there, experiments/common.sh);
 #   MOE_NICE=10  nice level;  MOE_MPIEXEC=mpiexec;  extra arguments for every run in MOE_ARGS
 #   (e.g. "--set train.steps=200"; a later --set wins).
 set -euo pipefail
@@ -49,28 +50,23 @@ grid=("$@")
 if [ ${#grid[@]} -eq 0 ]; then
   for f in vanilla deepseek; do for a in lb sp cp spcp zspcp ov; do grid+=("$f:$a"); done; done
 fi
-mkdir -p "$out"
+# shellcheck source=experiments/common.sh
+. "$root/experiments/common.sh"
+exp_setup "$root" "$out" "$bin" moe
 log=$out/commands.tsv
 [ -f "$log" ] || printf 'family\tablation\tseed\texit\tseconds\tcommand\n' > "$log"
-export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-export HDF5_USE_FILE_LOCKING=FALSE
-if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 for cell in "${grid[@]}"; do
   fam=${cell%%:*} abl=${cell##*:}
   fargs=$(family_args "$fam") aargs=$(ablation_args "$abl")
   for seed in $seeds; do
     dir=$out/$fam-$abl-s$seed
     [ -f "$dir.done" ] && { echo "== $fam $abl seed $seed: done, skipped"; continue; }
-    rm -rf "$dir"
+    rm -rf "$dir" "$dir.log"
     # shellcheck disable=SC2206
-    cmd=(nice -n "${MOE_NICE:-10}" "${MOE_MPIEXEC:-mpiexec}" -n "$np" "$bin" --config "$root/experiments/moe/text.ini"
+    cmd=(nice -n "${MOE_NICE:-10}" "${MOE_MPIEXEC:-mpiexec}" -n "$np" "$exp_bin" --config "$root/experiments/moe/text.ini"
          --set data.train_file="$corpus/train.h5" --set data.eval_file="$corpus/val.h5"
          $fargs $aargs --set run.seed="$seed" --set run.dir="$dir" ${MOE_ARGS:-})
     echo "== $fam $abl seed $seed: ${cmd[*]}"
-    t0=$(date +%s) rc=0
-    "${cmd[@]}" > "$out/$fam-$abl-s$seed.log" 2>&1 || rc=$?
-    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$fam" "$abl" "$seed" "$rc" "$(( $(date +%s) - t0 ))" \
-      "${cmd[*]}" >> "$log"
-    if [ "$rc" -eq 0 ]; then touch "$dir.done"; else tail -n 5 "$out/$fam-$abl-s$seed.log"; fi
+    exp_run "$log" "$dir" "$dir.log" "$fam" "$abl" "$seed" -- "${cmd[@]}"
   done
 done
