@@ -13,11 +13,12 @@ Markdown on stdout.
 With PNG_DIR, gnuplot draws PNG_DIR/calm_decode_seeds.png: per cell and seed the speed R^2 and
 the run-state AUROC of the head, ridge and the MLP. Standard library and gnuplot."""
 import csv
-import math
 import os
 import re
 import subprocess
 import sys
+
+from seed_stats import fmt, verdict
 
 CELLS = ["frozen-tail", "finetune-tail", "scratch-tail", "frozen-animal", "finetune-animal",
          "scratch-animal"]
@@ -25,27 +26,6 @@ DECODERS = ["head", "ridge", "MLP"]
 METRICS = [("velocity_r2", "speed R²"), ("velocity_r", "speed r"),
            ("running_accuracy", "run acc."), ("running_auroc", "run AUROC")]
 COLOR = {"head": "#d62728", "ridge": "#1f77b4", "MLP": "#ff7f0e"}
-
-
-def mean_std(xs):
-    m = sum(xs) / len(xs)
-    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else float("nan")
-    return m, sd
-
-
-def fmt(xs, signed=True):
-    m, sd = mean_std(xs)
-    s = f"{m:+.3f}" if signed else f"{m:.3f}"
-    return s if len(xs) == 1 else f"{s} ± {sd:.3f}"
-
-
-def verdict(diffs):
-    m, sd = mean_std(diffs)
-    if min(diffs) > 0 or (len(diffs) > 1 and m > sd):
-        return "**win**"
-    if max(diffs) < 0 or (len(diffs) > 1 and -m > sd):
-        return "loss"
-    return "tie"
 
 
 def read_run(d):

@@ -14,11 +14,12 @@ against the row's strongest baseline) and PNG_DIR/calm_forecast_horizon.png (per
 1 - MSE_h/MSE_copy-last,h per horizon frame h, mean over the seeds, of CalM-lite and every
 baseline). Standard library and gnuplot."""
 import csv
-import math
 import os
 import re
 import subprocess
 import sys
+
+from seed_stats import fmt, mean_std, verdict
 
 ROWS = ["sim-tail", "sim-animal", "worm-tail", "worm-animal", "worm-block250"]
 ROWLABEL = {"sim-tail": "simulator, tail", "sim-animal": "simulator, animal",
@@ -29,20 +30,6 @@ MODELS = [("model", "CalM-lite"), ("context_mean", "context mean"), ("ridge_ar",
 BASELINES = [m for m in MODELS if m[0] != "model"]
 COLOR = {"model": "#d62728", "context_mean": "#7f7f7f", "ridge_ar": "#1f77b4",
          "pooled_ar": "#2ca02c", "pop_var": "#9467bd", "mlp": "#ff7f0e"}
-
-
-def mean_std(xs):
-    m = sum(xs) / len(xs)
-    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else float("nan")
-    return m, sd
-
-
-def fmt(xs, signed=True):
-    m, sd = mean_std(xs)
-    s = f"{m:+.3f}" if signed else f"{m:.3f}"
-    return s if len(xs) == 1 else f"{s} ± {sd:.3f}"
-
-
 def read_run(d):
     """Scores over all horizon frames and per frame, the DAT step forecast, the test windows."""
     with open(os.path.join(d, "forecast.csv")) as f:
@@ -57,16 +44,6 @@ def read_run(d):
     win = re.search(r"forecast \(\w+ split, (\d+) test windows", log)
     return {"score": score, "per_h": per_h, "best_step": int(step.group(1)) if step else None,
             "windows": int(win.group(1)) if win else None}
-
-
-def verdict(diffs):
-    m, sd = mean_std(diffs)
-    if min(diffs) > 0 or (len(diffs) > 1 and m > sd):
-        return "**win**"
-    if max(diffs) < 0 or (len(diffs) > 1 and -m > sd):
-        return "loss"
-    return "tie"
-
 
 def main(out, png_dir=None):
     runs = {}
