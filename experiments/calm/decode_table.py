@@ -18,7 +18,7 @@ import re
 import subprocess
 import sys
 
-from seed_stats import fmt, verdict
+from seed_stats import finished_runs, fmt, verdict
 
 CELLS = ["frozen-tail", "finetune-tail", "scratch-tail", "frozen-animal", "finetune-animal",
          "scratch-animal"]
@@ -39,12 +39,7 @@ def read_run(d):
 
 
 def main(out, png_dir=None):
-    runs = {}
-    for name in sorted(os.listdir(out)):
-        mt = re.fullmatch(r"(.+)-s(\d+)\.done", name)
-        if mt and mt.group(1) in CELLS:
-            runs.setdefault(mt.group(1), {})[int(mt.group(2))] = read_run(
-                os.path.join(out, name[:-5]))
+    runs = finished_runs(out, CELLS, read_run)
     cells = [c for c in CELLS if c in runs]
     print("| regime, split | seeds | decoder | " + " | ".join(l for _, l in METRICS) + " |")
     print("|---" * (len(METRICS) + 3) + "|")

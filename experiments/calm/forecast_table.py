@@ -19,7 +19,7 @@ import re
 import subprocess
 import sys
 
-from seed_stats import fmt, mean_std, verdict
+from seed_stats import finished_runs, fmt, mean_std, verdict
 
 ROWS = ["sim-tail", "sim-animal", "worm-tail", "worm-animal", "worm-block250"]
 ROWLABEL = {"sim-tail": "simulator, tail", "sim-animal": "simulator, animal",
@@ -46,12 +46,7 @@ def read_run(d):
             "windows": int(win.group(1)) if win else None}
 
 def main(out, png_dir=None):
-    runs = {}
-    for name in sorted(os.listdir(out)):
-        mt = re.fullmatch(r"(.+)-s(\d+)\.done", name)
-        if mt and mt.group(1) in ROWS:
-            runs.setdefault(mt.group(1), {})[int(mt.group(2))] = read_run(
-                os.path.join(out, name[:-5]))
+    runs = finished_runs(out, ROWS, read_run)
     print("| data, split | seeds | test windows | " + " | ".join(l for _, l in MODELS) +
           " | strongest baseline | CalM-lite − strongest, per seed | verdict |")
     print("|---" * (len(MODELS) + 6) + "|")

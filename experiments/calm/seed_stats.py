@@ -1,7 +1,9 @@
 """experiments/calm/seed_stats.py - the statistics the calm seed tables share
-(forecast_table.py, decode_table.py): mean and sample std over seeds, their Markdown form, and
+(forecast_table.py, decode_table.py): the finished runs of a grid, mean and sample std over seeds, their Markdown form, and
 the win / tie / loss verdict of per-seed paired differences. Standard library only."""
 import math
+import os
+import re
 
 
 def mean_std(xs):
@@ -27,3 +29,15 @@ def verdict(diffs):
     if max(diffs) < 0 or (len(diffs) > 1 and -m > sd):
         return "loss"
     return "tie"
+
+
+def finished_runs(out, names, read_run):
+    """{name: {seed: read_run(OUT/<name>-s<seed>)}} over the runs marked finished
+    (OUT/<name>-s<seed>.done) whose name is in names."""
+    runs = {}
+    for entry in sorted(os.listdir(out)):
+        mt = re.fullmatch(r"(.+)-s(\d+)\.done", entry)
+        if mt and mt.group(1) in names:
+            runs.setdefault(mt.group(1), {})[int(mt.group(2))] = read_run(
+                os.path.join(out, entry[:-5]))
+    return runs
