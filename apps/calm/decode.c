@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "nn/activation.h" /* tess_nn_gelu_* */
-#include "nn/embedding.h"  /* tess_nn_embedding_backward */
 #include "nn/linear.h"     /* tess_nn_linear_* */
 #include "nn/norm.h"       /* tess_nn_layernorm_* */
 #include "nn/pool.h"       /* tess_nn_attnpool_*, tess_nn_meanpool_* */
@@ -55,6 +54,7 @@ struct calm_dec {
     float *att;  /* (G, max_N) pooling weights (attn) */
     float *pool; /* (G, d) the pooled LayerNorm (attn) */
     float *pre, *act, *dact; /* (G, H) (attn) or (G, max_N, H) per neuron (mean, unit) */
+    float *gated;            /* (G, max_N, H) act times its unit's gain (unit) */
     float *feat, *dfeat;     /* (G, H) the pooled GELU features (mean, unit) */
     float *y, *dy; /* (G, D) */
     float *dpool;  /* (G, d) (attn) */
@@ -102,6 +102,7 @@ tess_status calm_dec_create(calm_dec **out, calm_dec_readout readout, int64_t d,
     h->pre = malloc((size_t)GH * sizeof(float));
     h->act = malloc((size_t)GH * sizeof(float));
     h->dact = malloc((size_t)GH * sizeof(float));
+    h->gated = malloc((size_t)(readout == CALM_DEC_UNIT ? GH : 1) * sizeof(float));
     h->feat = malloc((size_t)(G * H) * sizeof(float));
     h->dfeat = malloc((size_t)(G * H) * sizeof(float));
     h->y = malloc((size_t)(G * D) * sizeof(float));
@@ -110,7 +111,7 @@ tess_status calm_dec_create(calm_dec **out, calm_dec_readout readout, int64_t d,
     h->uid = malloc((size_t)GN * sizeof(int32_t));
     *out = h;
     TESS_REQUIRE(h->hp && h->dhp && h->hn && h->dhn && h->mean && h->rstd && h->att && h->pool &&
-                     h->dpool && h->pre && h->act && h->dact && h->feat && h->dfeat && h->y &&
+                     h->dpool && h->pre && h->act && h->dact && h->gated && h->feat && h->dfeat && h->y &&
                      h->dy && h->mask && h->uid,
                  TESS_ERR_MEM, "out of memory for the decoding head (%lld groups)", (long long)G);
     /* query N(0, 0.02): the pooling starts near the mean over the neurons */
@@ -119,9 +120,9 @@ tess_status calm_dec_create(calm_dec **out, calm_dec_readout readout, int64_t d,
     TESS_CHECK(add(reg, "dec.norm_b", 1, d, 0, tess_init_zeros(), &h->inb));
     TESS_CHECK(add(reg, "dec.fc", 2, H, d, tess_init_normal(0.0, 1.0 / sqrt((double)d)), &h->ifc));
     TESS_CHECK(add(reg, "dec.fc_b", 1, H, 0, tess_init_zeros(), &h->ifcb));
-    /* per-unit biases 0: the unit readout starts as the mean readout */
+    /* per-unit gains 1 + c, c = 0: the unit readout starts as the mean readout */
     if (readout == CALM_DEC_UNIT)
-        TESS_CHECK(add(reg, "dec.unit_b", 2, U, H, tess_init_zeros(), &h->iunit));
+        TESS_CHECK(add(reg, "dec.unit_gain", 2, U, H, tess_init_zeros(), &h->iunit));
     TESS_CHECK(add(reg, "dec.out", 2, D, H, tess_init_normal(0.0, 1.0 / sqrt((double)H)), &h->iout));
     TESS_CHECK(add(reg, "dec.out_b", 1, D, 0, tess_init_zeros(), &h->ioutb));
     return TESS_OK;
@@ -132,6 +133,7 @@ void calm_dec_destroy(calm_dec **ph) {
     calm_dec *h = *ph;
     free(h->hp), free(h->dhp), free(h->hn), free(h->dhn), free(h->mean), free(h->rstd);
     free(h->att), free(h->pool), free(h->dpool), free(h->pre), free(h->act), free(h->dact);
+    free(h->gated);
     free(h->feat), free(h->dfeat), free(h->y), free(h->dy), free(h->mask), free(h->uid);
     free(h);
     *ph = NULL;
@@ -158,18 +160,21 @@ const float *calm_dec_forward(calm_dec *h, const float *hidden, const int32_t *c
         tess_nn_linear_forward(h->pre, h->pool, tess_registry_param(r, h->ifc),
                                tess_registry_param(r, h->ifcb), G, d, H);
         tess_nn_gelu_forward(h->feat, h->pre, G * H);
-    } else { /* the first layer per neuron (+ its unit's bias), then the mean over the neurons */
+    } else { /* the first layer per neuron (times its unit's gain), then the mean over them */
         tess_nn_linear_forward(h->pre, h->hn, tess_registry_param(r, h->ifc),
                                tess_registry_param(r, h->ifcb), G * N, d, H);
+        tess_nn_gelu_forward(h->act, h->pre, G * N * H);
+        const float *pooled = h->act;
         if (h->readout == CALM_DEC_UNIT) {
-            const float *ub = tess_registry_param(r, h->iunit);
+            const float *c = tess_registry_param(r, h->iunit);
             for (int64_t i = 0; i < G * N; i++) {
                 TESS_ASSERT(h->uid[i] >= 0 && h->uid[i] < h->U);
-                for (int64_t j = 0; j < H; j++) h->pre[i * H + j] += ub[h->uid[i] * H + j];
+                for (int64_t j = 0; j < H; j++)
+                    h->gated[i * H + j] = h->act[i * H + j] * (1.0f + c[h->uid[i] * H + j]);
             }
+            pooled = h->gated;
         }
-        tess_nn_gelu_forward(h->act, h->pre, G * N * H);
-        tess_nn_meanpool_forward(h->feat, h->act, h->mask, G, N, H);
+        tess_nn_meanpool_forward(h->feat, pooled, h->mask, G, N, H);
     }
     tess_nn_linear_forward(h->y, h->feat, tess_registry_param(r, h->iout),
                            tess_registry_param(r, h->ioutb), G, H, h->D);
@@ -201,12 +206,19 @@ void calm_dec_backward(calm_dec *h, float scale, float *dhidden) {
         tess_nn_attnpool_backward(h->dhn, tess_registry_grad(r, h->iq), h->dpool, h->hn,
                                   tess_registry_param(r, h->iq), h->att, G, N, d);
     } else {
-        memset(h->dact, 0, (size_t)(G * N * H) * sizeof(float)); /* d loss / d act */
+        memset(h->dact, 0, (size_t)(G * N * H) * sizeof(float)); /* d loss / d pooled */
         tess_nn_meanpool_backward(h->dact, h->dfeat, h->mask, G, N, H);
+        if (h->readout == CALM_DEC_UNIT) { /* masked neurons have a zero gradient: add nothing */
+            const float *c = tess_registry_param(r, h->iunit);
+            float *dc = tess_registry_grad(r, h->iunit);
+            for (int64_t i = 0; i < G * N; i++)
+                for (int64_t j = 0; j < H; j++) {
+                    const float g = h->dact[i * H + j];
+                    dc[h->uid[i] * H + j] += g * h->act[i * H + j];
+                    h->dact[i * H + j] = g * (1.0f + c[h->uid[i] * H + j]); /* d loss / d act */
+                }
+        }
         tess_nn_gelu_backward_inplace(h->dact, h->pre, G * N * H); /* now d loss / d pre */
-        if (h->readout == CALM_DEC_UNIT) /* masked neurons have dpre = 0: nothing added */
-            tess_nn_embedding_backward(tess_registry_grad(r, h->iunit), h->dact, h->uid, G * N,
-                                       h->U, H);
         tess_nn_linear_backward(h->dhn, tess_registry_grad(r, h->ifc),
                                 tess_registry_grad(r, h->ifcb), h->dact, h->hn,
                                 tess_registry_param(r, h->ifc), G * N, d, H);

@@ -7,16 +7,17 @@
  *   attn:  p = attention pooling of z[n] over n (one learned query; nn/pool.h)          (d)
  *          f = gelu(W1 p + b1)                                                          (H)
  *   mean:  f = mean over n of gelu(W1 z[n] + b1)  (a per-neuron MLP layer, then the mean) (H)
- *   unit:  f = mean over n of gelu(W1 z[n] + b1 + c[u(n)]), c (U, H) a learned bias per unit
- *          u(n) (the neuron's global unit id), so each unit can gate its own features on or
- *          off - the readout can weight neurons of opposite tuning with opposite signs, which
- *          a convex combination of the z[n] (attn) cannot                               (H)
+ *   unit:  f = mean over n of (1 + c[u(n)]) * gelu(W1 z[n] + b1) (elementwise), c (U, H) a
+ *          learned gain per unit u(n) (the neuron's global unit id; 0 at the start and for a
+ *          unit never trained): the readout can weight neurons of opposite tuning with
+ *          opposite signs, which neither a convex combination of the z[n] (attn) nor a layer
+ *          shared by all neurons (mean) can                                            (H)
  *   y[b, m] = W2 f + b2                                                                 (D)
  * D behaviour outputs per patch: regression targets in standardised units, binary ones as
  * logits. Loss summed over (b, m, k): (y - t)^2 for a regression target, BCE(y, t) for a binary
  * one, t the patch's mean of the (standardised) target over its P frames (for a binary target
  * the fraction of positive frames). Parameters "dec.query" (d; attn only), "dec.norm_w",
- * "dec.norm_b" (d), "dec.fc" (H, d), "dec.fc_b" (H), "dec.unit_b" (U, H; unit only),
+ * "dec.norm_b" (d), "dec.fc" (H, d), "dec.fc_b" (H), "dec.unit_gain" (U, H; unit only),
  * "dec.out" (D, H), "dec.out_b" (D) in the caller's registry.
  *
  * Baselines (per session, on the z-scored traces x (T, N)): the lagged population vector of

@@ -38,9 +38,9 @@ const tess_opt calm_decode_opts[] = {
                   "frozen: probe on the pretrained DAT; finetune: the DAT trains with the head; "
                   "scratch: no DAT pretraining, random init, trained with the head"),
     TESS_OPT_ENUM("readout", "unit", calm_dec_readout_names,
-                  "how the head reads the neurons: unit: a per-neuron GELU layer with a learned "
-                  "bias per unit, then the mean over the neurons; mean: the same without the "
-                  "unit biases; attn: attention pooling (one query), then the MLP"),
+                  "how the head reads the neurons: unit: a per-neuron GELU layer times a learned "
+                  "gain per unit and channel, then the mean over the neurons; mean: the same "
+                  "without the unit gains; attn: attention pooling (one query), then the MLP"),
     TESS_OPT_ENUM("schedule", "cosine", tess_sched_kind_names,
                   "learning-rate decay of the decode stage (head and trained DAT) over "
                   "decode.steps, to 10 % of the peak (cosine, linear) or none (constant)"),

@@ -169,7 +169,7 @@ decode_dp)
   "$mpiexec" -n 2 "$exe" "${small[@]}" "${steps[@]}" --set run.dir=dnp2 >/dev/null
   ckpt_within "$(last_ckpt dnp1)" "$(last_ckpt dnp2)" '/\/params\//' \
     "parameters differ by more than 1e-5 between 1 and 2 ranks"
-  grep -q "dec/params/dec.unit_b" diff.txt || { cat diff.txt; fail "no decoding head (unit readout) in the checkpoints"; }
+  grep -q "dec/params/dec.unit_gain" diff.txt || { cat diff.txt; fail "no decoding head (unit readout) in the checkpoints"; }
   echo "decode stage, 1 rank x B vs 2 ranks x B/2: $(grep -c "params/" diff.txt) parameter tensors within 1e-5"
   ;;
 decode_animal)

@@ -5,9 +5,9 @@
  *   the head, for each readout (attn, mean, unit): backward against central differences of the
  *   loss (every parameter entry of the vectors - query, LayerNorm, biases - the largest-gradient
  *   entries of the matrices (with the unit biases) and of the hidden state; 5 %), padded
- *   neurons leave the outputs bit-identical, their hidden gradient is 0; the unit readout: a
- *   unit's bias changes only the windows it is in, and a behaviour that is +s on some neurons
- *   and -s on others (signed tuning) is fitted by the unit readout and not by the mean one;
+ *   neurons leave the outputs bit-identical, their hidden gradient is 0; a behaviour that is
+ *   +s on some neurons and -s on others (signed tuning) is fitted by the unit readout and not
+ *   by the mean one;
  *   the baselines on a session whose behaviour is a linear map of the lagged population vector
  *   (a regression target and its sign as a binary target): ridge test R^2 > 0.99 with the
  *   smallest penalty chosen, AUROC > 0.95; the MLP test R^2 > 0.8, AUROC > 0.9; behaviour of test frames
@@ -92,7 +92,7 @@ static void head(calm_dec_readout readout) {
         float *v = tess_registry_param(reg, e);
         if (strcmp(en->name, "dec.query") == 0) /* a peaked pooling */
             for (int j = 0; j < DM; j++) v[j] = (float)(0.5 * sin(j + 1.0));
-        if (strcmp(en->name, "dec.unit_b") == 0) /* unit biases away from their zero init */
+        if (strcmp(en->name, "dec.unit_gain") == 0) /* unit gains away from their zero init */
             for (int64_t j = 0; j < en->local_count; j++) v[j] = (float)(0.7 * cos(j + 0.5));
     }
     static float hid[B * N * M * DM], hid2[B * N * M * DM], dh[B * N * M * DM], tgt[B * M * D];
@@ -157,8 +157,8 @@ static void head(calm_dec_readout readout) {
  * (unit n) carries h[n] = c + g_n s v with gain g_n = +1 for the even units and -1 for the odd
  * ones (c, v fixed, c orthogonal to v; nothing else tells the neurons apart). The set of the
  * h[n] is the same for s and -s, so no readout that treats the neurons alike (mean, attn) can
- * decode s; the unit readout's per-unit biases can (they gate each unit's features by its gain
- * sign). 300 AdamW steps (lr 1e-2) on fresh draws, then the loss per output on a new batch:
+ * decode s; the unit readout's per-unit gains can (they weight each unit's features by its
+ * gain's sign). 300 AdamW steps (lr 1e-2) on fresh draws, then the loss per output on a new batch:
  * unit < 0.15, mean > 0.8 (the variance of s is 1). */
 enum { SB = 4, SN = 8, SM = 8, SD = 4, SH = 8 };
 
