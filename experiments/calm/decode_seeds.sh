@@ -13,7 +13,8 @@
 #   are skipped. CALM_SEEDS="1 2" seeds (the outer loop); CALM_NP=2; CALM_BIN (default
 #   build/release/apps/calm/calm, copied to OUT/bin/calm-<commit> and run from there,
 #   experiments/common.sh); CALM_NICE=0; CALM_DECODE_STEPS=800; CALM_VAL_EVERY=50;
-#   CALM_PATIENCE=6 (validations without a new best before the head stops); CALM_READOUT=unit.
+#   CALM_PATIENCE=6 (validations without a new best before the head stops); CALM_READOUT=unit;
+#   CALM_LR=3e-3 (decode.lr: the head's peak rate, and the DAT's in the scratch regime).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$1; shift
@@ -26,7 +27,7 @@ common="--set run.mode=decode --set tok.width=32 --set tok.codes=32 --set tok.ch
   --set sim.frames=3000 --set sim.animals=4 --set sim.sessions=1 --set model.max_neurons=80
   --set tok.steps=50 --set train.steps=300 --set decode.steps=${CALM_DECODE_STEPS:-800}
   --set decode.val_every=${CALM_VAL_EVERY:-50} --set decode.patience=${CALM_PATIENCE:-6}
-  --set decode.readout=${CALM_READOUT:-unit}"
+  --set decode.readout=${CALM_READOUT:-unit} --set decode.lr=${CALM_LR:-3e-3}"
 cells=("$@")
 [ ${#cells[@]} -gt 0 ] || cells=(scratch-tail frozen-tail finetune-tail scratch-animal)
 # shellcheck source=experiments/common.sh
