@@ -51,7 +51,10 @@ typedef struct {
     calm_regime regime;
     calm_split split; /* train.split: tail or animal */
     int64_t steps, batch, b, D, lags, hidden, mlp_steps;
+    calm_dec_readout readout;     /* decode.readout */
+    tess_sched sched;             /* decode.schedule over decode.steps: peak decode.lr */
     int64_t val_every, best_step; /* decode.val_every; the head step of the best validation */
+    int64_t patience;             /* decode.patience: validations without a new best to stop */
     double best_loss;             /* the head's lowest validation loss so far */
     float *best, *best_dat;       /* the head's (and, if it trains, the DAT's) parameters there */
     int val_csv;

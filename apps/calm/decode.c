@@ -10,7 +10,7 @@
 #include "nn/activation.h" /* tess_nn_gelu_* */
 #include "nn/linear.h"     /* tess_nn_linear_* */
 #include "nn/norm.h"       /* tess_nn_layernorm_* */
-#include "nn/pool.h"       /* tess_nn_attnpool_* */
+#include "nn/pool.h"       /* tess_nn_attnpool_*, tess_nn_meanpool_* */
 #include "optim/adamw.h"   /* tess_adamw_* */
 #include "tensor/tensor.h" /* tess_tensor_permute_0213* */
 
@@ -44,19 +44,23 @@ static double loss_grad(const float *y, const float *t, const bool *binary, int6
 /* ---- the head ------------------------------------------------------------------------------- */
 
 struct calm_dec {
-    int64_t d, H, D, max_B, max_N, M, B;
+    calm_dec_readout readout;
+    int64_t d, H, D, U, max_B, max_N, M, B;
     tess_registry *reg; /* borrowed */
-    int64_t iq, inw, inb, ifc, ifcb, iout, ioutb;
+    int64_t iq, inw, inb, ifc, ifcb, iunit, iout, ioutb; /* iq: attn only; iunit: unit only */
     float *hp;   /* (G, max_N, d) the hidden state, groups (b, m) first */
     float *hn, *dhn; /* (G, max_N, d) its LayerNorm, the gradient there */
     float *mean, *rstd; /* (G, max_N) */
-    float *att;  /* (G, max_N) pooling weights */
-    float *pool; /* (G, d) */
-    float *pre, *act, *dact; /* (G, H) */
+    float *att;  /* (G, max_N) pooling weights (attn) */
+    float *pool; /* (G, d) the pooled LayerNorm (attn) */
+    float *pre, *act, *dact; /* (G, H) (attn) or (G, max_N, H) per neuron (mean, unit) */
+    float *gated;            /* (G, max_N, H) act times its unit's gain (unit) */
+    float *feat, *dfeat;     /* (G, H) the pooled GELU features (mean, unit) */
     float *y, *dy; /* (G, D) */
-    float *dpool;  /* (G, d) */
+    float *dpool;  /* (G, d) (attn) */
     float *dhp;    /* (G, max_N, d) */
     uint8_t *mask; /* (G, max_N) */
+    int32_t *uid;  /* (G, max_N) unit ids (unit) */
 };
 
 static tess_status add(tess_registry *reg, const char *name, int ndim, int64_t a, int64_t b,
@@ -68,45 +72,57 @@ static tess_status add(tess_registry *reg, const char *name, int ndim, int64_t a
     return TESS_OK;
 }
 
-tess_status calm_dec_create(calm_dec **out, int64_t d, int64_t H, int64_t D, int64_t max_B,
-                            int64_t max_N, int64_t M, tess_registry *reg) {
+tess_status calm_dec_create(calm_dec **out, calm_dec_readout readout, int64_t d, int64_t H,
+                            int64_t D, int64_t U, int64_t max_B, int64_t max_N, int64_t M,
+                            tess_registry *reg) {
     *out = NULL;
     TESS_REQUIRE(H >= 1, TESS_ERR_CONFIG, "decode.hidden = %lld must be >= 1", (long long)H);
     TESS_REQUIRE(D >= 1 && D <= CALM_DEC_MAX_TARGETS, TESS_ERR_CONFIG,
                  "decode.targets: %lld targets, expected 1 to %d", (long long)D,
                  CALM_DEC_MAX_TARGETS);
-    TESS_REQUIRE(d >= 1 && max_B >= 1 && max_N >= 1 && M >= 1, TESS_ERR_ARG,
-                 "decoding head: bad sizes d %lld, B %lld, N %lld, M %lld", (long long)d,
-                 (long long)max_B, (long long)max_N, (long long)M);
+    TESS_REQUIRE(d >= 1 && U >= 1 && max_B >= 1 && max_N >= 1 && M >= 1 &&
+                     (unsigned)readout < CALM_DEC_READOUT_COUNT,
+                 TESS_ERR_ARG, "decoding head: bad sizes d %lld, U %lld, B %lld, N %lld, M %lld",
+                 (long long)d, (long long)U, (long long)max_B, (long long)max_N, (long long)M);
     calm_dec *h = calloc(1, sizeof *h);
     TESS_REQUIRE(h, TESS_ERR_MEM, "out of memory for the decoding head");
-    *h = (calm_dec){.d = d, .H = H, .D = D, .max_B = max_B, .max_N = max_N, .M = M, .reg = reg};
-    const int64_t G = max_B * M, GN = G * max_N;
+    *h = (calm_dec){.readout = readout, .d = d, .H = H, .D = D, .U = U, .max_B = max_B,
+                    .max_N = max_N, .M = M, .reg = reg, .iq = -1, .iunit = -1};
+    const bool attn = readout == CALM_DEC_ATTN;
+    const int64_t G = max_B * M, GN = G * max_N, GH = (attn ? G : GN) * H;
     h->hp = malloc((size_t)(GN * d) * sizeof(float));
     h->dhp = malloc((size_t)(GN * d) * sizeof(float));
     h->hn = malloc((size_t)(GN * d) * sizeof(float));
     h->dhn = malloc((size_t)(GN * d) * sizeof(float));
     h->mean = malloc((size_t)GN * sizeof(float));
     h->rstd = malloc((size_t)GN * sizeof(float));
-    h->att = malloc((size_t)GN * sizeof(float));
-    h->pool = malloc((size_t)(G * d) * sizeof(float));
-    h->dpool = malloc((size_t)(G * d) * sizeof(float));
-    h->pre = malloc((size_t)(G * H) * sizeof(float));
-    h->act = malloc((size_t)(G * H) * sizeof(float));
-    h->dact = malloc((size_t)(G * H) * sizeof(float));
+    h->att = malloc((size_t)(attn ? GN : 1) * sizeof(float));
+    h->pool = malloc((size_t)(attn ? G * d : 1) * sizeof(float));
+    h->dpool = malloc((size_t)(attn ? G * d : 1) * sizeof(float));
+    h->pre = malloc((size_t)GH * sizeof(float));
+    h->act = malloc((size_t)GH * sizeof(float));
+    h->dact = malloc((size_t)GH * sizeof(float));
+    h->gated = malloc((size_t)(readout == CALM_DEC_UNIT ? GH : 1) * sizeof(float));
+    h->feat = malloc((size_t)(G * H) * sizeof(float));
+    h->dfeat = malloc((size_t)(G * H) * sizeof(float));
     h->y = malloc((size_t)(G * D) * sizeof(float));
     h->dy = malloc((size_t)(G * D) * sizeof(float));
     h->mask = malloc((size_t)GN);
+    h->uid = malloc((size_t)GN * sizeof(int32_t));
     *out = h;
-    TESS_REQUIRE(h->hp && h->dhp && h->hn && h->dhn && h->mean && h->rstd && h->att && h->pool && h->dpool && h->pre && h->act && h->dact &&
-                     h->y && h->dy && h->mask,
+    TESS_REQUIRE(h->hp && h->dhp && h->hn && h->dhn && h->mean && h->rstd && h->att && h->pool &&
+                     h->dpool && h->pre && h->act && h->dact && h->gated && h->feat && h->dfeat && h->y &&
+                     h->dy && h->mask && h->uid,
                  TESS_ERR_MEM, "out of memory for the decoding head (%lld groups)", (long long)G);
     /* query N(0, 0.02): the pooling starts near the mean over the neurons */
-    TESS_CHECK(add(reg, "dec.query", 1, d, 0, tess_init_normal(0.0, 0.02), &h->iq));
+    if (attn) TESS_CHECK(add(reg, "dec.query", 1, d, 0, tess_init_normal(0.0, 0.02), &h->iq));
     TESS_CHECK(add(reg, "dec.norm_w", 1, d, 0, tess_init_const(1.0), &h->inw));
     TESS_CHECK(add(reg, "dec.norm_b", 1, d, 0, tess_init_zeros(), &h->inb));
     TESS_CHECK(add(reg, "dec.fc", 2, H, d, tess_init_normal(0.0, 1.0 / sqrt((double)d)), &h->ifc));
     TESS_CHECK(add(reg, "dec.fc_b", 1, H, 0, tess_init_zeros(), &h->ifcb));
+    /* per-unit gains 1 + c, c = 0: the unit readout starts as the mean readout */
+    if (readout == CALM_DEC_UNIT)
+        TESS_CHECK(add(reg, "dec.unit_gain", 2, U, H, tess_init_zeros(), &h->iunit));
     TESS_CHECK(add(reg, "dec.out", 2, D, H, tess_init_normal(0.0, 1.0 / sqrt((double)H)), &h->iout));
     TESS_CHECK(add(reg, "dec.out_b", 1, D, 0, tess_init_zeros(), &h->ioutb));
     return TESS_OK;
@@ -115,30 +131,53 @@ tess_status calm_dec_create(calm_dec **out, int64_t d, int64_t H, int64_t D, int
 void calm_dec_destroy(calm_dec **ph) {
     if (!ph || !*ph) return;
     calm_dec *h = *ph;
-    free(h->hp), free(h->dhp), free(h->hn), free(h->dhn), free(h->mean), free(h->rstd), free(h->att), free(h->pool), free(h->dpool), free(h->pre);
-    free(h->act), free(h->dact), free(h->y), free(h->dy), free(h->mask);
+    free(h->hp), free(h->dhp), free(h->hn), free(h->dhn), free(h->mean), free(h->rstd);
+    free(h->att), free(h->pool), free(h->dpool), free(h->pre), free(h->act), free(h->dact);
+    free(h->gated);
+    free(h->feat), free(h->dfeat), free(h->y), free(h->dy), free(h->mask), free(h->uid);
     free(h);
     *ph = NULL;
 }
 
-const float *calm_dec_forward(calm_dec *h, const float *hidden, const int32_t *count, int64_t B) {
+const float *calm_dec_forward(calm_dec *h, const float *hidden, const int32_t *count,
+                              const int32_t *unit, int64_t B) {
     TESS_ASSERT(B >= 1 && B <= h->max_B);
-    const int64_t N = h->max_N, M = h->M, d = h->d, G = B * M;
+    const int64_t N = h->max_N, M = h->M, d = h->d, H = h->H, G = B * M;
     h->B = B;
     tess_tensor_permute_0213(h->hp, hidden, B, N, M, d); /* (B, N, M, d) -> (B, M, N, d) */
     for (int64_t b = 0; b < B; b++)
         for (int64_t m = 0; m < M; m++)
-            for (int64_t n = 0; n < N; n++) h->mask[(b * M + m) * N + n] = n < count[b];
+            for (int64_t n = 0; n < N; n++) {
+                h->mask[(b * M + m) * N + n] = n < count[b];
+                h->uid[(b * M + m) * N + n] = unit[b * N + n];
+            }
     const tess_registry *r = h->reg;
     tess_nn_layernorm_forward(h->hn, h->mean, h->rstd, h->hp, tess_registry_param(r, h->inw),
                               tess_registry_param(r, h->inb), G * N, d, 1e-5f);
-    tess_nn_attnpool_forward(h->pool, h->att, h->hn, tess_registry_param(r, h->iq), h->mask, G, N,
-                             d);
-    tess_nn_linear_forward(h->pre, h->pool, tess_registry_param(r, h->ifc),
-                           tess_registry_param(r, h->ifcb), G, d, h->H);
-    tess_nn_gelu_forward(h->act, h->pre, G * h->H);
-    tess_nn_linear_forward(h->y, h->act, tess_registry_param(r, h->iout),
-                           tess_registry_param(r, h->ioutb), G, h->H, h->D);
+    if (h->readout == CALM_DEC_ATTN) { /* pool the neurons, then the MLP */
+        tess_nn_attnpool_forward(h->pool, h->att, h->hn, tess_registry_param(r, h->iq), h->mask,
+                                 G, N, d);
+        tess_nn_linear_forward(h->pre, h->pool, tess_registry_param(r, h->ifc),
+                               tess_registry_param(r, h->ifcb), G, d, H);
+        tess_nn_gelu_forward(h->feat, h->pre, G * H);
+    } else { /* the first layer per neuron (times its unit's gain), then the mean over them */
+        tess_nn_linear_forward(h->pre, h->hn, tess_registry_param(r, h->ifc),
+                               tess_registry_param(r, h->ifcb), G * N, d, H);
+        tess_nn_gelu_forward(h->act, h->pre, G * N * H);
+        const float *pooled = h->act;
+        if (h->readout == CALM_DEC_UNIT) {
+            const float *c = tess_registry_param(r, h->iunit);
+            for (int64_t i = 0; i < G * N; i++) {
+                TESS_ASSERT(h->uid[i] >= 0 && h->uid[i] < h->U);
+                for (int64_t j = 0; j < H; j++)
+                    h->gated[i * H + j] = h->act[i * H + j] * (1.0f + c[h->uid[i] * H + j]);
+            }
+            pooled = h->gated;
+        }
+        tess_nn_meanpool_forward(h->feat, pooled, h->mask, G, N, H);
+    }
+    tess_nn_linear_forward(h->y, h->feat, tess_registry_param(r, h->iout),
+                           tess_registry_param(r, h->ioutb), G, H, h->D);
     return h->y;
 }
 
@@ -152,18 +191,38 @@ void calm_dec_backward(calm_dec *h, float scale, float *dhidden) {
     const int64_t B = h->B, N = h->max_N, M = h->M, d = h->d, H = h->H, G = B * M;
     const tess_registry *r = h->reg;
     for (int64_t i = 0; i < G * h->D; i++) h->dy[i] *= scale;
-    memset(h->dact, 0, (size_t)(G * H) * sizeof(float));
-    tess_nn_linear_backward(h->dact, tess_registry_grad(r, h->iout), tess_registry_grad(r, h->ioutb),
-                            h->dy, h->act, tess_registry_param(r, h->iout), G, H, h->D);
-    float *dpre = h->act; /* the activations are dead once the output layer's gradient is in */
-    memset(dpre, 0, (size_t)(G * H) * sizeof(float));
-    tess_nn_gelu_backward(dpre, h->dact, h->pre, G * H);
-    memset(h->dpool, 0, (size_t)(G * d) * sizeof(float));
-    tess_nn_linear_backward(h->dpool, tess_registry_grad(r, h->ifc), tess_registry_grad(r, h->ifcb),
-                            dpre, h->pool, tess_registry_param(r, h->ifc), G, d, H);
+    memset(h->dfeat, 0, (size_t)(G * H) * sizeof(float));
+    tess_nn_linear_backward(h->dfeat, tess_registry_grad(r, h->iout),
+                            tess_registry_grad(r, h->ioutb), h->dy, h->feat,
+                            tess_registry_param(r, h->iout), G, H, h->D);
     memset(h->dhn, 0, (size_t)(G * N * d) * sizeof(float));
-    tess_nn_attnpool_backward(h->dhn, tess_registry_grad(r, h->iq), h->dpool, h->hn,
-                              tess_registry_param(r, h->iq), h->att, G, N, d);
+    if (h->readout == CALM_DEC_ATTN) {
+        memset(h->dact, 0, (size_t)(G * H) * sizeof(float)); /* d loss / d pre */
+        tess_nn_gelu_backward(h->dact, h->dfeat, h->pre, G * H);
+        memset(h->dpool, 0, (size_t)(G * d) * sizeof(float));
+        tess_nn_linear_backward(h->dpool, tess_registry_grad(r, h->ifc),
+                                tess_registry_grad(r, h->ifcb), h->dact, h->pool,
+                                tess_registry_param(r, h->ifc), G, d, H);
+        tess_nn_attnpool_backward(h->dhn, tess_registry_grad(r, h->iq), h->dpool, h->hn,
+                                  tess_registry_param(r, h->iq), h->att, G, N, d);
+    } else {
+        memset(h->dact, 0, (size_t)(G * N * H) * sizeof(float)); /* d loss / d pooled */
+        tess_nn_meanpool_backward(h->dact, h->dfeat, h->mask, G, N, H);
+        if (h->readout == CALM_DEC_UNIT) { /* masked neurons have a zero gradient: add nothing */
+            const float *c = tess_registry_param(r, h->iunit);
+            float *dc = tess_registry_grad(r, h->iunit);
+            for (int64_t i = 0; i < G * N; i++)
+                for (int64_t j = 0; j < H; j++) {
+                    const float g = h->dact[i * H + j];
+                    dc[h->uid[i] * H + j] += g * h->act[i * H + j];
+                    h->dact[i * H + j] = g * (1.0f + c[h->uid[i] * H + j]); /* d loss / d act */
+                }
+        }
+        tess_nn_gelu_backward_inplace(h->dact, h->pre, G * N * H); /* now d loss / d pre */
+        tess_nn_linear_backward(h->dhn, tess_registry_grad(r, h->ifc),
+                                tess_registry_grad(r, h->ifcb), h->dact, h->hn,
+                                tess_registry_param(r, h->ifc), G * N, d, H);
+    }
     memset(h->dhp, 0, (size_t)(G * N * d) * sizeof(float));
     tess_nn_layernorm_backward(h->dhp, tess_registry_grad(r, h->inw), tess_registry_grad(r, h->inb),
                                h->dhn, h->hp, tess_registry_param(r, h->inw), h->mean, h->rstd,

@@ -2,15 +2,22 @@
  * head on the dual-axis transformer's final residual stream, the two baseline decoders and the
  * metrics.
  *
- * Head, per window b and patch m (POYO+-style readout; nn/pool.h):
- *   p[b, m] = attention pooling of LN(h^L[b, n, m]) over the window's real neurons n (one
- *             learned query, key-padding mask; LN a LayerNorm over the d channels)   (d)
- *   y[b, m] = W2 gelu(W1 p[b, m] + b1) + b2                                          (D)
+ * Head, per window b and patch m, on z[n] = LN(h^L[b, n, m]) (LN a LayerNorm over the d
+ * channels) of the window's real neurons n (key-padding mask), by decode.readout:
+ *   attn:  p = attention pooling of z[n] over n (one learned query; nn/pool.h)          (d)
+ *          f = gelu(W1 p + b1)                                                          (H)
+ *   mean:  f = mean over n of gelu(W1 z[n] + b1)  (a per-neuron MLP layer, then the mean) (H)
+ *   unit:  f = mean over n of (1 + c[u(n)]) * gelu(W1 z[n] + b1) (elementwise), c (U, H) a
+ *          learned gain per unit u(n) (the neuron's global unit id; 0 at the start and for a
+ *          unit never trained): the readout can weight neurons of opposite tuning with
+ *          opposite signs, which neither a convex combination of the z[n] (attn) nor a layer
+ *          shared by all neurons (mean) can                                            (H)
+ *   y[b, m] = W2 f + b2                                                                 (D)
  * D behaviour outputs per patch: regression targets in standardised units, binary ones as
  * logits. Loss summed over (b, m, k): (y - t)^2 for a regression target, BCE(y, t) for a binary
  * one, t the patch's mean of the (standardised) target over its P frames (for a binary target
- * the fraction of positive frames). Parameters "dec.query" (d), "dec.norm_w",
- * "dec.norm_b" (d), "dec.fc" (H, d), "dec.fc_b" (H),
+ * the fraction of positive frames). Parameters "dec.query" (d; attn only), "dec.norm_w",
+ * "dec.norm_b" (d), "dec.fc" (H, d), "dec.fc_b" (H), "dec.unit_gain" (U, H; unit only),
  * "dec.out" (D, H), "dec.out_b" (D) in the caller's registry.
  *
  * Baselines (per session, on the z-scored traces x (T, N)): the lagged population vector of
@@ -30,23 +37,36 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/config.h" /* tess_opt_enum */
 #include "core/status.h" /* tess_status */
 #include "nn/registry.h" /* tess_registry */
 
 enum { CALM_DEC_MAX_TARGETS = 8 };
 
+/* decode.readout (the table in enum order) */
+typedef enum { CALM_DEC_UNIT = 0, CALM_DEC_MEAN, CALM_DEC_ATTN, CALM_DEC_READOUT_COUNT } calm_dec_readout;
+
+static const tess_opt_enum calm_dec_readout_names[] = {
+    {"unit", CALM_DEC_UNIT}, {"mean", CALM_DEC_MEAN}, {"attn", CALM_DEC_ATTN}};
+TESS_OPT_ENUM_TABLE_CHECK(calm_dec_readout_names, CALM_DEC_READOUT_COUNT);
+
 typedef struct calm_dec calm_dec;
 
-/* The head for up to max_B windows of max_N neurons x M patches, width d, H hidden units, D
- * outputs; parameters registered into reg (not finalized: the caller finalizes and initialises
- * it). TESS_ERR_CONFIG naming "decode.hidden" / "decode.targets" for bad sizes. */
-tess_status calm_dec_create(calm_dec **h, int64_t d, int64_t H, int64_t D, int64_t max_B,
-                            int64_t max_N, int64_t M, tess_registry *reg);
+/* The head with the given readout for up to max_B windows of max_N neurons x M patches, width d,
+ * H hidden units, D outputs, unit ids in [0, U); parameters registered into reg (not finalized:
+ * the caller finalizes and initialises it). TESS_ERR_CONFIG naming "decode.hidden" /
+ * "decode.targets" for bad sizes. */
+tess_status calm_dec_create(calm_dec **h, calm_dec_readout readout, int64_t d, int64_t H,
+                            int64_t D, int64_t U, int64_t max_B, int64_t max_N, int64_t M,
+                            tess_registry *reg);
 void calm_dec_destroy(calm_dec **h);
 
 /* Forward: hidden (B, max_N, M, d) (calm_dat_hidden), count (B) real neurons per window (the
- * rest masked). Returns y (B, M, D), owned by the head, valid until the next forward. */
-const float *calm_dec_forward(calm_dec *h, const float *hidden, const int32_t *count, int64_t B);
+ * rest masked), unit (B, max_N) their unit ids in [0, U) (read by the unit readout; padded
+ * entries must be in range too). Returns y (B, M, D), owned by the head, valid until the next
+ * forward. */
+const float *calm_dec_forward(calm_dec *h, const float *hidden, const int32_t *count,
+                              const int32_t *unit, int64_t B);
 /* The summed loss of the last forward against target (B, M, D); binary (D) flags which targets
  * are binary. Sets *terms to B M D. Keeps what the backward needs. */
 double calm_dec_loss(calm_dec *h, const float *target, const bool *binary, int64_t *terms);

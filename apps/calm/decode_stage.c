@@ -28,6 +28,7 @@
 #include "nn/state.h"     /* tess_state_add_registry */
 #include "optim/adamw.h"  /* tess_adamw_* */
 #include "optim/clip.h"   /* tess_clip_grad_norm */
+#include "optim/sched.h"  /* tess_sched_* */
 #include "par/coll.h"     /* tess_par_allreduce_f64 */
 #include "par/gradsync.h" /* tess_gradsync_* */
 #include "par/layout.h"   /* tess_par_block_range */
@@ -36,6 +37,13 @@ const tess_opt calm_decode_opts[] = {
     TESS_OPT_ENUM("regime", "frozen", calm_regime_names,
                   "frozen: probe on the pretrained DAT; finetune: the DAT trains with the head; "
                   "scratch: no DAT pretraining, random init, trained with the head"),
+    TESS_OPT_ENUM("readout", "unit", calm_dec_readout_names,
+                  "how the head reads the neurons: unit: a per-neuron GELU layer times a learned "
+                  "gain per unit and channel, then the mean over the neurons; mean: the same "
+                  "without the unit gains; attn: attention pooling (one query), then the MLP"),
+    TESS_OPT_ENUM("schedule", "cosine", tess_sched_kind_names,
+                  "learning-rate decay of the decode stage (head and trained DAT) over "
+                  "decode.steps, to 10 % of the peak (cosine, linear) or none (constant)"),
     TESS_OPT_INT("steps", 300, 1, 10000000, "decoding-head steps (after tok.steps + train.steps)"),
     TESS_OPT_INT("batch", 8, 1, 1 << 20, "GLOBAL windows per step; a multiple of the ranks"),
     TESS_OPT_REAL("lr", 3e-3, 1e-7, 1.0,
@@ -54,6 +62,9 @@ const tess_opt calm_decode_opts[] = {
                  "0: off; else the validation windows are taken out of training, the head's loss "
                  "on them measured every val_every head steps, and the best-validated head (and "
                  "DAT, when it trains) scored"),
+    TESS_OPT_INT("patience", 0, 0, 1000000,
+                 "0: off; else the decode stage stops after this many validations (every "
+                 "decode.val_every head steps) without a lower validation loss"),
 };
 const int64_t calm_decode_nopts = sizeof calm_decode_opts / sizeof calm_decode_opts[0];
 
@@ -63,6 +74,7 @@ static const char *const dec_names[2][NDEC] = {
     {"CalM-lite head (trained on the other animals)", "ridge on population summaries (other animals)",
      "MLP on population summaries (other animals)"}};
 static const double VAL_FRACTION = 0.2; /* the baselines' validation slice */
+static const double MIN_LR_FRACTION = 0.1; /* the decayed learning rate's end, of the peak */
 
 /* Whether name is an item of the comma-separated list. */
 static bool in_list(const char *list, const char *name) {
@@ -94,6 +106,15 @@ tess_status calm_decode_config(tess_run *run, calm_pretrain *p) {
                  (long long)d->batch, size);
     d->b = d->batch / size;
     d->val_every = tess_config_int(cfg, "decode.val_every");
+    d->patience = tess_config_int(cfg, "decode.patience");
+    TESS_REQUIRE(d->patience == 0 || d->val_every > 0, TESS_ERR_CONFIG,
+                 "decode.patience = %lld needs decode.val_every > 0 (the validations it counts)",
+                 (long long)d->patience);
+    d->readout = (calm_dec_readout)tess_config_enum(cfg, "decode.readout");
+    d->sched = (tess_sched){.kind = (tess_sched_kind)tess_config_enum(cfg, "decode.schedule"),
+                           .lr = d->lr, .min_lr = MIN_LR_FRACTION * d->lr, .warmup_steps = 0,
+                           .total_steps = d->steps};
+    TESS_CHECK(tess_sched_check(&d->sched));
     /* the decoders score one test span per session, after its training frames (tail), or the
      * held-out animal's (animal) */
     d->split = (calm_split)tess_config_enum(cfg, "train.split");
@@ -207,7 +228,8 @@ tess_status calm_decode_setup(tess_run *run, calm_pretrain *p) {
         if (trains(p, s)) TESS_CHECK(calm_dec_base_check(&bs, &bc, p->sess[s].name));
     }
     TESS_CHECK(tess_registry_create(&d->reg));
-    TESS_CHECK(calm_dec_create(&d->head, dm, d->hidden, D, p->eval_b, N, M, d->reg));
+    TESS_CHECK(calm_dec_create(&d->head, d->readout, dm, d->hidden, D, p->units, p->eval_b, N, M,
+                               d->reg));
     TESS_CHECK(tess_registry_finalize(d->reg));
     TESS_CHECK(tess_registry_init_params(d->reg, tess_run_seed(run) + 3));
     const tess_adamw_config ac = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
@@ -288,18 +310,21 @@ tess_status calm_decode_setup(tess_run *run, calm_pretrain *p) {
     }
     char subtitle[256];
     snprintf(subtitle, sizeof subtitle,
-             "%lld sessions, %lld units; DAT d=%lld L=%lld, N_max=%lld; decode regime %s, %lld "
-             "head steps; %d rank%s",
+             "%lld sessions, %lld units; DAT d=%lld L=%lld, N_max=%lld; decode regime %s, "
+             "readout %s, %lld head steps; %d rank%s",
              (long long)p->nsess, (long long)p->units, (long long)dm, (long long)p->datc.layers,
-             (long long)N, calm_regime_names[d->regime].name, (long long)d->steps, g->size,
+             (long long)N, calm_regime_names[d->regime].name,
+             calm_dec_readout_names[d->readout].name, (long long)d->steps, g->size,
              g->size == 1 ? "" : "s");
     tess_run_plot_subtitle(run, subtitle);
     char list[CALM_DEC_MAX_TARGETS * 50] = "";
     for (int64_t k = 0; k < D; k++)
         snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s%s", k ? ", " : "",
                  d->names[k], d->binary[k] ? " (binary)" : "");
-    tess_log_info("decode: regime %s, %lld targets (%s), %lld head steps",
-                  calm_regime_names[d->regime].name, (long long)D, list, (long long)d->steps);
+    tess_log_info("decode: regime %s, readout %s, %lld targets (%s), %lld head steps, %s "
+                  "learning rate",
+                  calm_regime_names[d->regime].name, calm_dec_readout_names[d->readout].name,
+                  (long long)D, list, (long long)d->steps, tess_sched_kind_name(d->sched.kind));
     return TESS_OK;
 }
 
@@ -332,7 +357,7 @@ static tess_status head_validate(calm_pretrain *p, const tess_group *g, double *
             window_targets(p, &p->val_win[w0 + b], b);
         }
         calm_dat_forward(p->dat, p->tokens, p->frames, p->unit, p->sid, p->count, B, &pairs);
-        calm_dec_forward(d->head, calm_dat_hidden(p->dat), p->count, B);
+        calm_dec_forward(d->head, calm_dat_hidden(p->dat), p->count, p->unit, B);
         int64_t terms = 0;
         tot[0] += calm_dec_loss(d->head, d->target, d->binary, &terms);
         tot[1] += (double)terms;
@@ -360,11 +385,12 @@ tess_status calm_decode_step(tess_run *run, calm_pretrain *p, int64_t step, tess
         window_targets(p, &p->train_win[w], i);
     }
     const bool train_dat = d->regime != CALM_REGIME_FROZEN;
+    const double decay = tess_sched_lr(&d->sched, k) / d->lr; /* the schedule's factor */
     tess_registry_zero_grads(d->reg);
     if (train_dat) tess_registry_zero_grads(p->dat_reg);
     int64_t pairs = 0, terms = 0;
     calm_dat_forward(p->dat, p->tokens, p->frames, p->unit, p->sid, p->count, d->b, &pairs);
-    calm_dec_forward(d->head, calm_dat_hidden(p->dat), p->count, d->b);
+    calm_dec_forward(d->head, calm_dat_hidden(p->dat), p->count, p->unit, d->b);
     double tot[2] = {calm_dec_loss(d->head, d->target, d->binary, &terms), 0.0};
     tot[1] = (double)terms;
     TESS_CHECK(tess_par_allreduce_f64(g, tot, 2, TESS_PAR_SUM));
@@ -376,12 +402,13 @@ tess_status calm_decode_step(tess_run *run, calm_pretrain *p, int64_t step, tess
         TESS_CHECK(tess_gradsync_finish(p->dat_sync, NULL));
         TESS_CHECK(tess_clip_grad_norm(p->dat_reg, p->clip, g, &dnorm));
         const double lr = d->regime == CALM_REGIME_FINETUNE ? d->backbone_lr : d->lr;
-        tess_adamw_step(p->dat_opt, (float)lr);
+        tess_adamw_step(p->dat_opt, (float)(lr * decay));
     }
     TESS_CHECK(tess_gradsync_finish(d->sync, NULL));
     TESS_CHECK(tess_clip_grad_norm(d->reg, p->clip, g, &gnorm));
-    tess_adamw_step(d->opt, (float)d->lr);
+    tess_adamw_step(d->opt, (float)(d->lr * decay));
     const double row[2] = {tot[0] / tot[1], gnorm};
+    bool stop = false;
     if ((k + 1) % 10 == 0 || k + 1 == d->steps) TESS_CHECK(tess_run_metrics_row(run, d->loss_csv, row));
     if (d->val_every > 0 && ((k + 1) % d->val_every == 0 || k + 1 == d->steps)) {
         double v[2] = {0.0, 0.0};
@@ -396,8 +423,16 @@ tess_status calm_decode_step(tess_run *run, calm_pretrain *p, int64_t step, tess
         }
         v[1] = d->best_loss;
         TESS_CHECK(tess_run_metrics_row(run, d->val_csv, v));
+        /* early stop: best_step is in the state, so a resumed run stops at the same step */
+        stop = d->patience > 0 && k + 1 < d->steps &&
+               k + 1 - d->best_step >= d->patience * d->val_every;
+        if (stop)
+            tess_log_info("decode: early stop at head step %lld of %lld: %lld validations "
+                          "without a lower loss than %.4f (step %lld)",
+                          (long long)(k + 1), (long long)d->steps, (long long)d->patience,
+                          d->best_loss, (long long)d->best_step);
     }
-    *out = (tess_run_step_out){.done = k + 1 == d->steps, .loss = row[0],
+    *out = (tess_run_step_out){.done = stop || k + 1 == d->steps, .loss = row[0],
                                .items = (double)d->batch, .position = NAN,
                                .data_cursor = out->data_cursor};
     return TESS_OK;
@@ -426,7 +461,7 @@ static void head_predict(calm_pretrain *p, const tess_group *g, const int64_t *o
         const int64_t B = hi - w0 < p->eval_b ? hi - w0 : p->eval_b;
         for (int64_t b = 0; b < B; b++) calm_pretrain_window(p, p->ntrain + w0 + b, b, false, 0, 0);
         calm_dat_forward(p->dat, p->tokens, p->frames, p->unit, p->sid, p->count, B, &pairs);
-        const float *y = calm_dec_forward(d->head, calm_dat_hidden(p->dat), p->count, B);
+        const float *y = calm_dec_forward(d->head, calm_dat_hidden(p->dat), p->count, p->unit, B);
         for (int64_t b = 0; b < B; b++) {
             const calm_window *w = &p->test_win[w0 + b];
             const calm_session *s = &p->sess[w->session];

@@ -2,7 +2,8 @@
 # experiments/calm/decode_seeds.sh - behaviour decoding on the simulator (docs/calm.md, "Behaviour
 # decoding"): the small model of calm_smoke, 4 simulated animals x 1 session of 3000 frames,
 # 50 tokenizer + 300 DAT steps, then decode.steps head steps with validation-based stopping
-# (decode.val_every), the head against the ridge and MLP decoders on the same test frames. One
+# (decode.val_every, decode.patience), the head (decode.readout, the default cosine learning-rate
+# decay) against the ridge and MLP decoders on the same test frames. One
 # run per cell x seed, one after the other, recorded in OUT/commands.tsv (cell, seed, exit code,
 # seconds, the command) with the run directory OUT/<cell>-s<seed>/ (decode.csv, run.log, plots/).
 #
@@ -11,7 +12,9 @@
 #   three regimes in the tail split, then scratch-animal). Finished runs (OUT/<cell>-s<seed>.done)
 #   are skipped. CALM_SEEDS="1 2" seeds (the outer loop); CALM_NP=2; CALM_BIN (default
 #   build/release/apps/calm/calm, copied to OUT/bin/calm-<commit> and run from there,
-#   experiments/common.sh); CALM_NICE=0; CALM_DECODE_STEPS=800; CALM_VAL_EVERY=50.
+#   experiments/common.sh); CALM_NICE=0; CALM_DECODE_STEPS=800; CALM_VAL_EVERY=50;
+#   CALM_PATIENCE=6 (validations without a new best before the head stops); CALM_READOUT=unit;
+#   CALM_LR=3e-3 (decode.lr: the head's peak rate, and the DAT's in the scratch regime).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$1; shift
@@ -23,7 +26,8 @@ common="--set run.mode=decode --set tok.width=32 --set tok.codes=32 --set tok.ch
   --set model.channels=32 --set model.ffn=64 --set tok.batch=16 --set train.batch=4
   --set sim.frames=3000 --set sim.animals=4 --set sim.sessions=1 --set model.max_neurons=80
   --set tok.steps=50 --set train.steps=300 --set decode.steps=${CALM_DECODE_STEPS:-800}
-  --set decode.val_every=${CALM_VAL_EVERY:-50}"
+  --set decode.val_every=${CALM_VAL_EVERY:-50} --set decode.patience=${CALM_PATIENCE:-6}
+  --set decode.readout=${CALM_READOUT:-unit} --set decode.lr=${CALM_LR:-3e-3}"
 cells=("$@")
 [ ${#cells[@]} -gt 0 ] || cells=(scratch-tail frozen-tail finetune-tail scratch-animal)
 # shellcheck source=experiments/common.sh

@@ -1,4 +1,4 @@
-/* pool.c - attention pooling over a set with a padding mask (see pool.h). */
+/* pool.c - attention and mean pooling over a set with a padding mask (see pool.h). */
 #include "nn/pool.h"
 
 #include <math.h>
@@ -93,4 +93,67 @@ void tess_nn_attnpool_backward_ref(float *dh, float *dq, const float *dout, cons
                 if (dq) dq[j] += (float)(ds * scale * h[(g * N + n) * d + j]);
             }
         }
+}
+
+/* The number of real members of a group (mask row m of N, or NULL: all). */
+static int64_t real_count(const uint8_t *m, int64_t N) {
+    if (!m) return N;
+    int64_t c = 0;
+    for (int64_t n = 0; n < N; n++) c += m[n] != 0;
+    return c;
+}
+
+void tess_nn_meanpool_forward(float *out, const float *x, const uint8_t *mask, int64_t G,
+                              int64_t N, int64_t C) {
+    for (int64_t g = 0; g < G; g++) {
+        const uint8_t *mg = mask ? mask + g * N : NULL;
+        const int64_t cnt = real_count(mg, N);
+        float *o = out + g * C;
+        memset(o, 0, (size_t)C * sizeof(float));
+        for (int64_t n = 0; n < N; n++) {
+            if (mg && !mg[n]) continue;
+            const float *xn = x + (g * N + n) * C;
+            for (int64_t j = 0; j < C; j++) o[j] += xn[j];
+        }
+        const float inv = cnt > 0 ? 1.0f / (float)cnt : 0.0f;
+        for (int64_t j = 0; j < C; j++) o[j] *= inv;
+    }
+}
+
+void tess_nn_meanpool_backward(float *dx, const float *dout, const uint8_t *mask, int64_t G,
+                               int64_t N, int64_t C) {
+    for (int64_t g = 0; g < G; g++) {
+        const uint8_t *mg = mask ? mask + g * N : NULL;
+        const int64_t cnt = real_count(mg, N);
+        if (cnt == 0) continue;
+        const float inv = 1.0f / (float)cnt, *dg = dout + g * C;
+        for (int64_t n = 0; n < N; n++) {
+            if (mg && !mg[n]) continue;
+            float *dxn = dx + (g * N + n) * C;
+            for (int64_t j = 0; j < C; j++) dxn[j] += dg[j] * inv;
+        }
+    }
+}
+
+void tess_nn_meanpool_forward_ref(float *out, const float *x, const uint8_t *mask, int64_t G,
+                                  int64_t N, int64_t C) {
+    for (int64_t g = 0; g < G; g++)
+        for (int64_t j = 0; j < C; j++) {
+            double acc = 0.0, cnt = 0.0;
+            for (int64_t n = 0; n < N; n++)
+                if (!mask || mask[g * N + n]) acc += x[(g * N + n) * C + j], cnt += 1.0;
+            out[g * C + j] = cnt > 0.0 ? (float)(acc / cnt) : 0.0f;
+        }
+}
+
+void tess_nn_meanpool_backward_ref(float *dx, const float *dout, const uint8_t *mask, int64_t G,
+                                   int64_t N, int64_t C) {
+    for (int64_t g = 0; g < G; g++) {
+        double cnt = 0.0;
+        for (int64_t n = 0; n < N; n++) cnt += !mask || mask[g * N + n];
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t j = 0; j < C; j++)
+                if (!mask || mask[g * N + n])
+                    dx[(g * N + n) * C + j] += (float)((double)dout[g * C + j] / cnt);
+    }
 }

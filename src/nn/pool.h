@@ -1,7 +1,9 @@
-/* pool.h - attention pooling over a set: one learned query scores every member, a softmax over
- * the members (padded members masked out) weights their sum. The behaviour-decoding head of
- * docs/calm.md pools the neurons of each patch this way (POYO+-style readout).
+/* pool.h - pooling over a set with a padding mask: attention pooling (one learned query scores
+ * every member, a softmax over the members weights their sum) and mean pooling (the plain mean
+ * over the real members). The behaviour-decoding head of docs/calm.md pools the neurons of each
+ * patch with either (decode.readout).
  *
+ * Attention pooling:
  *   s[g, n] = h[g, n] . q / sqrt(d)   (masked members: weight 0)
  *   a[g, :] = softmax over the real members of s[g, :]
  *   out[g]  = sum_n a[g, n] h[g, n]
@@ -27,5 +29,20 @@ void tess_nn_attnpool_forward_ref(float *out, float *a, const float *h, const fl
 void tess_nn_attnpool_backward_ref(float *dh, float *dq, const float *dout, const float *h,
                                    const float *q, const float *a, int64_t G, int64_t N,
                                    int64_t d);
+
+/* Mean pooling: out[g] = sum over the real members n of x[g, n] / (their count); a group without
+ * a real member pools to 0. Mean pooling of per-member features computed before the pool (a
+ * per-member MLP, "deep sets") can express signed sums over members that a convex combination
+ * of the raw members cannot. out (G, C); x (G, N, C); mask (G, N) as above, or NULL. */
+void tess_nn_meanpool_forward(float *out, const float *x, const uint8_t *mask, int64_t G,
+                              int64_t N, int64_t C);
+/* dx (G, N, C) += dout[g] / count at the real members (nothing at masked ones); dout (G, C). */
+void tess_nn_meanpool_backward(float *dx, const float *dout, const uint8_t *mask, int64_t G,
+                               int64_t N, int64_t C);
+/* The same, accumulating in double (the oracle). */
+void tess_nn_meanpool_forward_ref(float *out, const float *x, const uint8_t *mask, int64_t G,
+                                  int64_t N, int64_t C);
+void tess_nn_meanpool_backward_ref(float *dx, const float *dout, const uint8_t *mask, int64_t G,
+                                   int64_t N, int64_t C);
 
 #endif

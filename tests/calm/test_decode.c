@@ -2,9 +2,12 @@
  *   metrics against hand values: AUROC 0.75 (the textbook 4-sample case), 0.75 with tied scores
  *   (ties count half), 1 / 0 for perfect / reversed scores, NaN with one class; accuracy; R^2
  *   0.8 and Pearson r 0.99339 on hand-computed vectors;
- *   the head: backward against central differences of the loss (every parameter entry of the
- *   query and the biases, the largest-gradient entries of the weights and of the hidden state;
- *   5 %), padded neurons leave the outputs bit-identical, their hidden gradient is 0;
+ *   the head, for each readout (attn, mean, unit): backward against central differences of the
+ *   loss (every parameter entry of the vectors - query, LayerNorm, biases - the largest-gradient
+ *   entries of the matrices (with the unit biases) and of the hidden state; 5 %), padded
+ *   neurons leave the outputs bit-identical, their hidden gradient is 0; a behaviour that is
+ *   +s on some neurons and -s on others (signed tuning) is fitted by the unit readout and not
+ *   by the mean one;
  *   the baselines on a session whose behaviour is a linear map of the lagged population vector
  *   (a regression target and its sign as a binary target): ridge test R^2 > 0.99 with the
  *   smallest penalty chosen, AUROC > 0.95; the MLP test R^2 > 0.8, AUROC > 0.9; behaviour of test frames
@@ -23,6 +26,7 @@
 
 #include "core/rng.h"
 #include "decode.h"
+#include "optim/adamw.h"
 #include "tess_test.h"
 
 static void metrics(void) {
@@ -45,13 +49,16 @@ static void metrics(void) {
                     "Pearson r");
 }
 
-enum { B = 2, N = 5, M = 3, DM = 8, HID = 6, D = 2 };
+enum { B = 2, N = 5, M = 3, DM = 8, HID = 6, D = 2, U = 9 };
+
+/* Unit ids of the two windows: 0-4, then 5-7 (padding repeats 5). */
+static const int32_t units[B * N] = {0, 1, 2, 3, 4, 5, 6, 7, 5, 5};
 
 /* The head's summed loss at the registry's current parameters. */
 static double head_loss(calm_dec *h, const float *hid, const int32_t *count, const float *tgt,
                         const bool *binary) {
     int64_t terms;
-    calm_dec_forward(h, hid, count, B);
+    calm_dec_forward(h, hid, count, units, B);
     return calm_dec_loss(h, tgt, binary, &terms);
 }
 
@@ -71,16 +78,23 @@ static int check_entry(calm_dec *h, float *hid, const int32_t *count, const floa
     return ok;
 }
 
-static void head(void) {
+static void head(calm_dec_readout readout) {
     tess_registry *reg = NULL;
     calm_dec *h = NULL;
     TESS_TEST_CHECK(tess_registry_create(&reg) == TESS_OK, "registry");
-    TESS_TEST_CHECK(calm_dec_create(&h, DM, HID, D, B, N, M, reg) == TESS_OK, "create: %s",
-                    tess_error_text());
+    TESS_TEST_CHECK(calm_dec_create(&h, readout, DM, HID, D, U, B, N, M, reg) == TESS_OK,
+                    "create: %s", tess_error_text());
     TESS_TEST_CHECK(tess_registry_finalize(reg) == TESS_OK && tess_registry_init_params(reg, 7) == TESS_OK,
                     "init");
-    float *q = tess_registry_param(reg, 0);
-    for (int j = 0; j < DM; j++) q[j] = (float)(0.5 * sin(j + 1.0)); /* a peaked pooling */
+    const char *rname = calm_dec_readout_names[readout].name;
+    for (int64_t e = 0; e < tess_registry_count(reg); e++) {
+        const tess_registry_entry *en = tess_registry_get(reg, e);
+        float *v = tess_registry_param(reg, e);
+        if (strcmp(en->name, "dec.query") == 0) /* a peaked pooling */
+            for (int j = 0; j < DM; j++) v[j] = (float)(0.5 * sin(j + 1.0));
+        if (strcmp(en->name, "dec.unit_gain") == 0) /* unit gains away from their zero init */
+            for (int64_t j = 0; j < en->local_count; j++) v[j] = (float)(0.7 * cos(j + 0.5));
+    }
     static float hid[B * N * M * DM], hid2[B * N * M * DM], dh[B * N * M * DM], tgt[B * M * D];
     const tess_rng_key key = {11, 1};
     tess_rng_fill_normal(key, tess_rng_ctr(TESS_RNG_PURPOSE_TEST, 1), 0, B * N * M * DM, hid, 0.0f, 1.0f);
@@ -92,25 +106,27 @@ static void head(void) {
     const bool binary[D] = {false, true};
     /* padded neurons (n >= count) change nothing */
     float y0[B * M * D];
-    memcpy(y0, calm_dec_forward(h, hid, count, B), sizeof y0);
+    memcpy(y0, calm_dec_forward(h, hid, count, units, B), sizeof y0);
     memcpy(hid2, hid, sizeof hid);
     for (int n = 3; n < N; n++)
         for (int m = 0; m < M * DM; m++) hid2[((1 * N + n) * M) * DM + m] = 1e3f;
-    TESS_TEST_CHECK(memcmp(y0, calm_dec_forward(h, hid2, count, B), sizeof y0) == 0,
-                    "padded neurons leave the outputs bit-identical");
+    TESS_TEST_CHECK(memcmp(y0, calm_dec_forward(h, hid2, count, units, B), sizeof y0) == 0,
+                    "%s: padded neurons leave the outputs bit-identical", rname);
     /* analytic gradients */
     tess_registry_zero_grads(reg);
     head_loss(h, hid, count, tgt, binary);
     calm_dec_backward(h, 1.0f, dh);
     for (int n = 3; n < N; n++)
         for (int m = 0; m < M * DM; m++)
-            TESS_TEST_CHECK(dh[((1 * N + n) * M) * DM + m] == 0.0f, "padded neuron's gradient is 0");
+            TESS_TEST_CHECK(dh[((1 * N + n) * M) * DM + m] == 0.0f, "%s: padded neuron's gradient is 0",
+                            rname);
     const int64_t nent = tess_registry_count(reg);
     int checked = 0;
     for (int64_t e = 0; e < nent; e++) {
         const tess_registry_entry *en = tess_registry_get(reg, e);
         float *p = tess_registry_param(reg, e);
         static float g[4096];
+        TESS_TEST_CHECK(en->local_count <= 4096, "%s: %s fits the test's buffer", rname, en->name);
         memcpy(g, tess_registry_grad(reg, e), (size_t)en->local_count * sizeof(float));
         if (en->ndim == 1) { /* every entry */
             for (int64_t i = 0; i < en->local_count; i++)
@@ -131,9 +147,71 @@ static void head(void) {
         checked += check_entry(h, hid, count, tgt, binary, hid + best, dh[best], "hidden", best);
         dh[best] = 0.0f;
     }
-    printf("head backward: %d entries within 5 %% of central differences\n", checked);
+    printf("head (%s readout) backward: %d entries within 5 %% of central differences\n", rname,
+           checked);
     calm_dec_destroy(&h);
     tess_registry_destroy(&reg);
+}
+
+/* Signed tuning: every group (window b, patch m) has a speed s ~ N(0, 1) (the target); neuron n
+ * (unit n) carries h[n] = c + g_n s v with gain g_n = +1 for the even units and -1 for the odd
+ * ones (c, v fixed, c orthogonal to v; nothing else tells the neurons apart). The set of the
+ * h[n] is the same for s and -s, so no readout that treats the neurons alike (mean, attn) can
+ * decode s; the unit readout's per-unit gains can (they weight each unit's features by its
+ * gain's sign). 300 AdamW steps (lr 1e-2) on fresh draws, then the loss per output on a new batch:
+ * unit < 0.15, mean > 0.8 (the variance of s is 1). */
+enum { SB = 4, SN = 8, SM = 8, SD = 4, SH = 8 };
+
+static double signed_fit(calm_dec_readout readout) {
+    tess_registry *reg = NULL;
+    calm_dec *h = NULL;
+    tess_adamw *opt = NULL;
+    TESS_TEST_CHECK(tess_registry_create(&reg) == TESS_OK &&
+                        calm_dec_create(&h, readout, SD, SH, 1, SN, SB, SN, SM, reg) == TESS_OK &&
+                        tess_registry_finalize(reg) == TESS_OK &&
+                        tess_registry_init_params(reg, 5) == TESS_OK,
+                    "signed tuning: head: %s", tess_error_text());
+    const tess_adamw_config ac = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.0f};
+    TESS_TEST_CHECK(tess_adamw_create(&opt, reg, &ac) == TESS_OK, "adamw");
+    static float hid[SB * SN * SM * SD], tgt[SB * SM];
+    const float c[SD] = {2.0f, 2.0f, -2.0f, -2.0f}, v[SD] = {0.0f, 0.0f, 1.0f, -1.0f};
+    int32_t count[SB], unit[SB * SN];
+    for (int b = 0; b < SB; b++) {
+        count[b] = SN;
+        for (int n = 0; n < SN; n++) unit[b * SN + n] = n;
+    }
+    const bool binary[1] = {false};
+    double loss = 0.0;
+    for (int step = 0; step <= 300; step++) {
+        for (int i = 0; i < SB * SM; i++)
+            tgt[i] = (float)tess_rng_normal((tess_rng_key){13, (uint32_t)readout},
+                                            tess_rng_ctr(TESS_RNG_PURPOSE_TEST, 5), (uint64_t)(step * SB * SM + i),
+                                            0.0, 1.0);
+        for (int b = 0; b < SB; b++)
+            for (int n = 0; n < SN; n++)
+                for (int m = 0; m < SM; m++)
+                    for (int j = 0; j < SD; j++)
+                        hid[((b * SN + n) * SM + m) * SD + j] =
+                            c[j] + (n % 2 ? -1.0f : 1.0f) * tgt[b * SM + m] * v[j];
+        int64_t terms = 0;
+        calm_dec_forward(h, hid, count, unit, SB);
+        loss = calm_dec_loss(h, tgt, binary, &terms) / (double)terms;
+        if (step == 300) break; /* the last draw is the held-out batch */
+        tess_registry_zero_grads(reg);
+        calm_dec_backward(h, 1.0f / (float)terms, NULL);
+        tess_adamw_step(opt, 1e-2f);
+    }
+    tess_adamw_destroy(&opt);
+    calm_dec_destroy(&h);
+    tess_registry_destroy(&reg);
+    return loss;
+}
+
+static void signed_tuning(void) {
+    const double lu = signed_fit(CALM_DEC_UNIT), lm = signed_fit(CALM_DEC_MEAN);
+    printf("signed tuning: held-out loss per output, unit readout %.4f, mean readout %.4f\n", lu, lm);
+    TESS_TEST_CHECK(lu < 0.15, "the unit readout decodes signed tuning (loss %.4f)", lu);
+    TESS_TEST_CHECK(lm > 0.8, "the mean readout cannot (loss %.4f)", lm);
 }
 
 enum { T = 900, NN = 12, TRAIN = 630, P = 4, L = 2, DB = 2 };
@@ -290,7 +368,10 @@ static void pooled(void) {
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     metrics();
-    head();
+    head(CALM_DEC_ATTN);
+    head(CALM_DEC_MEAN);
+    head(CALM_DEC_UNIT);
+    signed_tuning();
     baselines();
     pooled();
     int rc = tess_test_finish("test_decode");

@@ -75,7 +75,7 @@
 #include "nn/mlp.h"        /* tess_nn_mlp_* */
 #include "nn/moe.h"        /* tess_nn_moe_* */
 #include "nn/norm.h"       /* tess_nn_rmsnorm_*, tess_nn_layernorm_* */
-#include "nn/pool.h"       /* tess_nn_attnpool_* */
+#include "nn/pool.h"       /* tess_nn_attnpool_*, tess_nn_meanpool_* */
 #include "tensor/sparse.h" /* tess_csr_spmm*, tess_segment_sum* */
 #include "tensor/tensor.h" /* tess_tensor_residual_add* */
 #include "tess_ref.h" /* tess_ref_* */
@@ -1495,6 +1495,32 @@ static void attnpool_forward_ref(gc_ctx *c) { attnpool_run_forward(c, true); }
 static void attnpool_backward(gc_ctx *c) { attnpool_run_backward(c, false); }
 static void attnpool_backward_ref(gc_ctx *c) { attnpool_run_backward(c, true); }
 
+/* meanpool: dims {G, N, C, masked} (G * N <= 64), the mask of attnpool; masked = 2 also makes
+ * group 0 all padding (it pools to 0 and gets no gradient) */
+static void meanpool_setup(gc_ctx *c) {
+    gc_input(c, "x", c->dims[0] * c->dims[1] * c->dims[2], -1, 1);
+    gc_output(c, "out", c->dims[0] * c->dims[2]);
+}
+static const uint8_t *meanpool_mask(const gc_ctx *c, uint8_t *m) {
+    const uint8_t *mask = attnpool_mask(c, m);
+    for (int64_t n = 0; c->dims[3] == 2 && n < c->dims[1]; n++) m[n] = 0;
+    return mask;
+}
+static void meanpool_run_forward(gc_ctx *c, bool ref) {
+    uint8_t m[64];
+    (ref ? tess_nn_meanpool_forward_ref : tess_nn_meanpool_forward)(
+        gc_x(c, "out"), gc_x(c, "x"), meanpool_mask(c, m), c->dims[0], c->dims[1], c->dims[2]);
+}
+static void meanpool_run_backward(gc_ctx *c, bool ref) {
+    uint8_t m[64];
+    (ref ? tess_nn_meanpool_backward_ref : tess_nn_meanpool_backward)(
+        gc_g(c, "x"), gc_g(c, "out"), meanpool_mask(c, m), c->dims[0], c->dims[1], c->dims[2]);
+}
+static void meanpool_forward(gc_ctx *c) { meanpool_run_forward(c, false); }
+static void meanpool_forward_ref(gc_ctx *c) { meanpool_run_forward(c, true); }
+static void meanpool_backward(gc_ctx *c) { meanpool_run_backward(c, false); }
+static void meanpool_backward_ref(gc_ctx *c) { meanpool_run_backward(c, true); }
+
 /* THE TABLE. Append rows at the end; keep shapes small (FD costs 2 forwards per input element). */
 /* ---- graph rows: one fixed batch of two graphs, 8 nodes, with an isolated node ----
  * graph 0 (5 nodes): edges 0-1, 1-2, 2-0, 2-3, 3-4; graph 1 (3 nodes): edge 0-1, node 2
@@ -1930,6 +1956,10 @@ static const gc_row gc_rows[] = {
      mlp_gelu_backward, mlp_gelu_forward_ref, mlp_gelu_backward_ref, .torch = "mlp_gelu"},
     {.name = "mlp_swiglu_torch", .dims = {5, 6, 10}, mlp_swiglu_setup, mlp_swiglu_forward,
      mlp_swiglu_backward, mlp_swiglu_forward_ref, mlp_swiglu_backward_ref, .torch = "mlp_swiglu"},
+    {"meanpool", {3, 5, 4, 0}, meanpool_setup, meanpool_forward, meanpool_backward,
+     meanpool_forward_ref, meanpool_backward_ref, 0, false, NULL, NULL},
+    {"meanpool_mask", {4, 5, 4, 2}, meanpool_setup, meanpool_forward, meanpool_backward,
+     meanpool_forward_ref, meanpool_backward_ref, 0, false, NULL, NULL},
 };
 
 /* ------------------------------ the harness ------------------------------ */
