@@ -349,7 +349,7 @@ double fk_model_batch(fk_model *m, fk_work *w, const tess_graph_batch *b, const 
         if (kal) {
             const tess_nn_kalter_params kp = kalter_p(m, l, false), kg = kalter_p(m, l, true);
             tess_nn_kalter_backward(gx2, gs2, gP2, &kg, w->scratch, gs, gP, gx, w->x[l],
-                                    w->s[l], w->kc[l], &A, &Ah, &Ah2, mask[l], &kp, &kd);
+                                    w->kc[l], &A, &Ah, &Ah2, mask[l], &kp, &kd);
         } else {
             memset(w->gz, 0, nd);
             tess_nn_relu_dropout_backward(w->gz, gx, w->z[l], mask[l], N * d);

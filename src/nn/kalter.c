@@ -17,49 +17,40 @@
 static inline double softplus(double x) { return x > 20.0 ? x : log1p(exp(x)); }
 static inline double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 
-/* The cache, carved in this order from one float buffer. T holds the products of the two
- * stacked GEMMs side by side, row n = [a_R | y | s W_A^T] with y = h W_1[:, :dh]^T +
- * s W_1[:, dh:]^T the observation GIN's transformed input (the GIN is computed transform first:
- * c = (1+eps) y + A y + b_1, equal to (X W_1^T after the aggregation) in exact arithmetic); the
- * prediction likewise: a = Ahat (s W_A^T) + b_A. The stacked weights: w1s = [W_R ; W_1[:, :dh]]
- * (the linears on h), w2s = [W_1[:, dh:] ; W_A] (the linears on s). */
+/* The cache, carved in this order from one float buffer. */
 typedef struct {
-    float *a2p, *V, *sm, *g, *pm;   /* (N,d) each */
-    float *T;                       /* (N, 2d + dm) */
-    float *c, *r;                   /* (N,dm) */
-    float *z, *R, *S, *K, *nu;      /* (N,d) */
-    float *wa2;                     /* (d,d) W_A o W_A */
-    float *w1s;                     /* (d + dm, dh) */
-    float *w2s;                     /* (dm + d, d) */
+    float *u, *a2p, *V, *sm, *g, *pm; /* (N,d) each */
+    float *X, *m;                     /* (N,dh+d) */
+    float *c, *r;                     /* (N,dm) */
+    float *z, *aR, *R, *S, *K, *nu;   /* (N,d) */
+    float *wa2;                       /* (d,d) W_A o W_A */
 } kalter_cache;
 
 static kalter_cache kalter_carve(float *base, const tess_nn_kalter_dims *dm) {
-    const int64_t N = dm->N, d = dm->d, m = dm->dm;
+    const int64_t N = dm->N, d = dm->d, dx = dm->dh + dm->d, m = dm->dm;
     kalter_cache k;
     float *p = base;
-    float **nd1[] = {&k.a2p, &k.V, &k.sm, &k.g, &k.pm};
+    float **nd1[] = {&k.u, &k.a2p, &k.V, &k.sm, &k.g, &k.pm};
     for (size_t i = 0; i < sizeof nd1 / sizeof nd1[0]; i++, p += N * d) *nd1[i] = p;
-    k.T = p, p += N * (2 * d + m);
+    k.X = p, p += N * dx;
+    k.m = p, p += N * dx;
     k.c = p, p += N * m;
     k.r = p, p += N * m;
-    float **nd2[] = {&k.z, &k.R, &k.S, &k.K, &k.nu};
+    float **nd2[] = {&k.z, &k.aR, &k.R, &k.S, &k.K, &k.nu};
     for (size_t i = 0; i < sizeof nd2 / sizeof nd2[0]; i++, p += N * d) *nd2[i] = p;
-    k.wa2 = p, p += d * d;
-    k.w1s = p, p += (d + m) * dm->dh;
-    k.w2s = p;
+    k.wa2 = p;
     return k;
 }
 
 int64_t tess_nn_kalter_cache_size(const tess_nn_kalter_dims *dm) {
-    const int64_t N = dm->N, d = dm->d, m = dm->dm;
-    return N * (12 * d + 3 * m) + d * d + (d + m) * dm->dh + (m + d) * d;
+    const int64_t N = dm->N, d = dm->d, dx = dm->dh + dm->d;
+    return N * (12 * d + 2 * dx + 2 * dm->dm) + d * d;
 }
 
-/* scratch: GT (N, 2d + dm) = [G a_R | G y | G (s W_A^T)] as T; Gz, GV, Ga, Ga2p (N,d);
- * Gc (N,dm); tmp (d + dm, max(dh, d)) */
+/* scratch: Gz, GaR, GV, Ga, Gu, Ga2p (N,d); Gc (N,dm); Gm, GX (N,dh+d); tmp (d,d) */
 int64_t tess_nn_kalter_scratch_size(const tess_nn_kalter_dims *dm) {
-    const int64_t N = dm->N, d = dm->d, m = dm->dm, w = dm->dh > d ? dm->dh : d;
-    return N * (6 * d + 2 * m) + (d + m) * w;
+    const int64_t N = dm->N, d = dm->d, dx = dm->dh + dm->d;
+    return N * (6 * d + dm->dm + 2 * dx) + d * d;
 }
 
 /* The update of one row (d channels), in float: sm holds a = u W_A^T + b_A on entry and s- on
@@ -95,35 +86,25 @@ void tess_nn_kalter_forward(float *s_out, float *p_out, float *h_out, float *cac
                             const float *h, const float *s, const float *P, const tess_csr *A,
                             const tess_csr *Ahat, const tess_csr *Ahat2, const float *mask,
                             const tess_nn_kalter_params *p, const tess_nn_kalter_dims *dm) {
-    const int64_t N = dm->N, d = dm->d, dh = dm->dh, dx = dh + d, H = dm->dm, ldt = 2 * d + H;
+    const int64_t N = dm->N, d = dm->d, dh = dm->dh, dx = dh + d;
     kalter_cache k = kalter_carve(cache, dm);
-    float *aR = k.T, *y = k.T + d, *sa = k.T + d + H; /* column blocks of T, rows of ldt */
-    /* the stacked weights */
-    memcpy(k.w1s, p->w_r, (size_t)(d * dh) * sizeof(float));
-    for (int64_t o = 0; o < H; o++) {
-        memcpy(k.w1s + (d + o) * dh, p->w1 + o * dx, (size_t)dh * sizeof(float));
-        memcpy(k.w2s + o * d, p->w1 + o * dx + dh, (size_t)d * sizeof(float));
-    }
-    memcpy(k.w2s + H * d, p->w_a, (size_t)(d * d) * sizeof(float));
-    /* [y | sa] = s w2s^T; a_R = b_R, then [a_R | y] += h w1s^T */
-    tess_matmul_ld(y, ldt, s, d, k.w2s, d, N, H + d, d, false, true, 1.0f, 0.0f);
-    for (int64_t n = 0; n < N; n++) memcpy(aR + n * ldt, p->b_r, (size_t)d * sizeof(float));
-    tess_matmul_ld(aR, ldt, h, dh, k.w1s, dh, N, d + H, dh, false, true, 1.0f, 1.0f);
-    /* predict: a = Ahat sa + b_A (into sm; tanh below unless linear), V = (Ahat2 P) wa2^T */
-    for (int64_t n = 0; n < N; n++) memcpy(k.sm + n * d, p->b_a, (size_t)d * sizeof(float));
-    tess_csr_spmm_ld(k.sm, d, Ahat, sa, ldt, d, 1.0f, 1.0f);
+    /* predict */
+    tess_csr_spmm(k.u, Ahat, s, d, 1.0f, 0.0f);
+    tess_nn_linear_forward(k.sm, k.u, p->w_a, p->b_a, N, d, d); /* a; tanh below unless linear */
     tess_csr_spmm(k.a2p, Ahat2, P, d, 1.0f, 0.0f);
     for (int64_t i = 0; i < d * d; i++) k.wa2[i] = p->w_a[i] * p->w_a[i];
     tess_nn_linear_forward(k.V, k.a2p, k.wa2, NULL, N, d, d);
-    /* observe: c = b_1 + (1+eps) y + A y, r = relu(c), z = r W_2^T + b_2 */
+    /* observe */
     for (int64_t n = 0; n < N; n++) {
-        for (int64_t j = 0; j < H; j++) {
-            k.c[n * H + j] = p->b1[j] + (1.0f + dm->eps) * y[n * ldt + j];
-        }
+        memcpy(k.X + n * dx, h + n * dh, (size_t)dh * sizeof(float));
+        memcpy(k.X + n * dx + dh, s + n * d, (size_t)d * sizeof(float));
     }
-    tess_csr_spmm_ld(k.c, H, A, y, ldt, H, 1.0f, 1.0f);
-    for (int64_t i = 0; i < N * H; i++) k.r[i] = k.c[i] > 0.0f ? k.c[i] : 0.0f;
-    tess_nn_linear_forward(k.z, k.r, p->w2, p->b2, N, H, d);
+    for (int64_t i = 0; i < N * dx; i++) k.m[i] = (1.0f + dm->eps) * k.X[i];
+    tess_csr_spmm(k.m, A, k.X, dx, 1.0f, 1.0f);
+    tess_nn_linear_forward(k.c, k.m, p->w1, p->b1, N, dx, dm->dm);
+    for (int64_t i = 0; i < N * dm->dm; i++) k.r[i] = k.c[i] > 0.0f ? k.c[i] : 0.0f;
+    tess_nn_linear_forward(k.z, k.r, p->w2, p->b2, N, dm->dm, d);
+    tess_nn_linear_forward(k.aR, h, p->w_r, p->b_r, N, dh, d);
     /* elementwise, in float with the vectorisable tanh / softplus of tensor.h: predict's
      * nonlinearity, the gain and the update; Q = softplus(q) once per channel */
     float Q[d];
@@ -134,10 +115,10 @@ void tess_nn_kalter_forward(float *s_out, float *p_out, float *h_out, float *cac
         /* a constant lin at each call: the inlined copies carry no select between the two */
         if (dm->linear) {
             update_row(c[0], c[1], c[2], c[3], c[4], c[5], c[6], s_out + o, p_out + o, k.V + o,
-                       aR + n * ldt, k.z + o, Q, p->eta, dm->r_min, true, d);
+                       k.aR + o, k.z + o, Q, p->eta, dm->r_min, true, d);
         } else {
             update_row(c[0], c[1], c[2], c[3], c[4], c[5], c[6], s_out + o, p_out + o, k.V + o,
-                       aR + n * ldt, k.z + o, Q, p->eta, dm->r_min, false, d);
+                       k.aR + o, k.z + o, Q, p->eta, dm->r_min, false, d);
         }
     }
     tess_nn_relu_dropout_forward(h_out, k.z, mask, N * d);
@@ -175,15 +156,15 @@ static inline void backward_row(float *restrict Gz, float *restrict GaR, float *
 
 void tess_nn_kalter_backward(float *dh, float *ds, float *dP, const tess_nn_kalter_params *g,
                              float *scratch, const float *ds_out, const float *dp_out,
-                             const float *dh_out, const float *h, const float *s,
-                             const float *cache, const tess_csr *A, const tess_csr *Ahat,
-                             const tess_csr *Ahat2, const float *mask,
-                             const tess_nn_kalter_params *p, const tess_nn_kalter_dims *dm) {
-    const int64_t N = dm->N, d = dm->d, dh_ = dm->dh, dx = dh_ + d, H = dm->dm, ldt = 2 * d + H;
+                             const float *dh_out, const float *h, const float *cache,
+                             const tess_csr *A, const tess_csr *Ahat, const tess_csr *Ahat2,
+                             const float *mask, const tess_nn_kalter_params *p,
+                             const tess_nn_kalter_dims *dm) {
+    const int64_t N = dm->N, d = dm->d, dh_ = dm->dh, dx = dh_ + d, H = dm->dm;
     const kalter_cache k = kalter_carve((float *)cache, dm);
-    float *GT = scratch, *GaR = GT, *Gy = GT + d, *Gsa = GT + d + H; /* blocks of GT, as T */
-    float *Gz = GT + N * ldt, *GV = Gz + N * d, *Ga = GV + N * d, *Ga2p = Ga + N * d;
-    float *Gc = Ga2p + N * d, *tmp = Gc + N * H;
+    float *Gz = scratch, *GaR = Gz + N * d, *GV = GaR + N * d, *Ga = GV + N * d;
+    float *Gu = Ga + N * d, *Ga2p = Gu + N * d, *Gc = Ga2p + N * d, *Gm = Gc + N * H;
+    float *GX = Gm + N * dx, *tmp = GX + N * dx;
     double geta[d], gq[d];
     memset(geta, 0, sizeof geta);
     memset(gq, 0, sizeof gq);
@@ -196,61 +177,48 @@ void tess_nn_kalter_backward(float *dh, float *ds, float *dP, const tess_nn_kalt
     for (int64_t n = 0; n < N; n++) {
         const int64_t o = n * d;
         const float *const c[9] = {k.K + o, k.S + o, k.R + o, k.pm + o, k.sm + o,
-                                   k.g + o, k.nu + o, k.V + o, k.T + n * ldt};
+                                   k.g + o, k.nu + o, k.V + o, k.aR + o};
         if (lin) { /* constant lin per call, as in the forward */
-            backward_row(Gz + o, GaR + n * ldt, GV + o, Ga + o, teta, tq, ds_out + o, dp_out + o,
-                         c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], p->eta, true, d);
+            backward_row(Gz + o, GaR + o, GV + o, Ga + o, teta, tq, ds_out + o, dp_out + o, c[0],
+                         c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], p->eta, true, d);
         } else {
-            backward_row(Gz + o, GaR + n * ldt, GV + o, Ga + o, teta, tq, ds_out + o, dp_out + o,
-                         c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], p->eta, false, d);
+            backward_row(Gz + o, GaR + o, GV + o, Ga + o, teta, tq, ds_out + o, dp_out + o, c[0],
+                         c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], p->eta, false, d);
         }
         for (int64_t j = 0; j < d; j++) {
             geta[j] += teta[j];
             gq[j] += tq[j];
-            g->b_r[j] += GaR[n * ldt + j];
-            g->b_a[j] += Ga[o + j];
         }
     }
     for (int64_t j = 0; j < d; j++) {
         g->eta[j] += (float)geta[j];
         g->q[j] += (float)(gq[j] * sigmoid(p->q[j]));
     }
+    /* noise: a_R = h W_R^T + b_R */
+    tess_nn_linear_backward(dh, g->w_r, g->b_r, GaR, h, p->w_r, N, dh_, d);
     /* covariance: V = (Ahat2 P)(W_A o W_A)^T */
     tess_matmul(Ga2p, GV, k.wa2, N, d, d, false, false, 1.0f, 0.0f);
     tess_csr_spmm_t(dP, Ahat2, Ga2p, d);
     tess_matmul(tmp, GV, k.a2p, d, d, N, true, false, 1.0f, 0.0f);
     for (int64_t i = 0; i < d * d; i++) g->w_a[i] += 2.0f * p->w_a[i] * tmp[i];
-    /* mean: a = Ahat (s W_A^T) + b_A: G(s W_A^T) = Ahat^T Ga */
-    for (int64_t n = 0; n < N; n++) memset(Gsa + n * ldt, 0, (size_t)d * sizeof(float));
-    tess_csr_spmm_t_ld(Gsa, ldt, Ahat, Ga, d, d);
-    /* observation GIN: Gc = (Gz W_2) o 1[c > 0], Gy = (1+eps) Gc + A^T Gc */
+    /* mean: a = (Ahat s) W_A^T + b_A */
+    memset(Gu, 0, (size_t)(N * d) * sizeof(float));
+    tess_nn_linear_backward(Gu, g->w_a, g->b_a, Ga, k.u, p->w_a, N, d, d);
+    tess_csr_spmm_t(ds, Ahat, Gu, d);
+    /* observation GIN over X = [h | s] */
     memset(Gc, 0, (size_t)(N * H) * sizeof(float));
     tess_nn_linear_backward(Gc, g->w2, g->b2, Gz, k.r, p->w2, N, H, d);
     for (int64_t i = 0; i < N * H; i++) {
         if (!(k.c[i] > 0.0f)) Gc[i] = 0.0f;
     }
+    memset(Gm, 0, (size_t)(N * dx) * sizeof(float));
+    tess_nn_linear_backward(Gm, g->w1, g->b1, Gc, k.m, p->w1, N, dx, H);
+    for (int64_t i = 0; i < N * dx; i++) GX[i] = (1.0f + dm->eps) * Gm[i];
+    tess_csr_spmm_t(GX, A, Gm, dx);
     for (int64_t n = 0; n < N; n++) {
-        for (int64_t j = 0; j < H; j++) {
-            g->b1[j] += Gc[n * H + j];
-            Gy[n * ldt + j] = (1.0f + dm->eps) * Gc[n * H + j];
-        }
+        for (int64_t c = 0; c < dh_; c++) dh[n * dh_ + c] += GX[n * dx + c];
+        for (int64_t c = 0; c < d; c++) ds[n * d + c] += GX[n * dx + dh_ + c];
     }
-    tess_csr_spmm_t_ld(Gy, ldt, A, Gc, H, H);
-    /* the stacked linears: [W_R ; W_1[:, :dh]] on h, [W_1[:, dh:] ; W_A] on s */
-    tess_matmul_ld(tmp, dh_, GT, ldt, h, dh_, d + H, dh_, N, true, false, 1.0f, 0.0f);
-    for (int64_t o = 0; o < d; o++) {
-        for (int64_t c = 0; c < dh_; c++) g->w_r[o * dh_ + c] += tmp[o * dh_ + c];
-    }
-    for (int64_t o = 0; o < H; o++) {
-        for (int64_t c = 0; c < dh_; c++) g->w1[o * dx + c] += tmp[(d + o) * dh_ + c];
-    }
-    tess_matmul_ld(tmp, d, Gy, ldt, s, d, H + d, d, N, true, false, 1.0f, 0.0f);
-    for (int64_t o = 0; o < H; o++) {
-        for (int64_t c = 0; c < d; c++) g->w1[o * dx + dh_ + c] += tmp[o * d + c];
-    }
-    for (int64_t i = 0; i < d * d; i++) g->w_a[i] += tmp[H * d + i];
-    tess_matmul_ld(dh, dh_, GT, ldt, k.w1s, dh_, N, dh_, d + H, false, false, 1.0f, 1.0f);
-    tess_matmul_ld(ds, d, Gy, ldt, k.w2s, d, N, d, H + d, false, false, 1.0f, 1.0f);
 }
 
 void tess_nn_kalter_diagnostics(float *k_eta, float *p_ratio, float *R, const float *cache,

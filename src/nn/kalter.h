@@ -57,13 +57,8 @@ typedef struct {
     double *w_a, *b_a, *q, *eta, *w1, *b1, *w2, *b2, *w_r, *b_r;
 } tess_nn_kalter_params_f64;
 
-/* Floats of the cache kept from forward for backward (Ahat2 P, V, s-, g, P-, c, r, z, R, S, K,
- * nu; the products [a_R | y | s W_A^T] of the two stacked GEMMs; W_A o W_A and the stacked
- * weights), and of backward's scratch. The fast path computes the linears that share an input
- * as one GEMM each ([W_R ; W_1[:, :dh]] on h, [W_1[:, dh:] ; W_A] on s) and the GIN and the
- * prediction transform first (c = (1+eps) y + A y + b_1 with y = X W_1^T; a = Ahat (s W_A^T) +
- * b_A): the equations above in exact arithmetic, without forming X, in a different rounding
- * order than the reference. */
+/* Floats of the cache kept from forward for backward (u, Ahat2 P, V, s-, g, P-, X, m, c, r, z,
+ * a_R, R, S, K, nu, W_A o W_A), and of backward's scratch. */
 int64_t tess_nn_kalter_cache_size(const tess_nn_kalter_dims *dm);
 int64_t tess_nn_kalter_scratch_size(const tess_nn_kalter_dims *dm);
 
@@ -76,13 +71,13 @@ void tess_nn_kalter_forward(float *s_out, float *p_out, float *h_out, float *cac
 
 /* dh (N,dh), ds (N,d), dP (N,d) and every gradient of g += the gradients of
  * L = <ds_out, s+> + <dp_out, P+> + <dh_out, h+>. scratch (scratch_size) is overwritten.
- * The inputs (h, s, mask, p) are those of the forward that filled cache. */
+ * The inputs are those of the forward that filled cache. */
 void tess_nn_kalter_backward(float *dh, float *ds, float *dP, const tess_nn_kalter_params *g,
                              float *scratch, const float *ds_out, const float *dp_out,
-                             const float *dh_out, const float *h, const float *s,
-                             const float *cache, const tess_csr *A, const tess_csr *Ahat,
-                             const tess_csr *Ahat2, const float *mask,
-                             const tess_nn_kalter_params *p, const tess_nn_kalter_dims *dm);
+                             const float *dh_out, const float *h, const float *cache,
+                             const tess_csr *A, const tess_csr *Ahat, const tess_csr *Ahat2,
+                             const float *mask, const tess_nn_kalter_params *p,
+                             const tess_nn_kalter_dims *dm);
 
 /* The float64 reference: the same equations with naive loops, every intermediate in double.
  * backward recomputes the forward. The tess_csr values (float) are read as constants. */

@@ -1759,7 +1759,7 @@ static void kalter_backward(gc_ctx *c) {
     tess_nn_kalter_params p = kalter_params(c, false), g = kalter_params(c, true);
     tess_nn_kalter_backward(gc_g(c, "h"), gc_g(c, "s"), gc_g(c, "P"), &g, gc_x(c, "scratch"),
                             gc_g(c, "s_out"), gc_g(c, "p_out"), gc_g(c, "h_out"), gc_x(c, "h"),
-                            gc_x(c, "s"), gc_x(c, "cache"), &A, &Ah, &Ah2, kalter_mask(c), &p, &d);
+                            gc_x(c, "cache"), &A, &Ah, &Ah2, kalter_mask(c), &p, &d);
 }
 /* A double copy of a float buffer's value (grad false) or gradient (grad true); NULL if absent. */
 static double *gc_to_f64(gc_ctx *c, const char *name, bool grad) {
