@@ -11,6 +11,7 @@
 #include "nn/kalter.h"     /* tess_nn_kalter_* */
 #include "nn/linear.h"     /* tess_nn_linear_* */
 #include "nn/loss.h"       /* tess_nn_crossentropy_* */
+#include "tensor/matmul.h" /* tess_matmul_ld */
 #include "tensor/sparse.h" /* tess_segment_sum* */
 
 enum { FK_MAX_LAYERS = 8, FK_SE_DIM_MODEL = 32 /* RWSE 16 + DSE 16 */ };
@@ -121,15 +122,14 @@ void fk_model_destroy(fk_model *m) { tess_registry_destroy(&m->reg); }
 struct fk_work {
     int64_t max_nodes, max_graphs;
     float *x[FK_MAX_LAYERS + 1], *s[FK_MAX_LAYERS + 1], *P[FK_MAX_LAYERS + 1]; /* (N,d) */
-    float *cat[FK_MAX_LAYERS], *m[FK_MAX_LAYERS];                              /* (N,2d) */
+    float *m[FK_MAX_LAYERS]; /* (N,d): GIN's m (one input) or y (two inputs, tess_nn_gin2) */
     float *c[FK_MAX_LAYERS], *r[FK_MAX_LAYERS], *z[FK_MAX_LAYERS];             /* (N,d) */
     float *mask[FK_MAX_LAYERS], *u[FK_MAX_LAYERS];                             /* (N,d) */
     float *kc[FK_MAX_LAYERS];                                                  /* Kalter cache */
-    float *hcat, *o;                                                           /* (N,2d), (N,d) */
+    float *o;                                                                  /* (N,d) */
     float *pooled, *pp, *pq, *pmask;                                           /* (B,d) */
     float *logits, *probs, *glogits;                                           /* (B,C) */
     float *gx, *gx2, *gs, *gs2, *gP, *gP2, *gz;                                /* (N,d) */
-    float *gcat;                                                               /* (N,2d) */
     float *scratch;
     float *gpooled, *gpp, *gpq; /* (B,d) */
     float *mem;
@@ -140,7 +140,8 @@ static int64_t work_carve(fk_work *w, const fk_model_cfg *c, int64_t N, int64_t 
     const int64_t d = c->d, L = c->L;
     const tess_nn_kalter_dims kd = {.N = N, .dh = d, .d = d, .dm = d};
     const int64_t kcache = c->method == FK_FEDKALTER ? tess_nn_kalter_cache_size(&kd) : 0;
-    int64_t scr = tess_nn_gin_scratch_size(N, 2 * d, d);
+    int64_t scr = has_structure(c->method) ? tess_nn_gin2_scratch_size(N, d)
+                                           : tess_nn_gin_scratch_size(N, d, d);
     const int64_t gcn = tess_nn_gcn_scratch_size(N, d, d);
     const int64_t ks = tess_nn_kalter_scratch_size(&kd);
     if (gcn > scr) scr = gcn;
@@ -157,8 +158,7 @@ static int64_t work_carve(fk_work *w, const fk_model_cfg *c, int64_t N, int64_t 
         CARVE(w->P[l], N * d);
     }
     for (int64_t l = 0; l < L; l++) {
-        CARVE(w->cat[l], N * 2 * d);
-        CARVE(w->m[l], N * 2 * d);
+        CARVE(w->m[l], N * d);
         CARVE(w->c[l], N * d);
         CARVE(w->r[l], N * d);
         CARVE(w->z[l], N * d);
@@ -166,7 +166,6 @@ static int64_t work_carve(fk_work *w, const fk_model_cfg *c, int64_t N, int64_t 
         CARVE(w->u[l], N * d);
         CARVE(w->kc[l], kcache);
     }
-    CARVE(w->hcat, N * 2 * d);
     CARVE(w->o, N * d);
     CARVE(w->pooled, B * d);
     CARVE(w->pp, B * d);
@@ -182,7 +181,6 @@ static int64_t work_carve(fk_work *w, const fk_model_cfg *c, int64_t N, int64_t 
     CARVE(w->gP, N * d);
     CARVE(w->gP2, N * d);
     CARVE(w->gz, N * d);
-    CARVE(w->gcat, N * 2 * d);
     CARVE(w->scratch, scr);
     CARVE(w->gpooled, B * d);
     CARVE(w->gpp, B * d);
@@ -237,22 +235,6 @@ static float *dropout_mask(float *mask, int64_t n, float p, tess_rng_key key, ui
     return mask;
 }
 
-/* out (N, 2d) = [a | b], a, b (N, d) */
-static void concat(float *out, const float *a, const float *b, int64_t N, int64_t d) {
-    for (int64_t n = 0; n < N; n++) {
-        memcpy(out + n * 2 * d, a + n * d, (size_t)d * sizeof(float));
-        memcpy(out + n * 2 * d + d, b + n * d, (size_t)d * sizeof(float));
-    }
-}
-
-/* a (N,d) = in[:, :d], b (N,d) = in[:, d:] of in (N, 2d): overwrites (no zeroing before) */
-static void split(float *a, float *b, const float *in, int64_t N, int64_t d) {
-    for (int64_t n = 0; n < N; n++) {
-        memcpy(a + n * d, in + n * 2 * d, (size_t)d * sizeof(float));
-        memcpy(b + n * d, in + n * 2 * d + d, (size_t)d * sizeof(float));
-    }
-}
-
 static inline double softplus(double x) { return x > 20.0 ? x : log1p(exp(x)); }
 
 double fk_model_batch(fk_model *m, fk_work *w, const tess_graph_batch *b, const float *X,
@@ -287,16 +269,15 @@ double fk_model_batch(fk_model *m, fk_work *w, const tess_graph_batch *b, const 
                                    w->s[l], w->P[l], &A, &Ah, &Ah2, mask[l], &kp, &kd);
             continue;
         }
-        const float *gin_in = w->x[l];
-        int64_t din = d;
-        if (st) {
-            concat(w->cat[l], w->x[l], w->s[l], N, d);
-            gin_in = w->cat[l];
-            din = 2 * d;
+        if (st) { /* the GIN over [x | s], without the concatenation */
+            tess_nn_gin2_forward(w->z[l], w->m[l], w->c[l], w->r[l], w->x[l], w->s[l], &A, 0.0f,
+                                 P_(m, e->gin_w1[l]), P_(m, e->gin_b1[l]), P_(m, e->gin_w2[l]),
+                                 P_(m, e->gin_b2[l]), N, d, d, d, d);
+        } else {
+            tess_nn_gin_forward(w->z[l], w->m[l], w->c[l], w->r[l], w->x[l], &A, 0.0f,
+                                P_(m, e->gin_w1[l]), P_(m, e->gin_b1[l]), P_(m, e->gin_w2[l]),
+                                P_(m, e->gin_b2[l]), N, d, d, d);
         }
-        tess_nn_gin_forward(w->z[l], w->m[l], w->c[l], w->r[l], gin_in, &A, 0.0f,
-                            P_(m, e->gin_w1[l]), P_(m, e->gin_b1[l]), P_(m, e->gin_w2[l]),
-                            P_(m, e->gin_b2[l]), N, din, d, d);
         tess_nn_relu_dropout_forward(w->x[l + 1], w->z[l], mask[l], N * d);
         if (st) {
             tess_nn_gcn_tanh_forward(w->s[l + 1], w->u[l], w->s[l], &Ah, P_(m, e->gcn_w[l]),
@@ -304,9 +285,11 @@ double fk_model_batch(fk_model *m, fk_work *w, const tess_graph_batch *b, const 
         }
     }
     const float *o = w->x[L];
-    if (st) {
-        concat(w->hcat, w->x[L], w->s[L], N, d);
-        tess_nn_linear_forward(w->o, w->hcat, P_(m, e->hp_w), P_(m, e->hp_b), N, 2 * d, d);
+    if (st) { /* o = [x | s] W_hp^T + b_hp through the two column blocks of W_hp (d, 2d) */
+        const float *hw = P_(m, e->hp_w), *hb = P_(m, e->hp_b);
+        for (int64_t n = 0; n < N; n++) memcpy(w->o + n * d, hb, (size_t)d * sizeof(float));
+        tess_matmul_ld(w->o, d, w->x[L], d, hw, 2 * d, N, d, d, false, true, 1.0f, 1.0f);
+        tess_matmul_ld(w->o, d, w->s[L], d, hw + d, 2 * d, N, d, d, false, true, 1.0f, 1.0f);
         o = w->o;
     }
     tess_segment_sum(w->pooled, o, b->graph_of, N, B, d);
@@ -343,24 +326,26 @@ double fk_model_batch(fk_model *m, fk_work *w, const tess_graph_batch *b, const 
      * structure methods only); the layer writes those of its input into gx2, gs2, gP2 */
     if (kal) memset(gP, 0, nd);
     if (st) {
-        memset(w->o, 0, nd); /* reused as the gradient of o */
-        tess_segment_sum_backward(w->o, w->gpooled, b->graph_of, N, d);
-        memset(w->gcat, 0, 2 * nd);
-        tess_nn_linear_backward(w->gcat, G_(m, e->hp_w), G_(m, e->hp_b), w->o, w->hcat,
-                                P_(m, e->hp_w), N, 2 * d, d);
-        split(gx, gs, w->gcat, N, d);
+        float *go = w->o; /* reused as the gradient of o */
+        memset(go, 0, nd);
+        tess_segment_sum_backward(go, w->gpooled, b->graph_of, N, d);
+        const float *hw = P_(m, e->hp_w);
+        float *ghw = G_(m, e->hp_w), *ghb = G_(m, e->hp_b);
+        for (int64_t n = 0; n < N; n++) {
+            for (int64_t j = 0; j < d; j++) ghb[j] += go[n * d + j];
+        }
+        tess_matmul_ld(ghw, 2 * d, go, d, w->x[L], d, d, d, N, true, false, 1.0f, 1.0f);
+        tess_matmul_ld(ghw + d, 2 * d, go, d, w->s[L], d, d, d, N, true, false, 1.0f, 1.0f);
+        tess_matmul_ld(gx, d, go, d, hw, 2 * d, N, d, d, false, false, 1.0f, 0.0f);
+        tess_matmul_ld(gs, d, go, d, hw + d, 2 * d, N, d, d, false, false, 1.0f, 0.0f);
     } else {
         memset(gx, 0, nd);
         tess_segment_sum_backward(gx, w->gpooled, b->graph_of, N, d);
     }
     for (int64_t l = L - 1; l >= 0; l--) {
-        if (kal) { /* the Kalter backward adds into all three */
-            memset(gx2, 0, nd);
-            memset(gs2, 0, nd);
-            memset(gP2, 0, nd);
-        } else if (!st) {
-            memset(gx2, 0, nd); /* the GIN's input gradient, added into */
-        }
+        memset(gx2, 0, nd); /* the layers add into their input gradients */
+        if (st) memset(gs2, 0, nd);
+        if (kal) memset(gP2, 0, nd);
         if (kal) {
             const tess_nn_kalter_params kp = kalter_p(m, l, false), kg = kalter_p(m, l, true);
             tess_nn_kalter_backward(gx2, gs2, gP2, &kg, w->scratch, gs, gP, gx, w->x[l],
@@ -368,15 +353,18 @@ double fk_model_batch(fk_model *m, fk_work *w, const tess_graph_batch *b, const 
         } else {
             memset(w->gz, 0, nd);
             tess_nn_relu_dropout_backward(w->gz, gx, w->z[l], mask[l], N * d);
-            const int64_t din = st ? 2 * d : d;
-            float *gin_dx = st ? w->gcat : gx2;
-            if (st) memset(w->gcat, 0, 2 * nd);
-            tess_nn_gin_backward(gin_dx, G_(m, e->gin_w1[l]), G_(m, e->gin_b1[l]),
-                                 G_(m, e->gin_w2[l]), G_(m, e->gin_b2[l]), w->scratch, w->gz, &A,
-                                 0.0f, P_(m, e->gin_w1[l]), P_(m, e->gin_w2[l]), w->m[l], w->c[l],
-                                 w->r[l], N, din, d, d);
             if (st) {
-                split(gx2, gs2, w->gcat, N, d); /* gs2 then += the GCN's part */
+                tess_nn_gin2_backward(gx2, gs2, G_(m, e->gin_w1[l]), G_(m, e->gin_b1[l]),
+                                      G_(m, e->gin_w2[l]), G_(m, e->gin_b2[l]), w->scratch, w->gz,
+                                      &A, 0.0f, P_(m, e->gin_w1[l]), P_(m, e->gin_w2[l]), w->x[l],
+                                      w->s[l], w->c[l], w->r[l], N, d, d, d, d);
+            } else {
+                tess_nn_gin_backward(gx2, G_(m, e->gin_w1[l]), G_(m, e->gin_b1[l]),
+                                     G_(m, e->gin_w2[l]), G_(m, e->gin_b2[l]), w->scratch, w->gz,
+                                     &A, 0.0f, P_(m, e->gin_w1[l]), P_(m, e->gin_w2[l]), w->m[l],
+                                     w->c[l], w->r[l], N, d, d, d);
+            }
+            if (st) { /* gs2 += the GCN's part */
                 tess_nn_gcn_tanh_backward(gs2, G_(m, e->gcn_w[l]), G_(m, e->gcn_b[l]),
                                           w->scratch, gs, w->s[l + 1], w->u[l], &Ah,
                                           P_(m, e->gcn_w[l]), N, d, d);

@@ -1,4 +1,5 @@
-/* graph.c - graph mini-batches, structure encodings, GIN, GCN-tanh, ReLU-dropout (graph.h). */
+/* graph.c - graph mini-batches, structure encodings, GIN (one and two inputs), GCN-tanh,
+ * ReLU-dropout (graph.h). */
 #include "nn/graph.h"
 
 #include <math.h>
@@ -6,6 +7,7 @@
 #include <string.h>
 
 #include "nn/linear.h"     /* tess_nn_linear_* */
+#include "tensor/matmul.h" /* tess_matmul_ld */
 #include "tensor/sparse.h" /* tess_csr_spmm* */
 #include "tensor/tensor.h" /* tess_tensor_tanhf */
 
@@ -285,6 +287,103 @@ void tess_nn_gin_backward_ref(float *dx, float *dw1, float *db1, float *dw2, flo
     }
     free(dc);
     free(dm);
+}
+
+/* ---- GIN over two inputs, transform first ---- */
+
+int64_t tess_nn_gin2_scratch_size(int64_t N, int64_t H) { return 2 * N * H; }
+
+void tess_nn_gin2_forward(float *out, float *y, float *c, float *r, const float *x1,
+                          const float *x2, const tess_csr *A, float eps, const float *w1,
+                          const float *b1, const float *w2, const float *b2, int64_t N,
+                          int64_t C1, int64_t C2, int64_t H, int64_t OC) {
+    TESS_ASSERT(C1 >= 1 && C2 >= 0 && (C2 == 0 || x2 != NULL));
+    const int64_t C = C1 + C2;
+    /* y (N,H) = x1 w1[:, :C1]^T + x2 w1[:, C1:]^T: the column blocks of w1 in place */
+    tess_matmul_ld(y, H, x1, C1, w1, C, N, H, C1, false, true, 1.0f, 0.0f);
+    if (C2 > 0) tess_matmul_ld(y, H, x2, C2, w1 + C1, C, N, H, C2, false, true, 1.0f, 1.0f);
+    /* c = b1 + (1+eps) y + A y */
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t h = 0; h < H; h++) c[n * H + h] = b1[h] + (1.0f + eps) * y[n * H + h];
+    }
+    tess_csr_spmm(c, A, y, H, 1.0f, 1.0f);
+    for (int64_t i = 0; i < N * H; i++) r[i] = c[i] > 0.0f ? c[i] : 0.0f;
+    tess_nn_linear_forward(out, r, w2, b2, N, H, OC);
+}
+
+void tess_nn_gin2_backward(float *dx1, float *dx2, float *dw1, float *db1, float *dw2, float *db2,
+                           float *scratch, const float *dout, const tess_csr *A, float eps,
+                           const float *w1, const float *w2, const float *x1, const float *x2,
+                           const float *c, const float *r, int64_t N, int64_t C1, int64_t C2,
+                           int64_t H, int64_t OC) {
+    const int64_t C = C1 + C2;
+    float *dc = scratch;         /* (N,H): dr, then masked in place to dc */
+    float *dy = scratch + N * H; /* (N,H) */
+    memset(dc, 0, (size_t)(N * H) * sizeof(float));
+    tess_nn_linear_backward(dc, dw2, db2, dout, r, w2, N, H, OC);
+    for (int64_t i = 0; i < N * H; i++) {
+        if (!(c[i] > 0.0f)) dc[i] = 0.0f;
+    }
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t h = 0; h < H; h++) {
+            db1[h] += dc[n * H + h];
+            dy[n * H + h] = (1.0f + eps) * dc[n * H + h];
+        }
+    }
+    tess_csr_spmm_t(dy, A, dc, H);
+    tess_matmul_ld(dw1, C, dy, H, x1, C1, H, C1, N, true, false, 1.0f, 1.0f);
+    if (C2 > 0) tess_matmul_ld(dw1 + C1, C, dy, H, x2, C2, H, C2, N, true, false, 1.0f, 1.0f);
+    if (dx1) tess_matmul_ld(dx1, C1, dy, H, w1, C, N, C1, H, false, false, 1.0f, 1.0f);
+    if (dx2 && C2 > 0) {
+        tess_matmul_ld(dx2, C2, dy, H, w1 + C1, C, N, C2, H, false, false, 1.0f, 1.0f);
+    }
+}
+
+/* X (N, C1+C2) = [x1 | x2] (x2 NULL: C2 = 0) */
+static float *concat2(const float *x1, const float *x2, int64_t N, int64_t C1, int64_t C2) {
+    float *X = calloc((size_t)(N * (C1 + C2) + 1), sizeof(float));
+    TESS_ASSERT(X != NULL);
+    for (int64_t n = 0; n < N; n++) {
+        memcpy(X + n * (C1 + C2), x1 + n * C1, (size_t)C1 * sizeof(float));
+        if (C2 > 0) memcpy(X + n * (C1 + C2) + C1, x2 + n * C2, (size_t)C2 * sizeof(float));
+    }
+    return X;
+}
+
+void tess_nn_gin2_forward_ref(float *out, float *y, float *c, float *r, const float *x1,
+                              const float *x2, const tess_csr *A, float eps, const float *w1,
+                              const float *b1, const float *w2, const float *b2, int64_t N,
+                              int64_t C1, int64_t C2, int64_t H, int64_t OC) {
+    const int64_t C = C1 + C2;
+    float *X = concat2(x1, x2, N, C1, C2), *m = calloc((size_t)(N * C + 1), sizeof(float));
+    TESS_ASSERT(m != NULL);
+    tess_nn_gin_forward_ref(out, m, c, r, X, A, eps, w1, b1, w2, b2, N, C, H, OC);
+    tess_nn_linear_forward_ref(y, X, w1, NULL, N, C, H);
+    free(X);
+    free(m);
+}
+
+void tess_nn_gin2_backward_ref(float *dx1, float *dx2, float *dw1, float *db1, float *dw2,
+                               float *db2, const float *dout, const tess_csr *A, float eps,
+                               const float *w1, const float *w2, const float *x1,
+                               const float *x2, const float *c, const float *r, int64_t N,
+                               int64_t C1, int64_t C2, int64_t H, int64_t OC) {
+    const int64_t C = C1 + C2;
+    float *X = concat2(x1, x2, N, C1, C2), *m = calloc((size_t)(N * C + 1), sizeof(float));
+    float *dX = calloc((size_t)(N * C + 1), sizeof(float));
+    TESS_ASSERT(m && dX);
+    for (int64_t i = 0; i < N * C; i++) m[i] = (1.0f + eps) * X[i];
+    tess_csr_spmm_ref(m, A, X, C, 1.0f, 1.0f);
+    tess_nn_gin_backward_ref(dX, dw1, db1, dw2, db2, dout, A, eps, w1, w2, m, c, r, N, C, H, OC);
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t k = 0; k < C; k++) {
+            if (k < C1 && dx1) dx1[n * C1 + k] += dX[n * C + k];
+            if (k >= C1 && dx2) dx2[n * C2 + k - C1] += dX[n * C + k];
+        }
+    }
+    free(X);
+    free(m);
+    free(dX);
 }
 
 /* ---- GCN with tanh ---- */

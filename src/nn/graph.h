@@ -5,6 +5,7 @@
  *   - the structure encodings of one graph: RWSE (diagonal of (A D^-1)^k, k = 1..K) and DSE
  *     (one-hot of min(max(deg, 1), K) - 1);
  *   - GIN: out = MLP((1 + eps) x + A x), MLP = Linear(C->H), ReLU, Linear(H->OC), eps fixed;
+ *     and the same over two inputs [x1 | x2] without the concatenation (tess_nn_gin2_*);
  *   - GCN with tanh (FedStar's structure channel): out = tanh((A-hat s) w^T + b);
  *   - ReLU with an optional dropout mask.
  * Layer convention (docs/nn.md): weights (out, in); forward overwrites its outputs and caches;
@@ -97,6 +98,38 @@ void tess_nn_gin_backward_ref(float *dx, float *dw1, float *db1, float *dw2, flo
                               const float *dout, const tess_csr *A, float eps, const float *w1,
                               const float *w2, const float *m, const float *c, const float *r,
                               int64_t N, int64_t C, int64_t H, int64_t OC);
+
+/* GIN over two inputs X = [x1 | x2] without forming X: x1 (N,C1) with C1 >= 1, x2 (N,C2) (NULL
+ * with C2 = 0: one input); w1 (H, C1+C2) (its column blocks act on x1 and x2), b1 (H), w2 (OC,H),
+ * b2 (OC). Computed transform first: y = x1 w1[:, :C1]^T + x2 w1[:, C1:]^T, c = (1+eps) y +
+ * A y + b1, r = relu(c), out = r w2^T + b2: GIN(X) of tess_nn_gin_forward in exact arithmetic
+ * (A is linear), with the SpMM H wide instead of C1 + C2 and no copy of the inputs; the float
+ * results differ in rounding. Writes y (N,H) (not read by backward) and the caches c, r (N,H). */
+void tess_nn_gin2_forward(float *out, float *y, float *c, float *r, const float *x1,
+                          const float *x2, const tess_csr *A, float eps, const float *w1,
+                          const float *b1, const float *w2, const float *b2, int64_t N,
+                          int64_t C1, int64_t C2, int64_t H, int64_t OC);
+/* With dc = (dout w2) o 1[c > 0] and dy = (1+eps) dc + A^T dc: dx1 (N,C1) += dy w1[:, :C1],
+ * dx2 (N,C2) += dy w1[:, C1:] (either may be NULL), dw1 (H, C1+C2) += dy^T [x1 | x2] by column
+ * block, db1 += sums of dc, dw2, db2 += as a linear layer. x1, x2 as in the forward; scratch
+ * (tess_nn_gin2_scratch_size floats) is overwritten. */
+void tess_nn_gin2_backward(float *dx1, float *dx2, float *dw1, float *db1, float *dw2, float *db2,
+                           float *scratch, const float *dout, const tess_csr *A, float eps,
+                           const float *w1, const float *w2, const float *x1, const float *x2,
+                           const float *c, const float *r, int64_t N, int64_t C1, int64_t C2,
+                           int64_t H, int64_t OC);
+int64_t tess_nn_gin2_scratch_size(int64_t N, int64_t H);
+/* The references: tess_nn_gin_*_ref on the concatenation X (aggregate first, double sums); y in
+ * double as X w1^T. They allocate their copies. */
+void tess_nn_gin2_forward_ref(float *out, float *y, float *c, float *r, const float *x1,
+                              const float *x2, const tess_csr *A, float eps, const float *w1,
+                              const float *b1, const float *w2, const float *b2, int64_t N,
+                              int64_t C1, int64_t C2, int64_t H, int64_t OC);
+void tess_nn_gin2_backward_ref(float *dx1, float *dx2, float *dw1, float *db1, float *dw2,
+                               float *db2, const float *dout, const tess_csr *A, float eps,
+                               const float *w1, const float *w2, const float *x1,
+                               const float *x2, const float *c, const float *r, int64_t N,
+                               int64_t C1, int64_t C2, int64_t H, int64_t OC);
 
 /* GCN with tanh. s (N,C); Ahat (N,N); w (OC,C), b (OC). Cache u (N,C) = Ahat s;
  * out (N,OC) = tanh(u w^T + b). */

@@ -9,10 +9,19 @@ static inline float csr_value(const tess_csr *A, int64_t e) { return A->val ? A-
 
 void tess_csr_spmm(float *Y, const tess_csr *A, const float *X, int64_t F, float alpha,
                    float beta) {
-    /* Y (rows,F), X (cols,F) */
-    TESS_ASSERT(A->rows >= 0 && A->cols >= 0 && F >= 0);
+    tess_csr_spmm_ld(Y, F, A, X, F, F, alpha, beta);
+}
+
+void tess_csr_spmm_t(float *Y, const tess_csr *A, const float *X, int64_t F) {
+    tess_csr_spmm_t_ld(Y, F, A, X, F, F);
+}
+
+void tess_csr_spmm_ld(float *Y, int64_t ldy, const tess_csr *A, const float *X, int64_t ldx,
+                      int64_t F, float alpha, float beta) {
+    /* Y (rows, F) in rows of ldy, X (cols, F) in rows of ldx */
+    TESS_ASSERT(A->rows >= 0 && A->cols >= 0 && F >= 0 && ldy >= F && ldx >= F);
     for (int64_t i = 0; i < A->rows; i++) {
-        float *y = Y + i * F;
+        float *y = Y + i * ldy;
         if (beta == 0.0f) {
             memset(y, 0, (size_t)F * sizeof(float));
         } else if (beta != 1.0f) {
@@ -22,21 +31,23 @@ void tess_csr_spmm(float *Y, const tess_csr *A, const float *X, int64_t F, float
             const int32_t j = A->indices[e];
             TESS_ASSERT(j >= 0 && j < A->cols);
             const float w = alpha * csr_value(A, e);
-            const float *x = X + (int64_t)j * F;
+            const float *x = X + (int64_t)j * ldx;
             for (int64_t f = 0; f < F; f++) y[f] += w * x[f];
         }
     }
 }
 
-void tess_csr_spmm_t(float *Y, const tess_csr *A, const float *X, int64_t F) {
-    /* Y (cols,F), X (rows,F) */
+void tess_csr_spmm_t_ld(float *Y, int64_t ldy, const tess_csr *A, const float *X, int64_t ldx,
+                        int64_t F) {
+    /* Y (cols, F) in rows of ldy, X (rows, F) in rows of ldx */
+    TESS_ASSERT(F >= 0 && ldy >= F && ldx >= F);
     for (int64_t i = 0; i < A->rows; i++) {
-        const float *x = X + i * F;
+        const float *x = X + i * ldx;
         for (int64_t e = A->indptr[i]; e < A->indptr[i + 1]; e++) {
             const int32_t j = A->indices[e];
             TESS_ASSERT(j >= 0 && j < A->cols);
             const float w = csr_value(A, e);
-            float *y = Y + (int64_t)j * F;
+            float *y = Y + (int64_t)j * ldy;
             for (int64_t f = 0; f < F; f++) y[f] += w * x[f];
         }
     }

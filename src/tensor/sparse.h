@@ -26,6 +26,15 @@ void tess_csr_spmm(float *Y, const tess_csr *A, const float *X, int64_t F, float
 /* Y (cols, F) += A^T @ X; X (rows, F). (Scatter order is fixed, so results are deterministic.) */
 void tess_csr_spmm_t(float *Y, const tess_csr *A, const float *X, int64_t F);
 
+/* The two products on column blocks of larger row-major arrays: row r of Y starts at
+ * Y + r * ldy, row r of X at X + r * ldx (ldy, ldx >= F); the columns of Y past F are not
+ * touched. E.g. the F columns from column k of an (N, W) array: pointer + k, ld W. Same
+ * arithmetic in the same order as the contiguous forms (which call these with ld = F). */
+void tess_csr_spmm_ld(float *Y, int64_t ldy, const tess_csr *A, const float *X, int64_t ldx,
+                      int64_t F, float alpha, float beta);
+void tess_csr_spmm_t_ld(float *Y, int64_t ldy, const tess_csr *A, const float *X, int64_t ldx,
+                        int64_t F);
+
 /* out (G, F) = segment sums of in (N, F): out[g] = sum of in[i] over i with seg[i] == g,
  * seg (N) in [0, G). Overwrites out (rows without a node are zero). */
 void tess_segment_sum(float *out, const float *in, const int64_t *seg, int64_t N, int64_t G,

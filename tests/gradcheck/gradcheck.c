@@ -1626,6 +1626,50 @@ static void gin_backward_ref(gc_ctx *c) {
                              c->dims[1], c->dims[2], c->dims[3]);
 }
 
+/* gin2: dims {N, C1, C2, H, OC}: the GIN over [x1 | x2] computed transform first, against the
+ * concatenating reference; eps and A as gin */
+static void gin2_setup(gc_ctx *c) {
+    gc_graph_setup(c);
+    const int64_t N = c->dims[0], C1 = c->dims[1], C2 = c->dims[2], H = c->dims[3],
+                  OC = c->dims[4];
+    gc_input(c, "x1", N * C1, -1, 1);
+    gc_input(c, "x2", N * C2, -1, 1);
+    gc_input(c, "w1", H * (C1 + C2), -1, 1);
+    gc_input(c, "b1", H, -0.5, 0.5);
+    gc_input(c, "w2", OC * H, -1, 1);
+    gc_input(c, "b2", OC, -1, 1);
+    gc_cache(c, "y", N * H);
+    gc_cache(c, "c", N * H);
+    gc_cache(c, "r", N * H);
+    gc_work(c, "scratch", tess_nn_gin2_scratch_size(N, H));
+    gc_output(c, "out", N * OC);
+}
+static void gin2_run_forward(gc_ctx *c, bool ref) {
+    tess_csr A = tess_graph_batch_adj(&gc_gb);
+    (ref ? tess_nn_gin2_forward_ref : tess_nn_gin2_forward)(
+        gc_x(c, "out"), gc_x(c, "y"), gc_x(c, "c"), gc_x(c, "r"), gc_x(c, "x1"), gc_x(c, "x2"),
+        &A, GC_GIN_EPS, gc_x(c, "w1"), gc_x(c, "b1"), gc_x(c, "w2"), gc_x(c, "b2"), c->dims[0],
+        c->dims[1], c->dims[2], c->dims[3], c->dims[4]);
+}
+static void gin2_forward(gc_ctx *c) { gin2_run_forward(c, false); }
+static void gin2_forward_ref(gc_ctx *c) { gin2_run_forward(c, true); }
+static void gin2_backward(gc_ctx *c) {
+    tess_csr A = tess_graph_batch_adj(&gc_gb);
+    tess_nn_gin2_backward(gc_g(c, "x1"), gc_g(c, "x2"), gc_g(c, "w1"), gc_g(c, "b1"),
+                          gc_g(c, "w2"), gc_g(c, "b2"), gc_x(c, "scratch"), gc_g(c, "out"), &A,
+                          GC_GIN_EPS, gc_x(c, "w1"), gc_x(c, "w2"), gc_x(c, "x1"), gc_x(c, "x2"),
+                          gc_x(c, "c"), gc_x(c, "r"), c->dims[0], c->dims[1], c->dims[2],
+                          c->dims[3], c->dims[4]);
+}
+static void gin2_backward_ref(gc_ctx *c) {
+    tess_csr A = tess_graph_batch_adj(&gc_gb);
+    tess_nn_gin2_backward_ref(gc_g(c, "x1"), gc_g(c, "x2"), gc_g(c, "w1"), gc_g(c, "b1"),
+                              gc_g(c, "w2"), gc_g(c, "b2"), gc_g(c, "out"), &A, GC_GIN_EPS,
+                              gc_x(c, "w1"), gc_x(c, "w2"), gc_x(c, "x1"), gc_x(c, "x2"),
+                              gc_x(c, "c"), gc_x(c, "r"), c->dims[0], c->dims[1], c->dims[2],
+                              c->dims[3], c->dims[4]);
+}
+
 /* gcn_tanh: dims {N, C, OC}: out = tanh((A-hat s) w^T + b) */
 static void gcn_setup(gc_ctx *c) {
     gc_graph_setup(c);
@@ -1893,6 +1937,8 @@ static const gc_row gc_rows[] = {
      NULL, 0, false, gc_graph_teardown, NULL},
     {"gin", {8, 3, 5, 4}, gin_setup, gin_forward, gin_backward, gin_forward_ref,
      gin_backward_ref, 0, true, gc_graph_teardown, NULL},
+    {"gin2", {8, 3, 2, 5, 4}, gin2_setup, gin2_forward, gin2_backward, gin2_forward_ref,
+     gin2_backward_ref, 0, true, gc_graph_teardown, NULL},
     {"gcn_tanh", {8, 4, 3}, gcn_setup, gcn_forward, gcn_backward, gcn_forward_ref,
      gcn_backward_ref, 0, false, gc_graph_teardown, NULL},
     {"relu_dropout", {23, 0}, relu_dropout_setup, relu_dropout_forward, relu_dropout_backward,

@@ -2,13 +2,15 @@
  * a path and a star against hand values (isolated nodes all-zero RWSE, degree-0 nodes on the
  * degree-1 DSE code, degrees above 16 clamped), the sparse walk against dense matrix powers on a
  * larger graph, the GCN-normalised A-hat / A-hat2 values and the node->graph index of a batch, and
- * a bad graph id. The layers' gradients are checked by the gradcheck table (tests/gradcheck). */
+ * a bad graph id; the SpMMs on column blocks (_ld) against the contiguous ones and the references.
+ * The layers' gradients are checked by the gradcheck table (tests/gradcheck). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/rng.h" /* tess_rng_uniform */
-#include "nn/graph.h" /* tess_graph_* */
+#include "nn/graph.h"      /* tess_graph_* */
+#include "tensor/sparse.h" /* tess_csr_spmm*_ld */
 #include "tess_test.h"
 
 enum { K = 16, W = 2 * K };
@@ -173,6 +175,68 @@ static void test_batch(void) {
     tess_error_clear();
 }
 
+/* The SpMMs on column blocks (tensor/sparse.h _ld): F = 3 columns from column 2 of a 7-wide X
+ * into columns 1..3 of a 6-wide Y, on a 40-node random weighted graph. Bitwise equal to the
+ * contiguous form on packed copies, within float rounding of the double references, and the
+ * columns outside the block untouched. */
+static void test_spmm_ld(void) {
+    enum { N = 40, F = 3, LX = 7, LY = 6, OX = 2, OY = 1 };
+    int e[200][2], ne = 0;
+    tess_rng_key key = {11, 2};
+    for (int i = 0; i < N && ne < 200; i++) {
+        for (int j = i + 1; j < N && ne < 200; j++) {
+            if (tess_rng_uniform(key, 0, (uint64_t)(i * N + j), 0, 1) < 0.1) {
+                e[ne][0] = i, e[ne][1] = j, ne++;
+            }
+        }
+    }
+    small_graph g;
+    graph_from_edges(&g, N, (const int(*)[2])e, ne);
+    static float val[512], X[N * LX], Y[N * LY], xp[N * F], yp[N * F], yr[N * F];
+    for (int64_t k = 0; k < g.indptr[N]; k++) {
+        val[k] = (float)tess_rng_uniform(key, 1, (uint64_t)k, -1, 1);
+    }
+    for (int i = 0; i < N * LX; i++) X[i] = (float)tess_rng_uniform(key, 2, (uint64_t)i, -1, 1);
+    const tess_csr A = {.rows = N, .cols = N, .indptr = g.indptr, .indices = g.indices, .val = val};
+    for (int t = 0; t < 2; t++) { /* t = 0: Y = 0.5 A X + Y; t = 1: Y += A^T X */
+        for (int i = 0; i < N * LY; i++) Y[i] = (float)tess_rng_uniform(key, 3, (uint64_t)i, -1, 1);
+        for (int i = 0; i < N; i++) {
+            for (int f = 0; f < F; f++) {
+                xp[i * F + f] = X[i * LX + OX + f];
+                yp[i * F + f] = yr[i * F + f] = Y[i * LY + OY + f];
+            }
+        }
+        float before[N * LY];
+        memcpy(before, Y, sizeof before);
+        if (t == 0) {
+            tess_csr_spmm_ld(Y + OY, LY, &A, X + OX, LX, F, 0.5f, 1.0f);
+            tess_csr_spmm(yp, &A, xp, F, 0.5f, 1.0f);
+            tess_csr_spmm_ref(yr, &A, xp, F, 0.5f, 1.0f);
+        } else {
+            tess_csr_spmm_t_ld(Y + OY, LY, &A, X + OX, LX, F);
+            tess_csr_spmm_t(yp, &A, xp, F);
+            tess_csr_spmm_t_ref(yr, &A, xp, F);
+        }
+        int same = 1, outside = 1;
+        double worst = 0;
+        for (int i = 0; i < N; i++) {
+            for (int c = 0; c < LY; c++) {
+                const float v = Y[i * LY + c];
+                if (c < OY || c >= OY + F) {
+                    outside &= memcmp(&v, &before[i * LY + c], sizeof v) == 0;
+                    continue;
+                }
+                same &= memcmp(&v, &yp[i * F + c - OY], sizeof v) == 0;
+                worst = fmax(worst, fabs(v - yr[i * F + c - OY]));
+            }
+        }
+        const char *what = t == 0 ? "spmm_ld" : "spmm_t_ld";
+        TESS_TEST_CHECK(same, "%s: the block differs from the contiguous form's", what);
+        TESS_TEST_CHECK(outside, "%s: a column outside the block changed", what);
+        TESS_TEST_CHECK(worst < 1e-5, "%s: max diff to the reference %g", what, worst);
+    }
+}
+
 /* Dropout masks: values 0 or 1/(1-p), the drop fraction within 5 standard errors of p (p rounded
  * to 2^-16 is exact for these p), any slice equal to the slice of a longer mask (what makes the
  * app's results independent of how batches fall on ranks), other counters give other masks. */
@@ -218,6 +282,7 @@ int main(int argc, char **argv) {
     test_against_dense();
     test_batch();
     test_dropout_mask();
+    test_spmm_ld();
     int rc = tess_test_finish("graph");
     MPI_Finalize();
     return rc;
