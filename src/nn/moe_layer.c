@@ -9,10 +9,12 @@
 
 #include "core/mpicheck.h" /* TESS_MPI_CHECK */
 #include "core/rng.h"     /* tess_rng_* */
+#include "core/team.h"    /* tess_team_* */
 #include "core/timer.h"   /* tess_timer_now */
 #include "nn/linear.h"    /* tess_nn_linear_* */
 #include "nn/mlp.h"       /* tess_nn_mlp_swiglu_* */
 #include "nn/moe.h"
+#include "tensor/matmul.h" /* tess_matmul_threads, tess_matmul_set_threads */
 #include "tensor/tensor.h" /* tess_tensor_axpy, tess_tensor_dot */
 #include "par/coll.h"      /* tess_par_allreduce_i64 */
 #include "par/dispatch.h"  /* tess_dispatch_* */
@@ -37,6 +39,9 @@ struct tess_nn_moe_stack {
      * calls), grown on demand from the exchanged counts, never shrunk. */
     float *tbuf;
     int64_t tbuf_floats;
+    /* With more than one BLAS thread at create: a team of as many threads that run the local
+     * experts side by side, each expert's products on one thread (experts_run); NULL else. */
+    tess_team *team;
 };
 
 struct moe_layer {
@@ -651,6 +656,65 @@ static tess_status fast_backward(moe_layer *m, float *dz, float *dzg, float dlos
     return TESS_OK;
 }
 
+/* The local experts' forward (bwd false) or backward on the rows of the last forward: the
+ * expert side's buffers, and in backward dxg (overwritten: zeroed, then the experts' gradients
+ * added), dzg (in: R_sp's gradient of z, or with zero_dz zeroed first; clobbered), db (scratch)
+ * and dyg, all in the layer's [expert][rows] order. */
+typedef struct {
+    moe_layer *m;
+    bool bwd, zero_dz;
+    float *dxg, *dzg, *db;
+    const float *dyg;
+} expert_job;
+
+/* Member `member` of n runs the experts j whose middle row (by the rows before j plus half of
+ * j's) falls in its n-th of all rows: contiguous runs of experts with about equal rows, the same
+ * split in forward and backward. n = 1: every expert. Each expert's products, SwiGLU loops and
+ * weight gradients touch only its own rows and weights, so members never write the same memory
+ * and each expert's results are those of the serial loop, bit for bit. */
+static void expert_part(void *ctx, int member, int n) {
+    const expert_job *jb = ctx;
+    moe_layer *m = jb->m;
+    const int64_t C = m->base.C, F = m->F;
+    int64_t total = 0;
+    for (int64_t j = 0; j < m->nle; j++) total += m->rows[j];
+    const float *wg = P(m, m->i_gate), *wu = P(m, m->i_up), *wd = P(m, m->i_down);
+    float *dwg = G(m, m->i_gate), *dwu = G(m, m->i_up), *dwd = G(m, m->i_down);
+    for (int64_t j = 0, o = 0; j < m->nle; o += m->rows[j], j++) {
+        const int64_t mid2 = 2 * o + m->rows[j]; /* twice the middle row */
+        const int64_t owner = total > 0 ? mid2 * n / (2 * total) : 0; /* n for an empty last */
+        if ((owner < n ? owner : n - 1) != member) continue;
+        if (!jb->bwd) {
+            tess_nn_moe_expert_forward(m->yg + o * C, m->a + o * F, m->b + o * F, m->zg + o * F,
+                                       m->xg + o * C, wg + j * F * C, wu + j * F * C,
+                                       wd + j * C * F, m->rows[j], C, F);
+        } else {
+            memset(jb->dxg + o * C, 0, (size_t)(m->rows[j] * C) * sizeof(float));
+            if (jb->zero_dz) memset(jb->dzg + o * F, 0, (size_t)(m->rows[j] * F) * sizeof(float));
+            tess_nn_moe_expert_backward(jb->dxg + o * C, dwg + j * F * C, dwu + j * F * C,
+                                        dwd + j * C * F, jb->dzg + o * F, jb->db + o * F,
+                                        jb->dyg + o * C, m->xg + o * C, wg + j * F * C,
+                                        wu + j * F * C, wd + j * C * F, m->a + o * F,
+                                        m->b + o * F, m->zg + o * F, m->rows[j], C, F);
+        }
+    }
+}
+
+/* The local experts on the stack's team when there is one and two or more experts, with
+ * OpenBLAS at one thread for that phase (the team's threads take its cores); else in order on
+ * the calling thread with the BLAS threads as they are. */
+static void experts_run(moe_layer *m, expert_job *jb) {
+    tess_team *t = m->stack->team;
+    if (!t || m->nle < 2) {
+        expert_part(jb, 0, 1);
+        return;
+    }
+    const int th = tess_matmul_threads();
+    tess_matmul_set_threads(1);
+    tess_team_run(t, expert_part, jb);
+    tess_matmul_set_threads(th);
+}
+
 static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) {
     moe_layer *m = (moe_layer *)f;
     const int64_t C = f->C, E = m->E, k = m->k, F = m->F, R = N * k;
@@ -720,11 +784,7 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
         for (int64_t j = 0; j < m->nle; j++) m->rows[j] = m->pos[j];
     }
     /* local experts on their contiguous rows */
-    const float *wg = P(m, m->i_gate), *wu = P(m, m->i_up), *wd = P(m, m->i_down);
-    for (int64_t j = 0, o = 0; j < m->nle; o += m->rows[j], j++)
-        tess_nn_moe_expert_forward(m->yg + o * C, m->a + o * F, m->b + o * F, m->zg + o * F,
-                                   m->xg + o * C, wg + j * F * C, wu + j * F * C, wd + j * C * F,
-                                   m->rows[j], C, F);
+    experts_run(m, &(expert_job){.m = m});
     /* back home; z too when R_sp needs it (exact R_sp: every pair meets on the token's rank) */
     if (m->plan) {
         to_home(m, m->yg, m->xt, m->y, C);
@@ -803,8 +863,7 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
         tess_nn_moe_ortho_backward(dy, sc * (float)cfg->lambda_o, m->y, m->row_of, N, k, C);
     /* R_sp's gradient of z, at home; then both to the experts' ranks (fast path: of the rows
      * in a split pair only, in fast_backward) */
-    if (!m->fast && (!m->plan || cfg->lambda_sp > 0))
-        memset(dz, 0, (size_t)(Rn * F) * sizeof(float));
+    if (!m->fast && cfg->lambda_sp > 0) memset(dz, 0, (size_t)(Rn * F) * sizeof(float));
     if (cfg->lambda_sp > 0 && !m->fast)
         tess_nn_moe_rsp_backward_grp(dz, sc * (float)cfg->lambda_sp, m->sp_cos, m->z, m->row_of,
                                      NULL, N, k, F, cfg->phi);
@@ -816,7 +875,6 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
         else if (cfg->lambda_sp > 0)
             to_experts(m, dz, m->xt, dzg, F);
         rx = tess_dispatch_recv_rows(m->plan);
-        if (cfg->lambda_sp <= 0) memset(dzg, 0, (size_t)(rx * F) * sizeof(float));
         /* This rank's experts see the rows of all P ranks of ep, so their weight gradients
          * would be the SUM of P ranks' losses, while dense gradients are each rank's own, made
          * a mean over the ranks by the gradient sync (expert ones over edp, P times fewer
@@ -827,15 +885,9 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
         if (cfg->lambda_sp > 0 && !m->fast)
             for (int64_t i = 0; i < rx * F; i++) dzg[i] *= inv;
     }
-    memset(dxg, 0, (size_t)(rx * C) * sizeof(float));
-    const float *wg = P(m, m->i_gate), *wu = P(m, m->i_up), *wd = P(m, m->i_down);
-    float *dwg = G(m, m->i_gate), *dwu = G(m, m->i_up), *dwd = G(m, m->i_down);
-    for (int64_t j = 0, o = 0; j < m->nle; o += m->rows[j], j++)
-        tess_nn_moe_expert_backward(dxg + o * C, dwg + j * F * C, dwu + j * F * C,
-                                    dwd + j * C * F, dzg + o * F, db + o * F, dyg + o * C,
-                                    m->xg + o * C, wg + j * F * C, wu + j * F * C,
-                                    wd + j * C * F, m->a + o * F, m->b + o * F, m->zg + o * F,
-                                    m->rows[j], C, F);
+    /* dxg, and dzg without R_sp, are zeroed per expert in experts_run (in cache, in parallel) */
+    experts_run(m, &(expert_job){.m = m, .bwd = true, .dxg = dxg, .dzg = dzg, .db = db,
+                                 .dyg = dyg, .zero_dz = cfg->lambda_sp <= 0});
     if (m->plan) {
         const float p = (float)m->P;
         for (int64_t i = 0; i < rx * C; i++) dxg[i] *= p;
@@ -930,12 +982,23 @@ tess_status tess_nn_moe_stack_create(tess_nn_moe_stack **s, const tess_nn_moe_co
     TESS_REQUIRE(st, TESS_ERR_MEM, "cannot allocate an MoE stack");
     st->cfg = *cfg;
     st->scale = 1.0f;
+    const int th = tess_matmul_threads();
+    if (th > 1) {
+        const tess_status ts = tess_team_create(&st->team, th);
+        if (ts != TESS_OK) free(st);
+        TESS_CHECK(ts);
+    }
     *s = st;
     return TESS_OK;
 }
 
+int tess_nn_moe_stack_threads(const tess_nn_moe_stack *s) {
+    return s->team ? tess_team_size(s->team) : 1;
+}
+
 void tess_nn_moe_stack_destroy(tess_nn_moe_stack **s) {
     if (!s || !*s) return;
+    tess_team_destroy(&(*s)->team);
     free((*s)->layer);
     free((*s)->tbuf);
     free(*s);
