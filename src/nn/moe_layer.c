@@ -715,6 +715,80 @@ static void experts_run(moe_layer *m, expert_job *jb) {
     tess_matmul_set_threads(th);
 }
 
+/* The home side's per-row and per-token loops, split over the stack's team by ranges of
+ * [0, n) (every member writes only its own rows or tokens, so the results do not depend on the
+ * split): GATHER the Rn home rows xp from in (N,C) (zeros for padding; with the fast path the
+ * ids in the two extra columns); COMBINE out (N,C) = sum over token t's kept slots in slot
+ * order of g y_row; COMBINE_BWD from dout (in): dgates (N,k) = <dout_t, y_row> (0 for a dropped
+ * slot) and dy (out) rows = g dout_t; UNPERMUTE din (out, N,C) += the kept slots' dxp (in) rows
+ * in slot order. */
+typedef enum { ROWS_GATHER, ROWS_COMBINE, ROWS_COMBINE_BWD, ROWS_UNPERMUTE } rows_kind;
+
+typedef struct {
+    moe_layer *m;
+    rows_kind kind;
+    int64_t n;         /* rows (GATHER) or tokens */
+    const float *in;
+    float *out, *dgates;
+} rows_job;
+
+static void rows_part(void *ctx, int member, int n) {
+    const rows_job *jb = ctx;
+    const moe_layer *m = jb->m;
+    const int64_t C = m->base.C, k = m->k, xw = xp_width(m);
+    const int64_t lo = jb->n * member / n, hi = jb->n * (member + 1) / n;
+    for (int64_t t = lo; t < hi; t++) { /* a home row (GATHER) or a token */
+        const int32_t *rows = m->row_of + (jb->kind == ROWS_GATHER ? 0 : t * k);
+        bool first = true;
+        switch (jb->kind) {
+        case ROWS_GATHER:
+            if (m->row_tok[t] >= 0)
+                memcpy(m->xp + t * xw, jb->in + (int64_t)m->row_tok[t] * C,
+                       (size_t)C * sizeof(float));
+            else
+                memset(m->xp + t * xw, 0, (size_t)C * sizeof(float));
+            if (m->fast) memcpy(m->xp + t * xw + C, m->ids + 2 * t, 2 * sizeof(int32_t));
+            break;
+        case ROWS_COMBINE:
+            for (int64_t s = 0; s < k; s++) {
+                if (rows[s] < 0) continue;
+                const float g = m->gates[t * k + s], *yr = m->y + (int64_t)rows[s] * C;
+                if (first)
+                    scale_copy(jb->out + t * C, g, yr, C);
+                else
+                    tess_tensor_axpy(jb->out + t * C, g, yr, C);
+                first = false;
+            }
+            if (first) memset(jb->out + t * C, 0, (size_t)C * sizeof(float));
+            break;
+        case ROWS_COMBINE_BWD:
+            for (int64_t s = 0; s < k; s++) {
+                if (rows[s] < 0) {
+                    jb->dgates[t * k + s] = 0.0f;
+                    continue;
+                }
+                const float *d = jb->in + t * C;
+                jb->dgates[t * k + s] = (float)tess_tensor_dot(d, m->y + (int64_t)rows[s] * C, C);
+                scale_copy(jb->out + (int64_t)rows[s] * C, m->gates[t * k + s], d, C);
+            }
+            break;
+        case ROWS_UNPERMUTE:
+            for (int64_t s = 0; s < k; s++)
+                if (rows[s] >= 0)
+                    tess_tensor_axpy(jb->out + t * C, 1.0f, jb->in + (int64_t)rows[s] * C, C);
+            break;
+        }
+    }
+}
+
+/* rows_part on the stack's team, or on the calling thread without one. No BLAS inside. */
+static void rows_run(moe_layer *m, rows_job *jb) {
+    if (m->stack->team)
+        tess_team_run(m->stack->team, rows_part, jb);
+    else
+        rows_part(jb, 0, 1);
+}
+
 static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) {
     moe_layer *m = (moe_layer *)f;
     const int64_t C = f->C, E = m->E, k = m->k, F = m->F, R = N * k;
@@ -750,13 +824,7 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
     for (int64_t e = 0; e < E; e++) m->dropped -= m->kept[e];
     if (m->fast) fast_ids(m, N);
     const int64_t xw = xp_width(m);
-    for (int64_t r = 0; r < m->Rn; r++) {
-        if (m->row_tok[r] >= 0)
-            memcpy(m->xp + r * xw, in + (int64_t)m->row_tok[r] * C, (size_t)C * sizeof(float));
-        else
-            memset(m->xp + r * xw, 0, (size_t)C * sizeof(float));
-        if (m->fast) memcpy(m->xp + r * xw + C, m->ids + 2 * r, 2 * sizeof(int32_t));
-    }
+    rows_run(m, &(rows_job){.m = m, .kind = ROWS_GATHER, .n = m->Rn, .in = in});
     for (int64_t e = 0; e < E; e++) m->pos[e] = m->offs[e + 1] - m->offs[e]; /* block rows */
     /* to the experts' ranks: rows in expert order are already grouped by rank */
     if (m->plan) {
@@ -794,21 +862,7 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
             to_home(m, m->zg, m->xt, m->z, F);
     }
     /* combine the kept slots in slot order */
-    for (int64_t t = 0; t < N; t++) {
-        float *o = out + t * C;
-        bool first = true;
-        for (int64_t s = 0; s < k; s++) {
-            const int64_t r = m->row_of[t * k + s];
-            if (r < 0) continue;
-            const float g = m->gates[t * k + s], *yr = m->y + r * C;
-            if (first)
-                scale_copy(o, g, yr, C);
-            else
-                tess_tensor_axpy(o, g, yr, C);
-            first = false;
-        }
-        if (first) memset(o, 0, (size_t)C * sizeof(float));
-    }
+    rows_run(m, &(rows_job){.m = m, .kind = ROWS_COMBINE, .n = N, .out = out});
     if (m->Fs > 0) {
         tess_nn_mlp_swiglu_forward(m->s_out, m->s_gate, m->s_up, m->s_h, in, P(m, m->i_sg),
                                    P(m, m->i_su), P(m, m->i_sd), N, C, m->Fs);
@@ -846,18 +900,8 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
      * padding rows */
     for (int64_t r = 0; r < Rn; r++)
         if (m->row_tok[r] < 0) memset(dy + r * C, 0, (size_t)C * sizeof(float));
-    for (int64_t t = 0; t < N; t++) {
-        const float *d = dout + t * C;
-        for (int64_t s = 0; s < k; s++) {
-            const int64_t r = m->row_of[t * k + s];
-            if (r < 0) {
-                dgates[t * k + s] = 0.0f;
-                continue;
-            }
-            dgates[t * k + s] = (float)tess_tensor_dot(d, m->y + r * C, C);
-            scale_copy(dy + r * C, m->gates[t * k + s], d, C);
-        }
-    }
+    rows_run(m, &(rows_job){.m = m, .kind = ROWS_COMBINE_BWD, .n = N, .in = dout, .out = dy,
+                            .dgates = dgates});
     /* the orthogonality loss's gradient of the outputs y, at home */
     if (cfg->lambda_o > 0)
         tess_nn_moe_ortho_backward(dy, sc * (float)cfg->lambda_o, m->y, m->row_of, N, k, C);
@@ -894,11 +938,7 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
         to_home(m, dxg, m->xt, dxp, C);
     }
     /* un-permute: din_t += sum over the kept slots in order */
-    for (int64_t t = 0; t < N; t++)
-        for (int64_t s = 0; s < k; s++) {
-            if (m->row_of[t * k + s] < 0) continue;
-            tess_tensor_axpy(din + t * C, 1.0f, dxp + (int64_t)m->row_of[t * k + s] * C, C);
-        }
+    rows_run(m, &(rows_job){.m = m, .kind = ROWS_UNPERMUTE, .n = N, .in = dxp, .out = din});
     if (m->Fs > 0) {
         float *ms = dgates + scratch_head(m, N);
         tess_nn_mlp_swiglu_backward(din, G(m, m->i_sg), G(m, m->i_su), G(m, m->i_sd), ms, dout,
