@@ -51,8 +51,8 @@ static void *helper(void *arg) {
 
 tess_status tess_team_create(tess_team **t, int n) {
     *t = NULL;
-    TESS_REQUIRE(n >= 1 && n <= TEAM_MAX, TESS_ERR_ARG, "a thread team needs 1 to %d members, got %d",
-                 TEAM_MAX, n);
+    TESS_REQUIRE(n >= 1 && n <= TEAM_MAX, TESS_ERR_ARG,
+                 "a thread team needs 1 to %d members, got %d", TEAM_MAX, n);
     tess_team *m = calloc(1, sizeof *m);
     TESS_REQUIRE(m, TESS_ERR_MEM, "cannot allocate a thread team");
     m->n = n;
