@@ -8,7 +8,8 @@
  * A timed step is: zero the gradients, forward, backward. Prints "key value" lines: a
  * "step_s" (wall) and "step_cpu_s" (process CPU) line per timed step, the expert-GEMM FLOPs of
  * a step (18 T k d d_ff: three products forward, six backward) and the sgemm peak measured in
- * the same process, so the driver can report the GEMM share of the step against the peak.
+ * the same process, so the driver can report the GEMM share of the step against the peak;
+ * "moe_threads": the threads the layer runs its experts on (--threads > 1: a team, nn/moe.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,7 @@ static tess_status run(bench *b, int argc, char **argv) {
     TESS_CHECK(tess_registry_create(&b->reg));
     TESS_CHECK(tess_nn_moe_stack_create(&b->st, &mc));
     TESS_CHECK(tess_nn_moe_stack_make_ffn(b->st, 0, &tc, &b->f));
+    printf("moe_threads %d\n", tess_nn_moe_stack_threads(b->st));
     TESS_CHECK(tess_nn_ffn_add_params(b->f, b->reg, "moe"));
     TESS_CHECK(tess_registry_finalize(b->reg));
     TESS_CHECK(tess_registry_init_params(b->reg, 1234));

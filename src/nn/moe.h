@@ -358,6 +358,10 @@ tess_status tess_nn_moe_stack_make_ffn(void *ctx, int64_t layer, const tess_tfm_
  * forward and backward of the stack's layers returns at once (no further collective: the caller
  * ends the run). */
 tess_status tess_nn_moe_stack_status(const tess_nn_moe_stack *s);
+/* Threads the stack runs its local experts on: the BLAS thread count at tess_nn_moe_stack_create
+ * when above 1 (a core/team.h team; each expert's products then run on one thread, OpenBLAS set
+ * to one thread for that phase and restored after it), else 1 (in order, BLAS threads as set). */
+int tess_nn_moe_stack_threads(const tess_nn_moe_stack *s);
 /* Wall seconds this rank spent in the expert exchanges of every MoE layer (the plans and the row
  * exchanges of par/dispatch.h, waiting for the other ranks of ep included; not the local
  * regrouping) since the stack was made or last reset; 0 without ep. *cpu (may be NULL): the

@@ -9,10 +9,12 @@
 
 #include "core/mpicheck.h" /* TESS_MPI_CHECK */
 #include "core/rng.h"     /* tess_rng_* */
+#include "core/team.h"    /* tess_team_* */
 #include "core/timer.h"   /* tess_timer_now */
 #include "nn/linear.h"    /* tess_nn_linear_* */
 #include "nn/mlp.h"       /* tess_nn_mlp_swiglu_* */
 #include "nn/moe.h"
+#include "tensor/matmul.h" /* tess_matmul_threads, tess_matmul_set_threads */
 #include "tensor/tensor.h" /* tess_tensor_axpy, tess_tensor_dot */
 #include "par/coll.h"      /* tess_par_allreduce_i64 */
 #include "par/dispatch.h"  /* tess_dispatch_* */
@@ -37,6 +39,9 @@ struct tess_nn_moe_stack {
      * calls), grown on demand from the exchanged counts, never shrunk. */
     float *tbuf;
     int64_t tbuf_floats;
+    /* With more than one BLAS thread at create: a team of as many threads that run the local
+     * experts side by side, each expert's products on one thread (experts_run); NULL else. */
+    tess_team *team;
 };
 
 struct moe_layer {
@@ -651,6 +656,139 @@ static tess_status fast_backward(moe_layer *m, float *dz, float *dzg, float dlos
     return TESS_OK;
 }
 
+/* The local experts' forward (bwd false) or backward on the rows of the last forward: the
+ * expert side's buffers, and in backward dxg (overwritten: zeroed, then the experts' gradients
+ * added), dzg (in: R_sp's gradient of z, or with zero_dz zeroed first; clobbered), db (scratch)
+ * and dyg, all in the layer's [expert][rows] order. */
+typedef struct {
+    moe_layer *m;
+    bool bwd, zero_dz;
+    float *dxg, *dzg, *db;
+    const float *dyg;
+} expert_job;
+
+/* Member `member` of n runs the experts j whose middle row (by the rows before j plus half of
+ * j's) falls in its n-th of all rows: contiguous runs of experts with about equal rows, the same
+ * split in forward and backward. n = 1: every expert. Each expert's products, SwiGLU loops and
+ * weight gradients touch only its own rows and weights, so members never write the same memory
+ * and each expert's results are those of the serial loop, bit for bit. */
+static void expert_part(void *ctx, int member, int n) {
+    const expert_job *jb = ctx;
+    moe_layer *m = jb->m;
+    const int64_t C = m->base.C, F = m->F;
+    int64_t total = 0;
+    for (int64_t j = 0; j < m->nle; j++) total += m->rows[j];
+    const float *wg = P(m, m->i_gate), *wu = P(m, m->i_up), *wd = P(m, m->i_down);
+    float *dwg = G(m, m->i_gate), *dwu = G(m, m->i_up), *dwd = G(m, m->i_down);
+    for (int64_t j = 0, o = 0; j < m->nle; o += m->rows[j], j++) {
+        const int64_t mid2 = 2 * o + m->rows[j]; /* twice the middle row */
+        const int64_t owner = total > 0 ? mid2 * n / (2 * total) : 0; /* n for an empty last */
+        if ((owner < n ? owner : n - 1) != member) continue;
+        if (!jb->bwd) {
+            tess_nn_moe_expert_forward(m->yg + o * C, m->a + o * F, m->b + o * F, m->zg + o * F,
+                                       m->xg + o * C, wg + j * F * C, wu + j * F * C,
+                                       wd + j * C * F, m->rows[j], C, F);
+        } else {
+            memset(jb->dxg + o * C, 0, (size_t)(m->rows[j] * C) * sizeof(float));
+            if (jb->zero_dz) memset(jb->dzg + o * F, 0, (size_t)(m->rows[j] * F) * sizeof(float));
+            tess_nn_moe_expert_backward(jb->dxg + o * C, dwg + j * F * C, dwu + j * F * C,
+                                        dwd + j * C * F, jb->dzg + o * F, jb->db + o * F,
+                                        jb->dyg + o * C, m->xg + o * C, wg + j * F * C,
+                                        wu + j * F * C, wd + j * C * F, m->a + o * F,
+                                        m->b + o * F, m->zg + o * F, m->rows[j], C, F);
+        }
+    }
+}
+
+/* The local experts on the stack's team when there is one and two or more experts, with
+ * OpenBLAS at one thread for that phase (the team's threads take its cores); else in order on
+ * the calling thread with the BLAS threads as they are. */
+static void experts_run(moe_layer *m, expert_job *jb) {
+    tess_team *t = m->stack->team;
+    if (!t || m->nle < 2) {
+        expert_part(jb, 0, 1);
+        return;
+    }
+    const int th = tess_matmul_threads();
+    tess_matmul_set_threads(1);
+    tess_team_run(t, expert_part, jb);
+    tess_matmul_set_threads(th);
+}
+
+/* The home side's per-row and per-token loops, split over the stack's team by ranges of
+ * [0, n) (every member writes only its own rows or tokens, so the results do not depend on the
+ * split): GATHER the Rn home rows xp from in (N,C) (zeros for padding; with the fast path the
+ * ids in the two extra columns); COMBINE out (N,C) = sum over token t's kept slots in slot
+ * order of g y_row; COMBINE_BWD from dout (in): dgates (N,k) = <dout_t, y_row> (0 for a dropped
+ * slot) and dy (out) rows = g dout_t; UNPERMUTE din (out, N,C) += the kept slots' dxp (in) rows
+ * in slot order. */
+typedef enum { ROWS_GATHER, ROWS_COMBINE, ROWS_COMBINE_BWD, ROWS_UNPERMUTE } rows_kind;
+
+typedef struct {
+    moe_layer *m;
+    rows_kind kind;
+    int64_t n;         /* rows (GATHER) or tokens */
+    const float *in;
+    float *out, *dgates;
+} rows_job;
+
+static void rows_part(void *ctx, int member, int n) {
+    const rows_job *jb = ctx;
+    const moe_layer *m = jb->m;
+    const int64_t C = m->base.C, k = m->k, xw = xp_width(m);
+    const int64_t lo = jb->n * member / n, hi = jb->n * (member + 1) / n;
+    for (int64_t t = lo; t < hi; t++) { /* a home row (GATHER) or a token */
+        const int32_t *rows = m->row_of + (jb->kind == ROWS_GATHER ? 0 : t * k);
+        bool first = true;
+        switch (jb->kind) {
+        case ROWS_GATHER:
+            if (m->row_tok[t] >= 0)
+                memcpy(m->xp + t * xw, jb->in + (int64_t)m->row_tok[t] * C,
+                       (size_t)C * sizeof(float));
+            else
+                memset(m->xp + t * xw, 0, (size_t)C * sizeof(float));
+            if (m->fast) memcpy(m->xp + t * xw + C, m->ids + 2 * t, 2 * sizeof(int32_t));
+            break;
+        case ROWS_COMBINE:
+            for (int64_t s = 0; s < k; s++) {
+                if (rows[s] < 0) continue;
+                const float g = m->gates[t * k + s], *yr = m->y + (int64_t)rows[s] * C;
+                if (first)
+                    scale_copy(jb->out + t * C, g, yr, C);
+                else
+                    tess_tensor_axpy(jb->out + t * C, g, yr, C);
+                first = false;
+            }
+            if (first) memset(jb->out + t * C, 0, (size_t)C * sizeof(float));
+            break;
+        case ROWS_COMBINE_BWD:
+            for (int64_t s = 0; s < k; s++) {
+                if (rows[s] < 0) {
+                    jb->dgates[t * k + s] = 0.0f;
+                    continue;
+                }
+                const float *d = jb->in + t * C;
+                jb->dgates[t * k + s] = (float)tess_tensor_dot(d, m->y + (int64_t)rows[s] * C, C);
+                scale_copy(jb->out + (int64_t)rows[s] * C, m->gates[t * k + s], d, C);
+            }
+            break;
+        case ROWS_UNPERMUTE:
+            for (int64_t s = 0; s < k; s++)
+                if (rows[s] >= 0)
+                    tess_tensor_axpy(jb->out + t * C, 1.0f, jb->in + (int64_t)rows[s] * C, C);
+            break;
+        }
+    }
+}
+
+/* rows_part on the stack's team, or on the calling thread without one. No BLAS inside. */
+static void rows_run(moe_layer *m, rows_job *jb) {
+    if (m->stack->team)
+        tess_team_run(m->stack->team, rows_part, jb);
+    else
+        rows_part(jb, 0, 1);
+}
+
 static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) {
     moe_layer *m = (moe_layer *)f;
     const int64_t C = f->C, E = m->E, k = m->k, F = m->F, R = N * k;
@@ -686,13 +824,7 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
     for (int64_t e = 0; e < E; e++) m->dropped -= m->kept[e];
     if (m->fast) fast_ids(m, N);
     const int64_t xw = xp_width(m);
-    for (int64_t r = 0; r < m->Rn; r++) {
-        if (m->row_tok[r] >= 0)
-            memcpy(m->xp + r * xw, in + (int64_t)m->row_tok[r] * C, (size_t)C * sizeof(float));
-        else
-            memset(m->xp + r * xw, 0, (size_t)C * sizeof(float));
-        if (m->fast) memcpy(m->xp + r * xw + C, m->ids + 2 * r, 2 * sizeof(int32_t));
-    }
+    rows_run(m, &(rows_job){.m = m, .kind = ROWS_GATHER, .n = m->Rn, .in = in});
     for (int64_t e = 0; e < E; e++) m->pos[e] = m->offs[e + 1] - m->offs[e]; /* block rows */
     /* to the experts' ranks: rows in expert order are already grouped by rank */
     if (m->plan) {
@@ -720,11 +852,7 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
         for (int64_t j = 0; j < m->nle; j++) m->rows[j] = m->pos[j];
     }
     /* local experts on their contiguous rows */
-    const float *wg = P(m, m->i_gate), *wu = P(m, m->i_up), *wd = P(m, m->i_down);
-    for (int64_t j = 0, o = 0; j < m->nle; o += m->rows[j], j++)
-        tess_nn_moe_expert_forward(m->yg + o * C, m->a + o * F, m->b + o * F, m->zg + o * F,
-                                   m->xg + o * C, wg + j * F * C, wu + j * F * C, wd + j * C * F,
-                                   m->rows[j], C, F);
+    experts_run(m, &(expert_job){.m = m});
     /* back home; z too when R_sp needs it (exact R_sp: every pair meets on the token's rank) */
     if (m->plan) {
         to_home(m, m->yg, m->xt, m->y, C);
@@ -734,21 +862,7 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
             to_home(m, m->zg, m->xt, m->z, F);
     }
     /* combine the kept slots in slot order */
-    for (int64_t t = 0; t < N; t++) {
-        float *o = out + t * C;
-        bool first = true;
-        for (int64_t s = 0; s < k; s++) {
-            const int64_t r = m->row_of[t * k + s];
-            if (r < 0) continue;
-            const float g = m->gates[t * k + s], *yr = m->y + r * C;
-            if (first)
-                scale_copy(o, g, yr, C);
-            else
-                tess_tensor_axpy(o, g, yr, C);
-            first = false;
-        }
-        if (first) memset(o, 0, (size_t)C * sizeof(float));
-    }
+    rows_run(m, &(rows_job){.m = m, .kind = ROWS_COMBINE, .n = N, .out = out});
     if (m->Fs > 0) {
         tess_nn_mlp_swiglu_forward(m->s_out, m->s_gate, m->s_up, m->s_h, in, P(m, m->i_sg),
                                    P(m, m->i_su), P(m, m->i_sd), N, C, m->Fs);
@@ -786,25 +900,14 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
      * padding rows */
     for (int64_t r = 0; r < Rn; r++)
         if (m->row_tok[r] < 0) memset(dy + r * C, 0, (size_t)C * sizeof(float));
-    for (int64_t t = 0; t < N; t++) {
-        const float *d = dout + t * C;
-        for (int64_t s = 0; s < k; s++) {
-            const int64_t r = m->row_of[t * k + s];
-            if (r < 0) {
-                dgates[t * k + s] = 0.0f;
-                continue;
-            }
-            dgates[t * k + s] = (float)tess_tensor_dot(d, m->y + r * C, C);
-            scale_copy(dy + r * C, m->gates[t * k + s], d, C);
-        }
-    }
+    rows_run(m, &(rows_job){.m = m, .kind = ROWS_COMBINE_BWD, .n = N, .in = dout, .out = dy,
+                            .dgates = dgates});
     /* the orthogonality loss's gradient of the outputs y, at home */
     if (cfg->lambda_o > 0)
         tess_nn_moe_ortho_backward(dy, sc * (float)cfg->lambda_o, m->y, m->row_of, N, k, C);
     /* R_sp's gradient of z, at home; then both to the experts' ranks (fast path: of the rows
      * in a split pair only, in fast_backward) */
-    if (!m->fast && (!m->plan || cfg->lambda_sp > 0))
-        memset(dz, 0, (size_t)(Rn * F) * sizeof(float));
+    if (!m->fast && cfg->lambda_sp > 0) memset(dz, 0, (size_t)(Rn * F) * sizeof(float));
     if (cfg->lambda_sp > 0 && !m->fast)
         tess_nn_moe_rsp_backward_grp(dz, sc * (float)cfg->lambda_sp, m->sp_cos, m->z, m->row_of,
                                      NULL, N, k, F, cfg->phi);
@@ -816,7 +919,6 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
         else if (cfg->lambda_sp > 0)
             to_experts(m, dz, m->xt, dzg, F);
         rx = tess_dispatch_recv_rows(m->plan);
-        if (cfg->lambda_sp <= 0) memset(dzg, 0, (size_t)(rx * F) * sizeof(float));
         /* This rank's experts see the rows of all P ranks of ep, so their weight gradients
          * would be the SUM of P ranks' losses, while dense gradients are each rank's own, made
          * a mean over the ranks by the gradient sync (expert ones over edp, P times fewer
@@ -827,26 +929,16 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
         if (cfg->lambda_sp > 0 && !m->fast)
             for (int64_t i = 0; i < rx * F; i++) dzg[i] *= inv;
     }
-    memset(dxg, 0, (size_t)(rx * C) * sizeof(float));
-    const float *wg = P(m, m->i_gate), *wu = P(m, m->i_up), *wd = P(m, m->i_down);
-    float *dwg = G(m, m->i_gate), *dwu = G(m, m->i_up), *dwd = G(m, m->i_down);
-    for (int64_t j = 0, o = 0; j < m->nle; o += m->rows[j], j++)
-        tess_nn_moe_expert_backward(dxg + o * C, dwg + j * F * C, dwu + j * F * C,
-                                    dwd + j * C * F, dzg + o * F, db + o * F, dyg + o * C,
-                                    m->xg + o * C, wg + j * F * C, wu + j * F * C,
-                                    wd + j * C * F, m->a + o * F, m->b + o * F, m->zg + o * F,
-                                    m->rows[j], C, F);
+    /* dxg, and dzg without R_sp, are zeroed per expert in experts_run (in cache, in parallel) */
+    experts_run(m, &(expert_job){.m = m, .bwd = true, .dxg = dxg, .dzg = dzg, .db = db,
+                                 .dyg = dyg, .zero_dz = cfg->lambda_sp <= 0});
     if (m->plan) {
         const float p = (float)m->P;
         for (int64_t i = 0; i < rx * C; i++) dxg[i] *= p;
         to_home(m, dxg, m->xt, dxp, C);
     }
     /* un-permute: din_t += sum over the kept slots in order */
-    for (int64_t t = 0; t < N; t++)
-        for (int64_t s = 0; s < k; s++) {
-            if (m->row_of[t * k + s] < 0) continue;
-            tess_tensor_axpy(din + t * C, 1.0f, dxp + (int64_t)m->row_of[t * k + s] * C, C);
-        }
+    rows_run(m, &(rows_job){.m = m, .kind = ROWS_UNPERMUTE, .n = N, .in = dxp, .out = din});
     if (m->Fs > 0) {
         float *ms = dgates + scratch_head(m, N);
         tess_nn_mlp_swiglu_backward(din, G(m, m->i_sg), G(m, m->i_su), G(m, m->i_sd), ms, dout,
@@ -930,12 +1022,23 @@ tess_status tess_nn_moe_stack_create(tess_nn_moe_stack **s, const tess_nn_moe_co
     TESS_REQUIRE(st, TESS_ERR_MEM, "cannot allocate an MoE stack");
     st->cfg = *cfg;
     st->scale = 1.0f;
+    const int th = tess_matmul_threads();
+    if (th > 1) {
+        const tess_status ts = tess_team_create(&st->team, th);
+        if (ts != TESS_OK) free(st);
+        TESS_CHECK(ts);
+    }
     *s = st;
     return TESS_OK;
 }
 
+int tess_nn_moe_stack_threads(const tess_nn_moe_stack *s) {
+    return s->team ? tess_team_size(s->team) : 1;
+}
+
 void tess_nn_moe_stack_destroy(tess_nn_moe_stack **s) {
     if (!s || !*s) return;
+    tess_team_destroy(&(*s)->team);
     free((*s)->layer);
     free((*s)->tbuf);
     free(*s);

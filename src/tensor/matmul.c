@@ -24,6 +24,13 @@ tess_status tess_matmul_init(void) {
     return TESS_OK;
 }
 
+int tess_matmul_threads(void) { return openblas_get_num_threads(); }
+
+void tess_matmul_set_threads(int n) {
+    TESS_ASSERT(n >= 1);
+    openblas_set_num_threads(n);
+}
+
 void tess_matmul(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K,
                  bool trans_a, bool trans_b, float alpha, float beta) {
     tess_matmul_ld(C, N, A, trans_a ? M : K, B, trans_b ? K : N, M, N, K, trans_a, trans_b, alpha,

@@ -22,6 +22,13 @@
  * buffer at its first product, which this cannot reserve. Not collective. */
 tess_status tess_matmul_init(void);
 
+/* OpenBLAS's thread count for the products that follow (process-wide: OPENBLAS_NUM_THREADS at
+ * start, or the last tess_matmul_set_threads), and setting it (n >= 1). A caller that runs
+ * products on several threads of its own (core/team.h) sets 1 for that phase and restores the
+ * count after it: OpenBLAS's own threads would otherwise compete with the caller's. */
+int tess_matmul_threads(void);
+void tess_matmul_set_threads(int n);
+
 /* C = alpha * op(A) @ op(B) + beta * C, all row-major and contiguous.
  * C (M,N); op(A) (M,K): A is (M,K), or (K,M) when trans_a; op(B) (K,N): B is (K,N), or (N,K)
  * when trans_b. beta = 0 overwrites C (NaNs in C are not propagated); beta = 1 accumulates.

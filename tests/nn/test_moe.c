@@ -15,6 +15,7 @@
 #include "nn/moe.h"         /* tess_nn_moe_* */
 #include "nn/registry.h"    /* tess_registry_* */
 #include "nn/transformer.h" /* tess_tfm_* */
+#include "tensor/matmul.h"  /* tess_matmul_threads, tess_matmul_set_threads */
 #include "tess_ref.h"       /* tess_ref_fill_uniform */
 #include "tess_test.h"
 
@@ -467,6 +468,51 @@ static void check_layer_stats_and_jitter(void) {
     one_layer_free(&o);
 }
 
+/* With more than one BLAS thread the stack runs the experts side by side on a thread team: the
+ * layer's output, input gradient and every parameter gradient equal the serial layer's bit for
+ * bit (each expert's products and loops are the serial ones, on one thread), with R_sp, L_o and
+ * the z-loss on, for teams of 2 and 3 over 4 experts. */
+static void check_team_experts(void) {
+    enum { N = 16, C = 6 };
+    float x[N * C], dy[N * C], y0[N * C], y1[N * C], dx0[N * C], dx1[N * C];
+    tess_ref_fill_uniform(x, N * C, 47, 1.0f);
+    tess_ref_fill_uniform(dy, N * C, 48, 1.0f);
+    const tess_nn_moe_config mc = {.E = 4, .k = 2, .F = 5, .every = 1, .std = 0.02,
+                                   .lambda_lb = 0.01, .lambda_z = 1e-3, .lambda_sp = 0.1,
+                                   .lambda_o = 0.05, .phi = TESS_NN_MOE_PHI_SQ, .seed = 11};
+    one_layer ser, par;
+    const int threads0 = tess_matmul_threads();
+    tess_matmul_set_threads(1);
+    TESS_TEST_CHECK(one_layer_build(&ser, &mc) == TESS_OK, "serial layer: %s", tess_error_text());
+    TESS_TEST_CHECK(tess_nn_moe_stack_threads(ser.st) == 1, "one BLAS thread: no team");
+    float *scratch = malloc((size_t)tess_nn_ffn_scratch_floats(ser.f, N) * sizeof(float));
+    tess_nn_ffn_forward(ser.f, y0, x, N);
+    memset(dx0, 0, sizeof dx0);
+    tess_nn_ffn_backward(ser.f, dx0, scratch, dy, N);
+    for (int th = 2; th <= 3; th++) {
+        tess_matmul_set_threads(th);
+        TESS_TEST_CHECK(one_layer_build(&par, &mc) == TESS_OK, "team layer: %s",
+                        tess_error_text());
+        TESS_TEST_CHECK(tess_nn_moe_stack_threads(par.st) == th, "%d BLAS threads: a team of %d",
+                        th, tess_nn_moe_stack_threads(par.st));
+        tess_nn_ffn_forward(par.f, y1, x, N);
+        memset(dx1, 0, sizeof dx1);
+        tess_nn_ffn_backward(par.f, dx1, scratch, dy, N);
+        TESS_TEST_CHECK(tess_matmul_threads() == th, "BLAS threads restored to %d", th);
+        TESS_TEST_CHECK(memcmp(y0, y1, sizeof y0) == 0, "team of %d: output bitwise", th);
+        TESS_TEST_CHECK(memcmp(dx0, dx1, sizeof dx0) == 0, "team of %d: input gradient bitwise",
+                        th);
+        const int64_t n = tess_registry_local_total(ser.reg);
+        TESS_TEST_CHECK(memcmp(tess_registry_grads(ser.reg), tess_registry_grads(par.reg),
+                               (size_t)n * sizeof(float)) == 0,
+                        "team of %d: parameter gradients bitwise", th);
+        one_layer_free(&par);
+    }
+    free(scratch);
+    one_layer_free(&ser);
+    tess_matmul_set_threads(threads0);
+}
+
 /* An MoE transformer (MoE FFN in layers 1 and 3 of 4, dense elsewhere), every aux loss on: the
  * gradient of CE + aux.total matches central differences on sampled parameters. */
 static double model_loss(tess_tfm *m, tess_nn_moe_stack *st, const int32_t *ids,
@@ -579,6 +625,7 @@ int main(int argc, char **argv) {
     check_guo();
     check_config();
     check_layer_stats_and_jitter();
+    check_team_experts();
     check_transformer();
     int rc = tess_test_finish("nn_moe");
     MPI_Finalize();
