@@ -28,7 +28,10 @@
  * cache (q and k rotated when rope); nothing is gathered per head. Causal attention is computed in
  * row blocks: rows [i0,i1) only meet keys [0,i1), so most of the masked triangle is never
  * computed and the cache stores each head's weights block-packed (see
- * tess_nn_attention_cache_size).
+ * tess_nn_attention_cache_size). The forward of short sequences (T <= 64 with T and hs multiples
+ * of 8, e.g. the calm DAT's temporal axis, T = 32, hs = 32) runs its products through
+ * tess_matmul_small instead (tensor/matmul.h: no BLAS call per product), in row blocks of 8 that
+ * skip the masked triangle when causal; the cache layout is the same.
  * Not collective; no allocation; all functions are local to the calling rank. */
 #ifndef TESS_NN_ATTENTION_H
 #define TESS_NN_ATTENTION_H
@@ -59,8 +62,9 @@ tess_status tess_nn_attention_dims_check(const tess_nn_attention_dims *d);
  * the largest B and T; it then fits any smaller B or T. */
 int64_t tess_nn_attention_cache_size(const tess_nn_attention_dims *d);
 /* Floats of the scratch used by forward and backward: 2*T*C (one sequence's q and k gradients in
- * the rotated frame), 2*T (its key mask as rows) and one row block of weights. Depends on T and C
- * only, so one scratch serves every layer and batch of the same model. */
+ * the rotated frame), 2*T (its key mask as rows), one row block of weights, and ts*hs with
+ * ts = min(T, 64) (the short path's transposed keys). Depends on T, C and NH only
+ * and grows with T, so one scratch serves every layer and batch of the same model. */
 int64_t tess_nn_attention_scratch_size(const tess_nn_attention_dims *d);
 
 /* out (B,T,C); cache (tess_nn_attention_cache_size floats), written; scratch (scratch_size),

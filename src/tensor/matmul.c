@@ -1,4 +1,5 @@
-/* matmul.c - tess_matmul over cblas_sgemm, and its reference (see matmul.h). */
+/* matmul.c - tess_matmul over cblas_sgemm, tess_matmul_small in plain C, and the references (see
+ * matmul.h). */
 #include "tensor/matmul.h"
 
 #include <cblas.h>
@@ -7,6 +8,10 @@
 #include <sys/resource.h>
 
 #include "core/status.h" /* TESS_ASSERT */
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h> /* tess_matmul_small's tiles */
+#endif
 
 tess_status tess_matmul_init(void) {
     struct rlimit rl;
@@ -48,6 +53,81 @@ void tess_matmul_ld(float *C, int64_t ldc, const float *A, int64_t lda, const fl
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, alpha, A,
                 lda > 0 ? (int)lda : 1, B, ldb > 0 ? (int)ldb : 1, beta, C, (int)ldc);
+}
+
+enum { SMALL_MR = 4, SMALL_NR = 2 * TESS_MATMUL_SMALL_NB };
+
+/* The tile C[0:mr, 0:8*nv] of tess_matmul_small (mr <= SMALL_MR, nv = 1 or 2 vectors of 8
+ * columns, constants where it is inlined), A (mr, K) with leading dimension lda. With AVX2
+ * and FMA (-march=native on x86-64) in intrinsics, the accumulators in mr x nv registers: GCC
+ * 12's vectoriser turned the plain loops below into 4-wide products along the rows (one column
+ * element times four rows), with which the short attention ran 2-5x slower than on BLAS. Else
+ * (other targets) the plain loops. */
+#if defined(__AVX2__) && defined(__FMA__)
+static inline void small_tile(float *restrict C, int64_t ldc, const float *restrict A,
+                              int64_t lda, const float *restrict B, int64_t ldb, int64_t K,
+                              float alpha, float beta, const int mr, const int nv) {
+    __m256 acc[SMALL_MR][2];
+    for (int r = 0; r < mr; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K; k++) {
+        const float *b = B + k * ldb;
+        const __m256 b0 = _mm256_loadu_ps(b), b1 = nv > 1 ? _mm256_loadu_ps(b + 8) : b0;
+        for (int r = 0; r < mr; r++) {
+            const __m256 a = _mm256_broadcast_ss(A + r * lda + k);
+            acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+            if (nv > 1) acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+        }
+    }
+    const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+    for (int r = 0; r < mr; r++) {
+        for (int v = 0; v < nv; v++) {
+            float *c = C + r * ldc + 8 * v;
+            const __m256 x = _mm256_mul_ps(va, acc[r][v]);
+            _mm256_storeu_ps(c, beta == 0.0f ? x : _mm256_fmadd_ps(vb, _mm256_loadu_ps(c), x));
+        }
+    }
+}
+#else
+static inline void small_tile(float *restrict C, int64_t ldc, const float *restrict A,
+                              int64_t lda, const float *restrict B, int64_t ldb, int64_t K,
+                              float alpha, float beta, const int mr, const int nv) {
+    const int nr = 8 * nv;
+    float acc[SMALL_MR][SMALL_NR] = {{0}};
+    for (int64_t k = 0; k < K; k++) {
+        const float *b = B + k * ldb;
+        for (int r = 0; r < mr; r++) {
+            const float a = A[r * lda + k];
+            for (int l = 0; l < nr; l++) acc[r][l] += a * b[l];
+        }
+    }
+    for (int r = 0; r < mr; r++) {
+        float *c = C + r * ldc;
+        for (int l = 0; l < nr; l++)
+            c[l] = beta == 0.0f ? alpha * acc[r][l] : alpha * acc[r][l] + beta * c[l];
+    }
+}
+#endif
+
+void tess_matmul_small(float *C, int64_t ldc, const float *A, int64_t lda, const float *B,
+                       int64_t ldb, int64_t M, int64_t N, int64_t K, float alpha, float beta) {
+    TESS_ASSERT(M >= 0 && N >= 0 && K >= 0 && N % TESS_MATMUL_SMALL_NB == 0);
+    TESS_ASSERT(lda >= K && ldb >= N && ldc >= N);
+    const int64_t m4 = M - M % SMALL_MR;
+    for (int64_t j = 0; j < N; j += SMALL_NR) {
+        const bool wide = N - j >= SMALL_NR; /* else the last 8 columns */
+        for (int64_t i = 0; i < m4; i += SMALL_MR) {
+            float *c = C + i * ldc + j;
+            const float *a = A + i * lda, *b = B + j;
+            if (wide) small_tile(c, ldc, a, lda, b, ldb, K, alpha, beta, SMALL_MR, 2);
+            else small_tile(c, ldc, a, lda, b, ldb, K, alpha, beta, SMALL_MR, 1);
+        }
+        for (int64_t i = m4; i < M; i++) {
+            float *c = C + i * ldc + j;
+            const float *a = A + i * lda, *b = B + j;
+            if (wide) small_tile(c, ldc, a, lda, b, ldb, K, alpha, beta, 1, 2);
+            else small_tile(c, ldc, a, lda, b, ldb, K, alpha, beta, 1, 1);
+        }
+    }
 }
 
 void tess_matmul_ref(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K,

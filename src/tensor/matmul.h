@@ -54,4 +54,19 @@ void tess_matmul_ld_ref(float *C, int64_t ldc, const float *A, int64_t lda, cons
                         int64_t ldb, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
                         float alpha, float beta);
 
+/* Columns per vector block of tess_matmul_small: N must be a multiple of it. */
+#define TESS_MATMUL_SMALL_NB 8
+
+/* C (M,N) = alpha * A (M,K) @ B (K,N) + beta * C, row-major sub-matrices with leading dimensions
+ * as in tess_matmul_ld (lda >= K, ldb >= N, ldc >= N; no transposes), computed in plain C for
+ * products that sit in L1, where a BLAS call's fixed cost dominates (an attention head's
+ * 8 x 32 x 32 row blocks). Tiles of 4 rows x 16 (or 8) columns held in registers (AVX2 + FMA
+ * intrinsics when the target has them, else plain loops), vectorised over the columns.
+ * N % TESS_MATMUL_SMALL_NB == 0 (TESS_ASSERT); M and K any (K = 0 gives beta * C). Summation
+ * order: each element sums its K products in increasing k (fused multiply-adds with AVX2 + FMA),
+ * then alpha, then beta * C — not BLAS's order. beta = 0 does not read C. Not collective; no
+ * allocation. */
+void tess_matmul_small(float *C, int64_t ldc, const float *A, int64_t lda, const float *B,
+                       int64_t ldb, int64_t M, int64_t N, int64_t K, float alpha, float beta);
+
 #endif

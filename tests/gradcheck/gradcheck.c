@@ -1869,6 +1869,11 @@ static const gc_row gc_rows[] = {
      attention_backward, attention_forward_ref, attention_backward_ref, 0, false, NULL, NULL},
     {"attention_causal_mask_blocks", {1, 67, 4, 2, 1, 1, 1}, attention_setup, attention_forward,
      attention_backward, attention_forward_ref, attention_backward_ref, 0, false, NULL, NULL},
+    /* T and hs multiples of 8 with T <= 64: the short path (tess_matmul_small) */
+    {"attention_causal_rope_short", {2, 16, 16, 2, 1, 1, 1}, attention_setup, attention_forward,
+     attention_backward, attention_forward_ref, attention_backward_ref, 0, false, NULL, NULL},
+    {"attention_bidir_short", {2, 8, 16, 2, 0, 0, 2}, attention_setup, attention_forward,
+     attention_backward, attention_forward_ref, attention_backward_ref, 0, false, NULL, NULL},
     {"mlp_gelu", {4, 6, 10, 1}, mlp_gelu_setup, mlp_gelu_forward, mlp_gelu_backward,
      mlp_gelu_forward_ref, mlp_gelu_backward_ref, 0, false, NULL, NULL},
     {"mlp_gelu_nobias", {3, 5, 7, 0}, mlp_gelu_setup, mlp_gelu_forward, mlp_gelu_backward,

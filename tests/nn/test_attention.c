@@ -74,9 +74,10 @@ static void check_against_ref(shape s, uint32_t seed, float amp, double tol) {
 }
 
 /* Causal: changing tokens after t leaves outputs at <= t bitwise unchanged (the masked weights
- * are exact zeros), and does change the output after t. Bidirectional: it changes token 0. */
-static void check_causality(bool causal, bool rope) {
-    const int64_t B = 1, T = 75, C = 8, NH = 2, t = 40; /* T spans two causal row blocks */
+ * are exact zeros), and does change the output after t. Bidirectional: it changes token 0.
+ * T = 75, hs = 4: two causal row blocks of the BLAS path; T = 32, hs = 8: the short path. */
+static void check_causality(bool causal, bool rope, int64_t T, int64_t C) {
+    const int64_t B = 1, NH = 2, t = T / 2 + 2;
     tess_nn_attention_dims d;
     TESS_TEST_CHECK(tess_nn_attention_dims_init(&d, B, T, C, NH, causal, rope) == TESS_OK,
                     "dims");
@@ -102,9 +103,10 @@ static void check_causality(bool causal, bool rope) {
     free(qkv), free(out0), free(out1), free(cache), free(scratch);
 }
 
-/* A NaN in one query reaches that token's output (it is not clamped away in the softmax). */
-static void check_nan(void) {
-    const int64_t B = 1, T = 12, C = 8, NH = 2, t = 5;
+/* A NaN in one query reaches that token's output (it is not clamped away in the softmax).
+ * T = 12, hs = 4: the BLAS path; T = 16, hs = 8: the short path. */
+static void check_nan(int64_t T, int64_t C) {
+    const int64_t B = 1, NH = 2, t = 5;
     tess_nn_attention_dims d;
     TESS_TEST_CHECK(tess_nn_attention_dims_init(&d, B, T, C, NH, true, false) == TESS_OK, "dims");
     float *qkv = malloc((size_t)(B * T * 3 * C) * sizeof(float));
@@ -125,9 +127,10 @@ static void check_nan(void) {
 
 /* Key-padding mask: changing the k and v of masked keys changes no output; masked keys get no
  * gradient; a query whose keys are all masked outputs 0 and passes no gradient; and an unmasked
- * run differs (the mask is not ignored). */
-static void check_key_mask(bool causal, bool rope) {
-    const int64_t B = 2, T = 70, C = 8, NH = 2; /* T > 64: several causal row blocks */
+ * run differs (the mask is not ignored). T = 70, hs = 4: several causal row blocks of the BLAS
+ * path; T = 32, hs = 8: the short path. T <= 70. */
+static void check_key_mask(bool causal, bool rope, int64_t T, int64_t C) {
+    const int64_t B = 2, NH = 2;
     tess_nn_attention_dims d;
     TESS_TEST_CHECK(tess_nn_attention_dims_init(&d, B, T, C, NH, causal, rope) == TESS_OK, "dims");
     const int64_t nqkv = B * T * 3 * C, nout = B * T * C;
@@ -218,14 +221,17 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof dat / sizeof dat[0]; i++)
         check_against_ref(dat[i], 200 + (uint32_t)i, 2.0f, 2e-6);
 
-    check_nan();
-    check_key_mask(true, false);
-    check_key_mask(true, true);
-    check_key_mask(false, true);
-
-    check_causality(true, false);
-    check_causality(true, true);
-    check_causality(false, true);
+    check_nan(12, 8);
+    check_nan(16, 16);
+    for (int small = 0; small < 2; small++) {
+        const int64_t T = small ? 32 : 70, C = small ? 16 : 8;
+        check_key_mask(true, false, T, C);
+        check_key_mask(true, true, T, C);
+        check_key_mask(false, true, T, C);
+        check_causality(true, false, small ? 32 : 75, C);
+        check_causality(true, true, small ? 32 : 75, C);
+        check_causality(false, true, small ? 32 : 75, C);
+    }
 
     tess_nn_attention_dims d;
     TESS_TEST_CHECK(tess_nn_attention_dims_init(&d, 1, 4, 10, 3, true, false) == TESS_ERR_ARG,

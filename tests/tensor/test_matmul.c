@@ -1,7 +1,8 @@
 /* test_matmul.c - tess_matmul (BLAS) against hand-computed products and against tess_matmul_ref
  * for every transpose combination, with beta = 0 (overwrite, NaNs ignored) and beta = 1; and
  * tess_matmul_ld on sub-matrices of wider arrays against tess_matmul_ld_ref and against
- * tess_matmul on contiguous copies, leaving the columns past N untouched. */
+ * tess_matmul on contiguous copies, leaving the columns past N untouched; tess_matmul_small
+ * against tess_matmul_ld_ref over row and column tails, K = 0, and beta 0 (C not read), 1, 0.5. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -85,6 +86,47 @@ int main(int argc, char **argv) {
         TESS_TEST_CHECK(outside == 0, "ld, trans_a=%d trans_b=%d: %d elements outside C changed",
                         ta, tb, outside);
     }
+    /* tess_matmul_small: C (M,N) windows of arrays SLD wide (column offset SOFF), A (M,K) and
+     * B (K,N) windows too; M over the 4-row tiles' tails, N over 16- and 8-column blocks. */
+    enum { SLD = 45, SOFF = 5, SROWS = 40 };
+    static float sa[SROWS * SLD], sb[SROWS * SLD], sc1[SROWS * SLD], sc2[SROWS * SLD];
+    for (int i = 0; i < SROWS * SLD; i++) sa[i] = next_val(&s), sb[i] = next_val(&s);
+    const int ms[] = {1, 3, 4, 7, 9, 32}, ns[] = {8, 16, 24, 40}, ks[] = {0, 1, 5, 32, 33};
+    const float betas[] = {0.0f, 1.0f, 0.5f};
+    int small_bad = 0, small_outside = 0;
+    double small_err = 0.0;
+    for (size_t im = 0; im < sizeof ms / sizeof ms[0]; im++) {
+        for (size_t in = 0; in < sizeof ns / sizeof ns[0]; in++) {
+            for (size_t ik = 0; ik < sizeof ks / sizeof ks[0]; ik++) {
+                for (size_t ib = 0; ib < sizeof betas / sizeof betas[0]; ib++) {
+                    const int m = ms[im], n = ns[in], k = ks[ik];
+                    for (int i = 0; i < SROWS * SLD; i++) sc1[i] = sc2[i] = next_val(&s);
+                    if (betas[ib] == 0.0f) /* beta 0 must not read C */
+                        for (int r = 0; r < m; r++) sc1[r * SLD + SOFF] = NAN;
+                    tess_matmul_small(sc1 + SOFF, SLD, sa + SOFF, SLD, sb + SOFF, SLD, m, n, k,
+                                      0.75f, betas[ib]);
+                    tess_matmul_ld_ref(sc2 + SOFF, SLD, sa + SOFF, SLD, sb + SOFF, SLD, m, n, k,
+                                       false, false, 0.75f, betas[ib]);
+                    for (int r = 0; r < SROWS; r++) {
+                        for (int j = 0; j < SLD; j++) {
+                            const int i = r * SLD + j;
+                            if (r < m && j >= SOFF && j < SOFF + n) {
+                                const double e = fabs((double)sc1[i] - sc2[i]);
+                                small_bad += !(e < 1e-5);
+                                small_err = fmax(small_err, e);
+                            } else {
+                                small_outside += sc1[i] != sc2[i];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    TESS_TEST_CHECK(small_bad == 0, "small: %d elements off tess_matmul_ld_ref by >= 1e-5 (max %g)",
+                    small_bad, small_err);
+    TESS_TEST_CHECK(small_outside == 0, "small: %d elements outside C changed", small_outside);
+
     int rc = tess_test_finish("matmul");
     MPI_Finalize();
     return rc;
