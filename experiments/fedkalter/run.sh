@@ -6,7 +6,7 @@
 # summarises them.
 #
 # usage: experiments/fedkalter/run.sh TU_DIR OUT_DIR [SETTING:METHOD ...]
-#   SETTING: sm | sm-cv (the .ini files here);  METHOD: a model.method value (selftrain, fedavg,
+#   SETTING: sm | sm-cv | sm-sn-cv (the .ini files here);  METHOD: a model.method value (selftrain, fedavg,
 #   fedprox, gcfl, gcflplus, fedstar, fedkalter). Without SETTING:METHOD: every method on sm and
 #   sm-cv. Seeds are the outer loop (seed 1 of every cell, then seed 2, ...), so the methods of a
 #   seed finish together. Runs that finished (exit 0, marked by OUT/<run>.done) are skipped; a
