@@ -282,14 +282,21 @@ static void encode(calm_tok *t, const float *x, int64_t Bn, tess_rng_key key, in
          * then libm's scalar logf were the step's hot spots); U in [1e-12, 1) rounded to float
          * may reach 1, which is kept just below it (on the bits: positive floats order as
          * their bits, and an integer compare keeps the loop vectorisable) */
-        tess_rng_fill_uniform(key, ctr, first * M * K, Q * K, t->G, 1e-12f, 1.0f);
-        for (int64_t i = 0; i < Q * K; i++) {
-            uint32_t b;
-            memcpy(&b, &t->G[i], sizeof b);
-            b = b < 0x3F7FFFFFu ? b : 0x3F7FFFFFu; /* 0x1.fffffep-1f */
-            float u;
-            memcpy(&u, &b, sizeof u);
-            t->G[i] = -tess_tensor_logf(-tess_tensor_logf(u));
+        /* drawn and transformed NOISE_ROWS rows at a time, so the transform reads them from
+         * cache (the draws are a function of the element index: bitwise as one draw) */
+        enum { NOISE_ROWS = 16 };
+        for (int64_t r0 = 0; r0 < Q; r0 += NOISE_ROWS) {
+            const int64_t n = (Q - r0 < NOISE_ROWS ? Q - r0 : NOISE_ROWS) * K;
+            float *g = t->G + r0 * K;
+            tess_rng_fill_uniform(key, ctr, (first * M + r0) * K, n, g, 1e-12f, 1.0f);
+            for (int64_t i = 0; i < n; i++) {
+                uint32_t b;
+                memcpy(&b, &g[i], sizeof b);
+                b = b < 0x3F7FFFFFu ? b : 0x3F7FFFFFu; /* 0x1.fffffep-1f */
+                float u;
+                memcpy(&u, &b, sizeof u);
+                g[i] = -tess_tensor_logf(-tess_tensor_logf(u));
+            }
         }
     }
     tess_nn_codebook_dims cd = {Q, K, Dc, c->tau_cos, t->tau_g, mode};

@@ -44,7 +44,7 @@ static void test_conv_causal(void) {
 
 /* The direct convolution (no col) against the GEMM path and the double oracle, on a narrow
  * causal convolution like the tokenizer's last one (OC = 1) and a strided one with OC > 1; C = 13
- * leaves a tail after the dot's 16-float blocks. */
+ * leaves tails after the blocks of the dot's lanes and of the axpy. */
 static void test_conv_direct(void) {
     enum { B = 3, L = 16, C = 13, K = 5, MAXO = 3 };
     const tess_nn_conv1d_dims dims[2] = {
