@@ -31,18 +31,18 @@ struct calm_tok {
     tess_nn_block_scratch scr;
     tess_arena arena;
     /* activations: rows R = Bn L (frames) or Q = Bn M (patches) */
-    float *a0, *col1, *g1, *a2, *col2;  /* (R,c), (R,KW), (R,c), (Q,c), (Q,cP) */
+    float *a0, *col1, *g1, *a2;         /* (R,c), (R,KW), (R,c), (Q,c) */
     float **e;                          /* (nt+1) (Q,dt): e[0] = Linear(a2), e[l+1] block l */
     float *zr, *z, *rz;                 /* (Q,Dc), (Q,Dc), (Q) */
     float *E, *rE;                      /* (K,Dc) normalised codebook, (K) */
     float *logits, *y, *G, *q;          /* (Q,K), (Q,K), (Q,K), (Q,Dc) */
     float *p, *pbar, *gram;             /* (Q,K), (K), (K,K) */
     float **h;                          /* (nt+1) (Q,dt): h[0] = Linear(q), h[l+1] block l */
-    float *u0, *u, *colt, *gu, *xh, *col3; /* (Q,c), (R,c), (Q,cP), (R,c), (R), (R,cKW) */
+    float *u0, *u, *gu, *xh;            /* (Q,c), (R,c), (R,c), (R) */
     const float *x;                     /* input of the last forward, borrowed */
     /* gradients and scratch */
-    float *dxh, *dgu, *du, *du0, *dh, *dq, *dz, *dzr, *de, *da2, *dg1, *da0;
-    float *dlogits, *dE, *work, *kwork, *dcol;
+    float *dxh, *dgu, *du0, *dh, *dq, *dz, *dzr, *de, *da2, *dg1;
+    float *dlogits, *dE, *work, *kwork, *cwork; /* cwork: the patch and last convs' scratch */
     int32_t *ids;
     int64_t Bn;
     tess_nn_codebook_mode mode;
@@ -141,26 +141,29 @@ static tess_status build_pieces(calm_tok *t) {
 static tess_status carve(calm_tok *t, tess_arena *a) {
     const calm_tok_config *c = &t->c;
     const int64_t R = t->max_Bn * t->L, Q = t->max_Bn * c->M, C = c->c, K = c->K;
-    const int64_t big = R * C * KW > Q * C * c->P ? R * C * KW : Q * C * c->P;
+    const int64_t cw_patch = tess_nn_conv1d_patch_work_size(&(tess_nn_conv1d_dims){
+                      .C = C, .OC = C, .K = c->P}), /* conv2 and convt: the same size */
+                  cw_last = tess_nn_conv1d_direct_work_size(&(tess_nn_conv1d_dims){
+                      .C = C, .OC = 1, .K = KW}),
+                  cw = cw_patch > cw_last ? cw_patch : cw_last;
     const struct {
         float **ptr;
         int64_t n;
     } bufs[] = {
         {&t->a0, R * C},        {&t->col1, R * KW},       {&t->g1, R * C},
-        {&t->a2, Q * C},        {&t->col2, Q * C * c->P}, {&t->zr, Q * c->Dc},
-        {&t->z, Q * c->Dc},     {&t->rz, Q},              {&t->E, K * c->Dc},
-        {&t->rE, K},            {&t->logits, Q * K},      {&t->y, Q * K},
-        {&t->G, Q * K},         {&t->q, Q * c->Dc},       {&t->p, Q * K},
-        {&t->pbar, K},          {&t->gram, K * K},        {&t->u0, Q * C},
-        {&t->u, R * C},         {&t->colt, Q * C * c->P}, {&t->gu, R * C},
-        {&t->xh, R},            {&t->col3, R * C * KW},   {&t->dxh, R},
-        {&t->dgu, R * C},       {&t->du, R * C},          {&t->du0, Q * C},
+        {&t->a2, Q * C},        {&t->zr, Q * c->Dc},      {&t->z, Q * c->Dc},
+        {&t->rz, Q},            {&t->E, K * c->Dc},       {&t->rE, K},
+        {&t->logits, Q * K},    {&t->y, Q * K},           {&t->G, Q * K},
+        {&t->q, Q * c->Dc},     {&t->p, Q * K},           {&t->pbar, K},
+        {&t->gram, K * K},      {&t->u0, Q * C},          {&t->u, R * C},
+        {&t->gu, R * C},        {&t->xh, R},              {&t->cwork, cw},
+        {&t->dxh, R},           {&t->dgu, R * C},         {&t->du0, Q * C},
         {&t->dh, Q * c->dt},    {&t->dq, Q * c->Dc},      {&t->dz, Q * c->Dc},
         {&t->dzr, Q * c->Dc},   {&t->de, Q * c->dt},      {&t->da2, Q * C},
-        {&t->dg1, R * C},       {&t->da0, R * C},         {&t->dlogits, Q * K},
-        {&t->dE, K * c->Dc},    {&t->work, Q * K},        {&t->kwork, K * K},
-        {&t->dcol, big},        {&t->ema_count, K},       {&t->ema_sum, K * c->Dc},
-        {&t->nk, K},            {&t->sk, K * c->Dc},      {&t->rows, K * c->Dc}};
+        {&t->dg1, R * C},       {&t->dlogits, Q * K},     {&t->dE, K * c->Dc},
+        {&t->work, Q * K},      {&t->kwork, K * K},       {&t->ema_count, K},
+        {&t->ema_sum, K * c->Dc}, {&t->nk, K},            {&t->sk, K * c->Dc},
+        {&t->rows, K * c->Dc}};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         TESS_CHECK(tess_arena_floats(a, bufs[i].n, bufs[i].ptr));
     for (int64_t l = 0; l <= c->nt; l++) {
@@ -233,7 +236,9 @@ static tess_nn_conv1d_dims dims1(const calm_tok *t) { /* first conv: 1 -> c, cau
     return (tess_nn_conv1d_dims){.B = t->Bn, .L = t->L, .C = 1, .OC = t->c.c, .K = KW, .stride = 1,
                                  .pad = KW - 1};
 }
-static tess_nn_conv1d_dims dims2(const calm_tok *t) { /* patch conv: c -> c, k = stride = P */
+/* patch conv: c -> c, k = stride = P; it and the transposed one run as one GEMM on the
+ * sequences themselves (nn/conv1d.h, patch convolutions) */
+static tess_nn_conv1d_dims dims2(const calm_tok *t) {
     return (tess_nn_conv1d_dims){.B = t->Bn, .L = t->L, .C = t->c.c, .OC = t->c.c, .K = t->c.P,
                                  .stride = t->c.P, .pad = 0};
 }
@@ -241,7 +246,9 @@ static tess_nn_conv1d_dims dimst(const calm_tok *t) { /* transposed patch conv: 
     return (tess_nn_conv1d_dims){.B = t->Bn, .L = t->c.M, .C = t->c.c, .OC = t->c.c, .K = t->c.P,
                                  .stride = t->c.P};
 }
-static tess_nn_conv1d_dims dims3(const calm_tok *t) { /* last conv: c -> 1, causal */
+/* last conv: c -> 1, causal; direct (nn/conv1d.h: with one output channel the GEMM on an
+ * unfolded (R, c KW) matrix is a matrix-vector product that streams that matrix through memory) */
+static tess_nn_conv1d_dims dims3(const calm_tok *t) {
     return (tess_nn_conv1d_dims){.B = t->Bn, .L = t->L, .C = t->c.c, .OC = 1, .K = KW, .stride = 1,
                                  .pad = KW - 1};
 }
@@ -256,7 +263,7 @@ static void encode(calm_tok *t, const float *x, int64_t Bn, tess_rng_key key, in
     tess_nn_conv1d_dims d1 = dims1(t), d2 = dims2(t);
     tess_nn_conv1d_forward(t->a0, t->col1, x, W(t, t->conv1_w), W(t, t->conv1_b), &d1);
     tess_nn_gelu_forward(t->g1, t->a0, R * C);
-    tess_nn_conv1d_forward(t->a2, t->col2, t->g1, W(t, t->conv2_w), W(t, t->conv2_b), &d2);
+    tess_nn_conv1d_patch_forward(t->a2, t->cwork, t->g1, W(t, t->conv2_w), W(t, t->conv2_b), &d2);
     tess_nn_linear_forward(t->e[0], t->a2, W(t, t->in_w), W(t, t->in_b), Q, C, c->dt);
     for (int64_t l = 0; l < c->nt; l++)
         tess_nn_block_forward(t->enc[l], t->e[l + 1], t->e[l], NULL, Bn, &t->scr);
@@ -275,14 +282,21 @@ static void encode(calm_tok *t, const float *x, int64_t Bn, tess_rng_key key, in
          * then libm's scalar logf were the step's hot spots); U in [1e-12, 1) rounded to float
          * may reach 1, which is kept just below it (on the bits: positive floats order as
          * their bits, and an integer compare keeps the loop vectorisable) */
-        tess_rng_fill_uniform(key, ctr, first * M * K, Q * K, t->G, 1e-12f, 1.0f);
-        for (int64_t i = 0; i < Q * K; i++) {
-            uint32_t b;
-            memcpy(&b, &t->G[i], sizeof b);
-            b = b < 0x3F7FFFFFu ? b : 0x3F7FFFFFu; /* 0x1.fffffep-1f */
-            float u;
-            memcpy(&u, &b, sizeof u);
-            t->G[i] = -tess_tensor_logf(-tess_tensor_logf(u));
+        /* drawn and transformed NOISE_ROWS rows at a time, so the transform reads them from
+         * cache (the draws are a function of the element index: bitwise as one draw) */
+        enum { NOISE_ROWS = 16 };
+        for (int64_t r0 = 0; r0 < Q; r0 += NOISE_ROWS) {
+            const int64_t n = (Q - r0 < NOISE_ROWS ? Q - r0 : NOISE_ROWS) * K;
+            float *g = t->G + r0 * K;
+            tess_rng_fill_uniform(key, ctr, (first * M + r0) * K, n, g, 1e-12f, 1.0f);
+            for (int64_t i = 0; i < n; i++) {
+                uint32_t b;
+                memcpy(&b, &g[i], sizeof b);
+                b = b < 0x3F7FFFFFu ? b : 0x3F7FFFFFu; /* 0x1.fffffep-1f */
+                float u;
+                memcpy(&u, &b, sizeof u);
+                g[i] = -tess_tensor_logf(-tess_tensor_logf(u));
+            }
         }
     }
     tess_nn_codebook_dims cd = {Q, K, Dc, c->tau_cos, t->tau_g, mode};
@@ -298,9 +312,10 @@ static void decode(calm_tok *t) {
     for (int64_t l = 0; l < c->nt; l++)
         tess_nn_block_forward(t->dec[l], t->h[l + 1], t->h[l], NULL, Bn, &t->scr);
     tess_nn_linear_forward(t->u0, t->h[c->nt], W(t, t->dout_w), W(t, t->dout_b), Q, c->dt, C);
-    tess_nn_convt1d_forward(t->u, t->colt, t->u0, W(t, t->convt_w), W(t, t->convt_b), &dtt);
+    tess_nn_convt1d_patch_forward(t->u, t->cwork, t->u0, W(t, t->convt_w), W(t, t->convt_b),
+                                  &dtt);
     tess_nn_gelu_forward(t->gu, t->u, R * C);
-    tess_nn_conv1d_forward(t->xh, t->col3, t->gu, W(t, t->conv3_w), W(t, t->conv3_b), &d3);
+    tess_nn_conv1d_direct_forward(t->xh, t->cwork, t->gu, W(t, t->conv3_w), W(t, t->conv3_b), &d3);
 }
 
 calm_tok_loss calm_tok_forward(calm_tok *t, const float *x, int64_t Bn, int32_t *ids,
@@ -366,13 +381,12 @@ void calm_tok_backward(calm_tok *t, float scale) {
         }
     /* decoder */
     memset(t->dgu, 0, (size_t)(R * C) * sizeof(float));
-    tess_nn_conv1d_backward(t->dgu, dW(t, t->conv3_w), dW(t, t->conv3_b), t->dcol, t->dxh,
-                            t->col3, W(t, t->conv3_w), &d3);
-    memset(t->du, 0, (size_t)(R * C) * sizeof(float));
-    tess_nn_gelu_backward(t->du, t->dgu, t->u, R * C);
+    tess_nn_conv1d_direct_backward(t->dgu, dW(t, t->conv3_w), dW(t, t->conv3_b), t->cwork, t->dxh,
+                                   t->gu, W(t, t->conv3_w), &d3);
+    tess_nn_gelu_backward_inplace(t->dgu, t->u, R * C); /* dgu becomes d loss / d u */
     memset(t->du0, 0, (size_t)(Q * C) * sizeof(float));
-    tess_nn_convt1d_backward(t->du0, dW(t, t->convt_w), dW(t, t->convt_b), t->dcol, t->du, t->u0,
-                             W(t, t->convt_w), &dtt);
+    tess_nn_convt1d_patch_backward(t->du0, dW(t, t->convt_w), dW(t, t->convt_b), t->cwork, t->dgu,
+                                   t->u0, W(t, t->convt_w), &dtt);
     memset(t->dh, 0, (size_t)(Q * c->dt) * sizeof(float));
     tess_nn_linear_backward(t->dh, dW(t, t->dout_w), dW(t, t->dout_b), t->du0, t->h[c->nt],
                             W(t, t->dout_w), Q, c->dt, C);
@@ -407,12 +421,11 @@ void calm_tok_backward(calm_tok *t, float scale) {
     tess_nn_linear_backward(t->da2, dW(t, t->in_w), dW(t, t->in_b), t->de, t->a2, W(t, t->in_w), Q,
                             C, c->dt);
     memset(t->dg1, 0, (size_t)(R * C) * sizeof(float));
-    tess_nn_conv1d_backward(t->dg1, dW(t, t->conv2_w), dW(t, t->conv2_b), t->dcol, t->da2,
-                            t->col2, W(t, t->conv2_w), &d2);
-    memset(t->da0, 0, (size_t)(R * C) * sizeof(float));
-    tess_nn_gelu_backward(t->da0, t->dg1, t->a0, R * C);
-    tess_nn_conv1d_backward(NULL, dW(t, t->conv1_w), dW(t, t->conv1_b), t->dcol, t->da0, t->col1,
-                            W(t, t->conv1_w), &d1);
+    tess_nn_conv1d_patch_backward(t->dg1, dW(t, t->conv2_w), dW(t, t->conv2_b), t->cwork, t->da2,
+                                  t->g1, W(t, t->conv2_w), &d2);
+    tess_nn_gelu_backward_inplace(t->dg1, t->a0, R * C); /* dg1 becomes d loss / d a0 */
+    tess_nn_conv1d_backward(NULL, dW(t, t->conv1_w), dW(t, t->conv1_b), NULL, t->dg1, t->col1,
+                            W(t, t->conv1_w), &d1); /* no din: dcol is not read */
 }
 
 const float *calm_tok_recon(const calm_tok *t) { return t->xh; }

@@ -7,7 +7,7 @@
 
 #include "core/status.h"   /* TESS_ASSERT */
 #include "tensor/matmul.h" /* tess_matmul */
-#include "tensor/tensor.h" /* tess_tensor_softmax_rows */
+#include "tensor/tensor.h" /* tess_tensor_softmax_rows, tess_tensor_dot */
 
 /* ---- l2norm -------------------------------------------------------------------------------- */
 
@@ -38,7 +38,9 @@ void tess_nn_l2norm_backward(float *din, const float *dout, const float *out, co
 
 /* ---- quantiser ----------------------------------------------------------------------------- */
 
-/* y (N, K) = softmax((logits + G) / tau_g); ids = argmax(logits + G); q from y or ids. */
+/* y (N, K) = softmax((logits + G) / tau_g); ids = argmax(logits + G); q from y or ids. Each
+ * row's softmax runs right after its scores are written, while the row is in L1 (one pass over
+ * y instead of two; bitwise the same as softmax over all rows afterwards). */
 static void quantise(float *q, const float *logits, float *y, int32_t *ids, const float *E,
                      const float *G, const tess_nn_codebook_dims *d) {
     const int64_t N = d->N, K = d->K, D = d->D;
@@ -52,8 +54,8 @@ static void quantise(float *q, const float *logits, float *y, int32_t *ids, cons
             row[k] = s / d->tau_g;
         }
         ids[n] = best;
+        tess_tensor_softmax_rows(row, row, 1, K);
     }
-    tess_tensor_softmax_rows(y, y, N, K);
     if (d->mode == TESS_NN_CODEBOOK_HARD_ST) {
         for (int64_t n = 0; n < N; n++) memcpy(q + n * D, E + ids[n] * D, (size_t)D * sizeof(float));
     }
@@ -80,8 +82,7 @@ void tess_nn_codebook_backward(float *dz, float *dE, float *work, const float *d
     for (int64_t n = 0; n < N; n++) {
         float *g = work + n * K;
         const float *p = y + n * K;
-        double dot = 0.0;
-        for (int64_t k = 0; k < K; k++) dot += (double)p[k] * g[k];
+        const double dot = tess_tensor_dot(p, g, K); /* double lanes: vectorised */
         for (int64_t k = 0; k < K; k++) {
             g[k] = (float)(p[k] * (g[k] - dot) / d->tau_g); /* dlogits from the softmax */
             if (dlogits) g[k] += dlogits[n * K + k];
@@ -169,8 +170,7 @@ void tess_nn_codebook_entropy_backward(float *dlogits, float *work, float dloss,
     for (int64_t k = 0; k < K; k++) work[k] = pbar[k] > 0.0f ? (float)(log((double)pbar[k]) + 1.0) : 0.0f;
     for (int64_t n = 0; n < N; n++) {
         const float *pr = p + n * K;
-        double dot = 0.0;
-        for (int64_t k = 0; k < K; k++) dot += (double)pr[k] * work[k];
+        const double dot = tess_tensor_dot(pr, work, K); /* double lanes: vectorised */
         const float c = (float)(dloss / (double)N), fdot = (float)dot;
         for (int64_t k = 0; k < K; k++) dlogits[n * K + k] += c * pr[k] * (work[k] - fdot);
     }

@@ -39,7 +39,8 @@ int64_t tess_nn_convt1d_col_size(const tess_nn_conv1d_dims *d);
 void tess_nn_conv1d_forward(float *out, float *col, const float *in, const float *w,
                             const float *b, const tess_nn_conv1d_dims *d);
 /* din (B, L, C) += ..., dw (OC, C, K) += ..., db (OC) += column sums of dout; dcol (B*Lout, C*K)
- * scratch (overwritten). din or db may be NULL (skipped). dout (B, Lout, OC); col from forward. */
+ * scratch (overwritten; not read when din is NULL, and may be NULL then). din or db may be NULL
+ * (skipped). dout (B, Lout, OC); col from forward. */
 void tess_nn_conv1d_backward(float *din, float *dw, float *db, float *dcol, const float *dout,
                              const float *col, const float *w, const tess_nn_conv1d_dims *d);
 
@@ -51,6 +52,47 @@ void tess_nn_convt1d_forward(float *out, float *col, const float *in, const floa
  * may be NULL. dout (B, Lout, OC); in (B, L, C). */
 void tess_nn_convt1d_backward(float *din, float *dw, float *db, float *col, const float *dout,
                               const float *in, const float *w, const tess_nn_conv1d_dims *d);
+
+/* Direct convolution without col, for narrow outputs (OC of a few channels: the tokenizer's
+ * last convolution, c -> 1), where the GEMM on col is a matrix-vector product that streams the
+ * (B*Lout, C*K) col through memory (written, read, and its gradient zeroed, written and folded
+ * back) for 2 OC flops per element. Channel-last, the input rows t*stride-pad .. +K-1 that
+ * output t reads lie contiguous in `in`: each output element is one dot product (in double
+ * lanes, tess_tensor_dot) of that window with the weight row w[o] rearranged as (K, C), and the
+ * backward adds g * window into dw's row and g * w[o] into din's window (tess_tensor_axpy),
+ * output row by output row, so the sums run in a different order than the GEMM path's.
+ * Windows cut by the padding use their valid part. The same contracts as tess_nn_conv1d_forward
+ * and _backward (the same _ref oracles) with `in` in place of col; work (2 OC C K floats,
+ * tess_nn_conv1d_direct_work_size) scratch. */
+int64_t tess_nn_conv1d_direct_work_size(const tess_nn_conv1d_dims *d);
+void tess_nn_conv1d_direct_forward(float *out, float *work, const float *in, const float *w,
+                                   const float *b, const tess_nn_conv1d_dims *d);
+void tess_nn_conv1d_direct_backward(float *din, float *dw, float *db, float *work,
+                                    const float *dout, const float *in, const float *w,
+                                    const tess_nn_conv1d_dims *d);
+
+/* Patch convolutions without col: the convolution with stride = K, pad 0 and L = Lout K (the
+ * tokenizer's cut of a trace into patches) and the transposed convolution with stride = K (no
+ * overlap: each output frame takes one tap). Channel-last, a sequence (L, C) viewed as
+ * (Lout, K C) is the conv's unfolded matrix up to the order of its columns, (k, c) instead of
+ * (c, k), and the transposed conv's output (B, L K, OC) viewed as (B L, K OC) is its product
+ * in (B L, C) x w; so each runs as one GEMM over the whole batch on the input itself (conv) or
+ * straight into the output (convt) with the weights rearranged into that column order in work,
+ * and backward adds din with a GEMM in place and dw through its rearranged copy: no unfold, no
+ * fold-back, no col. The same contracts as tess_nn_conv1d_forward / _backward and
+ * tess_nn_convt1d_forward / _backward (the same _ref oracles) with `in` in place of col;
+ * work (2 OC C K floats, tess_nn_conv1d_patch_work_size) scratch. */
+int64_t tess_nn_conv1d_patch_work_size(const tess_nn_conv1d_dims *d);
+void tess_nn_conv1d_patch_forward(float *out, float *work, const float *in, const float *w,
+                                  const float *b, const tess_nn_conv1d_dims *d);
+void tess_nn_conv1d_patch_backward(float *din, float *dw, float *db, float *work,
+                                   const float *dout, const float *in, const float *w,
+                                   const tess_nn_conv1d_dims *d);
+void tess_nn_convt1d_patch_forward(float *out, float *work, const float *in, const float *w,
+                                   const float *b, const tess_nn_conv1d_dims *d);
+void tess_nn_convt1d_patch_backward(float *din, float *dw, float *db, float *work,
+                                    const float *dout, const float *in, const float *w,
+                                    const tess_nn_conv1d_dims *d);
 
 /* The same contracts as direct loops, accumulating in double (no col). */
 void tess_nn_conv1d_forward_ref(float *out, const float *in, const float *w, const float *b,

@@ -1315,6 +1315,48 @@ static void conv1d_backward_ref(gc_ctx *c) {
                                 gc_g(c, "out"), gc_x(c, "in"), gc_x(c, "w"), &d);
 }
 
+/* conv1d_direct: the same dims and oracles as conv1d, the direct kernel (no col) */
+static void conv1d_direct_setup(gc_ctx *c) {
+    tess_nn_conv1d_dims d = conv1d_dims(c);
+    gc_input(c, "in", d.B * d.L * d.C, -1, 1);
+    gc_input(c, "w", d.OC * d.C * d.K, -1, 1);
+    if (c->dims[7]) gc_input(c, "b", d.OC, -1, 1);
+    gc_work(c, "work", tess_nn_conv1d_direct_work_size(&d));
+    gc_output(c, "out", d.B * tess_nn_conv1d_out_len(&d) * d.OC);
+}
+static void conv1d_direct_forward(gc_ctx *c) {
+    tess_nn_conv1d_dims d = conv1d_dims(c);
+    tess_nn_conv1d_direct_forward(gc_x(c, "out"), gc_x(c, "work"), gc_x(c, "in"), gc_x(c, "w"),
+                                  gc_has(c, "b") ? gc_x(c, "b") : NULL, &d);
+}
+static void conv1d_direct_backward(gc_ctx *c) {
+    tess_nn_conv1d_dims d = conv1d_dims(c);
+    tess_nn_conv1d_direct_backward(gc_g(c, "in"), gc_g(c, "w"),
+                                   gc_has(c, "b") ? gc_g(c, "b") : NULL, gc_x(c, "work"),
+                                   gc_g(c, "out"), gc_x(c, "in"), gc_x(c, "w"), &d);
+}
+
+/* conv1d_patch: the same dims and oracles as conv1d (stride = K, pad 0), the patch kernel */
+static void conv1d_patchk_setup(gc_ctx *c) {
+    tess_nn_conv1d_dims d = conv1d_dims(c);
+    gc_input(c, "in", d.B * d.L * d.C, -1, 1);
+    gc_input(c, "w", d.OC * d.C * d.K, -1, 1);
+    if (c->dims[7]) gc_input(c, "b", d.OC, -1, 1);
+    gc_work(c, "work", tess_nn_conv1d_patch_work_size(&d));
+    gc_output(c, "out", d.B * tess_nn_conv1d_out_len(&d) * d.OC);
+}
+static void conv1d_patchk_forward(gc_ctx *c) {
+    tess_nn_conv1d_dims d = conv1d_dims(c);
+    tess_nn_conv1d_patch_forward(gc_x(c, "out"), gc_x(c, "work"), gc_x(c, "in"), gc_x(c, "w"),
+                                 gc_has(c, "b") ? gc_x(c, "b") : NULL, &d);
+}
+static void conv1d_patchk_backward(gc_ctx *c) {
+    tess_nn_conv1d_dims d = conv1d_dims(c);
+    tess_nn_conv1d_patch_backward(gc_g(c, "in"), gc_g(c, "w"),
+                                  gc_has(c, "b") ? gc_g(c, "b") : NULL, gc_x(c, "work"),
+                                  gc_g(c, "out"), gc_x(c, "in"), gc_x(c, "w"), &d);
+}
+
 /* convt1d: dims {B, L, C, OC, K, stride, has_bias}; input (B, L, C), weight (C, OC, K) */
 static tess_nn_conv1d_dims convt1d_dims(const gc_ctx *c) {
     return (tess_nn_conv1d_dims){.B = c->dims[0], .L = c->dims[1], .C = c->dims[2],
@@ -1342,6 +1384,26 @@ static void convt1d_backward(gc_ctx *c) {
     tess_nn_conv1d_dims d = convt1d_dims(c);
     tess_nn_convt1d_backward(gc_g(c, "in"), gc_g(c, "w"), gc_has(c, "b") ? gc_g(c, "b") : NULL,
                              gc_x(c, "col"), gc_g(c, "out"), gc_x(c, "in"), gc_x(c, "w"), &d);
+}
+/* convt1d_patch: the same dims and oracles as convt1d (stride = K), the patch kernel */
+static void convt1d_patchk_setup(gc_ctx *c) {
+    tess_nn_conv1d_dims d = convt1d_dims(c);
+    gc_input(c, "in", d.B * d.L * d.C, -1, 1);
+    gc_input(c, "w", d.C * d.OC * d.K, -1, 1);
+    if (c->dims[6]) gc_input(c, "b", d.OC, -1, 1);
+    gc_work(c, "work", tess_nn_conv1d_patch_work_size(&d));
+    gc_output(c, "out", d.B * tess_nn_convt1d_out_len(&d) * d.OC);
+}
+static void convt1d_patchk_forward(gc_ctx *c) {
+    tess_nn_conv1d_dims d = convt1d_dims(c);
+    tess_nn_convt1d_patch_forward(gc_x(c, "out"), gc_x(c, "work"), gc_x(c, "in"), gc_x(c, "w"),
+                                  gc_has(c, "b") ? gc_x(c, "b") : NULL, &d);
+}
+static void convt1d_patchk_backward(gc_ctx *c) {
+    tess_nn_conv1d_dims d = convt1d_dims(c);
+    tess_nn_convt1d_patch_backward(gc_g(c, "in"), gc_g(c, "w"),
+                                   gc_has(c, "b") ? gc_g(c, "b") : NULL, gc_x(c, "work"),
+                                   gc_g(c, "out"), gc_x(c, "in"), gc_x(c, "w"), &d);
 }
 static void convt1d_backward_ref(gc_ctx *c) {
     tess_nn_conv1d_dims d = convt1d_dims(c);
@@ -1962,10 +2024,29 @@ static const gc_row gc_rows[] = {
      conv1d_forward_ref, conv1d_backward_ref, 0, false, NULL, NULL},
     {"conv1d_stride_pad_nobias", {1, 9, 2, 3, 3, 2, 1, 0}, conv1d_setup, conv1d_forward,
      conv1d_backward, conv1d_forward_ref, conv1d_backward_ref, 0, false, NULL, NULL},
+    {"conv1d_direct_narrow", {2, 7, 3, 1, 5, 1, 4, 1}, conv1d_direct_setup,
+     conv1d_direct_forward, conv1d_direct_backward, conv1d_forward_ref, conv1d_backward_ref, 0,
+     false, NULL, NULL},
+    {"conv1d_direct_stride_pad_nobias", {1, 9, 2, 3, 3, 2, 1, 0}, conv1d_direct_setup,
+     conv1d_direct_forward, conv1d_direct_backward, conv1d_forward_ref, conv1d_backward_ref, 0,
+     false, NULL, NULL},
+    {"conv1d_direct_empty_windows", {1, 8, 2, 2, 2, 3, 3, 1}, conv1d_direct_setup,
+     conv1d_direct_forward, conv1d_direct_backward, conv1d_forward_ref, conv1d_backward_ref, 0,
+     false, NULL, NULL},
     {"convt1d_patch", {2, 3, 4, 3, 4, 4, 1}, convt1d_setup, convt1d_forward, convt1d_backward,
      convt1d_forward_ref, convt1d_backward_ref, 0, false, NULL, NULL},
     {"convt1d_overlap_nobias", {1, 4, 3, 2, 3, 2, 0}, convt1d_setup, convt1d_forward,
      convt1d_backward, convt1d_forward_ref, convt1d_backward_ref, 0, false, NULL, NULL},
+    {"conv1d_patch_kernel", {2, 8, 3, 4, 4, 4, 0, 1}, conv1d_patchk_setup, conv1d_patchk_forward,
+     conv1d_patchk_backward, conv1d_forward_ref, conv1d_backward_ref, 0, false, NULL, NULL},
+    {"conv1d_patch_kernel_nobias", {1, 6, 2, 3, 3, 3, 0, 0}, conv1d_patchk_setup,
+     conv1d_patchk_forward, conv1d_patchk_backward, conv1d_forward_ref, conv1d_backward_ref, 0,
+     false, NULL, NULL},
+    {"convt1d_patch_kernel", {2, 3, 4, 3, 4, 4, 1}, convt1d_patchk_setup, convt1d_patchk_forward,
+     convt1d_patchk_backward, convt1d_forward_ref, convt1d_backward_ref, 0, false, NULL, NULL},
+    {"convt1d_patch_kernel_nobias", {1, 4, 3, 2, 2, 2, 0}, convt1d_patchk_setup,
+     convt1d_patchk_forward, convt1d_patchk_backward, convt1d_forward_ref, convt1d_backward_ref,
+     0, false, NULL, NULL},
     {"l2norm", {4, 6}, l2norm_setup, l2norm_forward, l2norm_backward, NULL, NULL, 0, false, NULL,
      NULL},
     {"codebook_gumbel_soft", {5, 6, 4}, codebook_setup, codebook_forward, codebook_backward,

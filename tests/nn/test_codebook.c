@@ -1,6 +1,7 @@
 /* test_codebook - what the gradient-check table cannot see in the tokenizer layers
  * (nn/conv1d.h, nn/codebook.h): the causal convolution's output before a perturbed frame is
- * bit-identical; the hard straight-through quantiser outputs codebook rows and passes exactly
+ * bit-identical; the direct convolution (no col) matches the GEMM path and the double oracle
+ * on narrow and strided shapes, and so do the patch convolutions (stride = K, no col); the hard straight-through quantiser outputs codebook rows and passes exactly
  * the soft path's gradient; VQ passes dq to z unchanged and the EMA pulls a code to the mean
  * of its assigned vectors; the orthogonality loss of unit rows is never below the Welch bound;
  * l2norm gives unit rows. */
@@ -39,6 +40,103 @@ static void test_conv_causal(void) {
             }
     TESS_TEST_CHECK(same_before, "outputs before the perturbed frame are bit-identical");
     TESS_TEST_CHECK(changed_at, "the output at the perturbed frame changes");
+}
+
+/* The direct convolution (no col) against the GEMM path and the double oracle, on a narrow
+ * causal convolution like the tokenizer's last one (OC = 1) and a strided one with OC > 1; C = 13
+ * leaves tails after the blocks of the dot's lanes and of the axpy. */
+static void test_conv_direct(void) {
+    enum { B = 3, L = 16, C = 13, K = 5, MAXO = 3 };
+    const tess_nn_conv1d_dims dims[2] = {
+        {.B = B, .L = L, .C = C, .OC = 1, .K = K, .stride = 1, .pad = K - 1},
+        {.B = B, .L = L, .C = C, .OC = MAXO, .K = K, .stride = 2, .pad = 2}};
+    for (int v = 0; v < 2; v++) {
+        const tess_nn_conv1d_dims *d = &dims[v];
+        const int64_t Lo = tess_nn_conv1d_out_len(d), no = B * Lo * d->OC, nw = d->OC * C * K;
+        float in[B * L * C], w[MAXO * C * K], b[MAXO], dout[B * L * MAXO], col[B * L * C * K],
+            dcol[B * L * C * K], work[2 * MAXO * C * K];
+        float out_d[B * L * MAXO], out_g[B * L * MAXO], out_r[B * L * MAXO];
+        float din_d[B * L * C] = {0}, din_g[B * L * C] = {0}, din_r[B * L * C] = {0};
+        float dw_d[MAXO * C * K] = {0}, dw_g[MAXO * C * K] = {0}, dw_r[MAXO * C * K] = {0};
+        float db_d[MAXO] = {0}, db_r[MAXO] = {0};
+        TESS_TEST_CHECK(tess_nn_conv1d_direct_work_size(d) <= 2 * MAXO * C * K, "work fits");
+        fill(in, B * L * C, 11), fill(w, nw, 12), fill(b, d->OC, 13), fill(dout, no, 14);
+        tess_nn_conv1d_direct_forward(out_d, work, in, w, b, d);
+        tess_nn_conv1d_forward(out_g, col, in, w, b, d);
+        tess_nn_conv1d_forward_ref(out_r, in, w, b, d);
+        tess_nn_conv1d_direct_backward(din_d, dw_d, db_d, work, dout, in, w, d);
+        tess_nn_conv1d_backward(din_g, dw_g, NULL, dcol, dout, col, w, d);
+        tess_nn_conv1d_backward_ref(din_r, dw_r, db_r, dout, in, w, d);
+        double eo = 0.0, eg = 0.0, ei = 0.0, ew = 0.0, eb = 0.0;
+        for (int64_t i = 0; i < no; i++) {
+            eo = fmax(eo, fabs((double)out_d[i] - out_r[i]));
+            eg = fmax(eg, fabs((double)out_d[i] - out_g[i]));
+        }
+        for (int64_t i = 0; i < B * L * C; i++) {
+            ei = fmax(ei, fabs((double)din_d[i] - din_r[i]));
+            eg = fmax(eg, fabs((double)din_d[i] - din_g[i]));
+        }
+        for (int64_t i = 0; i < nw; i++) {
+            ew = fmax(ew, fabs((double)dw_d[i] - dw_r[i]));
+            eg = fmax(eg, fabs((double)dw_d[i] - dw_g[i]));
+        }
+        for (int64_t o = 0; o < d->OC; o++) eb = fmax(eb, fabs((double)db_d[o] - db_r[o]));
+        TESS_TEST_CHECK(eo < 1e-5 && ei < 1e-5 && ew < 1e-5 && eb < 1e-5,
+                        "direct conv %d against the oracle: out %.2g, din %.2g, dw %.2g, db %.2g", v,
+                        eo, ei, ew, eb);
+        TESS_TEST_CHECK(eg < 1e-5, "direct conv %d against the GEMM path: %.2g", v, eg);
+    }
+}
+
+static double max_diff(const float *a, const float *b, int64_t n) {
+    double e = 0.0;
+    for (int64_t i = 0; i < n; i++) e = fmax(e, fabs((double)a[i] - b[i]));
+    return e;
+}
+
+/* The patch convolutions (stride = K, no col) against the GEMM paths and the double oracles:
+ * the patch cut c -> c and its transpose, the tokenizer's two middle convolutions. */
+static void test_conv_patch(void) {
+    enum { B = 3, M = 4, K = 4, C = 13, OC = 5, L = M * K, N = B * L * C };
+    const tess_nn_conv1d_dims dc = {.B = B, .L = L, .C = C, .OC = OC, .K = K, .stride = K},
+                              dt = {.B = B, .L = M, .C = OC, .OC = C, .K = K, .stride = K};
+    float in[N], w[OC * C * K], b[C], dout[N], col[N], dcol[N], work[2 * OC * C * K];
+    float out_p[N], out_g[N], out_r[N], din_p[N] = {0}, din_g[N] = {0}, din_r[N] = {0};
+    float dw_p[OC * C * K] = {0}, dw_g[OC * C * K] = {0}, dw_r[OC * C * K] = {0};
+    float db_p[C] = {0}, db_g[C] = {0}, db_r[C] = {0};
+    TESS_TEST_CHECK(tess_nn_conv1d_patch_work_size(&dc) <= 2 * OC * C * K &&
+                        tess_nn_conv1d_patch_work_size(&dt) <= 2 * OC * C * K,
+                    "work fits");
+    /* conv: in (B, L, C) -> (B, M, OC) */
+    fill(in, N, 21), fill(w, OC * C * K, 22), fill(b, OC, 23), fill(dout, B * M * OC, 24);
+    tess_nn_conv1d_patch_forward(out_p, work, in, w, b, &dc);
+    tess_nn_conv1d_forward(out_g, col, in, w, b, &dc);
+    tess_nn_conv1d_forward_ref(out_r, in, w, b, &dc);
+    tess_nn_conv1d_patch_backward(din_p, dw_p, db_p, work, dout, in, w, &dc);
+    tess_nn_conv1d_backward(din_g, dw_g, db_g, dcol, dout, col, w, &dc);
+    tess_nn_conv1d_backward_ref(din_r, dw_r, db_r, dout, in, w, &dc);
+    double e = fmax(fmax(max_diff(out_p, out_r, B * M * OC), max_diff(din_p, din_r, N)),
+                    fmax(max_diff(dw_p, dw_r, OC * C * K), max_diff(db_p, db_r, OC)));
+    TESS_TEST_CHECK(e < 1e-5, "patch conv against the oracle: %.2g", e);
+    e = fmax(fmax(max_diff(out_p, out_g, B * M * OC), max_diff(din_p, din_g, N)),
+             max_diff(dw_p, dw_g, OC * C * K));
+    TESS_TEST_CHECK(e < 1e-5, "patch conv against the GEMM path: %.2g", e);
+    /* transposed: in (B, M, OC) -> (B, L, C) */
+    memset(din_p, 0, sizeof din_p), memset(din_g, 0, sizeof din_g), memset(din_r, 0, sizeof din_r);
+    memset(dw_p, 0, sizeof dw_p), memset(dw_g, 0, sizeof dw_g), memset(dw_r, 0, sizeof dw_r);
+    fill(in, B * M * OC, 25), fill(b, C, 26), fill(dout, N, 27);
+    tess_nn_convt1d_patch_forward(out_p, work, in, w, b, &dt);
+    tess_nn_convt1d_forward(out_g, col, in, w, b, &dt);
+    tess_nn_convt1d_forward_ref(out_r, in, w, b, &dt);
+    tess_nn_convt1d_patch_backward(din_p, dw_p, db_p, work, dout, in, w, &dt);
+    tess_nn_convt1d_backward(din_g, dw_g, db_g, col, dout, in, w, &dt);
+    tess_nn_convt1d_backward_ref(din_r, dw_r, db_r, dout, in, w, &dt);
+    e = fmax(fmax(max_diff(out_p, out_r, N), max_diff(din_p, din_r, B * M * OC)),
+             max_diff(dw_p, dw_r, OC * C * K));
+    TESS_TEST_CHECK(e < 1e-5, "patch convt against the oracle: %.2g", e);
+    e = fmax(fmax(max_diff(out_p, out_g, N), max_diff(din_p, din_g, B * M * OC)),
+             max_diff(dw_p, dw_g, OC * C * K));
+    TESS_TEST_CHECK(e < 1e-5, "patch convt against the GEMM path: %.2g", e);
 }
 
 static void test_hard_st(void) {
@@ -162,6 +260,8 @@ static void test_welch(void) {
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     test_conv_causal();
+    test_conv_direct();
+    test_conv_patch();
     test_hard_st();
     test_vq();
     test_welch();
