@@ -732,14 +732,7 @@ static void experts_run(moe_layer *m, expert_job *jb) {
  * order of g y_row; COMBINE_BWD from dout (in): dgates (N,k) = <dout_t, y_row> (0 for a dropped
  * slot) and dy (out) rows = g dout_t; UNPERMUTE din (out, N,C) += the kept slots' dxp (in) rows
  * in slot order. */
-typedef enum {
-    ROWS_GATHER,
-    ROWS_COMBINE,
-    ROWS_COMBINE_BWD,
-    ROWS_UNPERMUTE,
-    ROWS_RSP_COS,
-    ROWS_RSP_BWD
-} rows_kind;
+typedef enum { ROWS_GATHER, ROWS_COMBINE, ROWS_COMBINE_BWD, ROWS_UNPERMUTE } rows_kind;
 
 typedef struct {
     moe_layer *m;
@@ -747,8 +740,12 @@ typedef struct {
     int64_t n;         /* rows (GATHER) or tokens */
     const float *in;
     float *out, *dgates;
-    float *dz;         /* COMBINE_BWD: R_sp's dz (Rm,F) at home, its kept rows zeroed; or NULL */
-    float dloss;       /* RSP_BWD: the loss scale times lambda_sp */
+    /* R_sp at home (not the fast path), on the same tokens: COMBINE with rsp also writes their
+     * cosines and norms into sp_cos; COMBINE_BWD with dz (Rm,F) zeroes their kept rows of dz and
+     * adds R_sp's gradient (dloss: the loss scale times lambda_sp) */
+    bool rsp;
+    float *dz;
+    float dloss;
 } rows_job;
 
 static void rows_part(void *ctx, int member, int n) {
@@ -756,17 +753,6 @@ static void rows_part(void *ctx, int member, int n) {
     const moe_layer *m = jb->m;
     const int64_t C = m->base.C, k = m->k, F = m->F, xw = xp_width(m);
     const int64_t lo = jb->n * member / n, hi = jb->n * (member + 1) / n;
-    /* R_sp at home: the cosines and norms of tokens [lo, hi) into sp_cos (forward), or the
-     * gradient of their z rows (backward, into out = dz) */
-    if (jb->kind == ROWS_RSP_COS) {
-        tess_nn_moe_rsp_cache(m->sp_cos, m->z, m->row_of, NULL, lo, hi, k, F);
-        return;
-    }
-    if (jb->kind == ROWS_RSP_BWD) {
-        tess_nn_moe_rsp_backward_rows(jb->out, jb->dloss, m->sp_cos, m->z, m->row_of, NULL, lo,
-                                      hi, jb->n, k, F, m->stack->cfg.phi);
-        return;
-    }
     for (int64_t t = lo; t < hi; t++) { /* a home row (GATHER) or a token */
         const int32_t *rows = m->row_of + (jb->kind == ROWS_GATHER ? 0 : t * k);
         bool first = true;
@@ -808,11 +794,13 @@ static void rows_part(void *ctx, int member, int n) {
                 if (rows[s] >= 0)
                     tess_tensor_axpy(jb->out + t * C, 1.0f, jb->in + (int64_t)rows[s] * C, C);
             break;
-        case ROWS_RSP_COS:
-        case ROWS_RSP_BWD:
-            break; /* above */
         }
     }
+    if (jb->kind == ROWS_COMBINE && jb->rsp)
+        tess_nn_moe_rsp_cache(m->sp_cos, m->z, m->row_of, NULL, lo, hi, k, F);
+    if (jb->kind == ROWS_COMBINE_BWD && jb->dz) /* every row of these tokens zeroed above */
+        tess_nn_moe_rsp_backward_rows(jb->dz, jb->dloss, m->sp_cos, m->z, m->row_of, NULL, lo, hi,
+                                      jb->n, k, F, m->stack->cfg.phi);
 }
 
 /* rows_part on the stack's team, or on the calling thread without one. No BLAS inside. */
@@ -981,8 +969,10 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
         else if (cfg->lambda_sp > 0)
             to_home(m, m->zg, m->xt, m->z, F);
     }
-    /* combine the kept slots in slot order */
-    rows_run(m, &(rows_job){.m = m, .kind = ROWS_COMBINE, .n = N, .out = out});
+    /* combine the kept slots in slot order; R_sp's cosines at home (not the fast path's) for
+     * every pair, kept for backward, summed below */
+    const bool rsp_home = cfg->lambda_sp > 0 && !m->fast;
+    rows_run(m, &(rows_job){.m = m, .kind = ROWS_COMBINE, .n = N, .out = out, .rsp = rsp_home});
     if (m->Fs > 0) {
         tess_nn_mlp_swiglu_forward(m->s_out, m->s_gate, m->s_up, m->s_h, in, P(m, m->i_sg),
                                    P(m, m->i_su), P(m, m->i_sd), N, C, m->Fs);
@@ -994,10 +984,7 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
     if (cfg->lb_group) keep(m, tess_par_allreduce_i64(cfg->lb_group, m->lbc, E + 1, TESS_PAR_SUM));
     m->lb = tess_nn_moe_lb_forward(m->probs, m->lbc, N, m->lbc[E], E, k);
     m->zl = tess_nn_moe_zloss_forward(m->lse, N);
-    if (cfg->lambda_sp > 0 && !m->fast) { /* every pair at home, its cosines kept for backward */
-        rows_run(m, &(rows_job){.m = m, .kind = ROWS_RSP_COS, .n = N});
-        tess_nn_moe_rsp_sums_cached(m->sp_sums, m->sp_cos, m->row_of, NULL, N, k);
-    }
+    if (rsp_home) tess_nn_moe_rsp_sums_cached(m->sp_sums, m->sp_cos, m->row_of, NULL, N, k);
     m->sp = cfg->lambda_sp > 0 ? (float)(m->sp_sums[cfg->phi] / (double)N) : 0;
     m->ol = cfg->lambda_o > 0 ? tess_nn_moe_ortho_forward(m->y, m->row_of, N, k, C) : 0;
     m->vl = E >= 2 ? tess_nn_moe_variance_forward(m->probs, N, E) : 0;
@@ -1019,9 +1006,8 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
     if (m->grow) m->xt = db + Rx * F;
     if (!m->plan) dyg = dy, dxg = dxp, dzg = dz; /* the expert side is the home side */
     /* combine: dg_{t,s} = <dout_t, y_row>, dy_row = g_{t,s} dout_t; 0 for dropped slots and
-     * padding rows */
-    /* R_sp's gradient of z at home (not the fast path's): zeroed here, its kept rows by the
-     * combine's backward, then added per token below */
+     * padding rows; with R_sp at home (not the fast path) its gradient of z, dz: padding rows
+     * zeroed here, the kept rows zeroed and R_sp's gradient added per token by the team */
     float *dzh = !m->fast && cfg->lambda_sp > 0 ? dz : NULL;
     for (int64_t r = 0; r < Rn; r++)
         if (m->row_tok[r] < 0) {
@@ -1029,15 +1015,12 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
             if (dzh) memset(dzh + r * F, 0, (size_t)F * sizeof(float));
         }
     rows_run(m, &(rows_job){.m = m, .kind = ROWS_COMBINE_BWD, .n = N, .in = dout, .out = dy,
-                            .dgates = dgates, .dz = dzh});
+                            .dgates = dgates, .dz = dzh, .dloss = sc * (float)cfg->lambda_sp});
     /* the orthogonality loss's gradient of the outputs y, at home */
     if (cfg->lambda_o > 0)
         tess_nn_moe_ortho_backward(dy, sc * (float)cfg->lambda_o, m->y, m->row_of, N, k, C);
-    /* R_sp's gradient of z, at home; then both to the experts' ranks (fast path: of the rows
-     * in a split pair only, in fast_backward) */
-    if (dzh)
-        rows_run(m, &(rows_job){.m = m, .kind = ROWS_RSP_BWD, .n = N, .out = dzh,
-                                .dloss = sc * (float)cfg->lambda_sp});
+    /* dy and R_sp's dz to the experts' ranks (fast path: R_sp's gradient of the rows in a split
+     * pair only, in fast_backward) */
     int64_t rx = Rn;
     if (m->plan) {
         to_experts(m, dy, m->xt, dyg, C);
