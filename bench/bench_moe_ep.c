@@ -1,6 +1,7 @@
 /* bench_moe_ep - a training step of L MoE layers (nn/moe.h; L = 1 or 2, the second fed by the
  * first) under MPI: two configurations A and B built side by side and stepped alternately, so
- * that load from other processes hits both alike and their ratio is what counts.
+ * that load from other processes hits both alike and their ratio is what counts (in the order
+ * A B, B A, A B, ...: the order within a pair of steps alternates).
  *
  *   mpiexec -n P bench_moe_ep [--compare 1] [--tokens 2048] [--dim 256] [--hidden 512]
  *       [--experts 8] [--topk 2] [--layers 1] [--reps 5] [--warmup 2] [--threads 1]
@@ -168,8 +169,11 @@ static tess_status run(int argc, char **argv, const tess_group *world, tess_grou
     model m[2] = {{0}, {0}};
     tess_status s = TESS_OK;
     for (int i = 0; i < nm && s == TESS_OK; i++) s = model_build(&m[i], &cfg[i], L, N, C, world);
+    /* A B, then B A, ...: neither configuration always runs first (after the output and the
+     * reductions of the previous step) */
     for (int64_t r = -warmup; r < reps && s == TESS_OK; r++)
-        for (int i = 0; i < nm && s == TESS_OK; i++) {
+        for (int u = 0; u < nm && s == TESS_OK; u++) {
+            const int i = (r + warmup) % 2 ? nm - 1 - u : u;
             double t[8], mx;
             s = model_step(&m[i], x, y, dy, dx, N, C, world, t);
             if (s != TESS_OK) break;

@@ -10,13 +10,19 @@
 #   2. peak memory (VmHWM, the larger rank) against the floor computed from the shapes, EP = 1
 #      and EP = 2 dropless, and EP = 2 with a capacity (factor 1.25, drop by score: the expert
 #      side carved for E C rows instead of grown), each configuration alone in its run;
-#   3. R_sp + R_cp on vs off, two MoE layers (R_cp couples them), alternating: on 1 rank, and
-#      on 2 ranks at EP = 2 (R_sp's co-located fast path: only the z rows of pairs split across
-#      the ranks travel).
+#   3. R_sp + R_cp on vs off, two MoE layers (R_cp couples them), alternating step by step (in
+#      the order A B, B A, ...): on 1 rank, and on 2 ranks at EP = 2 (R_sp's co-located fast
+#      path: only the z rows of pairs split across the ranks travel). The overhead is the median
+#      of the per-step ratios - 1, with a distribution-free 95% confidence interval of that
+#      median (the order statistics n/2 -+ 0.98 sqrt(n) of the n ratios: the interval holds the
+#      true median with probability >= 95% whatever the distribution, if the steps are
+#      independent), the interquartile range and the extremes of the ratios. 30 or more steps
+#      give an interval about +-2 points wide on a quiet machine.
 # Medians and (min-max) over `reps` steps; ratios are the
 # median (min-max) of the per-step ratios of the alternating configurations.
 # usage: bash bench/run_moe_ep.sh [build_dir=build/release] [reps=5]
-# MOE_EP_TABLES="1 2 3" (default) selects the tables, e.g. "2" for the memory table alone.
+# MOE_EP_TABLES="1 2 3" (default) selects the tables, e.g. "2" for the memory table alone;
+# MOE_EP_RANKS="1 2" (default) the ranks of table 3, e.g. "2" for EP = 2 alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bd=${1:-build/release}
@@ -42,6 +48,15 @@ val() { awk -v k="$1" '$1 == k {print $2}'; }
 ratio() { awk -v ka="$1" -v kb="$2" '$1 == ka {a[++na] = $2} $1 == kb {b[++nb] = $2}
   END {for (i = 1; i <= nb; i++) print b[i] / a[i]}' | sort -n |
   awk '{r[NR]=$1} END{printf "%.3f %.3f %.3f\n", r[int((NR+1)/2)], r[1], r[NR]}'; }
+
+# ratio_ci A B < output: "n median ci_lo ci_hi q1 q3 min max" of the per-step ratios B / A: the
+# 95% interval of the median from the order statistics floor(n/2 - 0.98 sqrt(n)) and
+# ceil(n/2 + 1 + 0.98 sqrt(n)) (sign test; clipped to 1..n), quartiles at ranks n/4 and 3n/4
+ratio_ci() { awk -v ka="$1" -v kb="$2" '$1 == ka {a[++na] = $2} $1 == kb {b[++nb] = $2}
+  END {for (i = 1; i <= nb; i++) print b[i] / a[i]}' | sort -g |
+  awk '{r[NR]=$1} END{n = NR; h = 0.98 * sqrt(n); lo = int(n / 2 - h); hi = int(n / 2 + 1 + h + 0.999)
+    if (lo < 1) lo = 1; if (hi > n) hi = n; q1 = int((n + 3) / 4); q3 = int((3 * n + 3) / 4)
+    printf "%d %.4f %.4f %.4f %.4f %.4f %.4f %.4f\n", n, r[int((n+1)/2)], r[lo], r[hi], r[q1], r[q3], r[1], r[n]}'; }
 
 if want 1; then
 echo
@@ -94,20 +109,22 @@ fi
 
 if want 3; then
 echo
-echo "| shape (T per rank, d, d_ff, E, k), 2 MoE layers | ranks, EP | L_lb step CPU s (min-max) | + R_sp + R_cp step CPU s (min-max) | overhead (min-max) |"
-echo "|---|---|---|---|---|"
+echo "| shape (T per rank, d, d_ff, E, k), 2 MoE layers | ranks, EP | steps | L_lb step CPU s (min-max) | + R_sp + R_cp step CPU s (min-max) | overhead: median of the per-step ratios | its 95% CI | interquartile range | min to max |"
+echo "|---|---|---:|---|---|---:|---|---|---|"
 for shape in "${shapes[@]}"; do
   set -- $shape
-  for np in 1 2; do
+  for np in ${MOE_EP_RANKS:-1 2}; do
     out=$("${mpi[@]}" -n "$np" "$exe" --compare 2 --layers 2 --ep "$np" --tokens "$1" --dim "$2" \
       --hidden "$3" --experts "$4" --topk "$5" --reps "$reps" --warmup 1)
     read -r a alo ahi < <(echo "$out" | med a_step_cpu_s)
     read -r b blo bhi < <(echo "$out" | med b_step_cpu_s)
-    read -r r rlo rhi < <(echo "$out" | ratio a_step_cpu_s b_step_cpu_s)
-    awk -v s="$1, $2, $3, $4, $5" -v np="$np" -v a="$a" -v alo="$alo" -v ahi="$ahi" -v b="$b" \
-        -v blo="$blo" -v bhi="$bhi" -v r="$r" -v rlo="$rlo" -v rhi="$rhi" 'BEGIN {
-      printf "| %s | %d, %d | %.3f (%.3f-%.3f) | %.3f (%.3f-%.3f) | %+.1f%% (%+.1f%% to %+.1f%%) |\n",
-             s, np, np, a, alo, ahi, b, blo, bhi, 100 * (r - 1), 100 * (rlo - 1), 100 * (rhi - 1) }'
+    read -r n r clo chi q1 q3 rlo rhi < <(echo "$out" | ratio_ci a_step_cpu_s b_step_cpu_s)
+    awk -v s="$1, $2, $3, $4, $5" -v np="$np" -v n="$n" -v a="$a" -v alo="$alo" -v ahi="$ahi" \
+        -v b="$b" -v blo="$blo" -v bhi="$bhi" -v r="$r" -v clo="$clo" -v chi="$chi" -v q1="$q1" \
+        -v q3="$q3" -v rlo="$rlo" -v rhi="$rhi" 'BEGIN {
+      printf "| %s | %d, %d | %d | %.3f (%.3f-%.3f) | %.3f (%.3f-%.3f) | %+.1f%% | %+.1f%% to %+.1f%% | %+.1f%% to %+.1f%% | %+.1f%% to %+.1f%% |\n",
+             s, np, np, n, a, alo, ahi, b, blo, bhi, 100 * (r - 1), 100 * (clo - 1),
+             100 * (chi - 1), 100 * (q1 - 1), 100 * (q3 - 1), 100 * (rlo - 1), 100 * (rhi - 1) }'
   done
 done
 fi

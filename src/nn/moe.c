@@ -255,8 +255,13 @@ float tess_nn_moe_lb_forward(const float *probs, const int64_t *counts, int64_t 
 
 void tess_nn_moe_lb_backward(float *dprobs, float dloss, const int64_t *counts, int64_t N,
                              int64_t Ntot, int64_t E, int64_t k) {
+    tess_nn_moe_lb_backward_rows(dprobs, dloss, counts, 0, N, N, Ntot, E, k);
+}
+
+void tess_nn_moe_lb_backward_rows(float *dprobs, float dloss, const int64_t *counts, int64_t t0,
+                                  int64_t t1, int64_t N, int64_t Ntot, int64_t E, int64_t k) {
     const double s = (double)dloss * (double)E / ((double)k * (double)Ntot * (double)N);
-    for (int64_t t = 0; t < N; t++)
+    for (int64_t t = t0; t < t1; t++)
         for (int64_t e = 0; e < E; e++) dprobs[t * E + e] += (float)(s * (double)counts[e]);
 }
 
@@ -268,7 +273,13 @@ float tess_nn_moe_zloss_forward(const float *lse, int64_t N) {
 
 void tess_nn_moe_zloss_backward(float *dlogits, float dloss, const float *probs, const float *lse,
                                 int64_t N, int64_t E) {
-    for (int64_t t = 0; t < N; t++) {
+    tess_nn_moe_zloss_backward_rows(dlogits, dloss, probs, lse, 0, N, N, E);
+}
+
+void tess_nn_moe_zloss_backward_rows(float *dlogits, float dloss, const float *probs,
+                                     const float *lse, int64_t t0, int64_t t1, int64_t N,
+                                     int64_t E) {
+    for (int64_t t = t0; t < t1; t++) {
         const float s = (float)(2.0 * dloss * lse[t] / (double)N);
         for (int64_t e = 0; e < E; e++) dlogits[t * E + e] += s * probs[t * E + e];
     }
@@ -294,8 +305,14 @@ float tess_nn_moe_rcp_forward(const float *mass_a, const float *mass_b, int64_t 
 
 void tess_nn_moe_rcp_backward(float *dmass_a, float *dmass_b, float dloss, const float *mass_a,
                               const float *mass_b, int64_t N) {
+    tess_nn_moe_rcp_backward_rows(dmass_a, dmass_b, dloss, mass_a, mass_b, 0, N, N);
+}
+
+void tess_nn_moe_rcp_backward_rows(float *dmass_a, float *dmass_b, float dloss,
+                                   const float *mass_a, const float *mass_b, int64_t t0,
+                                   int64_t t1, int64_t N) {
     const float s = (float)(-(double)dloss / (double)N);
-    for (int64_t t = 0; t < N; t++) {
+    for (int64_t t = t0; t < t1; t++) {
         if (dmass_a) dmass_a[t] += s * mass_b[t];
         if (dmass_b) dmass_b[t] += s * mass_a[t];
     }
@@ -444,17 +461,48 @@ void tess_nn_moe_rsp_sums(double sums[TESS_NN_MOE_PHI_COUNT], float *cache, cons
                           const int32_t *row_of, const int32_t *grp, int64_t N, int64_t k,
                           int64_t F) {
     TESS_ASSERT(k >= 2 && k <= MOE_KMAX);
-    const int64_t cw = tess_nn_moe_rsp_cache_floats(k);
+    if (cache) { /* the cosines first, then their sums: the same values as in one pass */
+        tess_nn_moe_rsp_cache(cache, z, row_of, grp, 0, N, k, F);
+        tess_nn_moe_rsp_sums_cached(sums, cache, row_of, grp, N, k);
+        return;
+    }
     float nrm[MOE_KMAX], cs[MOE_KMAX * MOE_KMAX];
     double acc[TESS_NN_MOE_PHI_COUNT] = {0};
     for (int64_t t = 0; t < N; t++) {
         const int32_t *rows = row_of + t * k, *g = grp ? grp + t * k : NULL;
-        token_cos(nrm, cs, z, rows, g, k, F, NULL, cache ? cache + t * cw : NULL);
+        token_cos(nrm, cs, z, rows, g, k, F, NULL, NULL);
         for (int64_t s = 0; s < k; s++)
             for (int64_t r = s + 1; r < k; r++)
                 if (pair_on(rows, g, s, r))
                     for (int p = 0; p < TESS_NN_MOE_PHI_COUNT; p++)
                         acc[p] += 2.0 * phi_value((tess_nn_moe_phi)p, cs[s * k + r]);
+    }
+    for (int p = 0; p < TESS_NN_MOE_PHI_COUNT; p++) sums[p] = acc[p] / (double)(k * (k - 1));
+}
+
+void tess_nn_moe_rsp_cache(float *cache, const float *z, const int32_t *row_of,
+                           const int32_t *grp, int64_t t0, int64_t t1, int64_t k, int64_t F) {
+    TESS_ASSERT(k >= 2 && k <= MOE_KMAX);
+    const int64_t cw = tess_nn_moe_rsp_cache_floats(k);
+    float nrm[MOE_KMAX], cs[MOE_KMAX * MOE_KMAX];
+    for (int64_t t = t0; t < t1; t++)
+        token_cos(nrm, cs, z, row_of + t * k, grp ? grp + t * k : NULL, k, F, NULL,
+                  cache + t * cw);
+}
+
+void tess_nn_moe_rsp_sums_cached(double sums[TESS_NN_MOE_PHI_COUNT], const float *cache,
+                                 const int32_t *row_of, const int32_t *grp, int64_t N,
+                                 int64_t k) {
+    TESS_ASSERT(k >= 2 && k <= MOE_KMAX);
+    const int64_t cw = tess_nn_moe_rsp_cache_floats(k);
+    double acc[TESS_NN_MOE_PHI_COUNT] = {0};
+    for (int64_t t = 0; t < N; t++) {
+        const int32_t *rows = row_of + t * k, *g = grp ? grp + t * k : NULL;
+        for (int64_t s = 0, q = k; s < k; s++)
+            for (int64_t r = s + 1; r < k; r++, q++)
+                if (pair_on(rows, g, s, r))
+                    for (int p = 0; p < TESS_NN_MOE_PHI_COUNT; p++)
+                        acc[p] += 2.0 * phi_value((tess_nn_moe_phi)p, cache[t * cw + q]);
     }
     for (int p = 0; p < TESS_NN_MOE_PHI_COUNT; p++) sums[p] = acc[p] / (double)(k * (k - 1));
 }
@@ -491,6 +539,13 @@ void tess_nn_moe_rsp_backward(float *dz, float dloss, const float *z, const int3
 void tess_nn_moe_rsp_backward_grp(float *dz, float dloss, const float *cache, const float *z,
                                   const int32_t *row_of, const int32_t *grp, int64_t N, int64_t k,
                                   int64_t F, tess_nn_moe_phi phi) {
+    tess_nn_moe_rsp_backward_rows(dz, dloss, cache, z, row_of, grp, 0, N, N, k, F, phi);
+}
+
+void tess_nn_moe_rsp_backward_rows(float *dz, float dloss, const float *cache, const float *z,
+                                   const int32_t *row_of, const int32_t *grp, int64_t t0,
+                                   int64_t t1, int64_t N, int64_t k, int64_t F,
+                                   tess_nn_moe_phi phi) {
     /* Unordered pair {s,r} counted twice: dR/du = 2 phi'(c) dc/du / (N k (k-1)), with
      * dc/du = v/den - c u/|u|^2 when the denominator is |u||v| (unclamped), v/den otherwise;
      * dR/dv likewise, both in one pass (pair_grad). */
@@ -498,7 +553,7 @@ void tess_nn_moe_rsp_backward_grp(float *dz, float dloss, const float *cache, co
     const int64_t cw = tess_nn_moe_rsp_cache_floats(k);
     float nrm[MOE_KMAX], cs[MOE_KMAX * MOE_KMAX];
     const double w = 2.0 * (double)dloss / ((double)N * (double)(k * (k - 1)));
-    for (int64_t t = 0; t < N; t++) {
+    for (int64_t t = t0; t < t1; t++) {
         const int32_t *rows = row_of + t * k, *g = grp ? grp + t * k : NULL;
         token_cos(nrm, cs, z, rows, g, k, F, cache ? cache + t * cw : NULL, NULL);
         for (int64_t s = 0; s < k; s++)
@@ -727,9 +782,14 @@ float tess_nn_moe_variance_forward(const float *probs, int64_t N, int64_t E) {
 
 void tess_nn_moe_variance_backward(float *dprobs, float dloss, const float *probs, int64_t N,
                                    int64_t E) {
+    tess_nn_moe_variance_backward_rows(dprobs, dloss, probs, 0, N, N, E);
+}
+
+void tess_nn_moe_variance_backward_rows(float *dprobs, float dloss, const float *probs,
+                                        int64_t t0, int64_t t1, int64_t N, int64_t E) {
     TESS_ASSERT(E >= 2);
     const double sc = 2.0 * (double)dloss / ((double)(E - 1) * (double)N);
-    for (int64_t t = 0; t < N; t++) {
+    for (int64_t t = t0; t < t1; t++) {
         const float *p = probs + t * E;
         double mean = 0.0;
         for (int64_t e = 0; e < E; e++) mean += p[e];

@@ -151,6 +151,15 @@ void tess_nn_moe_lb_backward(float *dprobs, float dloss, const int64_t *counts, 
 float tess_nn_moe_zloss_forward(const float *lse, int64_t N);
 void tess_nn_moe_zloss_backward(float *dlogits, float dloss, const float *probs, const float *lse,
                                 int64_t N, int64_t E);
+/* Rows [t0, t1) of the backward kernels whose factor depends on the token count: the same
+ * values as the whole call over N tokens (rows 0 <= t0 <= t1 <= N), so that ranges of tokens run
+ * on different threads give the serial result bit for bit. Pointers as in the whole call (row 0
+ * of N); rows outside [t0, t1) are not touched. */
+void tess_nn_moe_lb_backward_rows(float *dprobs, float dloss, const int64_t *counts, int64_t t0,
+                                  int64_t t1, int64_t N, int64_t Ntot, int64_t E, int64_t k);
+void tess_nn_moe_zloss_backward_rows(float *dlogits, float dloss, const float *probs,
+                                     const float *lse, int64_t t0, int64_t t1, int64_t N,
+                                     int64_t E);
 /* Aux-loss-free balancing (DeepSeek): bias_e += rate * sign(mean(counts) - counts_e). counts are
  * the counts of every data-parallel replica (all-reduced by the caller), so every rank updates
  * alike. bias, counts (E). */
@@ -163,6 +172,10 @@ void tess_nn_moe_bias_update(float *bias, const int64_t *counts, int64_t E, floa
 float tess_nn_moe_rcp_forward(const float *mass_a, const float *mass_b, int64_t N);
 void tess_nn_moe_rcp_backward(float *dmass_a, float *dmass_b, float dloss, const float *mass_a,
                               const float *mass_b, int64_t N);
+/* Rows [t0, t1) of N of it (as tess_nn_moe_lb_backward_rows). */
+void tess_nn_moe_rcp_backward_rows(float *dmass_a, float *dmass_b, float dloss,
+                                   const float *mass_a, const float *mass_b, int64_t t0,
+                                   int64_t t1, int64_t N);
 
 /* R_sp of one layer: z (rows, F) holds the experts' SwiGLU intermediates in any row order;
  * row_of (N,k) gives the row of token t's slot s, so pairs are matched by token id; a slot with
@@ -195,6 +208,19 @@ void tess_nn_moe_rsp_sums(double sums[TESS_NN_MOE_PHI_COUNT], float *cache, cons
 void tess_nn_moe_rsp_backward_grp(float *dz, float dloss, const float *cache, const float *z,
                                   const int32_t *row_of, const int32_t *grp, int64_t N, int64_t k,
                                   int64_t F, tess_nn_moe_phi phi);
+/* rsp_sums with a cache in two parts, for tokens split over threads: rsp_cache writes the cache
+ * rows of tokens [t0, t1) (their norms and cosines, independent per token), rsp_sums_cached sums
+ * phi over a filled cache of N tokens in token order. Together: rsp_sums's sums and cache bit for
+ * bit (it is implemented so). rsp_backward_rows: rows [t0, t1) of N of rsp_backward_grp (it
+ * writes only the dz rows of those tokens' slots, so disjoint token ranges can run at once). */
+void tess_nn_moe_rsp_cache(float *cache, const float *z, const int32_t *row_of,
+                           const int32_t *grp, int64_t t0, int64_t t1, int64_t k, int64_t F);
+void tess_nn_moe_rsp_sums_cached(double sums[TESS_NN_MOE_PHI_COUNT], const float *cache,
+                                 const int32_t *row_of, const int32_t *grp, int64_t N, int64_t k);
+void tess_nn_moe_rsp_backward_rows(float *dz, float dloss, const float *cache, const float *z,
+                                   const int32_t *row_of, const int32_t *grp, int64_t t0,
+                                   int64_t t1, int64_t N, int64_t k, int64_t F,
+                                   tess_nn_moe_phi phi);
 void tess_nn_moe_rsp_sums_ref(double sums[TESS_NN_MOE_PHI_COUNT], const float *z,
                               const int32_t *row_of, const int32_t *grp, int64_t N, int64_t k,
                               int64_t F);
@@ -226,6 +252,9 @@ float tess_nn_moe_ortho_forward_ref(const float *y, const int32_t *row_of, int64
 float tess_nn_moe_variance_forward(const float *probs, int64_t N, int64_t E);
 void tess_nn_moe_variance_backward(float *dprobs, float dloss, const float *probs, int64_t N,
                                    int64_t E);
+/* Rows [t0, t1) of N of it (as tess_nn_moe_lb_backward_rows). */
+void tess_nn_moe_variance_backward_rows(float *dprobs, float dloss, const float *probs,
+                                        int64_t t0, int64_t t1, int64_t N, int64_t E);
 
 /* ---------- one SwiGLU expert on its n rows ---------- */
 

@@ -11,10 +11,10 @@
 #include "core/rng.h"     /* tess_rng_* */
 #include "core/team.h"    /* tess_team_* */
 #include "core/timer.h"   /* tess_timer_now */
-#include "nn/linear.h"    /* tess_nn_linear_* */
+#include "nn/linear.h"    /* tess_nn_linear_forward */
 #include "nn/mlp.h"       /* tess_nn_mlp_swiglu_* */
 #include "nn/moe.h"
-#include "tensor/matmul.h" /* tess_matmul_threads, tess_matmul_set_threads */
+#include "tensor/matmul.h" /* tess_matmul, tess_matmul_threads, tess_matmul_set_threads */
 #include "tensor/tensor.h" /* tess_tensor_axpy, tess_tensor_dot */
 #include "par/coll.h"      /* tess_par_allreduce_i64 */
 #include "par/dispatch.h"  /* tess_dispatch_* */
@@ -56,6 +56,7 @@ struct moe_layer {
     int64_t *counts, *offs, *pos; /* (E), (E+1), (E): routed pairs per expert (before drops),
                                    * block offsets, scratch (then the blocks' rows) */
     int64_t *kept;               /* (E) pairs kept per expert */
+    int64_t *tcounts;            /* (team size, E) each member's routed pairs per expert */
     uint64_t *work;              /* (N k) permutation scratch */
     int64_t Rn, dropped;         /* rows (incl. padding) and dropped pairs of the last forward */
     int64_t *lbc;                /* (E+1): L_lb's counts and token total (over lb_group) */
@@ -700,19 +701,28 @@ static void expert_part(void *ctx, int member, int n) {
     }
 }
 
-/* The local experts on the stack's team when there is one and two or more experts, with
- * OpenBLAS at one thread for that phase (the team's threads take its cores); else in order on
- * the calling thread with the BLAS threads as they are. */
-static void experts_run(moe_layer *m, expert_job *jb) {
+/* fn on the stack's team with OpenBLAS at one thread for the run (the team's threads take the
+ * cores, and a member may call BLAS on its part), or fn(ctx, 0, 1) on the calling thread
+ * without a team (BLAS threads as they are). */
+static void team_run(moe_layer *m, tess_team_fn fn, void *ctx) {
     tess_team *t = m->stack->team;
-    if (!t || m->nle < 2) {
-        expert_part(jb, 0, 1);
+    if (!t) {
+        fn(ctx, 0, 1);
         return;
     }
     const int th = tess_matmul_threads();
     tess_matmul_set_threads(1);
-    tess_team_run(t, expert_part, jb);
+    tess_team_run(t, fn, ctx);
     tess_matmul_set_threads(th);
+}
+
+/* The local experts on the stack's team when there is one and two or more experts; else in
+ * order on the calling thread with the BLAS threads as they are. */
+static void experts_run(moe_layer *m, expert_job *jb) {
+    if (m->nle < 2)
+        expert_part(jb, 0, 1);
+    else
+        team_run(m, expert_part, jb);
 }
 
 /* The home side's per-row and per-token loops, split over the stack's team by ranges of
@@ -730,12 +740,18 @@ typedef struct {
     int64_t n;         /* rows (GATHER) or tokens */
     const float *in;
     float *out, *dgates;
+    /* R_sp at home (not the fast path), on the same tokens: COMBINE with rsp also writes their
+     * cosines and norms into sp_cos; COMBINE_BWD with dz (Rm,F) zeroes their kept rows of dz and
+     * adds R_sp's gradient (dloss: the loss scale times lambda_sp) */
+    bool rsp;
+    float *dz;
+    float dloss;
 } rows_job;
 
 static void rows_part(void *ctx, int member, int n) {
     const rows_job *jb = ctx;
     const moe_layer *m = jb->m;
-    const int64_t C = m->base.C, k = m->k, xw = xp_width(m);
+    const int64_t C = m->base.C, k = m->k, F = m->F, xw = xp_width(m);
     const int64_t lo = jb->n * member / n, hi = jb->n * (member + 1) / n;
     for (int64_t t = lo; t < hi; t++) { /* a home row (GATHER) or a token */
         const int32_t *rows = m->row_of + (jb->kind == ROWS_GATHER ? 0 : t * k);
@@ -770,6 +786,7 @@ static void rows_part(void *ctx, int member, int n) {
                 const float *d = jb->in + t * C;
                 jb->dgates[t * k + s] = (float)tess_tensor_dot(d, m->y + (int64_t)rows[s] * C, C);
                 scale_copy(jb->out + (int64_t)rows[s] * C, m->gates[t * k + s], d, C);
+                if (jb->dz) memset(jb->dz + (int64_t)rows[s] * F, 0, (size_t)F * sizeof(float));
             }
             break;
         case ROWS_UNPERMUTE:
@@ -779,6 +796,11 @@ static void rows_part(void *ctx, int member, int n) {
             break;
         }
     }
+    if (jb->kind == ROWS_COMBINE && jb->rsp)
+        tess_nn_moe_rsp_cache(m->sp_cos, m->z, m->row_of, NULL, lo, hi, k, F);
+    if (jb->kind == ROWS_COMBINE_BWD && jb->dz) /* every row of these tokens zeroed above */
+        tess_nn_moe_rsp_backward_rows(jb->dz, jb->dloss, m->sp_cos, m->z, m->row_of, NULL, lo, hi,
+                                      jb->n, k, F, m->stack->cfg.phi);
 }
 
 /* rows_part on the stack's team, or on the calling thread without one. No BLAS inside. */
@@ -787,6 +809,88 @@ static void rows_run(moe_layer *m, rows_job *jb) {
         tess_team_run(m->stack->team, rows_part, jb);
     else
         rows_part(jb, 0, 1);
+}
+
+/* The router split over the stack's team by tokens: member `member` of n routes tokens
+ * [N member / n, N (member + 1) / n): their logits rin W_r^T (its own BLAS call on those rows),
+ * scores, top-k, gates and mass, and counts its routed pairs per expert into its row of
+ * tcounts. Every token's values are the serial ones (per-row products and loops). */
+typedef struct {
+    moe_layer *m;
+    const float *rin, *bias; /* router input (N,C); selection bias (E) or NULL */
+    int64_t N;
+} route_job;
+
+static void route_part(void *ctx, int member, int n) {
+    const route_job *jb = ctx;
+    moe_layer *m = jb->m;
+    const int64_t C = m->base.C, E = m->E, k = m->k;
+    const int64_t lo = jb->N * member / n, hi = jb->N * (member + 1) / n, nr = hi - lo;
+    tess_nn_linear_forward(m->logits + lo * E, jb->rin + lo * C, P(m, m->i_router), NULL, nr, C,
+                           E);
+    tess_nn_moe_router_forward(m->probs + lo * E, m->lse + lo, m->topk + lo * k, m->gates + lo * k,
+                               m->mass + lo, m->logits + lo * E, jb->bias, nr, E, k,
+                               m->stack->cfg.score);
+    tess_nn_moe_counts(m->tcounts + member * E, m->topk + lo * k, nr, E, k);
+}
+
+/* The router's backward split over the stack's team by tokens, every step per token row:
+ * dprobs (N,E) = the gates', L_lb's, L_v's and (through the top-k mass, dmass (N)) R_cp's
+ * gradients; dlogits (N,E) = the scores' backward of it plus the z-loss's; din (N,C) += dlogits
+ * W_r (times the jitter factors u, through dxr (N,C), with jitter). The router weight's gradient
+ * (a sum over tokens) is left to the caller. */
+typedef struct {
+    moe_layer *m;
+    int64_t N;
+    const float *dgates;
+    float *dprobs, *dlogits, *dmass, *din, *dxr;
+} router_bwd_job;
+
+static void router_bwd_part(void *ctx, int member, int n) {
+    const router_bwd_job *jb = ctx;
+    moe_layer *m = jb->m;
+    const tess_nn_moe_config *cfg = &m->stack->cfg;
+    const int64_t C = m->base.C, E = m->E, k = m->k, N = jb->N;
+    const int64_t lo = N * member / n, hi = N * (member + 1) / n, nr = hi - lo;
+    const float sc = m->stack->scale;
+    float *dprobs = jb->dprobs + lo * E, *dlogits = jb->dlogits + lo * E;
+    memset(dprobs, 0, (size_t)(nr * E) * sizeof(float));
+    tess_nn_moe_gates_backward(dprobs, jb->dgates + lo * k, m->gates + lo * k, m->mass + lo,
+                               m->topk + lo * k, nr, E, k);
+    if (cfg->lambda_lb > 0)
+        tess_nn_moe_lb_backward_rows(jb->dprobs, sc * (float)cfg->lambda_lb, m->lbc, lo, hi, N,
+                                     m->lbc[E], E, k);
+    if (cfg->lambda_v > 0) /* maximised */
+        tess_nn_moe_variance_backward_rows(jb->dprobs, -sc * (float)cfg->lambda_v, m->probs, lo,
+                                           hi, N, E);
+    if (cfg->lambda_cp > 0 && m->stack->n > 1) {
+        memset(jb->dmass + lo, 0, (size_t)nr * sizeof(float));
+        const float dl = sc * (float)cfg->lambda_cp;
+        if (m->idx > 0 && !cfg->cp_detach) /* this layer is the pair's deeper one */
+            tess_nn_moe_rcp_backward_rows(jb->dmass, NULL, dl, m->mass,
+                                          m->stack->layer[m->idx - 1]->mass, lo, hi, N);
+        if (m->idx + 1 < m->stack->n)
+            tess_nn_moe_rcp_backward_rows(jb->dmass, NULL, dl, m->mass,
+                                          m->stack->layer[m->idx + 1]->mass, lo, hi, N);
+        tess_nn_moe_mass_backward(dprobs, jb->dmass + lo, m->topk + lo * k, nr, E, k);
+    }
+    memset(dlogits, 0, (size_t)(nr * E) * sizeof(float));
+    if (cfg->score == TESS_NN_MOE_SCORE_SIGMOID)
+        tess_nn_moe_sigmoid_backward(dlogits, dprobs, m->probs + lo * E, m->logits + lo * E, nr,
+                                     E);
+    else
+        tess_nn_moe_softmax_backward(dlogits, dprobs, m->probs + lo * E, nr, E);
+    if (cfg->lambda_z > 0)
+        tess_nn_moe_zloss_backward_rows(jb->dlogits, sc * (float)cfg->lambda_z, m->probs, m->lse,
+                                        lo, hi, N, E);
+    const float *w = P(m, m->i_router);
+    if (!m->noise) {
+        tess_matmul(jb->din + lo * C, dlogits, w, nr, C, E, false, false, 1.0f, 1.0f);
+        return;
+    }
+    /* jitter: the router saw x u, so din += (dlogits W_r) u */
+    tess_matmul(jb->dxr + lo * C, dlogits, w, nr, C, E, false, false, 1.0f, 0.0f);
+    for (int64_t i = lo * C; i < hi * C; i++) jb->din[i] += jb->dxr[i] * m->noise[i];
 }
 
 static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) {
@@ -810,11 +914,15 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
         for (int64_t i = 0; i < N * C; i++) m->noise[i] = 1.0f;
         memcpy(m->xj, in, (size_t)(N * C) * sizeof(float));
     }
-    tess_nn_linear_forward(m->logits, rin, P(m, m->i_router), NULL, N, C, E);
-    tess_nn_moe_router_forward(m->probs, m->lse, m->topk, m->gates, m->mass, m->logits,
-                               m->i_bias >= 0 ? P(m, m->i_bias) : NULL, N, E, k, cfg->score);
+    team_run(m, route_part,
+             &(route_job){.m = m, .rin = rin, .bias = m->i_bias >= 0 ? P(m, m->i_bias) : NULL,
+                          .N = N});
+    const int nt = tess_nn_moe_stack_threads(m->stack);
+    for (int64_t e = 0; e < E; e++) {
+        m->counts[e] = 0;
+        for (int i = 0; i < nt; i++) m->counts[e] += m->tcounts[i * E + e];
+    }
     /* permute: the kept (token, slot) pairs into expert blocks, in token order */
-    tess_nn_moe_counts(m->counts, m->topk, N, E, k);
     const int64_t cap = cfg->drop != TESS_NN_MOE_DROP_NONE
                             ? tess_nn_moe_capacity(N, E, k, cfg->capacity_factor)
                             : -1;
@@ -861,8 +969,10 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
         else if (cfg->lambda_sp > 0)
             to_home(m, m->zg, m->xt, m->z, F);
     }
-    /* combine the kept slots in slot order */
-    rows_run(m, &(rows_job){.m = m, .kind = ROWS_COMBINE, .n = N, .out = out});
+    /* combine the kept slots in slot order; R_sp's cosines at home (not the fast path's) for
+     * every pair, kept for backward, summed below */
+    const bool rsp_home = cfg->lambda_sp > 0 && !m->fast;
+    rows_run(m, &(rows_job){.m = m, .kind = ROWS_COMBINE, .n = N, .out = out, .rsp = rsp_home});
     if (m->Fs > 0) {
         tess_nn_mlp_swiglu_forward(m->s_out, m->s_gate, m->s_up, m->s_h, in, P(m, m->i_sg),
                                    P(m, m->i_su), P(m, m->i_sd), N, C, m->Fs);
@@ -874,8 +984,7 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
     if (cfg->lb_group) keep(m, tess_par_allreduce_i64(cfg->lb_group, m->lbc, E + 1, TESS_PAR_SUM));
     m->lb = tess_nn_moe_lb_forward(m->probs, m->lbc, N, m->lbc[E], E, k);
     m->zl = tess_nn_moe_zloss_forward(m->lse, N);
-    if (cfg->lambda_sp > 0 && !m->fast) /* every pair at home, its cosines kept for backward */
-        tess_nn_moe_rsp_sums(m->sp_sums, m->sp_cos, m->z, m->row_of, NULL, N, k, F);
+    if (rsp_home) tess_nn_moe_rsp_sums_cached(m->sp_sums, m->sp_cos, m->row_of, NULL, N, k);
     m->sp = cfg->lambda_sp > 0 ? (float)(m->sp_sums[cfg->phi] / (double)N) : 0;
     m->ol = cfg->lambda_o > 0 ? tess_nn_moe_ortho_forward(m->y, m->row_of, N, k, C) : 0;
     m->vl = E >= 2 ? tess_nn_moe_variance_forward(m->probs, N, E) : 0;
@@ -897,20 +1006,21 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
     if (m->grow) m->xt = db + Rx * F;
     if (!m->plan) dyg = dy, dxg = dxp, dzg = dz; /* the expert side is the home side */
     /* combine: dg_{t,s} = <dout_t, y_row>, dy_row = g_{t,s} dout_t; 0 for dropped slots and
-     * padding rows */
+     * padding rows; with R_sp at home (not the fast path) its gradient of z, dz: padding rows
+     * zeroed here, the kept rows zeroed and R_sp's gradient added per token by the team */
+    float *dzh = !m->fast && cfg->lambda_sp > 0 ? dz : NULL;
     for (int64_t r = 0; r < Rn; r++)
-        if (m->row_tok[r] < 0) memset(dy + r * C, 0, (size_t)C * sizeof(float));
+        if (m->row_tok[r] < 0) {
+            memset(dy + r * C, 0, (size_t)C * sizeof(float));
+            if (dzh) memset(dzh + r * F, 0, (size_t)F * sizeof(float));
+        }
     rows_run(m, &(rows_job){.m = m, .kind = ROWS_COMBINE_BWD, .n = N, .in = dout, .out = dy,
-                            .dgates = dgates});
+                            .dgates = dgates, .dz = dzh, .dloss = sc * (float)cfg->lambda_sp});
     /* the orthogonality loss's gradient of the outputs y, at home */
     if (cfg->lambda_o > 0)
         tess_nn_moe_ortho_backward(dy, sc * (float)cfg->lambda_o, m->y, m->row_of, N, k, C);
-    /* R_sp's gradient of z, at home; then both to the experts' ranks (fast path: of the rows
-     * in a split pair only, in fast_backward) */
-    if (!m->fast && cfg->lambda_sp > 0) memset(dz, 0, (size_t)(Rn * F) * sizeof(float));
-    if (cfg->lambda_sp > 0 && !m->fast)
-        tess_nn_moe_rsp_backward_grp(dz, sc * (float)cfg->lambda_sp, m->sp_cos, m->z, m->row_of,
-                                     NULL, N, k, F, cfg->phi);
+    /* dy and R_sp's dz to the experts' ranks (fast path: R_sp's gradient of the rows in a split
+     * pair only, in fast_backward) */
     int64_t rx = Rn;
     if (m->plan) {
         to_experts(m, dy, m->xt, dyg, C);
@@ -945,40 +1055,18 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
                                     m->in, P(m, m->i_sg), P(m, m->i_su), P(m, m->i_sd),
                                     m->s_gate, m->s_up, m->s_h, N, C, m->Fs);
     }
-    /* router: gates, LB, R_cp through the top-k mass, softmax, z-loss */
-    memset(dprobs, 0, (size_t)(N * E) * sizeof(float));
-    tess_nn_moe_gates_backward(dprobs, dgates, m->gates, m->mass, m->topk, N, E, k);
-    if (cfg->lambda_lb > 0)
-        tess_nn_moe_lb_backward(dprobs, sc * (float)cfg->lambda_lb, m->lbc, N, m->lbc[E], E, k);
-    if (cfg->lambda_v > 0) /* maximised */
-        tess_nn_moe_variance_backward(dprobs, -sc * (float)cfg->lambda_v, m->probs, N, E);
-    if (cfg->lambda_cp > 0 && m->stack->n > 1) {
-        memset(dmass, 0, (size_t)N * sizeof(float));
-        const float dl = sc * (float)cfg->lambda_cp;
-        if (m->idx > 0 && !cfg->cp_detach) /* this layer is the pair's deeper one */
-            tess_nn_moe_rcp_backward(dmass, NULL, dl, m->mass, m->stack->layer[m->idx - 1]->mass, N);
-        if (m->idx + 1 < m->stack->n)
-            tess_nn_moe_rcp_backward(dmass, NULL, dl, m->mass, m->stack->layer[m->idx + 1]->mass, N);
-        tess_nn_moe_mass_backward(dprobs, dmass, m->topk, N, E, k);
-    }
-    memset(dlogits, 0, (size_t)(N * E) * sizeof(float));
-    if (cfg->score == TESS_NN_MOE_SCORE_SIGMOID)
-        tess_nn_moe_sigmoid_backward(dlogits, dprobs, m->probs, m->logits, N, E);
-    else
-        tess_nn_moe_softmax_backward(dlogits, dprobs, m->probs, N, E);
-    if (cfg->lambda_z > 0)
-        tess_nn_moe_zloss_backward(dlogits, sc * (float)cfg->lambda_z, m->probs, m->lse, N, E);
-    if (!m->noise) {
-        tess_nn_linear_backward(din, G(m, m->i_router), NULL, dlogits, m->in, P(m, m->i_router), N,
-                                C, E);
-        return;
-    }
-    /* jitter: the router saw x u, so din += (dlogits W_r) u */
-    float *dxr = dgates + scratch_head(m, N) - N * C;
-    memset(dxr, 0, (size_t)(N * C) * sizeof(float));
-    tess_nn_linear_backward(dxr, G(m, m->i_router), NULL, dlogits, m->xj, P(m, m->i_router), N, C,
-                            E);
-    for (int64_t i = 0; i < N * C; i++) din[i] += dxr[i] * m->noise[i];
+    /* router: gates, LB, L_v, R_cp through the top-k mass, the scores, z-loss, per token on the
+     * team; then its weight gradient dlogits^T (x u) on the calling thread (one BLAS thread
+     * with a team, as the team's phases) */
+    float *dxr = m->noise ? dgates + scratch_head(m, N) - N * C : NULL;
+    team_run(m, router_bwd_part,
+             &(router_bwd_job){.m = m, .N = N, .dgates = dgates, .dprobs = dprobs,
+                               .dlogits = dlogits, .dmass = dmass, .din = din, .dxr = dxr});
+    const int th = tess_matmul_threads();
+    if (m->stack->team) tess_matmul_set_threads(1);
+    tess_matmul(G(m, m->i_router), dlogits, m->noise ? m->xj : m->in, E, C, N, true, false, 1.0f,
+                1.0f);
+    if (m->stack->team) tess_matmul_set_threads(th);
 }
 
 static double moe_matmul_params(const tess_nn_ffn *f) {
@@ -995,6 +1083,7 @@ static void moe_destroy(tess_nn_ffn *f) {
     free(m->rows);
     free(m->lbc);
     free(m->kept);
+    free(m->tcounts);
     free(m->xbuf);
     free(m->fs), free(m->fr), free(m->go), free(m->uo), free(m->nq), free(m->rq);
     free(m->vs), free(m->vr), free(m->nsrc), free(m->po), free(m->rid), free(m->rof), free(m->rcos);
@@ -1082,7 +1171,8 @@ tess_status tess_nn_moe_stack_make_ffn(void *ctx, int64_t layer, const tess_tfm_
     m->rows = calloc((size_t)m->nle, sizeof *m->rows);
     m->lbc = calloc((size_t)cfg->E + 1, sizeof *m->lbc);
     m->kept = calloc((size_t)cfg->E, sizeof *m->kept);
-    if (!m->counts || !m->offs || !m->pos || !m->rows || !m->lbc || !m->kept) {
+    m->tcounts = calloc((size_t)(cfg->E * tess_nn_moe_stack_threads(st)), sizeof *m->tcounts);
+    if (!m->counts || !m->offs || !m->pos || !m->rows || !m->lbc || !m->kept || !m->tcounts) {
         moe_destroy(&m->base);
         TESS_REQUIRE(false, TESS_ERR_MEM, "cannot allocate an MoE layer's counts (E=%lld)",
                      (long long)cfg->E);

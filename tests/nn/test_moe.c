@@ -12,10 +12,11 @@
 #include <string.h>
 
 #include "core/rng.h"       /* tess_rng_* */
+#include "nn/linear.h"      /* tess_nn_linear_forward */
 #include "nn/moe.h"         /* tess_nn_moe_* */
 #include "nn/registry.h"    /* tess_registry_* */
 #include "nn/transformer.h" /* tess_tfm_* */
-#include "tensor/matmul.h"  /* tess_matmul_threads, tess_matmul_set_threads */
+#include "tensor/matmul.h"  /* tess_matmul, tess_matmul_threads, tess_matmul_set_threads */
 #include "tess_ref.h"       /* tess_ref_fill_uniform */
 #include "tess_test.h"
 
@@ -468,48 +469,144 @@ static void check_layer_stats_and_jitter(void) {
     one_layer_free(&o);
 }
 
-/* With more than one BLAS thread the stack runs the experts side by side on a thread team: the
- * layer's output, input gradient and every parameter gradient equal the serial layer's bit for
- * bit (each expert's products and loops are the serial ones, on one thread), with R_sp, L_o and
- * the z-loss on, for teams of 2 and 3 over 4 experts. */
+/* The _rows kernels over two ranges of tokens equal the whole calls bit for bit, and
+ * rsp_cache + rsp_sums_cached equal rsp_sums. */
+static void check_rows_kernels(void) {
+    enum { N = 9, E = 4, K = 2, F = 7, CW = K + K * (K - 1) / 2 };
+    float probs[N * E], lse[N], ma[N], mb[N], z[N * K * F];
+    int64_t counts[E] = {5, 3, 6, 4};
+    int32_t row_of[N * K];
+    tess_ref_fill_uniform(probs, N * E, 71, 1.0f);
+    tess_ref_fill_uniform(lse, N, 72, 2.0f);
+    tess_ref_fill_uniform(ma, N, 73, 1.0f);
+    tess_ref_fill_uniform(mb, N, 74, 1.0f);
+    tess_ref_fill_uniform(z, N * K * F, 75, 1.0f);
+    for (int i = 0; i < N * K; i++) row_of[i] = (i * 7) % (N * K);
+    row_of[3] = -1; /* a dropped slot */
+    float a[N * K * F], b[N * K * F], ma0[N], ma1[N];
+    const int64_t cut = 4;
+    memset(a, 0, sizeof a), memset(b, 0, sizeof b);
+    tess_nn_moe_lb_backward(a, 0.3f, counts, N, 2 * N, E, K);
+    tess_nn_moe_zloss_backward(a, 0.2f, probs, lse, N, E);
+    tess_nn_moe_variance_backward(a, 0.1f, probs, N, E);
+    for (int64_t r = 0; r < 2; r++) {
+        const int64_t t0 = r ? cut : 0, t1 = r ? N : cut;
+        tess_nn_moe_lb_backward_rows(b, 0.3f, counts, t0, t1, N, 2 * N, E, K);
+        tess_nn_moe_zloss_backward_rows(b, 0.2f, probs, lse, t0, t1, N, E);
+        tess_nn_moe_variance_backward_rows(b, 0.1f, probs, t0, t1, N, E);
+    }
+    TESS_TEST_CHECK(memcmp(a, b, sizeof(float) * N * E) == 0, "lb, z, variance rows");
+    memset(ma0, 0, sizeof ma0), memset(ma1, 0, sizeof ma1);
+    tess_nn_moe_rcp_backward(ma0, NULL, 0.4f, ma, mb, N);
+    tess_nn_moe_rcp_backward_rows(ma1, NULL, 0.4f, ma, mb, 0, cut, N);
+    tess_nn_moe_rcp_backward_rows(ma1, NULL, 0.4f, ma, mb, cut, N, N);
+    TESS_TEST_CHECK(memcmp(ma0, ma1, sizeof ma0) == 0, "rcp rows");
+    float c0[N * CW], c1[N * CW];
+    double s0[TESS_NN_MOE_PHI_COUNT], s1[TESS_NN_MOE_PHI_COUNT];
+    tess_nn_moe_rsp_sums(s0, c0, z, row_of, NULL, N, K, F);
+    tess_nn_moe_rsp_cache(c1, z, row_of, NULL, cut, N, K, F);
+    tess_nn_moe_rsp_cache(c1, z, row_of, NULL, 0, cut, K, F);
+    tess_nn_moe_rsp_sums_cached(s1, c1, row_of, NULL, N, K);
+    TESS_TEST_CHECK(memcmp(s0, s1, sizeof s0) == 0, "rsp sums in two parts");
+    memset(a, 0, sizeof a), memset(b, 0, sizeof b);
+    tess_nn_moe_rsp_backward_grp(a, 0.5f, c0, z, row_of, NULL, N, K, F, TESS_NN_MOE_PHI_SQ);
+    tess_nn_moe_rsp_backward_rows(b, 0.5f, c0, z, row_of, NULL, cut, N, N, K, F,
+                                  TESS_NN_MOE_PHI_SQ);
+    tess_nn_moe_rsp_backward_rows(b, 0.5f, c0, z, row_of, NULL, 0, cut, N, K, F,
+                                  TESS_NN_MOE_PHI_SQ);
+    TESS_TEST_CHECK(memcmp(a, b, sizeof a) == 0, "rsp backward rows");
+}
+
+/* With more than one BLAS thread the stack runs the experts side by side on a thread team, and
+ * the router, its backward, R_sp at home and the row loops split over tokens: the layer's
+ * output, aux values, input gradient and every parameter gradient equal the serial layer's bit
+ * for bit (each expert's products and loops are the serial ones, on one thread; every token's
+ * router rows and R_sp cosines are computed alone and summed in token order), for teams of 2
+ * and 3 over 4 experts: with R_sp, L_o and the z-loss on (softmax), and with sigmoid scores,
+ * L_v, the selection bias and router jitter while training. */
 static void check_team_experts(void) {
     enum { N = 16, C = 6 };
     float x[N * C], dy[N * C], y0[N * C], y1[N * C], dx0[N * C], dx1[N * C];
     tess_ref_fill_uniform(x, N * C, 47, 1.0f);
     tess_ref_fill_uniform(dy, N * C, 48, 1.0f);
-    const tess_nn_moe_config mc = {.E = 4, .k = 2, .F = 5, .every = 1, .std = 0.02,
-                                   .lambda_lb = 0.01, .lambda_z = 1e-3, .lambda_sp = 0.1,
-                                   .lambda_o = 0.05, .phi = TESS_NN_MOE_PHI_SQ, .seed = 11};
-    one_layer ser, par;
+    const tess_nn_moe_config cfgs[2] = {
+        {.E = 4, .k = 2, .F = 5, .every = 1, .std = 0.02, .lambda_lb = 0.01, .lambda_z = 1e-3,
+         .lambda_sp = 0.1, .lambda_o = 0.05, .phi = TESS_NN_MOE_PHI_SQ, .seed = 11},
+        {.E = 4, .k = 2, .F = 5, .every = 1, .std = 0.02, .lambda_lb = 0.01, .lambda_sp = 0.1,
+         .lambda_v = 0.05, .phi = TESS_NN_MOE_PHI_ABS, .score = TESS_NN_MOE_SCORE_SIGMOID,
+         .bias_balance = true, .jitter = 0.3, .seed = 12}};
+    const int threads0 = tess_matmul_threads();
+    for (int c = 0; c < 2; c++) {
+        const tess_nn_moe_config *mc = &cfgs[c];
+        one_layer ser, par;
+        tess_matmul_set_threads(1);
+        TESS_TEST_CHECK(one_layer_build(&ser, mc) == TESS_OK, "serial layer: %s",
+                        tess_error_text());
+        TESS_TEST_CHECK(tess_nn_moe_stack_threads(ser.st) == 1, "one BLAS thread: no team");
+        float *scratch = malloc((size_t)tess_nn_ffn_scratch_floats(ser.f, N) * sizeof(float));
+        tess_nn_moe_stack_set_step(ser.st, true, 3, 0);
+        tess_nn_ffn_forward(ser.f, y0, x, N);
+        memset(dx0, 0, sizeof dx0);
+        tess_nn_ffn_backward(ser.f, dx0, scratch, dy, N);
+        tess_nn_moe_aux a0, a1;
+        tess_nn_moe_stack_aux(ser.st, &a0);
+        for (int th = 2; th <= 3; th++) {
+            tess_matmul_set_threads(th);
+            TESS_TEST_CHECK(one_layer_build(&par, mc) == TESS_OK, "team layer: %s",
+                            tess_error_text());
+            TESS_TEST_CHECK(tess_nn_moe_stack_threads(par.st) == th,
+                            "%d BLAS threads: a team of %d", th, tess_nn_moe_stack_threads(par.st));
+            tess_nn_moe_stack_set_step(par.st, true, 3, 0);
+            tess_nn_ffn_forward(par.f, y1, x, N);
+            memset(dx1, 0, sizeof dx1);
+            tess_nn_ffn_backward(par.f, dx1, scratch, dy, N);
+            tess_nn_moe_stack_aux(par.st, &a1);
+            TESS_TEST_CHECK(tess_matmul_threads() == th, "BLAS threads restored to %d", th);
+            TESS_TEST_CHECK(memcmp(y0, y1, sizeof y0) == 0, "config %d, team of %d: output bitwise",
+                            c, th);
+            TESS_TEST_CHECK(a0.total == a1.total && a0.sp == a1.sp && a0.lb == a1.lb,
+                            "config %d, team of %d: aux values bitwise (%.17g vs %.17g)", c, th,
+                            a0.total, a1.total);
+            TESS_TEST_CHECK(memcmp(dx0, dx1, sizeof dx0) == 0,
+                            "config %d, team of %d: input gradient bitwise", c, th);
+            const int64_t n = tess_registry_local_total(ser.reg);
+            TESS_TEST_CHECK(memcmp(tess_registry_grads(ser.reg), tess_registry_grads(par.reg),
+                                   (size_t)n * sizeof(float)) == 0,
+                            "config %d, team of %d: parameter gradients bitwise", c, th);
+            one_layer_free(&par);
+        }
+        free(scratch);
+        one_layer_free(&ser);
+    }
+    tess_matmul_set_threads(threads0);
+}
+
+/* The team's router splits its products by token rows: at the benchmark's size (2048 tokens,
+ * 256 channels, 8 experts, BLAS on one thread) the logits and the input gradient computed on
+ * ranges of rows equal the whole products bit for bit, as the small layer test above shows for
+ * 16 tokens. */
+static void check_router_row_split(void) {
+    enum { N = 2048, C = 256, E = 8 };
     const int threads0 = tess_matmul_threads();
     tess_matmul_set_threads(1);
-    TESS_TEST_CHECK(one_layer_build(&ser, &mc) == TESS_OK, "serial layer: %s", tess_error_text());
-    TESS_TEST_CHECK(tess_nn_moe_stack_threads(ser.st) == 1, "one BLAS thread: no team");
-    float *scratch = malloc((size_t)tess_nn_ffn_scratch_floats(ser.f, N) * sizeof(float));
-    tess_nn_ffn_forward(ser.f, y0, x, N);
-    memset(dx0, 0, sizeof dx0);
-    tess_nn_ffn_backward(ser.f, dx0, scratch, dy, N);
-    for (int th = 2; th <= 3; th++) {
-        tess_matmul_set_threads(th);
-        TESS_TEST_CHECK(one_layer_build(&par, &mc) == TESS_OK, "team layer: %s",
-                        tess_error_text());
-        TESS_TEST_CHECK(tess_nn_moe_stack_threads(par.st) == th, "%d BLAS threads: a team of %d",
-                        th, tess_nn_moe_stack_threads(par.st));
-        tess_nn_ffn_forward(par.f, y1, x, N);
-        memset(dx1, 0, sizeof dx1);
-        tess_nn_ffn_backward(par.f, dx1, scratch, dy, N);
-        TESS_TEST_CHECK(tess_matmul_threads() == th, "BLAS threads restored to %d", th);
-        TESS_TEST_CHECK(memcmp(y0, y1, sizeof y0) == 0, "team of %d: output bitwise", th);
-        TESS_TEST_CHECK(memcmp(dx0, dx1, sizeof dx0) == 0, "team of %d: input gradient bitwise",
-                        th);
-        const int64_t n = tess_registry_local_total(ser.reg);
-        TESS_TEST_CHECK(memcmp(tess_registry_grads(ser.reg), tess_registry_grads(par.reg),
-                               (size_t)n * sizeof(float)) == 0,
-                        "team of %d: parameter gradients bitwise", th);
-        one_layer_free(&par);
+    float *x = malloc(sizeof(float) * N * C), *w = malloc(sizeof(float) * E * C);
+    float *h0 = malloc(sizeof(float) * N * E), *h1 = malloc(sizeof(float) * N * E);
+    float *d0 = calloc((size_t)N * C, sizeof(float)), *d1 = calloc((size_t)N * C, sizeof(float));
+    tess_ref_fill_uniform(x, N * C, 91, 1.0f);
+    tess_ref_fill_uniform(w, E * C, 92, 0.1f);
+    tess_nn_linear_forward(h0, x, w, NULL, N, C, E);
+    tess_matmul(d0, h0, w, N, C, E, false, false, 1.0f, 1.0f);
+    for (int n = 2; n <= 3; n++) {
+        for (int i = 0; i < n; i++) {
+            const int64_t lo = (int64_t)N * i / n, hi = (int64_t)N * (i + 1) / n;
+            tess_nn_linear_forward(h1 + lo * E, x + lo * C, w, NULL, hi - lo, C, E);
+            memset(d1 + lo * C, 0, sizeof(float) * (size_t)((hi - lo) * C));
+            tess_matmul(d1 + lo * C, h0 + lo * E, w, hi - lo, C, E, false, false, 1.0f, 1.0f);
+        }
+        TESS_TEST_CHECK(memcmp(h0, h1, sizeof(float) * N * E) == 0, "logits in %d ranges", n);
+        TESS_TEST_CHECK(memcmp(d0, d1, sizeof(float) * N * C) == 0, "dx in %d ranges", n);
     }
-    free(scratch);
-    one_layer_free(&ser);
+    free(x), free(w), free(h0), free(h1), free(d0), free(d1);
     tess_matmul_set_threads(threads0);
 }
 
@@ -625,7 +722,9 @@ int main(int argc, char **argv) {
     check_guo();
     check_config();
     check_layer_stats_and_jitter();
+    check_rows_kernels();
     check_team_experts();
+    check_router_row_split();
     check_transformer();
     int rc = tess_test_finish("nn_moe");
     MPI_Finalize();
