@@ -78,9 +78,10 @@ void tess_matmul_small_tn(float *C, int64_t ldc, const float *A, int64_t lda, co
 
 /* 1 when tess_matmul_small has its 16-lane tiles (AVX-512F on x86-64, -march=native on such a
  * CPU): blocks of 32 columns run in tiles of 8 rows x 32 columns (16 accumulator registers),
- * which ran an attention head's 256 x 256 x 32 and 256 x 32 x 256 products at ~110 GFLOP/s
- * against OpenBLAS 0.3.21's ~88 (1 thread; OpenBLAS packs both operands of every call). Else 0:
- * the 8-lane tiles only, which lose to BLAS at those sizes. */
+ * which ran an attention head's 256 x 256 x 32 and 256 x 32 x 256 products alone, hot in cache,
+ * at ~110 GFLOP/s against OpenBLAS 0.3.21's ~88 (1 thread; OpenBLAS packs both operands of every
+ * call), and in place in the attention's backward a little faster than BLAS, in its forward
+ * slower (nn/attention.c). Else 0: the 8-lane tiles only, which lose to BLAS at those sizes. */
 #if defined(__AVX512F__)
 #define TESS_MATMUL_SMALL_WIDE 1
 #else
