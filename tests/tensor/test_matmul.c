@@ -89,11 +89,11 @@ int main(int argc, char **argv) {
     }
     /* tess_matmul_small: C (M,N) windows of arrays SLD wide (column offset SOFF), A (M,K) and
      * B (K,N) windows too; M over the 8- and 4-row tiles' tails, N over 32-, 16- and 8-column
-     * blocks (32: the wide tiles when TESS_MATMUL_SMALL_WIDE). */
-    enum { SLD = 85, SOFF = 5, SROWS = 40 };
+     * blocks (32 with M >= 64: the wide tiles when TESS_MATMUL_SMALL_WIDE). */
+    enum { SLD = 85, SOFF = 5, SROWS = 80 };
     static float sa[SROWS * SLD], sb[SROWS * SLD], sc1[SROWS * SLD], sc2[SROWS * SLD];
     for (int i = 0; i < SROWS * SLD; i++) sa[i] = next_val(&s), sb[i] = next_val(&s);
-    const int ms[] = {1, 3, 4, 7, 8, 9, 17, 32}, ns[] = {8, 16, 24, 32, 40, 56, 80},
+    const int ms[] = {1, 3, 4, 7, 8, 9, 17, 32, 64, 65, 79}, ns[] = {8, 16, 24, 32, 40, 56, 80},
               ks[] = {0, 1, 5, 32, 33};
     const float betas[] = {0.0f, 1.0f, 0.5f};
     int small_bad = 0, small_outside = 0;
