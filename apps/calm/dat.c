@@ -340,13 +340,12 @@ static void backbone_backward(calm_dat *m) {
     const int64_t B = m->B, N = c->max_N, M = c->M, d = c->d, R = rows(m, B);
     for (int64_t l = c->layers - 1; l >= 0; l--) {
         dat_layer *L = &m->layers[l];
-        /* da: d/d x[l+1] (B,N,M,d) -> db: d/d f (B,M,N,d) */
-        memset(m->db, 0, (size_t)(R * d) * sizeof(float));
-        tess_tensor_permute_0213_backward(m->db, m->da, B, M, N, d);
+        /* da: d/d x[l+1] (B,N,M,d) -> db: d/d f (B,M,N,d); the backward of a permutation is
+         * the inverse permutation, written (not added) into the dead buffer */
+        tess_tensor_permute_0213(m->db, m->da, B, N, M, d);
         tess_nn_ffn_sub_backward(&L->ffn, m->db, &m->scr);
         tess_nn_attn_sub_backward(&L->natt, m->db, &m->scr);
-        memset(m->da, 0, (size_t)(R * d) * sizeof(float));
-        tess_tensor_permute_0213_backward(m->da, m->db, B, N, M, d);
+        tess_tensor_permute_0213(m->da, m->db, B, M, N, d);
         tess_nn_attn_sub_backward(&L->tatt, m->da, &m->scr);
     }
     tess_nn_embedp_backward(&m->tok, m->da);

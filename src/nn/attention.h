@@ -31,7 +31,11 @@
  * tess_nn_attention_cache_size). The forward of short sequences (T <= 64 with T and hs multiples
  * of 8, e.g. the calm DAT's temporal axis, T = 32, hs = 32) runs its products through
  * tess_matmul_small instead (tensor/matmul.h: no BLAS call per product), in row blocks of 8 that
- * skip the masked triangle when causal; the cache layout is the same.
+ * skip the masked triangle when causal; the cache layout is the same. The backward of longer
+ * bidirectional sequences (64 < T <= 512, T and hs multiples of 8, e.g. the calm DAT's neural
+ * axis, T = 256, hs = 32) runs its four products through tess_matmul_small(_tn) when they have
+ * their 16-lane tiles (TESS_MATMUL_SMALL_WIDE), on per-head copies of q, k, v and dout
+ * (contiguous or transposed) in the scratch and the (T,T) weights where they lie.
  * Not collective; no allocation; all functions are local to the calling rank. */
 #ifndef TESS_NN_ATTENTION_H
 #define TESS_NN_ATTENTION_H
@@ -63,7 +67,8 @@ tess_status tess_nn_attention_dims_check(const tess_nn_attention_dims *d);
 int64_t tess_nn_attention_cache_size(const tess_nn_attention_dims *d);
 /* Floats of the scratch used by forward and backward: 2*T*C (one sequence's q and k gradients in
  * the rotated frame), 2*T (its key mask as rows), one row block of weights, and ts*hs with
- * ts = min(T, 64) (the short path's transposed keys). Depends on T, C and NH only
+ * ts = min(T, 64) (the short path's transposed keys), or with TESS_MATMUL_SMALL_WIDE
+ * 4*min(T, 512)*hs (the long backward's per-head blocks). Depends on T, C and NH only
  * and grows with T, so one scratch serves every layer and batch of the same model. */
 int64_t tess_nn_attention_scratch_size(const tess_nn_attention_dims *d);
 

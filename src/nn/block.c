@@ -7,6 +7,7 @@
 
 #include "nn/linear.h"     /* tess_nn_linear_* */
 #include "nn/norm.h"       /* tess_nn_rmsnorm_*, tess_nn_layernorm_* */
+#include "tensor/matmul.h" /* tess_matmul */
 #include "tensor/tensor.h" /* tess_tensor_residual_add */
 
 /* Register "<prefix>.<leaf>" (leaf may be NULL: the name is prefix) of shape (a[, b]),
@@ -152,14 +153,17 @@ void tess_nn_attn_sub_backward(tess_nn_attn_sub *s, float *dx, const tess_nn_blo
     const size_t rowsC = (size_t)(N * C) * sizeof(float);
     tess_nn_attention_dims att = s->att;
     att.B = s->B;
-    /* out = in + attn(norm(in)) @ w_o^T: dx flows to in unchanged and through the branch */
-    memset(scr->dtmp, 0, rowsC);
-    tess_nn_linear_backward(scr->dtmp, G(s->reg, s->w_o), NULL, dx, s->atty, P(s->reg, s->w_o), N,
-                            C, C);
+    /* out = in + attn(norm(in)) @ w_o^T: dx flows to in unchanged and through the branch. The
+     * input gradients of the two projections are written by their products (beta 0: nothing to
+     * zero first), the weight gradients added by tess_nn_linear_backward. */
+    tess_matmul(scr->dtmp, dx, P(s->reg, s->w_o), N, C, C, false, false, 1.0f, 0.0f);
+    tess_nn_linear_backward(NULL, G(s->reg, s->w_o), NULL, dx, s->atty, P(s->reg, s->w_o), N, C,
+                            C);
     memset(scr->dqkv, 0, 3 * rowsC);
     tess_nn_attention_backward(scr->dqkv, scr->att, scr->dtmp, s->cache, &att);
-    memset(scr->dtmp2, 0, rowsC);
-    tess_nn_linear_backward(scr->dtmp2, G(s->reg, s->w_qkv), NULL, scr->dqkv, s->norm.out,
+    tess_matmul(scr->dtmp2, scr->dqkv, P(s->reg, s->w_qkv), N, C, 3 * C, false, false, 1.0f,
+                0.0f);
+    tess_nn_linear_backward(NULL, G(s->reg, s->w_qkv), NULL, scr->dqkv, s->norm.out,
                             P(s->reg, s->w_qkv), N, C, 3 * C);
     tess_nn_normp_backward(&s->norm, dx, scr->dtmp2, s->in, N);
 }

@@ -9,7 +9,7 @@
 
 #include "core/status.h" /* TESS_ASSERT */
 
-#if defined(__AVX2__) && defined(__FMA__)
+#if (defined(__AVX2__) && defined(__FMA__)) || defined(__AVX512F__)
 #include <immintrin.h> /* tess_matmul_small's tiles */
 #endif
 
@@ -58,22 +58,23 @@ void tess_matmul_ld(float *C, int64_t ldc, const float *A, int64_t lda, const fl
 enum { SMALL_MR = 4, SMALL_NR = 2 * TESS_MATMUL_SMALL_NB };
 
 /* The tile C[0:mr, 0:8*nv] of tess_matmul_small (mr <= SMALL_MR, nv = 1 or 2 vectors of 8
- * columns, constants where it is inlined), A (mr, K) with leading dimension lda. With AVX2
+ * columns, constants where it is inlined), element (r, k) of A at A[r sa + k sk]. With AVX2
  * and FMA (-march=native on x86-64) in intrinsics, the accumulators in mr x nv registers: GCC
  * 12's vectoriser turned the plain loops below into 4-wide products along the rows (one column
  * element times four rows), with which the short attention ran 2-5x slower than on BLAS. Else
  * (other targets) the plain loops. */
 #if defined(__AVX2__) && defined(__FMA__)
 static inline void small_tile(float *restrict C, int64_t ldc, const float *restrict A,
-                              int64_t lda, const float *restrict B, int64_t ldb, int64_t K,
-                              float alpha, float beta, const int mr, const int nv) {
+                              int64_t sa, int64_t sk, const float *restrict B, int64_t ldb,
+                              int64_t K, float alpha, float beta, const int mr, const int nv) {
     __m256 acc[SMALL_MR][2];
     for (int r = 0; r < mr; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
     for (int64_t k = 0; k < K; k++) {
         const float *b = B + k * ldb;
         const __m256 b0 = _mm256_loadu_ps(b), b1 = nv > 1 ? _mm256_loadu_ps(b + 8) : b0;
+#pragma GCC unroll 4 /* accumulators in registers at -O2 as well (GCC 12 keeps a loop) */
         for (int r = 0; r < mr; r++) {
-            const __m256 a = _mm256_broadcast_ss(A + r * lda + k);
+            const __m256 a = _mm256_broadcast_ss(A + r * sa + k * sk);
             acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
             if (nv > 1) acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
         }
@@ -89,14 +90,14 @@ static inline void small_tile(float *restrict C, int64_t ldc, const float *restr
 }
 #else
 static inline void small_tile(float *restrict C, int64_t ldc, const float *restrict A,
-                              int64_t lda, const float *restrict B, int64_t ldb, int64_t K,
-                              float alpha, float beta, const int mr, const int nv) {
+                              int64_t sa, int64_t sk, const float *restrict B, int64_t ldb,
+                              int64_t K, float alpha, float beta, const int mr, const int nv) {
     const int nr = 8 * nv;
     float acc[SMALL_MR][SMALL_NR] = {{0}};
     for (int64_t k = 0; k < K; k++) {
         const float *b = B + k * ldb;
         for (int r = 0; r < mr; r++) {
-            const float a = A[r * lda + k];
+            const float a = A[r * sa + k * sk];
             for (int l = 0; l < nr; l++) acc[r][l] += a * b[l];
         }
     }
@@ -108,26 +109,90 @@ static inline void small_tile(float *restrict C, int64_t ldc, const float *restr
 }
 #endif
 
+#if TESS_MATMUL_SMALL_WIDE
+/* WIDE_MIN_M: products of fewer rows (the short attention's row blocks of 8) keep the 4 x 16
+ * tiles they ran on before the wide ones existed: with the wide tiles there the tiny calm DAT
+ * step, whose attention runs only those, measured 3-5% slower under load (not resolved). */
+enum { WIDE_MR = 8, WIDE_NR = 32, WIDE_MIN_M = 64 };
+
+/* The tile C[0:mr, 0:32] of tess_matmul_small (mr <= WIDE_MR, a constant where it is inlined) in
+ * 2 mr zmm accumulators, A read as in small_tile, the same order of operations as
+ * small_tile. The unroll pragmas keep the accumulators in registers: GCC 12 at -O2 kept the row
+ * loop and spilled them to the stack each k (half the speed). */
+static inline void wide_tile(float *restrict C, int64_t ldc, const float *restrict A, int64_t sa,
+                             int64_t sk, const float *restrict B, int64_t ldb, int64_t K,
+                             float alpha, float beta, const int mr) {
+    __m512 acc[WIDE_MR][2];
+#pragma GCC unroll 8
+    for (int r = 0; r < mr; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; k++) {
+        const float *b = B + k * ldb;
+        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+#pragma GCC unroll 8
+        for (int r = 0; r < mr; r++) {
+            const __m512 a = _mm512_set1_ps(A[r * sa + k * sk]);
+            acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+        }
+    }
+    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 8
+    for (int r = 0; r < mr; r++) {
+        for (int v = 0; v < 2; v++) {
+            float *c = C + r * ldc + 16 * v;
+            const __m512 x = _mm512_mul_ps(va, acc[r][v]);
+            _mm512_storeu_ps(c, beta == 0.0f ? x : _mm512_fmadd_ps(vb, _mm512_loadu_ps(c), x));
+        }
+    }
+}
+#endif
+
+/* C (M,N) = alpha A B + beta C with element (r, k) of A at A[r * sa + k * sk]: (sa, sk) = (lda, 1)
+ * reads A (M,K), (1, lda) reads A stored as (K,M). */
+static void small_gemm(float *C, int64_t ldc, const float *A, int64_t sa, int64_t sk,
+                       const float *B, int64_t ldb, int64_t M, int64_t N, int64_t K, float alpha,
+                       float beta) {
+    int64_t j0 = 0; /* the columns before j0 are done by the wide tiles */
+#if TESS_MATMUL_SMALL_WIDE
+    const int64_t m8 = M - M % WIDE_MR;
+    for (; M >= WIDE_MIN_M && N - j0 >= WIDE_NR; j0 += WIDE_NR) {
+        for (int64_t i = 0; i < m8; i += WIDE_MR)
+            wide_tile(C + i * ldc + j0, ldc, A + i * sa, sa, sk, B + j0, ldb, K, alpha, beta,
+                      WIDE_MR);
+        for (int64_t i = m8; i < M; i++)
+            wide_tile(C + i * ldc + j0, ldc, A + i * sa, sa, sk, B + j0, ldb, K, alpha, beta, 1);
+    }
+#endif
+    const int64_t m4 = M - M % SMALL_MR;
+    for (int64_t j = j0; j < N; j += SMALL_NR) {
+        const bool wide = N - j >= SMALL_NR; /* else the last 8 columns */
+        for (int64_t i = 0; i < m4; i += SMALL_MR) {
+            float *c = C + i * ldc + j;
+            const float *a = A + i * sa, *b = B + j;
+            if (wide) small_tile(c, ldc, a, sa, sk, b, ldb, K, alpha, beta, SMALL_MR, 2);
+            else small_tile(c, ldc, a, sa, sk, b, ldb, K, alpha, beta, SMALL_MR, 1);
+        }
+        for (int64_t i = m4; i < M; i++) {
+            float *c = C + i * ldc + j;
+            const float *a = A + i * sa, *b = B + j;
+            if (wide) small_tile(c, ldc, a, sa, sk, b, ldb, K, alpha, beta, 1, 2);
+            else small_tile(c, ldc, a, sa, sk, b, ldb, K, alpha, beta, 1, 1);
+        }
+    }
+}
+
 void tess_matmul_small(float *C, int64_t ldc, const float *A, int64_t lda, const float *B,
                        int64_t ldb, int64_t M, int64_t N, int64_t K, float alpha, float beta) {
     TESS_ASSERT(M >= 0 && N >= 0 && K >= 0 && N % TESS_MATMUL_SMALL_NB == 0);
     TESS_ASSERT(lda >= K && ldb >= N && ldc >= N);
-    const int64_t m4 = M - M % SMALL_MR;
-    for (int64_t j = 0; j < N; j += SMALL_NR) {
-        const bool wide = N - j >= SMALL_NR; /* else the last 8 columns */
-        for (int64_t i = 0; i < m4; i += SMALL_MR) {
-            float *c = C + i * ldc + j;
-            const float *a = A + i * lda, *b = B + j;
-            if (wide) small_tile(c, ldc, a, lda, b, ldb, K, alpha, beta, SMALL_MR, 2);
-            else small_tile(c, ldc, a, lda, b, ldb, K, alpha, beta, SMALL_MR, 1);
-        }
-        for (int64_t i = m4; i < M; i++) {
-            float *c = C + i * ldc + j;
-            const float *a = A + i * lda, *b = B + j;
-            if (wide) small_tile(c, ldc, a, lda, b, ldb, K, alpha, beta, 1, 2);
-            else small_tile(c, ldc, a, lda, b, ldb, K, alpha, beta, 1, 1);
-        }
-    }
+    small_gemm(C, ldc, A, lda, 1, B, ldb, M, N, K, alpha, beta);
+}
+
+void tess_matmul_small_tn(float *C, int64_t ldc, const float *A, int64_t lda, const float *B,
+                          int64_t ldb, int64_t M, int64_t N, int64_t K, float alpha, float beta) {
+    TESS_ASSERT(M >= 0 && N >= 0 && K >= 0 && N % TESS_MATMUL_SMALL_NB == 0);
+    TESS_ASSERT(lda >= M && ldb >= N && ldc >= N);
+    small_gemm(C, ldc, A, 1, lda, B, ldb, M, N, K, alpha, beta);
 }
 
 void tess_matmul_ref(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K,

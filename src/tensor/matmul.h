@@ -60,13 +60,33 @@ void tess_matmul_ld_ref(float *C, int64_t ldc, const float *A, int64_t lda, cons
 /* C (M,N) = alpha * A (M,K) @ B (K,N) + beta * C, row-major sub-matrices with leading dimensions
  * as in tess_matmul_ld (lda >= K, ldb >= N, ldc >= N; no transposes), computed in plain C for
  * products that sit in L1, where a BLAS call's fixed cost dominates (an attention head's
- * 8 x 32 x 32 row blocks). Tiles of 4 rows x 16 (or 8) columns held in registers (AVX2 + FMA
- * intrinsics when the target has them, else plain loops), vectorised over the columns.
+ * 8 x 32 x 32 row blocks) or in L2 (a head of 256 rows with TESS_MATMUL_SMALL_WIDE). Tiles of
+ * 8 rows x 32 columns (AVX-512F, TESS_MATMUL_SMALL_WIDE, M >= 64), then 4 rows x 16 (or 8)
+ * columns (AVX2 + FMA intrinsics when the target has them, else plain loops) held in registers,
+ * vectorised over the columns.
  * N % TESS_MATMUL_SMALL_NB == 0 (TESS_ASSERT); M and K any (K = 0 gives beta * C). Summation
  * order: each element sums its K products in increasing k (fused multiply-adds with AVX2 + FMA),
  * then alpha, then beta * C — not BLAS's order. beta = 0 does not read C. Not collective; no
  * allocation. */
 void tess_matmul_small(float *C, int64_t ldc, const float *A, int64_t lda, const float *B,
                        int64_t ldb, int64_t M, int64_t N, int64_t K, float alpha, float beta);
+/* The same with A transposed: C (M,N) = alpha * A^T @ B (K,N) + beta * C, A stored (K,M) with
+ * leading dimension lda >= M (the broadcasts read A's column elements where they lie; no copy).
+ * Same tiles, summation order and conditions. */
+void tess_matmul_small_tn(float *C, int64_t ldc, const float *A, int64_t lda, const float *B,
+                          int64_t ldb, int64_t M, int64_t N, int64_t K, float alpha, float beta);
+
+/* 1 when tess_matmul_small has its 16-lane tiles (AVX-512F on x86-64, -march=native on such a
+ * CPU): in products of at least 64 rows, blocks of 32 columns run in tiles of 8 rows x 32
+ * columns (16 accumulator registers),
+ * which ran an attention head's 256 x 256 x 32 and 256 x 32 x 256 products alone, hot in cache,
+ * at ~110 GFLOP/s against OpenBLAS 0.3.21's ~88 (1 thread; OpenBLAS packs both operands of every
+ * call), and in place in the attention's backward a little faster than BLAS, in its forward
+ * slower (nn/attention.c). Else 0: the 8-lane tiles only, which lose to BLAS at those sizes. */
+#if defined(__AVX512F__)
+#define TESS_MATMUL_SMALL_WIDE 1
+#else
+#define TESS_MATMUL_SMALL_WIDE 0
+#endif
 
 #endif

@@ -1936,6 +1936,12 @@ static const gc_row gc_rows[] = {
      attention_backward, attention_forward_ref, attention_backward_ref, 0, false, NULL, NULL},
     {"attention_bidir_short", {2, 8, 16, 2, 0, 0, 2}, attention_setup, attention_forward,
      attention_backward, attention_forward_ref, attention_backward_ref, 0, false, NULL, NULL},
+    /* bidirectional, 64 < T <= 512, T and hs multiples of 8: the wide path (tess_matmul_small's
+     * 16-lane tiles, when compiled in) */
+    {"attention_bidir_wide", {2, 72, 16, 2, 0, 0, 2}, attention_setup, attention_forward,
+     attention_backward, attention_forward_ref, attention_backward_ref, 0, false, NULL, NULL},
+    {"attention_bidir_rope_wide", {1, 80, 16, 1, 0, 1, 0}, attention_setup, attention_forward,
+     attention_backward, attention_forward_ref, attention_backward_ref, 0, false, NULL, NULL},
     {"mlp_gelu", {4, 6, 10, 1}, mlp_gelu_setup, mlp_gelu_forward, mlp_gelu_backward,
      mlp_gelu_forward_ref, mlp_gelu_backward_ref, 0, false, NULL, NULL},
     {"mlp_gelu_nobias", {3, 5, 7, 0}, mlp_gelu_setup, mlp_gelu_forward, mlp_gelu_backward,

@@ -128,7 +128,8 @@ static void check_nan(int64_t T, int64_t C) {
 /* Key-padding mask: changing the k and v of masked keys changes no output; masked keys get no
  * gradient; a query whose keys are all masked outputs 0 and passes no gradient; and an unmasked
  * run differs (the mask is not ignored). T = 70, hs = 4: several causal row blocks of the BLAS
- * path; T = 32, hs = 8: the short path. T <= 70. */
+ * path; T = 32, hs = 8: the short path; T = 72, hs = 8, bidirectional: the wide path (with
+ * TESS_MATMUL_SMALL_WIDE). T <= 80. */
 static void check_key_mask(bool causal, bool rope, int64_t T, int64_t C) {
     const int64_t B = 2, NH = 2;
     tess_nn_attention_dims d;
@@ -139,7 +140,7 @@ static void check_key_mask(bool causal, bool rope, int64_t T, int64_t C) {
     float *dout = malloc((size_t)nout * sizeof(float));
     float *cache = malloc((size_t)tess_nn_attention_cache_size(&d) * sizeof(float));
     float *scratch = malloc((size_t)tess_nn_attention_scratch_size(&d) * sizeof(float));
-    uint8_t km[2 * 70];
+    uint8_t km[2 * 80];
     /* sequence 0: keys 0..2 and every 5th masked (so causal query 0 has no key); sequence 1: all
      * masked when bidirectional (no query has a key), keys 10..19 masked when causal */
     for (int64_t t = 0; t < T; t++) {
@@ -217,6 +218,10 @@ int main(int argc, char **argv) {
         {2, 32, 64, 4, true, true, true},   {2, 64, 32, 2, false, false, false},
         {2, 64, 32, 2, false, false, true}, {2, 29, 16, 2, false, false, true},
         {2, 29, 16, 2, true, false, true},  {1, 70, 16, 2, true, true, true},
+        /* bidirectional, T > 64, T and hs multiples of 8: the wide path (the neural axis, T = 256,
+         * hs = 32; hs 8 and 16 with RoPE) */
+        {2, 256, 64, 2, false, false, true}, {1, 72, 16, 2, false, true, false},
+        {2, 136, 32, 2, false, true, true},
     };
     for (size_t i = 0; i < sizeof dat / sizeof dat[0]; i++)
         check_against_ref(dat[i], 200 + (uint32_t)i, 2.0f, 2e-6);
@@ -232,6 +237,9 @@ int main(int argc, char **argv) {
         check_causality(true, true, small ? 32 : 75, C);
         check_causality(false, true, small ? 32 : 75, C);
     }
+    check_key_mask(false, false, 72, 16); /* the wide path */
+    check_key_mask(false, true, 72, 16);
+    check_causality(false, false, 72, 16);
 
     tess_nn_attention_dims d;
     TESS_TEST_CHECK(tess_nn_attention_dims_init(&d, 1, 4, 10, 3, true, false) == TESS_ERR_ARG,

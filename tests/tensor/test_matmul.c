@@ -1,8 +1,9 @@
 /* test_matmul.c - tess_matmul (BLAS) against hand-computed products and against tess_matmul_ref
  * for every transpose combination, with beta = 0 (overwrite, NaNs ignored) and beta = 1; and
  * tess_matmul_ld on sub-matrices of wider arrays against tess_matmul_ld_ref and against
- * tess_matmul on contiguous copies, leaving the columns past N untouched; tess_matmul_small
- * against tess_matmul_ld_ref over row and column tails, K = 0, and beta 0 (C not read), 1, 0.5. */
+ * tess_matmul on contiguous copies, leaving the columns past N untouched; tess_matmul_small and
+ * tess_matmul_small_tn against tess_matmul_ld_ref over row and column tails (of their 8 x 32 and
+ * 4 x 16 tiles), K = 0, and beta 0 (C not read), 1, 0.5. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -87,11 +88,13 @@ int main(int argc, char **argv) {
                         ta, tb, outside);
     }
     /* tess_matmul_small: C (M,N) windows of arrays SLD wide (column offset SOFF), A (M,K) and
-     * B (K,N) windows too; M over the 4-row tiles' tails, N over 16- and 8-column blocks. */
-    enum { SLD = 45, SOFF = 5, SROWS = 40 };
+     * B (K,N) windows too; M over the 8- and 4-row tiles' tails, N over 32-, 16- and 8-column
+     * blocks (32 with M >= 64: the wide tiles when TESS_MATMUL_SMALL_WIDE). */
+    enum { SLD = 85, SOFF = 5, SROWS = 80 };
     static float sa[SROWS * SLD], sb[SROWS * SLD], sc1[SROWS * SLD], sc2[SROWS * SLD];
     for (int i = 0; i < SROWS * SLD; i++) sa[i] = next_val(&s), sb[i] = next_val(&s);
-    const int ms[] = {1, 3, 4, 7, 9, 32}, ns[] = {8, 16, 24, 40}, ks[] = {0, 1, 5, 32, 33};
+    const int ms[] = {1, 3, 4, 7, 8, 9, 17, 32, 64, 65, 79}, ns[] = {8, 16, 24, 32, 40, 56, 80},
+              ks[] = {0, 1, 5, 32, 33};
     const float betas[] = {0.0f, 1.0f, 0.5f};
     int small_bad = 0, small_outside = 0;
     double small_err = 0.0;
@@ -103,10 +106,16 @@ int main(int argc, char **argv) {
                     for (int i = 0; i < SROWS * SLD; i++) sc1[i] = sc2[i] = next_val(&s);
                     if (betas[ib] == 0.0f) /* beta 0 must not read C */
                         for (int r = 0; r < m; r++) sc1[r * SLD + SOFF] = NAN;
-                    tess_matmul_small(sc1 + SOFF, SLD, sa + SOFF, SLD, sb + SOFF, SLD, m, n, k,
-                                      0.75f, betas[ib]);
+                    /* odd rounds: tess_matmul_small_tn, A (K,M) stored transposed */
+                    const bool tn = (im + in + ik + ib) % 2 == 1;
+                    if (tn)
+                        tess_matmul_small_tn(sc1 + SOFF, SLD, sa + SOFF, SLD, sb + SOFF, SLD, m,
+                                             n, k, 0.75f, betas[ib]);
+                    else
+                        tess_matmul_small(sc1 + SOFF, SLD, sa + SOFF, SLD, sb + SOFF, SLD, m, n,
+                                          k, 0.75f, betas[ib]);
                     tess_matmul_ld_ref(sc2 + SOFF, SLD, sa + SOFF, SLD, sb + SOFF, SLD, m, n, k,
-                                       false, false, 0.75f, betas[ib]);
+                                       tn, false, 0.75f, betas[ib]);
                     for (int r = 0; r < SROWS; r++) {
                         for (int j = 0; j < SLD; j++) {
                             const int i = r * SLD + j;
