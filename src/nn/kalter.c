@@ -7,6 +7,7 @@
 
 #include "core/status.h"   /* TESS_ASSERT */
 #include "nn/graph.h"      /* tess_nn_relu_dropout_forward */
+#include "nn/linear.h"     /* tess_nn_linear_tiles_* */
 #include "tensor/matmul.h" /* tess_matmul_tiles */
 #include "tensor/sparse.h" /* tess_csr_spmm* */
 #include "tensor/tensor.h" /* tess_tensor_tanhf, tess_tensor_softplusf, tess_tensor_sigmoidf */
@@ -51,26 +52,6 @@ int64_t tess_nn_kalter_scratch_size(const tess_nn_kalter_dims *dm) {
     return N * (6 * d + dm->dm + dx) + d * d;
 }
 
-/* The layer's linears through tess_matmul_tiles (no packing of the (N, in) operand). out (N,OC)
- * = in (N,C) w^T + b, w (OC,C); and backward: din (N,C) += dout w (or NULL), dw (OC,C) +=
- * dout^T in, db (OC) += column sums of dout (or NULL). */
-static void lin_fwd(float *out, const float *in, const float *w, const float *b, int64_t N,
-                    int64_t C, int64_t OC) {
-    tess_matmul_tiles(out, OC, in, C, w, C, N, OC, C, false, true, 1.0f, 0.0f, b);
-}
-
-static void lin_bwd(float *din, float *dw, float *db, const float *dout, const float *in,
-                    const float *w, int64_t N, int64_t C, int64_t OC) {
-    if (din) tess_matmul_tiles(din, C, dout, OC, w, C, N, C, OC, false, false, 1.0f, 1.0f, NULL);
-    tess_matmul_tiles(dw, C, dout, OC, in, C, OC, C, N, true, false, 1.0f, 1.0f, NULL);
-    if (db) {
-        for (int64_t n = 0; n < N; n++) {
-            const float *restrict g = dout + n * OC;
-            for (int64_t o = 0; o < OC; o++) db[o] += g[o];
-        }
-    }
-}
-
 /* The update of one row (d channels), in float: sm holds a = u W_A^T + b_A on entry and s- on
  * return; g, pm, R, S, K, nu are the cache's rows; Q = softplus(q). Restrict pointers and no
  * libm: the loop vectorises (inlined with a constant lin). */
@@ -108,10 +89,11 @@ void tess_nn_kalter_forward(float *s_out, float *p_out, float *h_out, float *cac
     kalter_cache k = kalter_carve(cache, dm);
     /* predict */
     tess_csr_spmm(k.u, Ahat, s, d, 1.0f, 0.0f);
-    lin_fwd(k.sm, k.u, p->w_a, p->b_a, N, d, d); /* a; tanh below unless linear */
+    /* a = u W_A^T + b_A into sm; its tanh below unless linear */
+    tess_nn_linear_tiles_forward(k.sm, k.u, p->w_a, p->b_a, N, d, d);
     tess_csr_spmm(k.a2p, Ahat2, P, d, 1.0f, 0.0f);
     for (int64_t i = 0; i < d * d; i++) k.wa2[i] = p->w_a[i] * p->w_a[i];
-    lin_fwd(k.V, k.a2p, k.wa2, NULL, N, d, d);
+    tess_nn_linear_tiles_forward(k.V, k.a2p, k.wa2, NULL, N, d, d);
     /* observe: m = (1+eps) X + A X written by column block, X = [h | s] never formed */
     const float e1 = 1.0f + dm->eps;
     for (int64_t n = 0; n < N; n++) {
@@ -122,10 +104,10 @@ void tess_nn_kalter_forward(float *s_out, float *p_out, float *h_out, float *cac
     }
     tess_csr_spmm_ld(k.m, dx, A, h, dh, dh, 1.0f, 1.0f);
     tess_csr_spmm_ld(k.m + dh, dx, A, s, d, d, 1.0f, 1.0f);
-    lin_fwd(k.c, k.m, p->w1, p->b1, N, dx, dm->dm);
+    tess_nn_linear_tiles_forward(k.c, k.m, p->w1, p->b1, N, dx, dm->dm);
     for (int64_t i = 0; i < N * dm->dm; i++) k.r[i] = k.c[i] > 0.0f ? k.c[i] : 0.0f;
-    lin_fwd(k.z, k.r, p->w2, p->b2, N, dm->dm, d);
-    lin_fwd(k.aR, h, p->w_r, p->b_r, N, dh, d);
+    tess_nn_linear_tiles_forward(k.z, k.r, p->w2, p->b2, N, dm->dm, d);
+    tess_nn_linear_tiles_forward(k.aR, h, p->w_r, p->b_r, N, dh, d);
     /* elementwise, in float with the vectorisable tanh / softplus of tensor.h: predict's
      * nonlinearity, the gain and the update; Q = softplus(q) once per channel */
     float Q[d];
@@ -216,7 +198,7 @@ void tess_nn_kalter_backward(float *dh, float *ds, float *dP, const tess_nn_kalt
         g->q[j] += (float)(gq[j] * sigmoid(p->q[j]));
     }
     /* noise: a_R = h W_R^T + b_R */
-    lin_bwd(dh, g->w_r, g->b_r, GaR, h, p->w_r, N, dh_, d);
+    tess_nn_linear_tiles_backward(dh, g->w_r, g->b_r, GaR, h, p->w_r, N, dh_, d);
     /* covariance: V = (Ahat2 P)(W_A o W_A)^T */
     tess_matmul_tiles(Ga2p, d, GV, d, k.wa2, d, N, d, d, false, false, 1.0f, 0.0f, NULL);
     tess_csr_spmm_t(dP, Ahat2, Ga2p, d);
@@ -224,16 +206,16 @@ void tess_nn_kalter_backward(float *dh, float *ds, float *dP, const tess_nn_kalt
     for (int64_t i = 0; i < d * d; i++) g->w_a[i] += 2.0f * p->w_a[i] * tmp[i];
     /* mean: a = (Ahat s) W_A^T + b_A; Gu = Ga W_A overwritten */
     tess_matmul_tiles(Gu, d, Ga, d, p->w_a, d, N, d, d, false, false, 1.0f, 0.0f, NULL);
-    lin_bwd(NULL, g->w_a, g->b_a, Ga, k.u, p->w_a, N, d, d);
+    tess_nn_linear_tiles_backward(NULL, g->w_a, g->b_a, Ga, k.u, p->w_a, N, d, d);
     tess_csr_spmm_t(ds, Ahat, Gu, d);
     /* observation GIN over X = [h | s]: Gc = (Gz W_2) o 1[c > 0], Gm = Gc W_1 overwritten */
     tess_matmul_tiles(Gc, H, Gz, d, p->w2, H, N, H, d, false, false, 1.0f, 0.0f, NULL);
-    lin_bwd(NULL, g->w2, g->b2, Gz, k.r, p->w2, N, H, d);
+    tess_nn_linear_tiles_backward(NULL, g->w2, g->b2, Gz, k.r, p->w2, N, H, d);
     for (int64_t i = 0; i < N * H; i++) {
         if (!(k.c[i] > 0.0f)) Gc[i] = 0.0f;
     }
     tess_matmul_tiles(Gm, dx, Gc, H, p->w1, dx, N, dx, H, false, false, 1.0f, 0.0f, NULL);
-    lin_bwd(NULL, g->w1, g->b1, Gc, k.m, p->w1, N, dx, H);
+    tess_nn_linear_tiles_backward(NULL, g->w1, g->b1, Gc, k.m, p->w1, N, dx, H);
     /* [dh | ds] += (1+eps) Gm + A^T Gm, by column block */
     const float e1 = 1.0f + dm->eps;
     for (int64_t n = 0; n < N; n++) {

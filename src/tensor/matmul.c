@@ -261,7 +261,8 @@ void tess_matmul_tiles(float *C, int64_t ldc, const float *A, int64_t lda, const
             int64_t ldbk = ldb;
             if (trans_b) { /* op(B)(k, n) = B[n ldb + k]: rows k0.., columns j.. into bt */
                 for (int64_t k = 0; k < kc; k++) {
-                    for (int64_t n = 0; n < nb; n++) bt[k * TILES_NB + n] = B[(j + n) * ldb + k0 + k];
+                    float *row = bt + k * TILES_NB;
+                    for (int64_t n = 0; n < nb; n++) row[n] = B[(j + n) * ldb + k0 + k];
                 }
                 Bk = bt;
                 ldbk = TILES_NB;
