@@ -11,7 +11,7 @@
 #include "nn/kalter.h"     /* tess_nn_kalter_* */
 #include "nn/linear.h"     /* tess_nn_linear_* */
 #include "nn/loss.h"       /* tess_nn_crossentropy_* */
-#include "tensor/matmul.h" /* tess_matmul_ld */
+#include "tensor/matmul.h" /* tess_matmul_tiles */
 #include "tensor/sparse.h" /* tess_segment_sum* */
 
 enum { FK_MAX_LAYERS = 8, FK_SE_DIM_MODEL = 32 /* RWSE 16 + DSE 16 */ };
@@ -254,8 +254,12 @@ double fk_model_batch(fk_model *m, fk_work *w, const tess_graph_batch *b, const 
     const uint64_t base = batch * (uint64_t)(L + 1);
     float *mask[FK_MAX_LAYERS];
 
-    tess_nn_linear_forward(w->x[0], X, P_(m, e->pre_w), P_(m, e->pre_b), N, F, d);
-    if (st) tess_nn_linear_forward(w->s[0], Xse, P_(m, e->se_w), P_(m, e->se_b), N, FK_SE_DIM_MODEL, d);
+    /* the node-level products (N rows) through tess_matmul_tiles, the graph-level ones on BLAS */
+    tess_nn_linear_tiles_forward(w->x[0], X, P_(m, e->pre_w), P_(m, e->pre_b), N, F, d);
+    if (st) {
+        tess_nn_linear_tiles_forward(w->s[0], Xse, P_(m, e->se_w), P_(m, e->se_b), N,
+                                     FK_SE_DIM_MODEL, d);
+    }
     if (kal) {
         const float *p0 = P_(m, e->p0);
         for (int64_t j = 0; j < d; j++) w->P[0][j] = (float)softplus(p0[j]);
@@ -287,9 +291,9 @@ double fk_model_batch(fk_model *m, fk_work *w, const tess_graph_batch *b, const 
     const float *o = w->x[L];
     if (st) { /* o = [x | s] W_hp^T + b_hp through the two column blocks of W_hp (d, 2d) */
         const float *hw = P_(m, e->hp_w), *hb = P_(m, e->hp_b);
-        for (int64_t n = 0; n < N; n++) memcpy(w->o + n * d, hb, (size_t)d * sizeof(float));
-        tess_matmul_ld(w->o, d, w->x[L], d, hw, 2 * d, N, d, d, false, true, 1.0f, 1.0f);
-        tess_matmul_ld(w->o, d, w->s[L], d, hw + d, 2 * d, N, d, d, false, true, 1.0f, 1.0f);
+        tess_matmul_tiles(w->o, d, w->x[L], d, hw, 2 * d, N, d, d, false, true, 1.0f, 0.0f, hb);
+        tess_matmul_tiles(w->o, d, w->s[L], d, hw + d, 2 * d, N, d, d, false, true, 1.0f, 1.0f,
+                          NULL);
         o = w->o;
     }
     tess_segment_sum(w->pooled, o, b->graph_of, N, B, d);
@@ -334,10 +338,11 @@ double fk_model_batch(fk_model *m, fk_work *w, const tess_graph_batch *b, const 
         for (int64_t n = 0; n < N; n++) {
             for (int64_t j = 0; j < d; j++) ghb[j] += go[n * d + j];
         }
-        tess_matmul_ld(ghw, 2 * d, go, d, w->x[L], d, d, d, N, true, false, 1.0f, 1.0f);
-        tess_matmul_ld(ghw + d, 2 * d, go, d, w->s[L], d, d, d, N, true, false, 1.0f, 1.0f);
-        tess_matmul_ld(gx, d, go, d, hw, 2 * d, N, d, d, false, false, 1.0f, 0.0f);
-        tess_matmul_ld(gs, d, go, d, hw + d, 2 * d, N, d, d, false, false, 1.0f, 0.0f);
+        tess_matmul_tiles(ghw, 2 * d, go, d, w->x[L], d, d, d, N, true, false, 1.0f, 1.0f, NULL);
+        tess_matmul_tiles(ghw + d, 2 * d, go, d, w->s[L], d, d, d, N, true, false, 1.0f, 1.0f,
+                          NULL);
+        tess_matmul_tiles(gx, d, go, d, hw, 2 * d, N, d, d, false, false, 1.0f, 0.0f, NULL);
+        tess_matmul_tiles(gs, d, go, d, hw + d, 2 * d, N, d, d, false, false, 1.0f, 0.0f, NULL);
     } else {
         memset(gx, 0, nd);
         tess_segment_sum_backward(gx, w->gpooled, b->graph_of, N, d);
@@ -375,11 +380,11 @@ double fk_model_batch(fk_model *m, fk_work *w, const tess_graph_batch *b, const 
         t = gs, gs = gs2, gs2 = t;
         t = gP, gP = gP2, gP2 = t;
     }
-    tess_nn_linear_backward(NULL, G_(m, e->pre_w), G_(m, e->pre_b), gx, X, P_(m, e->pre_w), N, F,
-                            d);
+    tess_nn_linear_tiles_backward(NULL, G_(m, e->pre_w), G_(m, e->pre_b), gx, X, P_(m, e->pre_w),
+                                  N, F, d);
     if (st) {
-        tess_nn_linear_backward(NULL, G_(m, e->se_w), G_(m, e->se_b), gs, Xse, P_(m, e->se_w), N,
-                                FK_SE_DIM_MODEL, d);
+        tess_nn_linear_tiles_backward(NULL, G_(m, e->se_w), G_(m, e->se_b), gs, Xse,
+                                      P_(m, e->se_w), N, FK_SE_DIM_MODEL, d);
     }
     if (kal) {
         const float *p0 = P_(m, e->p0);

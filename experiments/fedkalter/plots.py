@@ -130,10 +130,11 @@ def gcfl(png, run_dirs):
     warmup = config_value(run_dirs[0], "train.gcfl_warmup")
     seed = config_value(run_dirs[0], "run.seed")
     setting = config_value(run_dirs[0], "data.setting")
+    method = LABEL.get(config_value(run_dirs[0], "model.method"), "GCFL")
     script = (f"set terminal pngcairo size 900,600 noenhanced font ',11'\n"
               f"set output '{png}'\nset grid\nset logscale y\n"
               f"set yrange [{lo / 2:g}:{hi * 2:g}]\n"  # the eps lines off the frame
-              f"set title \"fedkalter GCFL, {setting}, seed {seed}: the split rule per cluster "
+              f"set title \"fedkalter {method}, {setting}, seed {seed}: the split rule per cluster "
               "and round\\n(points: one per cluster; later runs drawn over earlier ones; runs of "
               "one seed agree up to the first split)\" font ',11'\n"
               "set xlabel 'federated round'\n"

@@ -7,8 +7,8 @@
 
 #include "core/status.h"   /* TESS_ASSERT */
 #include "nn/graph.h"      /* tess_nn_relu_dropout_forward */
-#include "nn/linear.h"     /* tess_nn_linear_* */
-#include "tensor/matmul.h" /* tess_matmul */
+#include "nn/linear.h"     /* tess_nn_linear_tiles_* */
+#include "tensor/matmul.h" /* tess_matmul_tiles */
 #include "tensor/sparse.h" /* tess_csr_spmm* */
 #include "tensor/tensor.h" /* tess_tensor_tanhf, tess_tensor_softplusf, tess_tensor_sigmoidf */
 
@@ -20,7 +20,7 @@ static inline double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 /* The cache, carved in this order from one float buffer. */
 typedef struct {
     float *u, *a2p, *V, *sm, *g, *pm; /* (N,d) each */
-    float *X, *m;                     /* (N,dh+d) */
+    float *m;                         /* (N,dh+d) */
     float *c, *r;                     /* (N,dm) */
     float *z, *aR, *R, *S, *K, *nu;   /* (N,d) */
     float *wa2;                       /* (d,d) W_A o W_A */
@@ -32,7 +32,6 @@ static kalter_cache kalter_carve(float *base, const tess_nn_kalter_dims *dm) {
     float *p = base;
     float **nd1[] = {&k.u, &k.a2p, &k.V, &k.sm, &k.g, &k.pm};
     for (size_t i = 0; i < sizeof nd1 / sizeof nd1[0]; i++, p += N * d) *nd1[i] = p;
-    k.X = p, p += N * dx;
     k.m = p, p += N * dx;
     k.c = p, p += N * m;
     k.r = p, p += N * m;
@@ -44,13 +43,13 @@ static kalter_cache kalter_carve(float *base, const tess_nn_kalter_dims *dm) {
 
 int64_t tess_nn_kalter_cache_size(const tess_nn_kalter_dims *dm) {
     const int64_t N = dm->N, d = dm->d, dx = dm->dh + dm->d;
-    return N * (12 * d + 2 * dx + 2 * dm->dm) + d * d;
+    return N * (12 * d + dx + 2 * dm->dm) + d * d;
 }
 
-/* scratch: Gz, GaR, GV, Ga, Gu, Ga2p (N,d); Gc (N,dm); Gm, GX (N,dh+d); tmp (d,d) */
+/* scratch: Gz, GaR, GV, Ga, Gu, Ga2p (N,d); Gc (N,dm); Gm (N,dh+d); tmp (d,d) */
 int64_t tess_nn_kalter_scratch_size(const tess_nn_kalter_dims *dm) {
     const int64_t N = dm->N, d = dm->d, dx = dm->dh + dm->d;
-    return N * (6 * d + dm->dm + 2 * dx) + d * d;
+    return N * (6 * d + dm->dm + dx) + d * d;
 }
 
 /* The update of one row (d channels), in float: sm holds a = u W_A^T + b_A on entry and s- on
@@ -90,21 +89,25 @@ void tess_nn_kalter_forward(float *s_out, float *p_out, float *h_out, float *cac
     kalter_cache k = kalter_carve(cache, dm);
     /* predict */
     tess_csr_spmm(k.u, Ahat, s, d, 1.0f, 0.0f);
-    tess_nn_linear_forward(k.sm, k.u, p->w_a, p->b_a, N, d, d); /* a; tanh below unless linear */
+    /* a = u W_A^T + b_A into sm; its tanh below unless linear */
+    tess_nn_linear_tiles_forward(k.sm, k.u, p->w_a, p->b_a, N, d, d);
     tess_csr_spmm(k.a2p, Ahat2, P, d, 1.0f, 0.0f);
     for (int64_t i = 0; i < d * d; i++) k.wa2[i] = p->w_a[i] * p->w_a[i];
-    tess_nn_linear_forward(k.V, k.a2p, k.wa2, NULL, N, d, d);
-    /* observe */
+    tess_nn_linear_tiles_forward(k.V, k.a2p, k.wa2, NULL, N, d, d);
+    /* observe: m = (1+eps) X + A X written by column block, X = [h | s] never formed */
+    const float e1 = 1.0f + dm->eps;
     for (int64_t n = 0; n < N; n++) {
-        memcpy(k.X + n * dx, h + n * dh, (size_t)dh * sizeof(float));
-        memcpy(k.X + n * dx + dh, s + n * d, (size_t)d * sizeof(float));
+        float *restrict mr = k.m + n * dx;
+        const float *restrict hr = h + n * dh, *restrict sr = s + n * d;
+        for (int64_t c = 0; c < dh; c++) mr[c] = e1 * hr[c];
+        for (int64_t c = 0; c < d; c++) mr[dh + c] = e1 * sr[c];
     }
-    for (int64_t i = 0; i < N * dx; i++) k.m[i] = (1.0f + dm->eps) * k.X[i];
-    tess_csr_spmm(k.m, A, k.X, dx, 1.0f, 1.0f);
-    tess_nn_linear_forward(k.c, k.m, p->w1, p->b1, N, dx, dm->dm);
+    tess_csr_spmm_ld(k.m, dx, A, h, dh, dh, 1.0f, 1.0f);
+    tess_csr_spmm_ld(k.m + dh, dx, A, s, d, d, 1.0f, 1.0f);
+    tess_nn_linear_tiles_forward(k.c, k.m, p->w1, p->b1, N, dx, dm->dm);
     for (int64_t i = 0; i < N * dm->dm; i++) k.r[i] = k.c[i] > 0.0f ? k.c[i] : 0.0f;
-    tess_nn_linear_forward(k.z, k.r, p->w2, p->b2, N, dm->dm, d);
-    tess_nn_linear_forward(k.aR, h, p->w_r, p->b_r, N, dh, d);
+    tess_nn_linear_tiles_forward(k.z, k.r, p->w2, p->b2, N, dm->dm, d);
+    tess_nn_linear_tiles_forward(k.aR, h, p->w_r, p->b_r, N, dh, d);
     /* elementwise, in float with the vectorisable tanh / softplus of tensor.h: predict's
      * nonlinearity, the gain and the update; Q = softplus(q) once per channel */
     float Q[d];
@@ -164,7 +167,7 @@ void tess_nn_kalter_backward(float *dh, float *ds, float *dP, const tess_nn_kalt
     const kalter_cache k = kalter_carve((float *)cache, dm);
     float *Gz = scratch, *GaR = Gz + N * d, *GV = GaR + N * d, *Ga = GV + N * d;
     float *Gu = Ga + N * d, *Ga2p = Gu + N * d, *Gc = Ga2p + N * d, *Gm = Gc + N * H;
-    float *GX = Gm + N * dx, *tmp = GX + N * dx;
+    float *tmp = Gm + N * dx;
     double geta[d], gq[d];
     memset(geta, 0, sizeof geta);
     memset(gq, 0, sizeof gq);
@@ -195,30 +198,34 @@ void tess_nn_kalter_backward(float *dh, float *ds, float *dP, const tess_nn_kalt
         g->q[j] += (float)(gq[j] * sigmoid(p->q[j]));
     }
     /* noise: a_R = h W_R^T + b_R */
-    tess_nn_linear_backward(dh, g->w_r, g->b_r, GaR, h, p->w_r, N, dh_, d);
+    tess_nn_linear_tiles_backward(dh, g->w_r, g->b_r, GaR, h, p->w_r, N, dh_, d);
     /* covariance: V = (Ahat2 P)(W_A o W_A)^T */
-    tess_matmul(Ga2p, GV, k.wa2, N, d, d, false, false, 1.0f, 0.0f);
+    tess_matmul_tiles(Ga2p, d, GV, d, k.wa2, d, N, d, d, false, false, 1.0f, 0.0f, NULL);
     tess_csr_spmm_t(dP, Ahat2, Ga2p, d);
-    tess_matmul(tmp, GV, k.a2p, d, d, N, true, false, 1.0f, 0.0f);
+    tess_matmul_tiles(tmp, d, GV, d, k.a2p, d, d, d, N, true, false, 1.0f, 0.0f, NULL);
     for (int64_t i = 0; i < d * d; i++) g->w_a[i] += 2.0f * p->w_a[i] * tmp[i];
-    /* mean: a = (Ahat s) W_A^T + b_A */
-    memset(Gu, 0, (size_t)(N * d) * sizeof(float));
-    tess_nn_linear_backward(Gu, g->w_a, g->b_a, Ga, k.u, p->w_a, N, d, d);
+    /* mean: a = (Ahat s) W_A^T + b_A; Gu = Ga W_A overwritten */
+    tess_matmul_tiles(Gu, d, Ga, d, p->w_a, d, N, d, d, false, false, 1.0f, 0.0f, NULL);
+    tess_nn_linear_tiles_backward(NULL, g->w_a, g->b_a, Ga, k.u, p->w_a, N, d, d);
     tess_csr_spmm_t(ds, Ahat, Gu, d);
-    /* observation GIN over X = [h | s] */
-    memset(Gc, 0, (size_t)(N * H) * sizeof(float));
-    tess_nn_linear_backward(Gc, g->w2, g->b2, Gz, k.r, p->w2, N, H, d);
+    /* observation GIN over X = [h | s]: Gc = (Gz W_2) o 1[c > 0], Gm = Gc W_1 overwritten */
+    tess_matmul_tiles(Gc, H, Gz, d, p->w2, H, N, H, d, false, false, 1.0f, 0.0f, NULL);
+    tess_nn_linear_tiles_backward(NULL, g->w2, g->b2, Gz, k.r, p->w2, N, H, d);
     for (int64_t i = 0; i < N * H; i++) {
         if (!(k.c[i] > 0.0f)) Gc[i] = 0.0f;
     }
-    memset(Gm, 0, (size_t)(N * dx) * sizeof(float));
-    tess_nn_linear_backward(Gm, g->w1, g->b1, Gc, k.m, p->w1, N, dx, H);
-    for (int64_t i = 0; i < N * dx; i++) GX[i] = (1.0f + dm->eps) * Gm[i];
-    tess_csr_spmm_t(GX, A, Gm, dx);
+    tess_matmul_tiles(Gm, dx, Gc, H, p->w1, dx, N, dx, H, false, false, 1.0f, 0.0f, NULL);
+    tess_nn_linear_tiles_backward(NULL, g->w1, g->b1, Gc, k.m, p->w1, N, dx, H);
+    /* [dh | ds] += (1+eps) Gm + A^T Gm, by column block */
+    const float e1 = 1.0f + dm->eps;
     for (int64_t n = 0; n < N; n++) {
-        for (int64_t c = 0; c < dh_; c++) dh[n * dh_ + c] += GX[n * dx + c];
-        for (int64_t c = 0; c < d; c++) ds[n * d + c] += GX[n * dx + dh_ + c];
+        float *restrict hr = dh + n * dh_, *restrict sr = ds + n * d;
+        const float *restrict gr = Gm + n * dx;
+        for (int64_t c = 0; c < dh_; c++) hr[c] += e1 * gr[c];
+        for (int64_t c = 0; c < d; c++) sr[c] += e1 * gr[dh_ + c];
     }
+    tess_csr_spmm_t_ld(dh, dh_, A, Gm, dx, dh_);
+    tess_csr_spmm_t_ld(ds, d, A, Gm + dh_, dx, d);
 }
 
 void tess_nn_kalter_diagnostics(float *k_eta, float *p_ratio, float *R, const float *cache,

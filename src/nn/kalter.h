@@ -57,8 +57,9 @@ typedef struct {
     double *w_a, *b_a, *q, *eta, *w1, *b1, *w2, *b2, *w_r, *b_r;
 } tess_nn_kalter_params_f64;
 
-/* Floats of the cache kept from forward for backward (u, Ahat2 P, V, s-, g, P-, X, m, c, r, z,
- * a_R, R, S, K, nu, W_A o W_A), and of backward's scratch. */
+/* Floats of the cache kept from forward for backward (u, Ahat2 P, V, s-, g, P-, m, c, r, z, a_R,
+ * R, S, K, nu, W_A o W_A; X = [h | s] is never formed: m is written by column block), and of
+ * backward's scratch. The dense products run through tess_matmul_tiles (tensor/matmul.h). */
 int64_t tess_nn_kalter_cache_size(const tess_nn_kalter_dims *dm);
 int64_t tess_nn_kalter_scratch_size(const tess_nn_kalter_dims *dm);
 

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "core/status.h"   /* TESS_ASSERT */
-#include "tensor/matmul.h" /* tess_matmul */
+#include "tensor/matmul.h" /* tess_matmul, tess_matmul_tiles */
 
 void tess_nn_linear_forward(float *out, const float *in, const float *w, const float *b,
                             int64_t N, int64_t C, int64_t OC) {
@@ -28,6 +28,28 @@ void tess_nn_linear_backward(float *din, float *dw, float *db, const float *dout
     if (db) {
         for (int64_t n = 0; n < N; n++) {
             const float *d = dout + n * OC;
+            for (int64_t o = 0; o < OC; o++) db[o] += d[o];
+        }
+    }
+}
+
+void tess_nn_linear_tiles_forward(float *out, const float *in, const float *w, const float *b,
+                                  int64_t N, int64_t C, int64_t OC) {
+    /* out (N,OC), in (N,C), w (OC,C), b (OC) or NULL */
+    TESS_ASSERT(N >= 0 && C >= 0 && OC >= 0);
+    tess_matmul_tiles(out, OC, in, C, w, C, N, OC, C, false, true, 1.0f, 0.0f, b);
+}
+
+void tess_nn_linear_tiles_backward(float *din, float *dw, float *db, const float *dout,
+                                   const float *in, const float *w, int64_t N, int64_t C,
+                                   int64_t OC) {
+    /* din (N,C) or NULL, dw (OC,C), db (OC) or NULL, dout (N,OC), in (N,C), w (OC,C) */
+    TESS_ASSERT(dw != NULL);
+    if (din) tess_matmul_tiles(din, C, dout, OC, w, C, N, C, OC, false, false, 1.0f, 1.0f, NULL);
+    tess_matmul_tiles(dw, C, dout, OC, in, C, OC, C, N, true, false, 1.0f, 1.0f, NULL);
+    if (db) {
+        for (int64_t n = 0; n < N; n++) {
+            const float *restrict d = dout + n * OC;
             for (int64_t o = 0; o < OC; o++) db[o] += d[o];
         }
     }

@@ -271,6 +271,19 @@ static void linear_backward_ref(gc_ctx *c) {
                                 gc_x(c, "in"), gc_x(c, "w"), c->dims[0], c->dims[1], c->dims[2]);
 }
 
+/* linear_tiles: the same layer through tess_matmul_tiles, against the same references */
+static void linear_tiles_forward(gc_ctx *c) {
+    tess_nn_linear_tiles_forward(gc_x(c, "out"), gc_x(c, "in"), gc_x(c, "w"),
+                                 gc_has(c, "b") ? gc_x(c, "b") : NULL, c->dims[0], c->dims[1],
+                                 c->dims[2]);
+}
+static void linear_tiles_backward(gc_ctx *c) {
+    tess_nn_linear_tiles_backward(gc_g(c, "in"), gc_g(c, "w"),
+                                  gc_has(c, "b") ? gc_g(c, "b") : NULL, gc_g(c, "out"),
+                                  gc_x(c, "in"), gc_x(c, "w"), c->dims[0], c->dims[1],
+                                  c->dims[2]);
+}
+
 /* embedding: dims {N, V, C}; N > V so that ids repeat and their gradients must add up */
 static void embedding_setup(gc_ctx *c) {
     int64_t N = c->dims[0], V = c->dims[1], C = c->dims[2];
@@ -1904,6 +1917,10 @@ static const gc_row gc_rows[] = {
      linear_backward_ref, 0, false, NULL, NULL},
     {"linear_nobias", {3, 9, 6, 0}, linear_setup, linear_forward, linear_backward,
      linear_forward_ref, linear_backward_ref, 0, false, NULL, NULL},
+    {"linear_tiles", {13, 7, 20, 1}, linear_setup, linear_tiles_forward, linear_tiles_backward,
+     linear_forward_ref, linear_backward_ref, 0, false, NULL, NULL},
+    {"linear_tiles_nobias", {5, 17, 3, 0}, linear_setup, linear_tiles_forward,
+     linear_tiles_backward, linear_forward_ref, linear_backward_ref, 0, false, NULL, NULL},
     {"embedding", {9, 5, 4}, embedding_setup, embedding_forward, embedding_backward, NULL, NULL,
      0, false, NULL, NULL},
     {"rmsnorm", {4, 11}, rmsnorm_setup, rmsnorm_forward, rmsnorm_backward, rmsnorm_forward_ref,

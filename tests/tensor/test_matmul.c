@@ -3,7 +3,8 @@
  * tess_matmul_ld on sub-matrices of wider arrays against tess_matmul_ld_ref and against
  * tess_matmul on contiguous copies, leaving the columns past N untouched; tess_matmul_small and
  * tess_matmul_small_tn against tess_matmul_ld_ref over row and column tails (of their 8 x 32 and
- * 4 x 16 tiles), K = 0, and beta 0 (C not read), 1, 0.5. */
+ * 4 x 16 tiles), K = 0, and beta 0 (C not read), 1, 0.5; tess_matmul_tiles likewise for every
+ * transpose pair, K blocks and the bias. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -135,6 +136,53 @@ int main(int argc, char **argv) {
     TESS_TEST_CHECK(small_bad == 0, "small: %d elements off tess_matmul_ld_ref by >= 1e-5 (max %g)",
                     small_bad, small_err);
     TESS_TEST_CHECK(small_outside == 0, "small: %d elements outside C changed", small_outside);
+
+    /* tess_matmul_tiles: every transpose pair, C (M,N) a window of an array TLD wide, A and B
+     * windows too; M over the 6-row tiles and their tails, N over 64-column blocks and masked
+     * vectors, K = 0, 7 and above the k block (300 > TESS_MATMUL_TILES_KC), beta 0 (C not
+     * read) and 0.5, with and without the bias, against tess_matmul_ld_ref plus the bias. */
+    enum { TLD = 320, TOFF = 3, TROWS = 310, CLD = 90 };
+    static float ta_[TROWS * TLD], tb_[TROWS * TLD], tc1[64 * CLD], tc2[64 * CLD], tbias[80];
+    for (int i = 0; i < TROWS * TLD; i++) ta_[i] = next_val(&s), tb_[i] = next_val(&s);
+    for (int i = 0; i < 80; i++) tbias[i] = next_val(&s);
+    const int tms[] = {1, 5, 6, 13, 64}, tns[] = {1, 16, 33, 64, 80}, tks[] = {0, 7, 300};
+    int tiles_bad = 0, tiles_outside = 0;
+    double tiles_err = 0.0;
+    for (int t = 0; t < 16; t++) {
+        const bool ta = t & 1, tb = t & 2;
+        const float beta = t & 4 ? 0.5f : 0.0f;
+        const float *bias = t & 8 ? tbias : NULL;
+        for (size_t im = 0; im < sizeof tms / sizeof tms[0]; im++) {
+            for (size_t in = 0; in < sizeof tns / sizeof tns[0]; in++) {
+                for (size_t ik = 0; ik < sizeof tks / sizeof tks[0]; ik++) {
+                    const int m = tms[im], n = tns[in], k = tks[ik];
+                    for (int i = 0; i < 64 * CLD; i++) tc1[i] = tc2[i] = next_val(&s);
+                    if (beta == 0.0f) /* beta 0 must not read C */
+                        for (int r = 0; r < m; r++) tc1[r * CLD + TOFF] = NAN;
+                    tess_matmul_tiles(tc1 + TOFF, CLD, ta_ + TOFF, TLD, tb_ + TOFF, TLD, m, n, k,
+                                      ta, tb, 0.75f, beta, bias);
+                    tess_matmul_ld_ref(tc2 + TOFF, CLD, ta_ + TOFF, TLD, tb_ + TOFF, TLD, m, n,
+                                       k, ta, tb, 0.75f, beta);
+                    for (int r = 0; r < 64; r++) {
+                        for (int j = 0; j < CLD; j++) {
+                            const int i = r * CLD + j;
+                            if (r < m && j >= TOFF && j < TOFF + n) {
+                                const double want = tc2[i] + (bias ? bias[j - TOFF] : 0.0f);
+                                const double e = fabs((double)tc1[i] - want);
+                                tiles_bad += !(e < 1e-4);
+                                tiles_err = fmax(tiles_err, e);
+                            } else {
+                                tiles_outside += tc1[i] != tc2[i];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    TESS_TEST_CHECK(tiles_bad == 0, "tiles: %d elements off tess_matmul_ld_ref by >= 1e-4 (max %g)",
+                    tiles_bad, tiles_err);
+    TESS_TEST_CHECK(tiles_outside == 0, "tiles: %d elements outside C changed", tiles_outside);
 
     int rc = tess_test_finish("matmul");
     MPI_Finalize();
