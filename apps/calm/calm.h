@@ -58,7 +58,7 @@ typedef struct {
     double best_loss;             /* the head's lowest validation loss so far */
     float *best, *best_dat;       /* the head's (and, if it trains, the DAT's) parameters there */
     int val_csv;
-    double lr, backbone_lr; /* decode.lr (the head's), the DAT's (decode.backbone_lr or by regime) */
+    double lr, backbone_lr; /* decode.lr (the head's); the DAT's (decode.backbone_lr, by regime) */
     double weight_decay;    /* decode.weight_decay: the head's */
     char names[CALM_DEC_MAX_TARGETS][48]; /* behaviour datasets (/behavior/<name>) */
     bool binary[CALM_DEC_MAX_TARGETS];

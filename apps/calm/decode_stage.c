@@ -298,7 +298,7 @@ tess_status calm_decode_setup(tess_run *run, calm_pretrain *p) {
     for (int64_t i = 0; i < 2 + 2 * D; i++) d->colp[i] = d->cols[i];
     for (int64_t i = 0; i < 1 + 4 * D; i++) d->tcolp[i] = d->tcols[i];
     TESS_CHECK(tess_run_metrics(run, "decode", d->colp, (int)(2 + 2 * D), false, &d->res_csv));
-    if (d->probe) { /* session, features (0 raw, 1 hidden, 2 the head), patches, then decode.csv's */
+    if (d->probe) { /* session, features (0 raw, 1 h^L, 2 the head), patches, decode.csv's */
         const char *pcols[3 + 2 * CALM_DEC_MAX_TARGETS] = {"session", "features", "patches"};
         for (int64_t i = 0; i < 2 * D; i++) pcols[3 + i] = d->colp[2 + i];
         TESS_CHECK(tess_run_metrics(run, "decode_probe", pcols, (int)(3 + 2 * D), false,
@@ -352,7 +352,8 @@ tess_status calm_decode_setup(tess_run *run, calm_pretrain *p) {
         snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s%s", k ? ", " : "",
                  d->names[k], d->binary[k] ? " (binary)" : "");
     char dat_lr[64] = "";
-    if (d->regime != CALM_REGIME_FROZEN) snprintf(dat_lr, sizeof dat_lr, ", the DAT's %g", d->backbone_lr);
+    if (d->regime != CALM_REGIME_FROZEN)
+        snprintf(dat_lr, sizeof dat_lr, ", the DAT's %g", d->backbone_lr);
     tess_log_info("decode: regime %s, readout %s, %lld targets (%s), %lld head steps, %s "
                   "learning rate: the head's peak %g (weight decay %g)%s",
                   calm_regime_names[d->regime].name, calm_dec_readout_names[d->readout].name,
@@ -608,7 +609,8 @@ static tess_status probe_session(const calm_pretrain *p, int64_t s, const float 
     const int64_t count = x->N < p->datc.max_N ? x->N : p->datc.max_N, Fh = count * dm;
     const int64_t Fmax = Fh > P * count ? Fh : P * count;
     int64_t *idx = malloc((size_t)np * sizeof(int64_t)), ntr = 0;
-    float *xs = malloc((size_t)(np * Fmax) * sizeof(float)), *beh = malloc((size_t)(np * D) * sizeof(float));
+    float *xs = malloc((size_t)(np * Fmax) * sizeof(float));
+    float *beh = malloc((size_t)(np * D) * sizeof(float));
     float *pred = malloc((size_t)(np * D) * sizeof(float));
     double *a = malloc((size_t)np * sizeof(double)), *b = malloc((size_t)np * sizeof(double));
     tess_status st = idx && xs && beh && pred && a && b ? TESS_OK : TESS_ERR_MEM;
@@ -631,23 +633,26 @@ static tess_status probe_session(const calm_pretrain *p, int64_t s, const float 
                     xs[i * F + f] = probe_kind[j] == 0
                                         ? x->x[(idx[i] * P + f / count) * x->N + f % count]
                                         : hid[idx[i] * Fh + f];
-            if (probe_kind[j] == 1) /* h^L z-scored per feature with its training patches' moments */
+            if (probe_kind[j] == 1) /* h^L z-scored per feature (training patches' moments) */
                 for (int64_t f = 0; f < F; f++) {
                     double m = 0.0, v = 0.0;
                     for (int64_t i = 0; i < ntr; i++) m += xs[i * F + f];
                     m /= (double)ntr;
                     for (int64_t i = 0; i < ntr; i++) v += pow(xs[i * F + f] - m, 2);
                     const double sd = sqrt(v / (double)ntr) + 1e-6;
-                    for (int64_t i = 0; i < n; i++) xs[i * F + f] = (float)((xs[i * F + f] - m) / sd);
+                    for (int64_t i = 0; i < n; i++)
+                        xs[i * F + f] = (float)((xs[i * F + f] - m) / sd);
                 }
             bc.L = probe_lags[j];
-            const calm_dec_session ps = {.x = xs, .beh = beh, .T = n, .N = F, .D = D, .train_T = ntr};
+            const calm_dec_session ps = {.x = xs, .beh = beh, .T = n, .N = F, .D = D,
+                                         .train_T = ntr};
             double lambda[CALM_DEC_MAX_TARGETS];
             st = calm_dec_base_check(&ps, &bc, x->name);
             if (st == TESS_OK) st = calm_dec_ridge(&ps, &bc, pred, lambda);
         }
         for (int64_t k = 0; st == TESS_OK && k < D; k++) { /* scored on the validation patches */
-            for (int64_t i = ntr; i < n; i++) a[i - ntr] = pred[i * D + k], b[i - ntr] = beh[i * D + k];
+            for (int64_t i = ntr; i < n; i++)
+                a[i - ntr] = pred[i * D + k], b[i - ntr] = beh[i * D + k];
             const int64_t nv = n - ntr;
             double *o = out + j * 2 * D + 2 * k;
             o[0] = d->binary[k] ? calm_dec_accuracy(a, b, nv, 0.5) : calm_dec_r2(a, b, nv);
@@ -684,7 +689,8 @@ static tess_status probe(tess_run *run, calm_pretrain *p) {
     for (int64_t w0 = lo; st == TESS_OK && w0 < hi; w0 += p->eval_b) {
         const int64_t B = hi - w0 < p->eval_b ? hi - w0 : p->eval_b;
         for (int64_t i = 0; i < B; i++) /* training windows, then validation windows */
-            calm_pretrain_window(p, w0 + i < p->ntrain ? w0 + i : p->ntest + w0 + i, i, false, 0, 0);
+            calm_pretrain_window(p, w0 + i < p->ntrain ? w0 + i : p->ntest + w0 + i, i, false, 0,
+                                 0);
         calm_dat_forward(p->dat, p->tokens, p->frames, p->unit, p->sid, p->count, B, &pairs);
         const float *h = calm_dat_hidden(p->dat);
         const float *y = calm_dec_forward(d->head, h, p->count, p->unit, B);
@@ -702,8 +708,9 @@ static tess_status probe(tess_run *run, calm_pretrain *p) {
                            (size_t)dm * sizeof(float));
                 for (int64_t k = 0; k < D; k++) {
                     const double v = y[(i * M + m) * D + k];
-                    head[pm * D + k] = (float)(d->binary[k] ? 1.0 / (1.0 + exp(-v))
-                                                            : d->mu[s * D + k] + d->sd[s * D + k] * v);
+                    head[pm * D + k] =
+                        (float)(d->binary[k] ? 1.0 / (1.0 + exp(-v))
+                                             : d->mu[s * D + k] + d->sd[s * D + k] * v);
                 }
             }
         }
@@ -719,7 +726,8 @@ static tess_status probe(tess_run *run, calm_pretrain *p) {
     if (st == TESS_OK) st = tess_par_allreduce_f64(g, res, S * NPROBE * 2 * D, TESS_PAR_SUM);
     static const char *const fname[3] = {"raw traces", "h^L", "the head"};
     for (int j = 0; st == TESS_OK && j < NPROBE; j++) {
-        double row[3 + 2 * CALM_DEC_MAX_TARGETS] = {0.0, probe_kind[j], probe_lags[j]}, mean[2 * CALM_DEC_MAX_TARGETS] = {0};
+        double row[3 + 2 * CALM_DEC_MAX_TARGETS] = {0.0, probe_kind[j], probe_lags[j]};
+        double mean[2 * CALM_DEC_MAX_TARGETS] = {0};
         for (int64_t s = 0; st == TESS_OK && s < S; s++) {
             row[0] = (double)s;
             for (int64_t i = 0; i < 2 * D; i++) {
@@ -731,7 +739,8 @@ static tess_status probe(tess_run *run, calm_pretrain *p) {
         char msg[512] = "";
         for (int64_t i = 0; i < 2 * D; i++) {
             row[3 + i] = mean[i];
-            snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " %s %.3f", d->cols[2 + i], mean[i]);
+            snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " %s %.3f", d->cols[2 + i],
+                     mean[i]);
         }
         row[0] = -1.0;
         if (st == TESS_OK) st = tess_run_metrics_row(run, d->probe_csv, row);
