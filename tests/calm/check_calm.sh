@@ -43,7 +43,8 @@
 #          animals x 1 session of 3000 frames, small model, 50 tokenizer steps, the scratch regime
 #          with 600 head steps and the validation-based stop every 50) - the decoding head's
 #          velocity R^2 on the held-out tail, mean over the sessions, is above 0.5 (measured
-#          0.689 with the unit readout, the head of step 400; 0.594 with the attention readout
+#          0.651 with the head at 1e-2 and the DAT at 3e-3, the head of step 200; 0.689 with
+#          both at 3e-3, the head of step 400; 0.594 with the attention readout
 #          at aa469f9; ridge 0.642, MLP 0.641 on the same frames). Until
 #          aa469f9 it scored the last of 300 head steps, which sits where the loss has just left
 #          its plateau and is still noisy: 0.628 at c6c40f2, 0.512 at 79b7253, 0.509 at aa469f9
