@@ -58,7 +58,8 @@ typedef struct {
     double best_loss;             /* the head's lowest validation loss so far */
     float *best, *best_dat;       /* the head's (and, if it trains, the DAT's) parameters there */
     int val_csv;
-    double lr, backbone_lr;
+    double lr, backbone_lr; /* decode.lr (the head's); the DAT's (decode.backbone_lr, by regime) */
+    double weight_decay;    /* decode.weight_decay: the head's */
     char names[CALM_DEC_MAX_TARGETS][48]; /* behaviour datasets (/behavior/<name>) */
     bool binary[CALM_DEC_MAX_TARGETS];
     char cols[2 + 2 * CALM_DEC_MAX_TARGETS][64], tcols[1 + 4 * CALM_DEC_MAX_TARGETS][64];
@@ -70,7 +71,8 @@ typedef struct {
     tess_adamw *opt;
     tess_gradsync *sync;
     float *target, *dh; /* (b, M, D), (b, max_N, M, d) */
-    int loss_csv, res_csv, trace_csv;
+    bool probe; /* decode.probe: the validation-slice probes at finish */
+    int loss_csv, res_csv, trace_csv, probe_csv;
 } calm_decode;
 
 /* The adaptation stage (adapt.c) of the animal split: after the DAT stage, the held-out

@@ -46,9 +46,14 @@ const tess_opt calm_decode_opts[] = {
                   "decode.steps, to 10 % of the peak (cosine, linear) or none (constant)"),
     TESS_OPT_INT("steps", 300, 1, 10000000, "decoding-head steps (after tok.steps + train.steps)"),
     TESS_OPT_INT("batch", 8, 1, 1 << 20, "GLOBAL windows per step; a multiple of the ranks"),
-    TESS_OPT_REAL("lr", 3e-3, 1e-7, 1.0,
-                  "AdamW learning rate of the head (and of the DAT in the scratch regime)"),
-    TESS_OPT_REAL("backbone_lr", 1e-4, 1e-7, 1.0, "AdamW learning rate of the DAT (finetune)"),
+    TESS_OPT_REAL("lr", 1e-2, 1e-7, 1.0, "AdamW peak learning rate of the head"),
+    TESS_OPT_REAL("backbone_lr", 0.0, 0.0, 1.0,
+                  "AdamW peak learning rate of the DAT when it trains (finetune, scratch); 0: by "
+                  "regime, 1e-4 in finetune (small steps from the pretrained state), 3e-3 in "
+                  "scratch (random init)"),
+    TESS_OPT_REAL("weight_decay", 0.05, 0.0, 100.0,
+                  "AdamW decoupled weight decay of the head's matrices and unit gains (the DAT "
+                  "keeps train.weight_decay); decode.lr times it must be below 1"),
     TESS_OPT_INT("hidden", 64, 1, 65536, "hidden units of the head's MLP and of the MLP decoder"),
     TESS_OPT_STRING("targets", "",
                     "behaviour datasets /behavior/<name> to decode, comma-separated; empty: "
@@ -65,6 +70,10 @@ const tess_opt calm_decode_opts[] = {
     TESS_OPT_INT("patience", 0, 0, 1000000,
                  "0: off; else the decode stage stops after this many validations (every "
                  "decode.val_every head steps) without a lower validation loss"),
+    TESS_OPT_BOOL("probe", false,
+                  "tail split: after scoring, ridge probes on the validation slices of the raw "
+                  "traces and of the DAT's final hidden state over the last 1, 2 and 4 patches, "
+                  "next to the head (decode_probe.csv)"),
 };
 const int64_t calm_decode_nopts = sizeof calm_decode_opts / sizeof calm_decode_opts[0];
 
@@ -75,6 +84,8 @@ static const char *const dec_names[2][NDEC] = {
      "MLP on population summaries (other animals)"}};
 static const double VAL_FRACTION = 0.2; /* the baselines' validation slice */
 static const double MIN_LR_FRACTION = 0.1; /* the decayed learning rate's end, of the peak */
+/* decode.backbone_lr = 0: the DAT's peak rate by regime (docs/calm.md, "Learning rates") */
+static const double FINETUNE_DAT_LR = 1e-4, SCRATCH_DAT_LR = 3e-3;
 
 /* Whether name is an item of the comma-separated list. */
 static bool in_list(const char *list, const char *name) {
@@ -97,6 +108,13 @@ tess_status calm_decode_config(tess_run *run, calm_pretrain *p) {
     d->batch = tess_config_int(cfg, "decode.batch");
     d->lr = tess_config_real(cfg, "decode.lr");
     d->backbone_lr = tess_config_real(cfg, "decode.backbone_lr");
+    if (d->backbone_lr == 0.0)
+        d->backbone_lr = d->regime == CALM_REGIME_SCRATCH ? SCRATCH_DAT_LR : FINETUNE_DAT_LR;
+    d->weight_decay = tess_config_real(cfg, "decode.weight_decay");
+    TESS_REQUIRE(d->lr * d->weight_decay < 1.0, TESS_ERR_CONFIG,
+                 "decode.weight_decay = %g times decode.lr = %g is %g, expected below 1 (AdamW "
+                 "shrinks the head's weights by 1 - lr weight_decay per step)",
+                 d->weight_decay, d->lr, d->lr * d->weight_decay);
     d->hidden = tess_config_int(cfg, "decode.hidden");
     d->lags = tess_config_int(cfg, "decode.lags");
     d->mlp_steps = tess_config_int(cfg, "decode.mlp_steps");
@@ -111,6 +129,7 @@ tess_status calm_decode_config(tess_run *run, calm_pretrain *p) {
                  "decode.patience = %lld needs decode.val_every > 0 (the validations it counts)",
                  (long long)d->patience);
     d->readout = (calm_dec_readout)tess_config_enum(cfg, "decode.readout");
+    d->probe = tess_config_bool(cfg, "decode.probe");
     d->sched = (tess_sched){.kind = (tess_sched_kind)tess_config_enum(cfg, "decode.schedule"),
                            .lr = d->lr, .min_lr = MIN_LR_FRACTION * d->lr, .warmup_steps = 0,
                            .total_steps = d->steps};
@@ -122,6 +141,11 @@ tess_status calm_decode_config(tess_run *run, calm_pretrain *p) {
                  "train.split = block does not work with run.mode = decode: the decoders score "
                  "one test span per session after its training frames (use train.split = tail "
                  "or animal)");
+    TESS_REQUIRE(!d->probe || d->split == CALM_SPLIT_TAIL, TESS_ERR_CONFIG,
+                 "decode.probe needs train.split = tail (it fits per-session probes on each "
+                 "session's training frames), not %s", calm_split_names[d->split].name);
+    TESS_REQUIRE(!d->probe || d->val_every > 0, TESS_ERR_CONFIG,
+                 "decode.probe needs decode.val_every > 0 (the validation windows it scores on)");
     const char *targets = tess_config_string(cfg, "decode.targets");
     if (!targets[0])
         targets = tess_config_string(cfg, "data.files")[0] ? "velocity,head_angle,reversal_vec"
@@ -233,7 +257,7 @@ tess_status calm_decode_setup(tess_run *run, calm_pretrain *p) {
     TESS_CHECK(tess_registry_finalize(d->reg));
     TESS_CHECK(tess_registry_init_params(d->reg, tess_run_seed(run) + 3));
     const tess_adamw_config ac = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
-                                  .weight_decay = (float)p->weight_decay};
+                                  .weight_decay = (float)d->weight_decay};
     TESS_CHECK(tess_adamw_create(&d->opt, d->reg, &ac));
     TESS_CHECK(tess_gradsync_create(&d->sync, d->reg, g, 1 << 16));
     d->target = malloc((size_t)(p->eval_b * M * D) * sizeof(float));
@@ -274,6 +298,12 @@ tess_status calm_decode_setup(tess_run *run, calm_pretrain *p) {
     for (int64_t i = 0; i < 2 + 2 * D; i++) d->colp[i] = d->cols[i];
     for (int64_t i = 0; i < 1 + 4 * D; i++) d->tcolp[i] = d->tcols[i];
     TESS_CHECK(tess_run_metrics(run, "decode", d->colp, (int)(2 + 2 * D), false, &d->res_csv));
+    if (d->probe) { /* session, features (0 raw, 1 h^L, 2 the head), patches, decode.csv's */
+        const char *pcols[3 + 2 * CALM_DEC_MAX_TARGETS] = {"session", "features", "patches"};
+        for (int64_t i = 0; i < 2 * D; i++) pcols[3 + i] = d->colp[2 + i];
+        TESS_CHECK(tess_run_metrics(run, "decode_probe", pcols, (int)(3 + 2 * D), false,
+                                    &d->probe_csv));
+    }
     TESS_CHECK(tess_run_metrics(run, "decode_trace", d->tcolp, (int)(1 + 4 * D), false,
                                 &d->trace_csv));
     static const char *const ltitles[] = {"decoding loss (training batch)"};
@@ -321,10 +351,14 @@ tess_status calm_decode_setup(tess_run *run, calm_pretrain *p) {
     for (int64_t k = 0; k < D; k++)
         snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s%s", k ? ", " : "",
                  d->names[k], d->binary[k] ? " (binary)" : "");
+    char dat_lr[64] = "";
+    if (d->regime != CALM_REGIME_FROZEN)
+        snprintf(dat_lr, sizeof dat_lr, ", the DAT's %g", d->backbone_lr);
     tess_log_info("decode: regime %s, readout %s, %lld targets (%s), %lld head steps, %s "
-                  "learning rate",
+                  "learning rate: the head's peak %g (weight decay %g)%s",
                   calm_regime_names[d->regime].name, calm_dec_readout_names[d->readout].name,
-                  (long long)D, list, (long long)d->steps, tess_sched_kind_name(d->sched.kind));
+                  (long long)D, list, (long long)d->steps, tess_sched_kind_name(d->sched.kind),
+                  d->lr, d->weight_decay, dat_lr);
     return TESS_OK;
 }
 
@@ -401,8 +435,7 @@ tess_status calm_decode_step(tess_run *run, calm_pretrain *p, int64_t step, tess
         calm_dat_backward_hidden(p->dat, d->dh);
         TESS_CHECK(tess_gradsync_finish(p->dat_sync, NULL));
         TESS_CHECK(tess_clip_grad_norm(p->dat_reg, p->clip, g, &dnorm));
-        const double lr = d->regime == CALM_REGIME_FINETUNE ? d->backbone_lr : d->lr;
-        tess_adamw_step(p->dat_opt, (float)(lr * decay));
+        tess_adamw_step(p->dat_opt, (float)(d->backbone_lr * decay));
     }
     TESS_CHECK(tess_gradsync_finish(d->sync, NULL));
     TESS_CHECK(tess_clip_grad_norm(d->reg, p->clip, g, &gnorm));
@@ -540,6 +573,187 @@ static tess_status pooled_baselines(const calm_pretrain *p, uint64_t seed, const
     return TESS_OK;
 }
 
+/* ---- the validation-slice probes (decode.probe) --------------------------------------------- */
+
+/* The probes' feature sets: raw z-scored traces of the last 1 or 2 patches (2 = the ridge
+ * decoder's 8 frames at P = 4), the DAT's h^L of the last 1, 2 or 4 patches, and the head. */
+enum { NPROBE = 6 };
+static const int probe_kind[NPROBE] = {0, 0, 1, 1, 1, 2}, probe_lags[NPROBE] = {1, 2, 1, 2, 4, 1};
+
+/* Window i of list w (n windows) gives all its patches when it is the first of its run of
+ * consecutive windows of a session, else its last one (as the test scoring does). */
+static bool run_start(const calm_window *w, int64_t i, int64_t P) {
+    return i == 0 || w[i - 1].session != w[i].session || w[i - 1].t0 != w[i].t0 - P;
+}
+
+/* Session s's patches in order (training then validation patches, each covered once) into idx;
+ * returns their number, *ntr the training ones. */
+static int64_t probe_patches(const float *cov, int64_t np, int64_t *idx, int64_t *ntr) {
+    int64_t n = 0;
+    for (int64_t m = 0; m < np; m++)
+        if (cov[m] > 0.5f && cov[m] < 1.5f) idx[n++] = m;
+    *ntr = n;
+    for (int64_t m = 0; m < np; m++)
+        if (cov[m] > 1.5f) idx[n++] = m;
+    return n;
+}
+
+/* The probes of session s (patch-rate ridge fits on its training patches, scored on its
+ * validation patches): metrics (NPROBE, 2 D) into out. hid (np, count d), headp (np, D),
+ * cov (np): 1 a training patch, 2 a validation patch, 0 not covered. */
+static tess_status probe_session(const calm_pretrain *p, int64_t s, const float *hid,
+                                 const float *headp, const float *cov, double *out) {
+    const calm_decode *d = &p->dec;
+    const calm_session *x = &p->sess[s];
+    const int64_t P = p->tokc.P, D = d->D, np = x->T / P, dm = p->datc.d;
+    const int64_t count = x->N < p->datc.max_N ? x->N : p->datc.max_N, Fh = count * dm;
+    const int64_t Fmax = Fh > P * count ? Fh : P * count;
+    int64_t *idx = malloc((size_t)np * sizeof(int64_t)), ntr = 0;
+    float *xs = malloc((size_t)(np * Fmax) * sizeof(float));
+    float *beh = malloc((size_t)(np * D) * sizeof(float));
+    float *pred = malloc((size_t)(np * D) * sizeof(float));
+    double *a = malloc((size_t)np * sizeof(double)), *b = malloc((size_t)np * sizeof(double));
+    tess_status st = idx && xs && beh && pred && a && b ? TESS_OK : TESS_ERR_MEM;
+    const int64_t n = st == TESS_OK ? probe_patches(cov, np, idx, &ntr) : 0;
+    for (int64_t i = 0; i < n; i++) /* targets: the patch means (binary: positive fraction) */
+        for (int64_t k = 0; k < D; k++) {
+            double acc = 0.0;
+            for (int64_t t = idx[i] * P; t < (idx[i] + 1) * P; t++) acc += x->beh[t * D + k];
+            beh[i * D + k] = (float)(acc / (double)P);
+        }
+    calm_dec_base_config bc = base_config(p, 0);
+    bc.P = 1;
+    for (int j = 0; st == TESS_OK && j < NPROBE; j++) {
+        const int64_t F = probe_kind[j] == 0 ? P * count : Fh;
+        if (probe_kind[j] == 2) { /* the head's own predictions */
+            for (int64_t i = 0; i < n * D; i++) pred[i] = headp[idx[i / D] * D + i % D];
+        } else {
+            for (int64_t i = 0; i < n; i++)
+                for (int64_t f = 0; f < F; f++)
+                    xs[i * F + f] = probe_kind[j] == 0
+                                        ? x->x[(idx[i] * P + f / count) * x->N + f % count]
+                                        : hid[idx[i] * Fh + f];
+            if (probe_kind[j] == 1) /* h^L z-scored per feature (training patches' moments) */
+                for (int64_t f = 0; f < F; f++) {
+                    double m = 0.0, v = 0.0;
+                    for (int64_t i = 0; i < ntr; i++) m += xs[i * F + f];
+                    m /= (double)ntr;
+                    for (int64_t i = 0; i < ntr; i++) v += pow(xs[i * F + f] - m, 2);
+                    const double sd = sqrt(v / (double)ntr) + 1e-6;
+                    for (int64_t i = 0; i < n; i++)
+                        xs[i * F + f] = (float)((xs[i * F + f] - m) / sd);
+                }
+            bc.L = probe_lags[j];
+            const calm_dec_session ps = {.x = xs, .beh = beh, .T = n, .N = F, .D = D,
+                                         .train_T = ntr};
+            double lambda[CALM_DEC_MAX_TARGETS];
+            st = calm_dec_base_check(&ps, &bc, x->name);
+            if (st == TESS_OK) st = calm_dec_ridge(&ps, &bc, pred, lambda);
+        }
+        for (int64_t k = 0; st == TESS_OK && k < D; k++) { /* scored on the validation patches */
+            for (int64_t i = ntr; i < n; i++)
+                a[i - ntr] = pred[i * D + k], b[i - ntr] = beh[i * D + k];
+            const int64_t nv = n - ntr;
+            double *o = out + j * 2 * D + 2 * k;
+            o[0] = d->binary[k] ? calm_dec_accuracy(a, b, nv, 0.5) : calm_dec_r2(a, b, nv);
+            o[1] = d->binary[k] ? calm_dec_auroc(a, b, nv) : calm_dec_pearson(a, b, nv);
+        }
+    }
+    free(idx), free(xs), free(beh), free(pred), free(a), free(b);
+    TESS_REQUIRE(st == TESS_OK, st, "decode.probe: the probes of '%s'", x->name);
+    return TESS_OK;
+}
+
+/* decode.probe (tail split): with the DAT and head being scored, every training and validation
+ * window's h^L over its neurons and the head's predictions, per patch of its session (windows
+ * split over the ranks, summed); then per session (sessions split over the ranks) ridge probes
+ * fitted on the training patches and scored on the validation patches - never a test frame -
+ * into decode_probe.csv and the log (means over the sessions). Collective. */
+static tess_status probe(tess_run *run, calm_pretrain *p) {
+    const tess_group *g = tess_run_group(run);
+    calm_decode *d = &p->dec;
+    const int64_t S = p->nsess, P = p->tokc.P, M = p->tokc.M, N = p->datc.max_N, dm = p->datc.d;
+    const int64_t D = d->D, W = p->ntrain + p->nval;
+    int64_t *off = malloc((size_t)(S + 1) * sizeof(int64_t)), pairs = 0;
+    TESS_REQUIRE(off, TESS_ERR_MEM, "out of memory");
+    off[0] = 0; /* per session: hidden (np, count d), head (np, D), covered (np) */
+    for (int64_t s = 0; s < S; s++) {
+        const int64_t count = p->sess[s].N < N ? p->sess[s].N : N;
+        off[s + 1] = off[s] + p->sess[s].T / P * (count * dm + D + 1);
+    }
+    float *buf = calloc((size_t)off[S], sizeof(float));
+    double *res = calloc((size_t)(S * NPROBE * 2 * D), sizeof(double));
+    tess_status st = buf && res ? TESS_OK : TESS_ERR_MEM;
+    int64_t lo = 0, hi = 0;
+    tess_par_block_range(W, g->size, g->rank, &lo, &hi);
+    for (int64_t w0 = lo; st == TESS_OK && w0 < hi; w0 += p->eval_b) {
+        const int64_t B = hi - w0 < p->eval_b ? hi - w0 : p->eval_b;
+        for (int64_t i = 0; i < B; i++) /* training windows, then validation windows */
+            calm_pretrain_window(p, w0 + i < p->ntrain ? w0 + i : p->ntest + w0 + i, i, false, 0,
+                                 0);
+        calm_dat_forward(p->dat, p->tokens, p->frames, p->unit, p->sid, p->count, B, &pairs);
+        const float *h = calm_dat_hidden(p->dat);
+        const float *y = calm_dec_forward(d->head, h, p->count, p->unit, B);
+        for (int64_t i = 0; i < B; i++) {
+            const bool val = w0 + i >= p->ntrain;
+            const calm_window *list = val ? p->val_win : p->train_win;
+            const int64_t wi = val ? w0 + i - p->ntrain : w0 + i, s = list[wi].session;
+            const int64_t count = p->count[i], np = p->sess[s].T / P;
+            float *hid = buf + off[s], *head = hid + np * count * dm, *cov = head + np * D;
+            for (int64_t m = run_start(list, wi, P) ? 0 : M - 1; m < M; m++) {
+                const int64_t pm = list[wi].t0 / P + m;
+                cov[pm] = val ? 2.0f : 1.0f;
+                for (int64_t n = 0; n < count; n++)
+                    memcpy(hid + (pm * count + n) * dm, h + ((i * N + n) * M + m) * dm,
+                           (size_t)dm * sizeof(float));
+                for (int64_t k = 0; k < D; k++) {
+                    const double v = y[(i * M + m) * D + k];
+                    head[pm * D + k] =
+                        (float)(d->binary[k] ? 1.0 / (1.0 + exp(-v))
+                                             : d->mu[s * D + k] + d->sd[s * D + k] * v);
+                }
+            }
+        }
+    }
+    if (st == TESS_OK) st = tess_par_allreduce(g, buf, off[S], TESS_PAR_SUM);
+    tess_par_block_range(S, g->size, g->rank, &lo, &hi);
+    for (int64_t s = lo; st == TESS_OK && s < hi; s++) {
+        const int64_t count = p->sess[s].N < N ? p->sess[s].N : N, np = p->sess[s].T / P;
+        const float *hid = buf + off[s], *head = hid + np * count * dm;
+        st = probe_session(p, s, hid, head, head + np * D, res + s * NPROBE * 2 * D);
+    }
+    st = tess_par_agree(g, st);
+    if (st == TESS_OK) st = tess_par_allreduce_f64(g, res, S * NPROBE * 2 * D, TESS_PAR_SUM);
+    static const char *const fname[3] = {"raw traces", "h^L", "the head"};
+    for (int j = 0; st == TESS_OK && j < NPROBE; j++) {
+        double row[3 + 2 * CALM_DEC_MAX_TARGETS] = {0.0, probe_kind[j], probe_lags[j]};
+        double mean[2 * CALM_DEC_MAX_TARGETS] = {0};
+        for (int64_t s = 0; st == TESS_OK && s < S; s++) {
+            row[0] = (double)s;
+            for (int64_t i = 0; i < 2 * D; i++) {
+                row[3 + i] = res[(s * NPROBE + j) * 2 * D + i];
+                mean[i] += row[3 + i] / (double)S;
+            }
+            st = tess_run_metrics_row(run, d->probe_csv, row);
+        }
+        char msg[512] = "";
+        for (int64_t i = 0; i < 2 * D; i++) {
+            row[3 + i] = mean[i];
+            snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " %s %.3f", d->cols[2 + i],
+                     mean[i]);
+        }
+        row[0] = -1.0;
+        if (st == TESS_OK) st = tess_run_metrics_row(run, d->probe_csv, row);
+        tess_log_info("decode: probe on the validation slices (patch means, mean over %lld "
+                      "sessions), %s%s of the last %d patch%s:%s",
+                      (long long)S, probe_kind[j] == 2 ? "" : "ridge on ", fname[probe_kind[j]],
+                      probe_lags[j], probe_lags[j] == 1 ? "" : "es", msg);
+    }
+    free(off), free(buf), free(res);
+    TESS_CHECK(st);
+    return TESS_OK;
+}
+
 tess_status calm_decode_finish(tess_run *run, calm_pretrain *p) {
     const tess_group *g = tess_run_group(run);
     calm_decode *d = &p->dec;
@@ -650,6 +864,7 @@ tess_status calm_decode_finish(tess_run *run, calm_pretrain *p) {
                       p->sess[s].name, chosen[s * (D + 1) + D]);
     free(off), free(toff), free(buf), free(a), free(b), free(fp), free(chosen);
     TESS_CHECK(st);
+    if (d->probe) TESS_CHECK(probe(run, p));
     return TESS_OK;
 }
 

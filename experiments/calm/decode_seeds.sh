@@ -14,7 +14,10 @@
 #   build/release/apps/calm/calm, copied to OUT/bin/calm-<commit> and run from there,
 #   experiments/common.sh); CALM_NICE=0; CALM_DECODE_STEPS=800; CALM_VAL_EVERY=50;
 #   CALM_PATIENCE=6 (validations without a new best before the head stops); CALM_READOUT=unit;
-#   CALM_LR=3e-3 (decode.lr: the head's peak rate, and the DAT's in the scratch regime).
+#   CALM_LR=1e-2 (decode.lr: the head's peak rate); CALM_BACKBONE_LR=0 (decode.backbone_lr: the
+#   DAT's peak rate in finetune and scratch; 0: by regime, 1e-4 / 3e-3); CALM_WD=0.05
+#   (decode.weight_decay: the head's); CALM_PROBE=false (decode.probe: the validation-slice
+#   probes, decode_probe.csv).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$1; shift
@@ -27,7 +30,9 @@ common="--set run.mode=decode --set tok.width=32 --set tok.codes=32 --set tok.ch
   --set sim.frames=3000 --set sim.animals=4 --set sim.sessions=1 --set model.max_neurons=80
   --set tok.steps=50 --set train.steps=300 --set decode.steps=${CALM_DECODE_STEPS:-800}
   --set decode.val_every=${CALM_VAL_EVERY:-50} --set decode.patience=${CALM_PATIENCE:-6}
-  --set decode.readout=${CALM_READOUT:-unit} --set decode.lr=${CALM_LR:-3e-3}"
+  --set decode.readout=${CALM_READOUT:-unit} --set decode.lr=${CALM_LR:-1e-2}
+  --set decode.backbone_lr=${CALM_BACKBONE_LR:-0} --set decode.weight_decay=${CALM_WD:-0.05}
+  --set decode.probe=${CALM_PROBE:-false}"
 cells=("$@")
 [ ${#cells[@]} -gt 0 ] || cells=(scratch-tail frozen-tail finetune-tail scratch-animal)
 # shellcheck source=experiments/common.sh

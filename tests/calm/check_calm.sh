@@ -43,7 +43,8 @@
 #          animals x 1 session of 3000 frames, small model, 50 tokenizer steps, the scratch regime
 #          with 600 head steps and the validation-based stop every 50) - the decoding head's
 #          velocity R^2 on the held-out tail, mean over the sessions, is above 0.5 (measured
-#          0.689 with the unit readout, the head of step 400; 0.594 with the attention readout
+#          0.651 with the head at 1e-2 and the DAT at 3e-3, the head of step 200; 0.689 with
+#          both at 3e-3, the head of step 400; 0.594 with the attention readout
 #          at aa469f9; ridge 0.642, MLP 0.641 on the same frames). Until
 #          aa469f9 it scored the last of 300 head steps, which sits where the loss has just left
 #          its plateau and is still noisy: 0.628 at c6c40f2, 0.512 at 79b7253, 0.509 at aa469f9
@@ -58,6 +59,13 @@
 #          B/2: parameters within 1e-5; forecast.csv has the zero-shot columns.
 #   decode_dp: tokenizer + DAT + decoding-head steps (finetune regime: both the head and the DAT
 #          train) with the global batch on 1 rank and split over 2: every parameter within 1e-5.
+#   decode_patience: the decode stage's early stop (frozen regime, 2 simulated animals, 60 head
+#          steps at decode.lr 0.1, validation every step, decode.patience = 2): the run stops
+#          before its last step (run.log: "early stop at head step S"), decode_validation.csv
+#          ends at S with exactly 2 validations after its minimum B = S - 2, the head of step B
+#          scores and decode.csv has its results; stopped one step before S on 1 rank and
+#          resumed on 2 ranks, the run stops at the same step S with the same best head. The
+#          first run also writes decode.probe's decode_probe.csv (6 probes x 2 sessions + means).
 #   decode_animal: leave-one-animal-out decoding (train.split = animal, 3 simulated animals,
 #          animal 2 held out; finetune regime, decode.val_every = 2 of 8 head steps): decode.csv
 #          scores the held-out animal's session alone (the head and the baselines fitted on the
@@ -202,6 +210,42 @@ decode_animal)
   grep -q "dec/best/" diff.txt && grep -q "dec/best_dat/" diff.txt ||
     { cat diff.txt; fail "no dec/best and dec/best_dat entries in the checkpoints"; }
   echo "stopped at step 9 on 1 rank, resumed on 2: the best-validated head and DAT within 1e-5"
+  ;;
+decode_patience)
+  rm -rf pfull ppart
+  steps=(--set run.mode=decode --set decode.regime=frozen --set sim.animals=2 --set sim.sessions=1
+         --set sim.frames=600 --set sim.neurons_min=20 --set sim.neurons_max=30 --set tok.steps=2
+         --set train.steps=4 --set train.warmup=1 --set decode.steps=60 --set decode.batch=4
+         --set decode.lr=0.1 --set decode.val_every=1 --set decode.patience=2
+         --set decode.mlp_steps=20)
+  pre=6 # tokenizer + DAT steps before the head's: driver step = pre + head step
+  "$mpiexec" -n 1 "$exe" "${small[@]}" "${steps[@]}" --set decode.probe=true --set run.dir=pfull \
+    > pfull.log 2>&1 || { cat pfull.log; fail "the decode run with decode.patience failed"; }
+  # decode.probe: 6 probes x (2 sessions + their mean), the ridge on the raw traces scored
+  awk -F, 'NR > 1 { n++ } $1 == -1 && $2 == 0 && $3 == 2 && $4 + 0 == $4 && $4 < 1 { ok = 1 }
+           END { exit !(ok && n == 18) }' pfull/decode_probe.csv ||
+    { cat pfull/decode_probe.csv; fail "decode_probe.csv lacks its 18 rows or the raw-trace ridge's R^2"; }
+  stop=$(sed -n 's/.*decode: early stop at head step \([0-9]*\) of 60:.*/\1/p' pfull.log)
+  [ -n "$stop" ] && [ "$stop" -lt 60 ] || { grep decode: pfull.log; fail "no early stop before head step 60"; }
+  # the validations: the last at the stop, its minimum exactly patience x val_every = 2 before
+  awk -F, -v last=$((pre + stop)) 'NR > 1 { n++; if (n == 1 || $2 < m) { m = $2; s = $1 } e = $1 }
+       END { print s - '"$pre"'; exit e != last || last - s != 2 }' pfull/decode_validation.csv > best.txt ||
+    { cat pfull/decode_validation.csv; fail "the validations do not end 2 after their minimum at head step $stop"; }
+  best=$(cat best.txt)
+  grep -q "decode: validation: the head of step $best " pfull.log ||
+    { grep decode: pfull.log; fail "the scored head is not the best-validated one of step $best"; }
+  awk -F, '$1 == -1 && $2 == 0 { ok = 1 } END { exit !ok }' pfull/decode.csv ||
+    { cat pfull/decode.csv; fail "decode.csv has no results of the head"; }
+  echo "early stop at head step $stop of 60; the head of step $best (best validation) scores"
+  rc=0; "$mpiexec" -n 1 "$exe" "${small[@]}" "${steps[@]}" --set run.dir=ppart \
+    --set run.stop_at=$((pre + stop - 1)) >/dev/null 2>&1 || rc=$?
+  [ "$rc" -eq 75 ] || fail "the run stopped at driver step $((pre + stop - 1)) exited $rc, expected 75"
+  "$mpiexec" -n 2 "$exe" "${small[@]}" "${steps[@]}" --set run.dir=ppart --resume auto > ppart.log 2>&1 ||
+    { cat ppart.log; fail "the resumed run failed"; }
+  grep -q "decode: early stop at head step $stop of 60" ppart.log &&
+    grep -q "decode: validation: the head of step $best " ppart.log ||
+    { grep decode: ppart.log; fail "the resumed run did not stop at head step $stop with the head of step $best"; }
+  echo "stopped at driver step $((pre + stop - 1)) on 1 rank, resumed on 2: the same early stop and head"
   ;;
 decode)
   rm -rf decode
