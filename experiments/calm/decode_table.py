@@ -80,7 +80,7 @@ def plots(runs, cells, png_dir):
                     f.write(f"{i + 0.2 * (k - 1)} {r['velocity_r2']} {r['running_auroc']}\n")
             f.write("\n\n")
     nseed = sorted({len(runs[c]) for c in cells})
-    tics = ", ".join(f'"{c.replace("-", ", ")}" {i}' for i, c in enumerate(cells))
+    tics = ", ".join(f'"{c.replace("-", chr(92) + "n")}" {i}' for i, c in enumerate(cells))
     png = os.path.join(png_dir, "calm_decode_seeds.png")
     plot = []
     for col, panel in ((2, "speed R²"), (3, "run state AUROC")):
@@ -95,9 +95,9 @@ set multiplot layout 1,2 title "calm: behaviour decoding on the simulator's test
 set grid ytics
 set xtics ({tics})
 set xrange [-0.6:{len(cells) - 0.4}]
-set xlabel 'decode.regime, train.split'
+set xlabel 'decode.regime (upper line), train.split (lower line)' offset 0,-1
 set key below horizontal
-set bmargin 6
+set bmargin 7
 set offsets 0, 0, graph 0.08, graph 0.08
 """ + "\n".join(plot) + "\nunset multiplot\n"
     subprocess.run(["gnuplot"], input=script, text=True, check=True)
