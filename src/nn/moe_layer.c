@@ -96,13 +96,16 @@ struct moe_layer {
     int32_t *ids;                /* (Rm,2) home rows in expert order: token, and 0 or (for a
                                   * row in a split pair) 1 + its row in zc */
     int32_t *roc;                /* (N,k) home: row in zc of slot (t,s) in a split pair, else -1 */
-    float *zc;                   /* (Rm + P nsr, F) home: the split rows' z in zplan's order
-                                  * (destination rank, slot), each rank's payload rows after
-                                  * its last slot (at po) */
+    float *zc;                   /* (Rm + P nsr, F) home: the split rows' z, first the other
+                                  * ranks' in zplan's order (destination rank, slot), each
+                                  * rank's payload rows after its last slot (at po), then this
+                                  * rank's own (not exchanged) in expert order */
     int64_t *po;                 /* (P) the payload's first row in zc per rank */
-    int64_t nzc;                 /* rows of zc in use (split rows + P nsr) */
+    int64_t nzr;                 /* rows of zc exchanged: the other ranks' split rows and
+                                  * payloads (this rank's own split rows follow) */
     int64_t *fs, *fr;            /* (E) split rows sent to / received from each (rank, slot),
-                                  * plus nsr on each rank's last slot (the payload) */
+                                  * plus nsr on each rank's last slot (the payload); 0 for
+                                  * this rank (its own rows are copied, not exchanged) */
     int64_t *go, *uo;            /* (E) offsets of block (source q, slot j) in the expert side's
                                   * [slot][source] order and in the [source][slot] order */
     int32_t *rid;                /* (rid_cap,2) expert side, [source][slot]: token, split */
@@ -481,10 +484,12 @@ static tess_status grow_cos(moe_layer *m, int64_t n) {
 
 /* Fast path, home side, before the row exchange: grp, and ids of the Rn rows in expert order
  * (token, and for a row in a pair split across ranks 1 + its row in zc, else 0); fs = such rows
- * per expert (= per (rank, slot) of the plan) plus each rank's payload, po, nzc, and roc. The ids
- * travel in two extra columns of the token rows (xp_width). */
+ * per expert (= per (rank, slot) of the plan) plus each other rank's payload, po, nzr, and
+ * roc. zc holds the other ranks' split rows first (rank by rank, each rank's payload after its
+ * last slot: the exchanged rows, nzr), then this rank's own (copied, not exchanged: fs 0). The
+ * ids travel in two extra columns of the token rows (xp_width). */
 static void fast_ids(moe_layer *m, int64_t N) {
-    const int64_t k = m->k, E = m->E, S = m->nle;
+    const int64_t k = m->k, E = m->E, S = m->nle, me = m->rank;
     for (int64_t i = 0; i < N * k; i++) m->grp[i] = m->topk[i] / (int32_t)S;
     for (int64_t r = 0; r < m->Rn; r++) m->ids[2 * r] = m->row_tok[r], m->ids[2 * r + 1] = 0;
     for (int64_t t = 0; t < N; t++)
@@ -495,18 +500,23 @@ static void fast_ids(moe_layer *m, int64_t N) {
                 if (m->row_of[t * k + u] >= 0 && m->grp[t * k + u] != m->grp[t * k + s])
                     m->ids[2 * rs + 1] = 1;
         }
-    int64_t c = 0; /* rows of zc: expert order, split rows only, each rank's payload last */
-    for (int64_t e = 0; e < E; e++) {
-        m->fs[e] = 0;
-        for (int64_t r = m->offs[e]; r < m->offs[e + 1]; r++)
-            if (m->ids[2 * r + 1]) m->ids[2 * r + 1] = (int32_t)(1 + c++), m->fs[e]++;
-        if (e % S == S - 1) { /* the payload after each rank's last slot */
-            m->po[e / S] = c;
-            m->fs[e] += m->nsr;
-            c += m->nsr;
+    int64_t c = 0; /* rows of zc: the other ranks' (expert order, payload last), then own */
+    for (int64_t pass = 0; pass < 2; pass++) {
+        for (int64_t e = 0; e < E; e++) {
+            const bool own = e / S == me;
+            if (own != (pass == 1)) continue;
+            int64_t n = 0;
+            for (int64_t r = m->offs[e]; r < m->offs[e + 1]; r++)
+                if (m->ids[2 * r + 1]) m->ids[2 * r + 1] = (int32_t)(1 + c++), n++;
+            m->fs[e] = own ? 0 : n;
+            if (!own && e % S == S - 1) { /* the payload after each rank's last slot */
+                m->po[e / S] = c;
+                m->fs[e] += m->nsr;
+                c += m->nsr;
+            }
         }
+        if (pass == 0) m->nzr = c;
     }
-    m->nzc = c;
     for (int64_t i = 0; i < N * k; i++) {
         const int32_t r = m->row_of[i];
         m->roc[i] = r >= 0 && m->ids[2 * r + 1] ? m->ids[2 * r + 1] - 1 : -1;
@@ -553,7 +563,7 @@ static tess_status fast_unpack(moe_layer *m) {
     for (int64_t i = 0; i < rows; i++) m->rof[i] = -1;
     for (int64_t q = 0; q < P; q++)
         for (int64_t j = 0; j < S; j++) {
-            m->fr[q * S + j] = j == S - 1 ? m->nsr : 0;
+            m->fr[q * S + j] = j == S - 1 && q != m->rank ? m->nsr : 0;
             for (int64_t i = 0; i < rc[q * S + j]; i++) {
                 const int32_t *id = m->rid + 2 * (m->uo[q * S + j] + i);
                 int32_t *slot = m->rof + m->rq[q] + (int64_t)id[0] * k;
@@ -561,7 +571,7 @@ static tess_status fast_unpack(moe_layer *m) {
                 while (slot[n] >= 0) n++; /* a token has at most k rows here */
                 TESS_ASSERT(n < k);
                 slot[n] = (int32_t)(m->go[q * S + j] + i);
-                m->fr[q * S + j] += id[1] != 0;
+                m->fr[q * S + j] += id[1] != 0 && q != m->rank;
             }
         }
     return TESS_OK;
@@ -576,14 +586,15 @@ static void pay_get(const float *p, double *v, int64_t n) {
     memcpy(v, p, (size_t)n * sizeof(double));
 }
 
-/* Fast path, expert side: the split rows of src (grouped order, rows of F) into the send order
- * of zplan's reverse exchange ([source][slot]) in dst, each source's payload (PHI_COUNT doubles
- * of vs) after its last slot. */
+/* Fast path, expert side: the split rows of the other ranks in src (grouped order, rows of F)
+ * into the send order of zplan's reverse exchange ([source][slot]) in dst, each source's
+ * payload (PHI_COUNT doubles of vs) after its last slot. */
 static void fast_pack_expert(moe_layer *m, const float *src, float *dst) {
     const int64_t F = m->F, S = m->nle, P = m->P;
     const int64_t *rc = tess_dispatch_recv_counts(m->plan);
     int64_t c = 0;
     for (int64_t q = 0; q < P; q++) {
+        if (q == m->rank) continue;
         for (int64_t j = 0; j < S; j++)
             for (int64_t i = 0; i < rc[q * S + j]; i++)
                 if (m->rid[2 * (m->uo[q * S + j] + i) + 1])
@@ -594,9 +605,31 @@ static void fast_pack_expert(moe_layer *m, const float *src, float *dst) {
     }
 }
 
+/* Fast path: this rank's own split rows (its tokens' rows on its own experts), rows of F,
+ * between the expert side's grouped order (eg) and their place at home (zc's rows from nzr on,
+ * in expert order: hm). to_home: eg -> hm, else hm -> eg and the source's other rows of eg
+ * zeroed (R_sp's gradient of them is added after). */
+static void fast_own(moe_layer *m, float *eg, float *hm, bool to_home) {
+    const int64_t F = m->F, S = m->nle, q = m->rank;
+    const int64_t *rc = tess_dispatch_recv_counts(m->plan);
+    const size_t bytes = (size_t)F * sizeof(float);
+    float *h = hm + m->nzr * F;
+    for (int64_t j = 0; j < S; j++)
+        for (int64_t i = 0; i < rc[q * S + j]; i++) {
+            float *g = eg + (m->go[q * S + j] + i) * F;
+            if (!m->rid[2 * (m->uo[q * S + j] + i) + 1]) {
+                if (!to_home) memset(g, 0, bytes);
+            } else {
+                memcpy(to_home ? h : g, to_home ? g : h, bytes);
+                h += F;
+            }
+        }
+}
+
 /* Fast path, after the experts' forward: R_sp's co-located sums of each source's tokens
  * computed here (their cosines kept in rcos), then the split rows' z and the sums back home in
- * one exchange (zplan, a local plan of fs and fr) into zc; sp_sums = the split pairs' sums at
+ * one exchange (zplan, a local plan of fs and fr) into zc, this rank's own split rows and sums
+ * copied (no exchange with itself); sp_sums = the split pairs' sums at
  * home (on zc through roc, their cosines kept in sp_cos) + the returned ones. */
 static tess_status fast_forward(moe_layer *m, int64_t N) {
     const int64_t k = m->k, F = m->F, P = m->P, cw = tess_nn_moe_rsp_cache_floats(k);
@@ -609,8 +642,14 @@ static tess_status fast_forward(moe_layer *m, int64_t N) {
     const tess_status st = tess_dispatch_reverse(m->zplan, m->xt, m->zc, F);
     exchanged(m, t0, c0);
     TESS_CHECK(st);
+    fast_own(m, m->zg, m->zc, true);
     for (int64_t r = 0; r < P; r++)
-        pay_get(m->zc + m->po[r] * F, m->vr + r * TESS_NN_MOE_PHI_COUNT, TESS_NN_MOE_PHI_COUNT);
+        if (r == m->rank)
+            memcpy(m->vr + r * TESS_NN_MOE_PHI_COUNT, m->vs + r * TESS_NN_MOE_PHI_COUNT,
+                   TESS_NN_MOE_PHI_COUNT * sizeof(double));
+        else
+            pay_get(m->zc + m->po[r] * F, m->vr + r * TESS_NN_MOE_PHI_COUNT,
+                    TESS_NN_MOE_PHI_COUNT);
     tess_nn_moe_rsp_sums(m->sp_sums, m->sp_cos, m->zc, m->roc, m->grp, N, k, F);
     for (int64_t q = 0; q < P; q++)
         for (int p = 0; p < TESS_NN_MOE_PHI_COUNT; p++)
@@ -619,24 +658,37 @@ static tess_status fast_forward(moe_layer *m, int64_t N) {
 }
 
 /* Fast path, backward: R_sp's gradient of the split rows at home (into dz, laid out as zc, from
- * the forward's cosines) travels to the experts (zplan) with this rank's N as the payload, into
- * dzg (the received rows, zeroed elsewhere); the co-located pairs' gradient is added there from
- * rcos, each source's with its own 1/N. dloss = the loss scale times lambda_sp. */
+ * the forward's cosines; each token's rows zeroed just before its pairs add to them) travels to
+ * the experts of the other ranks (zplan) with this rank's N as the payload, into dzg (the
+ * received rows; this rank's own split rows copied there directly, every other row zeroed);
+ * the co-located pairs' gradient is added there from rcos, each source's with its own 1/N.
+ * dloss = the loss scale times lambda_sp. */
 static tess_status fast_backward(moe_layer *m, float *dz, float *dzg, float dloss, int64_t N) {
     const int64_t k = m->k, F = m->F, S = m->nle, P = m->P;
     const int64_t cw = tess_nn_moe_rsp_cache_floats(k);
     const tess_nn_moe_phi phi = m->stack->cfg.phi;
     const int64_t *rc = tess_dispatch_recv_counts(m->plan);
-    memset(dz, 0, (size_t)(m->nzc * F) * sizeof(float));
-    tess_nn_moe_rsp_backward_grp(dz, dloss, m->sp_cos, m->zc, m->roc, m->grp, N, k, F, phi);
+    for (int64_t t = 0; t < N; t++) {
+        for (int64_t s = 0; s < k; s++)
+            if (m->roc[t * k + s] >= 0)
+                memset(dz + (int64_t)m->roc[t * k + s] * F, 0, (size_t)F * sizeof(float));
+        tess_nn_moe_rsp_backward_rows(dz, dloss, m->sp_cos, m->zc, m->roc, m->grp, t, t + 1, N,
+                                      k, F, phi);
+    }
     const double n_here = (double)N;
-    for (int64_t r = 0; r < P; r++) pay_put(m, dz + m->po[r] * F, &n_here, 1);
+    for (int64_t r = 0; r < P; r++)
+        if (r != m->rank) pay_put(m, dz + m->po[r] * F, &n_here, 1);
     const double t0 = tess_timer_now(), c0 = thread_cpu();
     const tess_status st = tess_dispatch_forward(m->zplan, dz, m->xt, F);
     exchanged(m, t0, c0);
     TESS_CHECK(st);
     int64_t c = 0;
     for (int64_t q = 0; q < P; q++) {
+        if (q == m->rank) {
+            fast_own(m, dzg, dz, false);
+            m->nsrc[q] = n_here;
+            continue;
+        }
         for (int64_t j = 0; j < S; j++)
             for (int64_t i = 0; i < rc[q * S + j]; i++) {
                 float *d = dzg + (m->go[q * S + j] + i) * F;
