@@ -26,18 +26,21 @@ enum { ATT_ROW_BLOCK = 64 };
  * sizes) were no slower than tess_matmul_small on its four products. */
 enum { ATT_SMALL_T = 64, ATT_SMALL_ROWS = 8 };
 
-/* The backward of longer sequences in one row block (bidirectional, ATT_SMALL_T < T <=
- * ATT_WIDE_T, T and hs multiples of TESS_MATMUL_SMALL_NB) runs its four products through
- * tess_matmul_small / tess_matmul_small_tn when they have their wide tiles
- * (TESS_MATMUL_SMALL_WIDE), on the head's v transposed and k, q, dout copied contiguous into the
- * scratch (WIDE_BLOCKS (T,hs) blocks): the (T,T) weights and their gradient are read where they
- * lie (transposed ones through the broadcasts) instead of being packed by BLAS for each of the
- * four products. Written for the calm DAT's neural attention (T = 256, hs = 32, 8 heads: its
- * backward 0.0714 s against 0.0750 s per layer on BLAS, medians of 10 alternating repetitions in
- * one process, 1 thread, load ~15). The forward stays on BLAS: the same tiles for its two
- * products were slower in place (0.055-0.063 s against 0.049-0.055 s), though faster on the
- * products alone with hot caches. ATT_WIDE_T bounds a head's weights (T,T) to 1 MiB. */
-enum { ATT_WIDE_T = 512, WIDE_BLOCKS = 4 };
+/* Longer sequences in one row block (bidirectional, ATT_SMALL_T < T <= ATT_WIDE_T, T and hs
+ * multiples of TESS_MATMUL_SMALL_NB) run forward and backward through tess_matmul_small /
+ * tess_matmul_small_tn when they have their wide tiles (TESS_MATMUL_SMALL_WIDE), on per-head
+ * copies in the scratch (WIDE_BLOCKS (T,hs) blocks): the backward's v transposed and k, q, dout
+ * contiguous, the forward's k transposed and v contiguous; the (T,T) weights and their gradient
+ * are read where they lie (transposed ones through the broadcasts) instead of being packed by
+ * BLAS for each product. The forward runs a head's query rows in blocks of WIDE_ROWS: scores,
+ * softmax and the product with v of one block while its (WIDE_ROWS,T) weights are in L2 (BLAS
+ * wrote the whole (T,T) scores, then the softmax read them back and the AV product packed them).
+ * Written for the calm DAT's neural attention (T = 256, hs = 32, 8 heads, 32 sequences: per layer
+ * its backward 0.0714 s against 0.0750 s on BLAS, medians of 10 alternating repetitions in one
+ * process, load ~15; its forward 0.032 s against 0.047 s, minima of 7 repetitions, two
+ * alternating processes a side, load ~4; 64, 128 and 256 rows per block were within the noise).
+ * ATT_WIDE_T bounds a head's weights (T,T) to 1 MiB. */
+enum { ATT_WIDE_T = 512, WIDE_BLOCKS = 4, WIDE_ROWS = 64 };
 
 tess_status tess_nn_attention_dims_check(const tess_nn_attention_dims *d) {
     TESS_REQUIRE(d != NULL, TESS_ERR_ARG, "attention dims are NULL");
@@ -207,28 +210,30 @@ static inline float order_key_float(int32_t k) {
     return x;
 }
 
-/* row (kv) = softmax over the keys that take part: s < n (the causal limit; n = kv when
+/* row (kv) = e^(score - max) over the keys that take part: s < n (the causal limit; n = kv when
  * bidirectional) with keep[s] = 1, neg[s] = 0 (a key of the key-padding mask; a masked key has
- * keep 0, neg -inf). Every other entry becomes exactly 0, and a row without any key is all 0
- * (attention.h). The whole row goes through the LANES loops, so a short causal row (n < LANES)
- * costs no scalar tail when kv is a multiple of LANES; the limit and the mask are selects and
- * products, not branches. kv >= 1. */
-static void softmax_row(float *restrict row, int64_t kv, int64_t n, const float *restrict keep,
-                        const float *restrict neg) {
-    const int64_t nv = kv - kv % LANES;
+ * keep 0, neg -inf); every other entry becomes exactly 0. Returns 1 / (the row's sum), the factor
+ * that turns the row into its softmax, or 0 for a row without any key (then all 0: attention.h).
+ * The whole row goes through the LANES loops, so a short causal row (n < LANES) costs no scalar
+ * tail when kv is a multiple of LANES; the limit and the mask are selects and products, not
+ * branches, and the limit compares int32 indices (T <= INT_MAX: dims_check), which vectorise
+ * in full registers where int64 ones took two compares and a mask merge. kv >= 1. */
+static float softmax_exp_row(float *restrict row, int64_t kv, int64_t n,
+                             const float *restrict keep, const float *restrict neg) {
+    const int32_t nv = (int32_t)(kv - kv % LANES), n32 = (int32_t)n;
     const int32_t ninf = order_key(-INFINITY);
     int32_t mx[LANES], mk = ninf;
     for (int l = 0; l < LANES; l++) mx[l] = ninf;
-    for (int64_t s = 0; s < nv; s += LANES) {
-        for (int l = 0; l < LANES; l++) {
-            const float lim = s + l < n ? 0.0f : -INFINITY;
+    for (int32_t s = 0; s < nv; s += LANES) {
+        for (int32_t l = 0; l < LANES; l++) {
+            const float lim = s + l < n32 ? 0.0f : -INFINITY;
             const int32_t k = order_key(row[s + l] + neg[s + l] + lim);
             mx[l] = k > mx[l] ? k : mx[l];
         }
     }
     for (int l = 0; l < LANES; l++) mk = mx[l] > mk ? mx[l] : mk;
-    for (int64_t s = nv; s < kv; s++) {
-        const float lim = s < n ? 0.0f : -INFINITY;
+    for (int32_t s = nv; s < kv; s++) {
+        const float lim = s < n32 ? 0.0f : -INFINITY;
         const int32_t k = order_key(row[s] + neg[s] + lim);
         mk = k > mk ? k : mk;
     }
@@ -239,25 +244,32 @@ static void softmax_row(float *restrict row, int64_t kv, int64_t n, const float 
         for (int64_t s = 0; s < n; s++) any |= keep[s] != 0.0f;
         if (!any) {
             memset(row, 0, (size_t)kv * sizeof(float));
-            return;
+            return 0.0f;
         }
         m = NAN; /* a NaN score is not dropped (nor one with its sign bit set): the row is NaN */
     }
     /* a masked key's exp may saturate (its score can exceed m) but stays finite: keep 0 zeroes it */
     float acc[LANES] = {0}, sum = 0.0f;
-    for (int64_t s = 0; s < nv; s += LANES) {
-        for (int l = 0; l < LANES; l++) {
+    for (int32_t s = 0; s < nv; s += LANES) {
+        for (int32_t l = 0; l < LANES; l++) {
             const float e = tess_tensor_expf(row[s + l] - m) * keep[s + l];
-            row[s + l] = s + l < n ? e : 0.0f;
+            row[s + l] = s + l < n32 ? e : 0.0f;
             acc[l] += row[s + l];
         }
     }
-    for (int64_t s = nv; s < kv; s++) {
-        row[s] = s < n ? tess_tensor_expf(row[s] - m) * keep[s] : 0.0f;
+    for (int32_t s = nv; s < kv; s++) {
+        row[s] = s < n32 ? tess_tensor_expf(row[s] - m) * keep[s] : 0.0f;
         sum += row[s];
     }
     for (int l = 0; l < LANES; l++) sum += acc[l];
-    const float inv = 1.0f / sum; /* sum >= 1: the maximum contributes exp(0) */
+    return 1.0f / sum; /* sum >= 1: the maximum contributes exp(0) */
+}
+
+/* row (kv) = softmax over the keys that take part (softmax_exp_row's contract, normalised). */
+static void softmax_row(float *restrict row, int64_t kv, int64_t n, const float *restrict keep,
+                        const float *restrict neg) {
+    const float inv = softmax_exp_row(row, kv, n, keep, neg);
+    const int64_t nv = kv - kv % LANES;
     for (int64_t s = 0; s < nv; s += LANES) {
         for (int l = 0; l < LANES; l++) row[s + l] *= inv;
     }
@@ -304,7 +316,9 @@ void tess_nn_attention_forward(float *out, float *cache, float *scratch, const f
 
     if (d->rope) rope_tables(c.cos_t, c.sin_t, T, hs, (double)d->rope_base);
     const bool small = small_path(d);
-    float *kt = small_scratch(scratch, d); /* small: (hs,T) k of the current head, transposed */
+    const bool wide = wide_path(d);
+    /* small and wide: (hs,T) k of the current head, transposed; wide: its v (T,hs) contiguous */
+    float *kt = small_scratch(scratch, d), *vc = kt + T * hs;
     for (int64_t b = 0; b < B; b++) {
         if (d->rope) {
             for (int64_t t = 0; t < T; t++) {
@@ -339,6 +353,21 @@ void tess_nn_attention_forward(float *out, float *cache, float *scratch, const f
                     /* y[i0:i1] (8,hs) = a (8,kv) @ v[0:kv] (kv,hs), into out (ld C) */
                     tess_matmul_small(y + i0 * C, C, a, T, v, C3, ATT_SMALL_ROWS, hs, kv, 1.0f,
                                       0.0f);
+                }
+                continue;
+            }
+            if (wide) { /* one (T,T) block, rows in blocks of WIDE_ROWS */
+                transpose(kt, k, C3, T, hs);
+                copy_rows(vc, v, C3, T, hs);
+                for (int64_t i0 = 0; i0 < T; i0 += WIDE_ROWS) {
+                    const int64_t rows = i0 + WIDE_ROWS < T ? WIDE_ROWS : T - i0;
+                    float *a = att + i0 * T;
+                    /* a (rows,T) = scale * q[i0:i0+rows] (rows,hs) @ kt (hs,T) */
+                    tess_matmul_small(a, T, q + i0 * C3, C3, kt, T, rows, T, hs, scale, 0.0f);
+                    for (int64_t t = 0; t < rows; t++)
+                        softmax_row(a + t * T, T, T, keep, neg);
+                    /* y[i0:i0+rows] (rows,hs) = a (rows,T) @ vc (T,hs), into out (ld C) */
+                    tess_matmul_small(y + i0 * C, C, a, T, vc, hs, rows, hs, T, 1.0f, 0.0f);
                 }
                 continue;
             }

@@ -31,11 +31,12 @@
  * tess_nn_attention_cache_size). The forward of short sequences (T <= 64 with T and hs multiples
  * of 8, e.g. the calm DAT's temporal axis, T = 32, hs = 32) runs its products through
  * tess_matmul_small instead (tensor/matmul.h: no BLAS call per product), in row blocks of 8 that
- * skip the masked triangle when causal; the cache layout is the same. The backward of longer
- * bidirectional sequences (64 < T <= 512, T and hs multiples of 8, e.g. the calm DAT's neural
- * axis, T = 256, hs = 32) runs its four products through tess_matmul_small(_tn) when they have
- * their 16-lane tiles (TESS_MATMUL_SMALL_WIDE), on per-head copies of q, k, v and dout
- * (contiguous or transposed) in the scratch and the (T,T) weights where they lie.
+ * skip the masked triangle when causal; the cache layout is the same. Longer bidirectional
+ * sequences (64 < T <= 512, T and hs multiples of 8, e.g. the calm DAT's neural axis, T = 256,
+ * hs = 32) run the products of forward and backward through tess_matmul_small(_tn) when they
+ * have their 16-lane tiles (TESS_MATMUL_SMALL_WIDE), on per-head copies of q, k, v and dout
+ * (contiguous or transposed) in the scratch and the (T,T) weights where they lie, the forward in
+ * blocks of 64 query rows (scores, softmax and output of a block while it is in L2).
  * Not collective; no allocation; all functions are local to the calling rank. */
 #ifndef TESS_NN_ATTENTION_H
 #define TESS_NN_ATTENTION_H
