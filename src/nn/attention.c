@@ -106,7 +106,8 @@ static int64_t head_att_size(const tess_nn_attention_dims *d) {
 
 int64_t tess_nn_attention_cache_size(const tess_nn_attention_dims *d) {
     int64_t hs = d->C / d->NH;
-    return d->B * d->NH * head_att_size(d) + 3 * d->B * d->T * d->C + (d->rope ? d->T * hs : 0);
+    return d->B * d->NH * head_att_size(d) + 3 * d->B * d->T * d->C + (d->rope ? d->T * hs : 0) +
+           (wide_path(d) ? d->B * d->NH * d->T : 0);
 }
 
 int64_t tess_nn_attention_scratch_size(const tess_nn_attention_dims *d) {
@@ -140,11 +141,15 @@ static void copy_rows(float *restrict dst, const float *restrict src, int64_t ld
         memcpy(dst + r * cols, src + r * lds, (size_t)cols * sizeof(float));
 }
 
-/* Views into the cache of tess_nn_attention_forward. */
+/* Views into the cache of tess_nn_attention_forward. The wide path stores each row's weights
+ * unnormalised, e^(score - max) (softmax_exp_row), and the factor 1/sum that normalises them in
+ * inv: its forward scales the row's output (hs) instead of the row (T), its backward the row of
+ * dout it reads. */
 typedef struct {
     float *att;           /* (B,NH, head_att_size) block-packed softmax weights */
     float *x;             /* (B,T,3C): the input qkv, q and k rotated when rope */
     float *cos_t, *sin_t; /* (T,hs/2) each, or NULL without rope */
+    float *inv;           /* (B,NH,T): wide path, 1/sum of each row of att; else NULL */
 } att_cache;
 
 static att_cache cache_views(float *cache, const tess_nn_attention_dims *d) {
@@ -153,6 +158,8 @@ static att_cache cache_views(float *cache, const tess_nn_attention_dims *d) {
     c.x = c.att + d->B * d->NH * head_att_size(d);
     c.cos_t = d->rope ? c.x + 3 * d->B * d->T * d->C : NULL;
     c.sin_t = d->rope ? c.cos_t + d->T * (d->C / d->NH / 2) : NULL;
+    c.inv = wide_path(d) ? c.x + 3 * d->B * d->T * d->C + (d->rope ? d->T * (d->C / d->NH) : 0)
+                         : NULL;
     return c;
 }
 
@@ -276,19 +283,23 @@ static void softmax_row(float *restrict row, int64_t kv, int64_t n, const float 
     for (int64_t s = nv; s < kv; s++) row[s] *= inv;
 }
 
-/* g (n) = a * (g - <a, g>): softmax backward in place; a (n) the weights, g (n) d/d weights. */
-static void softmax_backward_inplace(float *restrict g, const float *restrict a, int64_t n) {
+/* g (n) = e * (g - inv <e, g>): softmax backward in place for weights a = inv e, e (n) their
+ * unnormalised exponentials (softmax_exp_row), inv their 1/sum, and g (n) d/d weights divided by
+ * inv. With inv = 1, e the weights: a * (g - <a, g>). */
+static void softmax_backward_scaled(float *restrict g, const float *restrict e, float inv,
+                                    int64_t n) {
     const int64_t nv = n - n % LANES;
     float acc[LANES] = {0}, dot = 0.0f;
     for (int64_t s = 0; s < nv; s += LANES) {
-        for (int l = 0; l < LANES; l++) acc[l] += a[s + l] * g[s + l];
+        for (int l = 0; l < LANES; l++) acc[l] += e[s + l] * g[s + l];
     }
-    for (int64_t s = nv; s < n; s++) dot += a[s] * g[s];
+    for (int64_t s = nv; s < n; s++) dot += e[s] * g[s];
     for (int l = 0; l < LANES; l++) dot += acc[l];
+    dot *= inv;
     for (int64_t s = 0; s < nv; s += LANES) {
-        for (int l = 0; l < LANES; l++) g[s + l] = a[s + l] * (g[s + l] - dot);
+        for (int l = 0; l < LANES; l++) g[s + l] = e[s + l] * (g[s + l] - dot);
     }
-    for (int64_t s = nv; s < n; s++) g[s] = a[s] * (g[s] - dot);
+    for (int64_t s = nv; s < n; s++) g[s] = e[s] * (g[s] - dot);
 }
 
 /* keep, neg (T) = 1, 0 where key s of the sequence takes part (kmask row km, or NULL for all),
@@ -359,15 +370,19 @@ void tess_nn_attention_forward(float *out, float *cache, float *scratch, const f
             if (wide) { /* one (T,T) block, rows in blocks of WIDE_ROWS */
                 transpose(kt, k, C3, T, hs);
                 copy_rows(vc, v, C3, T, hs);
+                float *inv = c.inv + (b * NH + h) * T; /* (T) */
                 for (int64_t i0 = 0; i0 < T; i0 += WIDE_ROWS) {
                     const int64_t rows = i0 + WIDE_ROWS < T ? WIDE_ROWS : T - i0;
-                    float *a = att + i0 * T;
+                    float *a = att + i0 * T, *yb = y + i0 * C;
                     /* a (rows,T) = scale * q[i0:i0+rows] (rows,hs) @ kt (hs,T) */
                     tess_matmul_small(a, T, q + i0 * C3, C3, kt, T, rows, T, hs, scale, 0.0f);
                     for (int64_t t = 0; t < rows; t++)
-                        softmax_row(a + t * T, T, T, keep, neg);
-                    /* y[i0:i0+rows] (rows,hs) = a (rows,T) @ vc (T,hs), into out (ld C) */
-                    tess_matmul_small(y + i0 * C, C, a, T, vc, hs, rows, hs, T, 1.0f, 0.0f);
+                        inv[i0 + t] = softmax_exp_row(a + t * T, T, T, keep, neg);
+                    /* y[i0:i0+rows] (rows,hs) = a (rows,T) @ vc (T,hs), into out (ld C), then
+                     * each row times its 1/sum */
+                    tess_matmul_small(yb, C, a, T, vc, hs, rows, hs, T, 1.0f, 0.0f);
+                    for (int64_t t = 0; t < rows; t++)
+                        for (int64_t j = 0; j < hs; j++) yb[t * C + j] *= inv[i0 + t];
                 }
                 continue;
             }
@@ -413,16 +428,20 @@ void tess_nn_attention_backward(float *dqkv, float *scratch, const float *dout, 
             const float *att = c.att + (b * NH + h) * hatt, *dy = dout + b * T * C + h * hs;
             float *dq = dqk + h * hs, *dk = dq + C, *dv = dqkv + b * T * C3 + 2 * C + h * hs;
             if (wide) { /* one (T,T) block (rb = T, kv = T) */
+                /* att holds e = sum * weights; dyc = dy row t times inv[t] makes dv and datt
+                 * those of the weights, datt's row t divided by inv[t] */
+                const float *inv = c.inv + (b * NH + h) * T;
                 transpose(vt, v, C3, T, hs);
                 copy_rows(kc, k, C3, T, hs);
                 copy_rows(qc, q, C3, T, hs);
-                copy_rows(dyc, dy, C, T, hs);
-                /* datt (T,T) = dy (T,hs) @ vt (hs,T) */
+                for (int64_t t = 0; t < T; t++)
+                    for (int64_t j = 0; j < hs; j++) dyc[t * hs + j] = dy[t * C + j] * inv[t];
+                /* datt (T,T) = dyc (T,hs) @ vt (hs,T) */
                 tess_matmul_small(datt, T, dyc, hs, vt, T, T, T, hs, 1.0f, 0.0f);
-                /* dv (T,hs) += att^T (T,T) @ dy (T,hs) */
+                /* dv (T,hs) += e^T (T,T) @ dyc (T,hs) */
                 tess_matmul_small_tn(dv, C3, att, T, dyc, hs, T, hs, T, 1.0f, 1.0f);
                 for (int64_t t = 0; t < T; t++)
-                    softmax_backward_inplace(datt + t * T, att + t * T, T);
+                    softmax_backward_scaled(datt + t * T, att + t * T, inv[t], T);
                 /* dq (T,hs) += scale * dpre (T,T) @ k (T,hs) */
                 tess_matmul_small(dq, ldg, datt, T, kc, hs, T, hs, T, scale, 1.0f);
                 /* dk (T,hs) += scale * dpre^T (T,T) @ q (T,hs) */
@@ -439,7 +458,7 @@ void tess_nn_attention_backward(float *dqkv, float *scratch, const float *dout, 
                                1.0f);
                 /* softmax backward in place: dpre = att * (datt - <att, datt>), masked entries 0 */
                 for (int64_t t = i0; t < i1; t++) /* over the whole row: att is 0 past the limit */
-                    softmax_backward_inplace(datt + (t - i0) * kv, att + (t - i0) * kv, kv);
+                    softmax_backward_scaled(datt + (t - i0) * kv, att + (t - i0) * kv, 1.0f, kv);
                 /* dq[i0:i1] (rows,hs) += scale * dpre (rows,kv) @ k[0:kv] (kv,hs) */
                 tess_matmul_ld(dq + i0 * ldg, ldg, datt, kv, k, C3, rows, hs, kv, false, false,
                                scale, 1.0f);
