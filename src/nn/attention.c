@@ -217,6 +217,42 @@ static inline float order_key_float(int32_t k) {
     return x;
 }
 
+/* softmax_exp_row for a row whose kv keys all take part (no causal limit, no masked key): the
+ * same result without the limit's selects and the mask's adds and products, which were a third
+ * of the instructions of its loops. */
+static float exp_row_full(float *restrict row, int64_t kv) {
+    const int64_t nv = kv - kv % LANES;
+    const int32_t ninf = order_key(-INFINITY);
+    int32_t mx[LANES], mk = ninf;
+    for (int l = 0; l < LANES; l++) mx[l] = ninf;
+    for (int64_t s = 0; s < nv; s += LANES) {
+        for (int l = 0; l < LANES; l++) {
+            const int32_t k = order_key(row[s + l]);
+            mx[l] = k > mx[l] ? k : mx[l];
+        }
+    }
+    for (int l = 0; l < LANES; l++) mk = mx[l] > mk ? mx[l] : mk;
+    for (int64_t s = nv; s < kv; s++) {
+        const int32_t k = order_key(row[s]);
+        mk = k > mk ? k : mk;
+    }
+    float m = order_key_float(mk);
+    if (m == -INFINITY) m = NAN; /* every score -inf or NaN: the row is NaN (softmax_exp_row) */
+    float acc[LANES] = {0}, sum = 0.0f;
+    for (int64_t s = 0; s < nv; s += LANES) {
+        for (int l = 0; l < LANES; l++) {
+            row[s + l] = tess_tensor_expf(row[s + l] - m);
+            acc[l] += row[s + l];
+        }
+    }
+    for (int64_t s = nv; s < kv; s++) {
+        row[s] = tess_tensor_expf(row[s] - m);
+        sum += row[s];
+    }
+    for (int l = 0; l < LANES; l++) sum += acc[l];
+    return 1.0f / sum;
+}
+
 /* row (kv) = e^(score - max) over the keys that take part: s < n (the causal limit; n = kv when
  * bidirectional) with keep[s] = 1, neg[s] = 0 (a key of the key-padding mask; a masked key has
  * keep 0, neg -inf); every other entry becomes exactly 0. Returns 1 / (the row's sum), the factor
@@ -224,9 +260,11 @@ static inline float order_key_float(int32_t k) {
  * The whole row goes through the LANES loops, so a short causal row (n < LANES) costs no scalar
  * tail when kv is a multiple of LANES; the limit and the mask are selects and products, not
  * branches, and the limit compares int32 indices (T <= INT_MAX: dims_check), which vectorise
- * in full registers where int64 ones took two compares and a mask merge. kv >= 1. */
+ * in full registers where int64 ones took two compares and a mask merge. keep = neg = NULL: every
+ * key s < kv takes part (n = kv), exp_row_full. kv >= 1. */
 static float softmax_exp_row(float *restrict row, int64_t kv, int64_t n,
                              const float *restrict keep, const float *restrict neg) {
+    if (!keep) return exp_row_full(row, kv);
     const int32_t nv = (int32_t)(kv - kv % LANES), n32 = (int32_t)n;
     const int32_t ninf = order_key(-INFINITY);
     int32_t mx[LANES], mk = ninf;
@@ -303,10 +341,13 @@ static void softmax_backward_scaled(float *restrict g, const float *restrict e, 
 }
 
 /* keep, neg (T) = 1, 0 where key s of the sequence takes part (kmask row km, or NULL for all),
- * else 0, -inf: the form softmax_row takes. */
-static void key_rows(float *keep, float *neg, const uint8_t *km, int64_t T) {
+ * else 0, -inf: the form softmax_row takes. Returns whether every key takes part. */
+static bool key_rows(float *keep, float *neg, const uint8_t *km, int64_t T) {
+    bool all = true;
     for (int64_t s = 0; s < T; s++) keep[s] = !km || km[s] ? 1.0f : 0.0f;
     for (int64_t s = 0; s < T; s++) neg[s] = !km || km[s] ? 0.0f : -INFINITY;
+    for (int64_t s = 0; s < T; s++) all &= keep[s] != 0.0f;
+    return all;
 }
 
 /* The products run on each head's rows where they lie in the (T,3C) qkv layout (leading dimension
@@ -343,7 +384,9 @@ void tess_nn_attention_forward(float *out, float *cache, float *scratch, const f
         } else {
             memcpy(c.x + b * T * C3, qkv + b * T * C3, (size_t)(T * C3) * sizeof(float));
         }
-        key_rows(keep, neg, kmask ? kmask + b * T : NULL, T);
+        /* bidirectional rows of a sequence without masked keys take exp_row_full */
+        const bool full = key_rows(keep, neg, kmask ? kmask + b * T : NULL, T) && !d->causal;
+        const float *kp = full ? NULL : keep, *np = full ? NULL : neg;
         for (int64_t h = 0; h < NH; h++) {
             /* (T,hs) each with leading dimension 3C */
             const float *q = c.x + b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
@@ -358,7 +401,7 @@ void tess_nn_attention_forward(float *out, float *cache, float *scratch, const f
                                       0.0f);
                     for (int64_t t = i0; t < i1; t++) {
                         float *row = att + t * T;
-                        softmax_row(row, kv, d->causal ? t + 1 : T, keep, neg);
+                        softmax_row(row, kv, d->causal ? t + 1 : T, kp, np);
                         if (kv < T) memset(row + kv, 0, (size_t)(T - kv) * sizeof(float));
                     }
                     /* y[i0:i1] (8,hs) = a (8,kv) @ v[0:kv] (kv,hs), into out (ld C) */
@@ -377,7 +420,7 @@ void tess_nn_attention_forward(float *out, float *cache, float *scratch, const f
                     /* a (rows,T) = scale * q[i0:i0+rows] (rows,hs) @ kt (hs,T) */
                     tess_matmul_small(a, T, q + i0 * C3, C3, kt, T, rows, T, hs, scale, 0.0f);
                     for (int64_t t = 0; t < rows; t++)
-                        inv[i0 + t] = softmax_exp_row(a + t * T, T, T, keep, neg);
+                        inv[i0 + t] = softmax_exp_row(a + t * T, T, T, kp, np);
                     /* y[i0:i0+rows] (rows,hs) = a (rows,T) @ vc (T,hs), into out (ld C), then
                      * each row times its 1/sum */
                     tess_matmul_small(yb, C, a, T, vc, hs, rows, hs, T, 1.0f, 0.0f);
@@ -392,7 +435,7 @@ void tess_nn_attention_forward(float *out, float *cache, float *scratch, const f
                 tess_matmul_ld(att, kv, q + i0 * C3, C3, k, C3, rows, kv, hs, false, true, scale,
                                0.0f);
                 for (int64_t t = i0; t < i1; t++)
-                    softmax_row(att + (t - i0) * kv, kv, d->causal ? t + 1 : T, keep, neg);
+                    softmax_row(att + (t - i0) * kv, kv, d->causal ? t + 1 : T, kp, np);
                 /* y[i0:i1] (rows,hs) = att (rows,kv) @ v[0:kv] (kv,hs), into out (ld C) */
                 tess_matmul_ld(y + i0 * C, C, att, kv, v, C3, rows, hs, kv, false, false, 1.0f,
                                0.0f);
