@@ -104,11 +104,13 @@ static void check_causality(bool causal, bool rope, int64_t T, int64_t C) {
 }
 
 /* A NaN in one query reaches that token's output (it is not clamped away in the softmax).
- * T = 12, hs = 4: the BLAS path; T = 16, hs = 8: the short path. */
-static void check_nan(int64_t T, int64_t C) {
+ * Causal T = 12, hs = 4: the BLAS path; T = 16, hs = 8: the short path; bidirectional T = 72,
+ * hs = 8: the wide path (where present) with its softmax of unmasked rows. */
+static void check_nan(int64_t T, int64_t C, bool causal) {
     const int64_t B = 1, NH = 2, t = 5;
     tess_nn_attention_dims d;
-    TESS_TEST_CHECK(tess_nn_attention_dims_init(&d, B, T, C, NH, true, false) == TESS_OK, "dims");
+    TESS_TEST_CHECK(tess_nn_attention_dims_init(&d, B, T, C, NH, causal, false) == TESS_OK,
+                    "dims");
     float *qkv = malloc((size_t)(B * T * 3 * C) * sizeof(float));
     float *out = malloc((size_t)(B * T * C) * sizeof(float));
     float *cache = malloc((size_t)tess_nn_attention_cache_size(&d) * sizeof(float));
@@ -226,8 +228,9 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof dat / sizeof dat[0]; i++)
         check_against_ref(dat[i], 200 + (uint32_t)i, 2.0f, 2e-6);
 
-    check_nan(12, 8);
-    check_nan(16, 16);
+    check_nan(12, 8, true);
+    check_nan(16, 16, true);
+    check_nan(72, 16, false);
     for (int small = 0; small < 2; small++) {
         const int64_t T = small ? 32 : 70, C = small ? 16 : 8;
         check_key_mask(true, false, T, C);
