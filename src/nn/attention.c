@@ -20,7 +20,7 @@ enum { ATT_ROW_BLOCK = 64 };
  * sit in L1), with k transposed into scratch once per head, in row blocks of ATT_SMALL_ROWS:
  * causal blocks stop at their last row's keys, so the scores of the masked triangle are not
  * computed (BLAS's one (T,T) product computes all of them). With the per-sequence copy of the
- * forward (below), the temporal attention of the calm DAT (T = 32, hs = 32, causal, 256
+ * forward (below; then of the whole qkv, now of the rotated q and k), the temporal attention of the calm DAT (T = 32, hs = 32, causal, 256
  * sequences x 8 heads, 1 thread) ran its forward in 0.012 s instead of 0.018 s (0.014 s with the
  * copy alone). The backward stays on BLAS: OpenBLAS's small-matrix kernels (no packing at these
  * sizes) were no slower than tess_matmul_small on its four products. */
@@ -106,7 +106,7 @@ static int64_t head_att_size(const tess_nn_attention_dims *d) {
 
 int64_t tess_nn_attention_cache_size(const tess_nn_attention_dims *d) {
     int64_t hs = d->C / d->NH;
-    return d->B * d->NH * head_att_size(d) + 3 * d->B * d->T * d->C + (d->rope ? d->T * hs : 0) +
+    return d->B * d->NH * head_att_size(d) + (d->rope ? 2 * d->B * d->T * d->C + d->T * hs : 0) +
            (wide_path(d) ? d->B * d->NH * d->T : 0);
 }
 
@@ -147,7 +147,7 @@ static void copy_rows(float *restrict dst, const float *restrict src, int64_t ld
  * dout it reads. */
 typedef struct {
     float *att;           /* (B,NH, head_att_size) block-packed softmax weights */
-    float *x;             /* (B,T,3C): the input qkv, q and k rotated when rope */
+    float *xr;            /* (B,T,2C): q and k rotated, with rope; else NULL (read from qkv) */
     float *cos_t, *sin_t; /* (T,hs/2) each, or NULL without rope */
     float *inv;           /* (B,NH,T): wide path, 1/sum of each row of att; else NULL */
 } att_cache;
@@ -155,11 +155,12 @@ typedef struct {
 static att_cache cache_views(float *cache, const tess_nn_attention_dims *d) {
     att_cache c;
     c.att = cache;
-    c.x = c.att + d->B * d->NH * head_att_size(d);
-    c.cos_t = d->rope ? c.x + 3 * d->B * d->T * d->C : NULL;
+    float *end = c.att + d->B * d->NH * head_att_size(d);
+    c.xr = d->rope ? end : NULL;
+    c.cos_t = d->rope ? c.xr + 2 * d->B * d->T * d->C : NULL;
     c.sin_t = d->rope ? c.cos_t + d->T * (d->C / d->NH / 2) : NULL;
-    c.inv = wide_path(d) ? c.x + 3 * d->B * d->T * d->C + (d->rope ? d->T * (d->C / d->NH) : 0)
-                         : NULL;
+    if (d->rope) end = c.sin_t + d->T * (d->C / d->NH / 2);
+    c.inv = wide_path(d) ? end : NULL;
     return c;
 }
 
@@ -259,8 +260,8 @@ static float exp_row_full(float *restrict row, int64_t kv) {
  * that turns the row into its softmax, or 0 for a row without any key (then all 0: attention.h).
  * The whole row goes through the LANES loops, so a short causal row (n < LANES) costs no scalar
  * tail when kv is a multiple of LANES; the limit and the mask are selects and products, not
- * branches, and the limit compares int32 indices (T <= INT_MAX: dims_check), which vectorise
- * in full registers where int64 ones took two compares and a mask merge. keep = neg = NULL: every
+ * branches; the limit compares int32 indices (T <= INT_MAX: dims_check; GCC builds its masks
+ * from int64 ones in two halves, though neither was measurably faster). keep = neg = NULL: every
  * key s < kv takes part (n = kv), exp_row_full. kv >= 1. */
 static float softmax_exp_row(float *restrict row, int64_t kv, int64_t n,
                              const float *restrict keep, const float *restrict neg) {
@@ -351,16 +352,18 @@ static bool key_rows(float *keep, float *neg, const uint8_t *km, int64_t T) {
 }
 
 /* The products run on each head's rows where they lie in the (T,3C) qkv layout (leading dimension
- * 3C; out and dout C), so no head is gathered into contiguous blocks or scattered back: the
- * forward copies qkv into the cache once, one sequence at a time just before its heads (so that
- * they find it in L2; rotating q and k when rope), and the backward accumulates dv (and dq, dk
- * without rope) straight into dqkv. */
+ * 3C; out and dout C), so no head is gathered into contiguous blocks or scattered back: with rope
+ * the forward rotates q and k into the cache one sequence at a time just before its heads (so
+ * that they find them in L2), and the backward accumulates dv (and dq, dk without rope) straight
+ * into dqkv. Without rope the cache holds no copy of qkv: a copy (24 MB per layer of the calm
+ * DAT's neural attention) was no faster to read than qkv itself. */
 void tess_nn_attention_forward(float *out, float *cache, float *scratch, const float *qkv,
                                const uint8_t *kmask, const tess_nn_attention_dims *d) {
     /* out (B,T,C); cache (cache_size); scratch (scratch_size); qkv (B,T,3C); kmask (B,T) or NULL */
     TESS_ASSERT(tess_nn_attention_dims_check(d) == TESS_OK);
     const int64_t B = d->B, T = d->T, C = d->C, NH = d->NH, hs = C / NH, half = hs / 2;
     const int64_t rb = row_block(d), hatt = head_att_size(d), C3 = 3 * C;
+    const int64_t lqk = d->rope ? 2 * C : C3; /* rows of q, k: the rotated copy's or qkv's */
     const float scale = 1.0f / sqrtf((float)hs);
     att_cache c = cache_views(cache, d);
     float *keep = scratch;  /* (T): 1 where key s of the current sequence takes part, else 0 */
@@ -376,28 +379,27 @@ void tess_nn_attention_forward(float *out, float *cache, float *scratch, const f
             for (int64_t t = 0; t < T; t++) {
                 const float *src = qkv + (b * T + t) * C3, *ct = c.cos_t + t * half,
                             *st = c.sin_t + t * half;
-                float *dst = c.x + (b * T + t) * C3;
+                float *dst = c.xr + (b * T + t) * 2 * C;
                 for (int64_t h = 0; h < 2 * NH; h++) /* the q heads, then the k heads */
                     rope_rotate(dst + h * hs, src + h * hs, ct, st, hs);
-                memcpy(dst + 2 * C, src + 2 * C, (size_t)C * sizeof(float));
             }
-        } else {
-            memcpy(c.x + b * T * C3, qkv + b * T * C3, (size_t)(T * C3) * sizeof(float));
         }
         /* bidirectional rows of a sequence without masked keys take exp_row_full */
         const bool full = key_rows(keep, neg, kmask ? kmask + b * T : NULL, T) && !d->causal;
         const float *kp = full ? NULL : keep, *np = full ? NULL : neg;
         for (int64_t h = 0; h < NH; h++) {
             /* (T,hs) each with leading dimension 3C */
-            const float *q = c.x + b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
+            /* (T,hs) each, q and k with leading dimension lqk, v 3C */
+            const float *q = (d->rope ? c.xr + b * T * lqk : qkv + b * T * C3) + h * hs,
+                        *k = q + C, *v = qkv + b * T * C3 + 2 * C + h * hs;
             float *att = c.att + (b * NH + h) * hatt, *y = out + b * T * C + h * hs;
             if (small) { /* one (T,T) block of weights (rb = T), rows in blocks of 8 */
-                transpose(kt, k, C3, T, hs);
+                transpose(kt, k, lqk, T, hs);
                 for (int64_t i0 = 0; i0 < T; i0 += ATT_SMALL_ROWS) {
                     const int64_t i1 = i0 + ATT_SMALL_ROWS, kv = block_kv(d, i1);
                     float *a = att + i0 * T;
                     /* a (8,kv) = scale * q[i0:i1] (8,hs) @ kt[:, 0:kv] (hs,kv) */
-                    tess_matmul_small(a, T, q + i0 * C3, C3, kt, T, ATT_SMALL_ROWS, kv, hs, scale,
+                    tess_matmul_small(a, T, q + i0 * lqk, lqk, kt, T, ATT_SMALL_ROWS, kv, hs, scale,
                                       0.0f);
                     for (int64_t t = i0; t < i1; t++) {
                         float *row = att + t * T;
@@ -411,14 +413,14 @@ void tess_nn_attention_forward(float *out, float *cache, float *scratch, const f
                 continue;
             }
             if (wide) { /* one (T,T) block, rows in blocks of WIDE_ROWS */
-                transpose(kt, k, C3, T, hs);
+                transpose(kt, k, lqk, T, hs);
                 copy_rows(vc, v, C3, T, hs);
                 float *inv = c.inv + (b * NH + h) * T; /* (T) */
                 for (int64_t i0 = 0; i0 < T; i0 += WIDE_ROWS) {
                     const int64_t rows = i0 + WIDE_ROWS < T ? WIDE_ROWS : T - i0;
                     float *a = att + i0 * T, *yb = y + i0 * C;
                     /* a (rows,T) = scale * q[i0:i0+rows] (rows,hs) @ kt (hs,T) */
-                    tess_matmul_small(a, T, q + i0 * C3, C3, kt, T, rows, T, hs, scale, 0.0f);
+                    tess_matmul_small(a, T, q + i0 * lqk, lqk, kt, T, rows, T, hs, scale, 0.0f);
                     for (int64_t t = 0; t < rows; t++)
                         inv[i0 + t] = softmax_exp_row(a + t * T, T, T, kp, np);
                     /* y[i0:i0+rows] (rows,hs) = a (rows,T) @ vc (T,hs), into out (ld C), then
@@ -432,8 +434,8 @@ void tess_nn_attention_forward(float *out, float *cache, float *scratch, const f
             for (int64_t i0 = 0; i0 < T; i0 += rb) {
                 int64_t i1 = i0 + rb < T ? i0 + rb : T, rows = i1 - i0, kv = block_kv(d, i1);
                 /* att (rows,kv) = scale * q[i0:i1] (rows,hs) @ k[0:kv]^T */
-                tess_matmul_ld(att, kv, q + i0 * C3, C3, k, C3, rows, kv, hs, false, true, scale,
-                               0.0f);
+                tess_matmul_ld(att, kv, q + i0 * lqk, lqk, k, lqk, rows, kv, hs, false, true,
+                               scale, 0.0f);
                 for (int64_t t = i0; t < i1; t++)
                     softmax_row(att + (t - i0) * kv, kv, d->causal ? t + 1 : T, kp, np);
                 /* y[i0:i1] (rows,hs) = att (rows,kv) @ v[0:kv] (kv,hs), into out (ld C) */
@@ -445,12 +447,14 @@ void tess_nn_attention_forward(float *out, float *cache, float *scratch, const f
     }
 }
 
-void tess_nn_attention_backward(float *dqkv, float *scratch, const float *dout, const float *cache,
-                                const tess_nn_attention_dims *d) {
-    /* dqkv (B,T,3C); scratch (scratch_size); dout (B,T,C); cache from forward */
+void tess_nn_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                                const float *cache, const tess_nn_attention_dims *d) {
+    /* dqkv (B,T,3C); scratch (scratch_size); dout (B,T,C); qkv (B,T,3C) and cache as in
+     * forward */
     TESS_ASSERT(tess_nn_attention_dims_check(d) == TESS_OK);
     const int64_t B = d->B, T = d->T, C = d->C, NH = d->NH, hs = C / NH, half = hs / 2;
     const int64_t rb = row_block(d), hatt = head_att_size(d), C3 = 3 * C;
+    const int64_t lqk = d->rope ? 2 * C : C3; /* rows of q, k: the rotated copy's or qkv's */
     const float scale = 1.0f / sqrtf((float)hs);
     /* The views are read-only here; cache_views only computes offsets. */
     att_cache c = cache_views((float *)cache, d);
@@ -467,7 +471,8 @@ void tess_nn_attention_backward(float *dqkv, float *scratch, const float *dout, 
         const int64_t ldg = d->rope ? 2 * C : C3;
         if (d->rope) memset(g, 0, (size_t)(2 * T * C) * sizeof(float));
         for (int64_t h = 0; h < NH; h++) {
-            const float *q = c.x + b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
+            const float *q = (d->rope ? c.xr + b * T * lqk : qkv + b * T * C3) + h * hs,
+                        *k = q + C, *v = qkv + b * T * C3 + 2 * C + h * hs;
             const float *att = c.att + (b * NH + h) * hatt, *dy = dout + b * T * C + h * hs;
             float *dq = dqk + h * hs, *dk = dq + C, *dv = dqkv + b * T * C3 + 2 * C + h * hs;
             if (wide) { /* one (T,T) block (rb = T, kv = T) */
@@ -475,8 +480,8 @@ void tess_nn_attention_backward(float *dqkv, float *scratch, const float *dout, 
                  * those of the weights, datt's row t divided by inv[t] */
                 const float *inv = c.inv + (b * NH + h) * T;
                 transpose(vt, v, C3, T, hs);
-                copy_rows(kc, k, C3, T, hs);
-                copy_rows(qc, q, C3, T, hs);
+                copy_rows(kc, k, lqk, T, hs);
+                copy_rows(qc, q, lqk, T, hs);
                 for (int64_t t = 0; t < T; t++)
                     for (int64_t j = 0; j < hs; j++) dyc[t * hs + j] = dy[t * C + j] * inv[t];
                 /* datt (T,T) = dyc (T,hs) @ vt (hs,T) */
@@ -503,10 +508,10 @@ void tess_nn_attention_backward(float *dqkv, float *scratch, const float *dout, 
                 for (int64_t t = i0; t < i1; t++) /* over the whole row: att is 0 past the limit */
                     softmax_backward_scaled(datt + (t - i0) * kv, att + (t - i0) * kv, 1.0f, kv);
                 /* dq[i0:i1] (rows,hs) += scale * dpre (rows,kv) @ k[0:kv] (kv,hs) */
-                tess_matmul_ld(dq + i0 * ldg, ldg, datt, kv, k, C3, rows, hs, kv, false, false,
+                tess_matmul_ld(dq + i0 * ldg, ldg, datt, kv, k, lqk, rows, hs, kv, false, false,
                                scale, 1.0f);
                 /* dk[0:kv] (kv,hs) += scale * dpre^T (kv,rows) @ q[i0:i1] (rows,hs) */
-                tess_matmul_ld(dk, ldg, datt, kv, q + i0 * C3, C3, kv, hs, rows, true, false,
+                tess_matmul_ld(dk, ldg, datt, kv, q + i0 * lqk, lqk, kv, hs, rows, true, false,
                                scale, 1.0f);
                 att += rows * kv;
             }

@@ -49,7 +49,7 @@ static void check_against_ref(shape s, uint32_t seed, float amp, double tol) {
 
     tess_nn_attention_forward(out, cache, scratch, qkv, km, &d);
     tess_nn_attention_forward_ref(out_ref, att, qkv, km, &d);
-    tess_nn_attention_backward(dqkv, scratch, dout, cache, &d);
+    tess_nn_attention_backward(dqkv, scratch, dout, qkv, cache, &d);
     tess_nn_attention_backward_ref(dqkv_ref, datt, dout, qkv, att, &d);
     char what[160];
     snprintf(what, sizeof what, "B=%lld T=%lld C=%lld NH=%lld causal=%d rope=%d masked=%d",
@@ -61,10 +61,10 @@ static void check_against_ref(shape s, uint32_t seed, float amp, double tol) {
 
     /* From zero, twice: twice the gradient of once. */
     memset(dqkv, 0, (size_t)nqkv * sizeof(float));
-    tess_nn_attention_backward(dqkv, scratch, dout, cache, &d);
+    tess_nn_attention_backward(dqkv, scratch, dout, qkv, cache, &d);
     memset(dqkv_twice, 0, (size_t)nqkv * sizeof(float));
-    tess_nn_attention_backward(dqkv_twice, scratch, dout, cache, &d);
-    tess_nn_attention_backward(dqkv_twice, scratch, dout, cache, &d);
+    tess_nn_attention_backward(dqkv_twice, scratch, dout, qkv, cache, &d);
+    tess_nn_attention_backward(dqkv_twice, scratch, dout, qkv, cache, &d);
     for (int64_t i = 0; i < nqkv; i++) dqkv[i] *= 2.0f;
     double ea = tess_ref_rel_err(dqkv_twice, dqkv, nqkv);
     TESS_TEST_CHECK(ea < 1e-6, "backward accumulates, %s: rel err %.3g", what, ea);
@@ -152,7 +152,7 @@ static void check_key_mask(bool causal, bool rope, int64_t T, int64_t C) {
     tess_ref_fill_uniform(qkv, nqkv, 71, 1.0f);
     tess_ref_fill_uniform(dout, nout, 72, 1.0f);
     tess_nn_attention_forward(out0, cache, scratch, qkv, km, &d);
-    tess_nn_attention_backward(dqkv, scratch, dout, cache, &d);
+    tess_nn_attention_backward(dqkv, scratch, dout, qkv, cache, &d);
     int64_t leaks = 0, nonzero_dead = 0;
     for (int64_t b = 0; b < B; b++) {
         for (int64_t t = 0; t < T; t++) {
