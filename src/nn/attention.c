@@ -20,10 +20,11 @@ enum { ATT_ROW_BLOCK = 64 };
  * sit in L1), with k transposed into scratch once per head, in row blocks of ATT_SMALL_ROWS:
  * causal blocks stop at their last row's keys, so the scores of the masked triangle are not
  * computed (BLAS's one (T,T) product computes all of them). With the per-sequence copy of the
- * forward (below; then of the whole qkv, now of the rotated q and k), the temporal attention of the calm DAT (T = 32, hs = 32, causal, 256
- * sequences x 8 heads, 1 thread) ran its forward in 0.012 s instead of 0.018 s (0.014 s with the
- * copy alone). The backward stays on BLAS: OpenBLAS's small-matrix kernels (no packing at these
- * sizes) were no slower than tess_matmul_small on its four products. */
+ * forward (below; then of the whole qkv, now of the rotated q and k), the temporal attention of
+ * the calm DAT (T = 32, hs = 32, causal, 256 sequences x 8 heads, 1 thread) ran its forward in
+ * 0.012 s instead of 0.018 s (0.014 s with the copy alone). The backward stays on BLAS:
+ * OpenBLAS's small-matrix kernels (no packing at these sizes) were no slower than
+ * tess_matmul_small on its four products. */
 enum { ATT_SMALL_T = 64, ATT_SMALL_ROWS = 8 };
 
 /* Longer sequences in one row block (bidirectional, ATT_SMALL_T < T <= ATT_WIDE_T, T and hs
@@ -219,8 +220,7 @@ static inline float order_key_float(int32_t k) {
 }
 
 /* softmax_exp_row for a row whose kv keys all take part (no causal limit, no masked key): the
- * same result without the limit's selects and the mask's adds and products, which were a third
- * of the instructions of its loops. */
+ * same result without the limit's selects and the mask's adds and products. */
 static float exp_row_full(float *restrict row, int64_t kv) {
     const int64_t nv = kv - kv % LANES;
     const int32_t ninf = order_key(-INFINITY);
@@ -399,8 +399,8 @@ void tess_nn_attention_forward(float *out, float *cache, float *scratch, const f
                     const int64_t i1 = i0 + ATT_SMALL_ROWS, kv = block_kv(d, i1);
                     float *a = att + i0 * T;
                     /* a (8,kv) = scale * q[i0:i1] (8,hs) @ kt[:, 0:kv] (hs,kv) */
-                    tess_matmul_small(a, T, q + i0 * lqk, lqk, kt, T, ATT_SMALL_ROWS, kv, hs, scale,
-                                      0.0f);
+                    tess_matmul_small(a, T, q + i0 * lqk, lqk, kt, T, ATT_SMALL_ROWS, kv, hs,
+                                      scale, 0.0f);
                     for (int64_t t = i0; t < i1; t++) {
                         float *row = att + t * T;
                         softmax_row(row, kv, d->causal ? t + 1 : T, kp, np);
