@@ -24,18 +24,21 @@
  *
  * The fast path runs QK^T, AV and their backward through tess_matmul_ld on each head's rows
  * where they lie: q, k, v of head h are (T,hs) sub-matrices of a (T,3C) array (leading dimension
- * 3C), the head's output a (T,hs) sub-matrix of out (C). The forward keeps a copy of qkv in the
- * cache (q and k rotated when rope); nothing is gathered per head. Causal attention is computed in
+ * 3C), the head's output a (T,hs) sub-matrix of out (C). The backward reads qkv again (the caller
+ * keeps it unchanged in between); with rope the forward stores q and k rotated in the cache and
+ * both read them there (leading dimension 2C); nothing is gathered per head. Causal attention is
+ * computed in
  * row blocks: rows [i0,i1) only meet keys [0,i1), so most of the masked triangle is never
  * computed and the cache stores each head's weights block-packed (see
  * tess_nn_attention_cache_size). The forward of short sequences (T <= 64 with T and hs multiples
  * of 8, e.g. the calm DAT's temporal axis, T = 32, hs = 32) runs its products through
  * tess_matmul_small instead (tensor/matmul.h: no BLAS call per product), in row blocks of 8 that
- * skip the masked triangle when causal; the cache layout is the same. The backward of longer
- * bidirectional sequences (64 < T <= 512, T and hs multiples of 8, e.g. the calm DAT's neural
- * axis, T = 256, hs = 32) runs its four products through tess_matmul_small(_tn) when they have
- * their 16-lane tiles (TESS_MATMUL_SMALL_WIDE), on per-head copies of q, k, v and dout
- * (contiguous or transposed) in the scratch and the (T,T) weights where they lie.
+ * skip the masked triangle when causal; the cache layout is the same. Longer bidirectional
+ * sequences (64 < T <= 512, T and hs multiples of 8, e.g. the calm DAT's neural axis, T = 256,
+ * hs = 32) run the products of forward and backward through tess_matmul_small(_tn) when they
+ * have their 16-lane tiles (TESS_MATMUL_SMALL_WIDE), on per-head copies of q, k, v and dout
+ * (contiguous or transposed) in the scratch and the (T,T) weights where they lie, the forward in
+ * blocks of 64 query rows (scores, softmax and output of a block while it is in L2).
  * Not collective; no allocation; all functions are local to the calling rank. */
 #ifndef TESS_NN_ATTENTION_H
 #define TESS_NN_ATTENTION_H
@@ -61,9 +64,10 @@ tess_status tess_nn_attention_dims_init(tess_nn_attention_dims *d, int64_t B, in
 tess_status tess_nn_attention_dims_check(const tess_nn_attention_dims *d);
 
 /* Floats of the forward cache: per head the softmax weights, block-packed (causal: row block of
- * rows [i0,i1) stored as (i1-i0, i1); bidirectional: (T,T)), then qkv as (B,T,3C) with q and k
- * rotated when d->rope, then the RoPE cos/sin tables (T,hs/2) each when d->rope. Allocate it for
- * the largest B and T; it then fits any smaller B or T. */
+ * rows [i0,i1) stored as (i1-i0, i1); bidirectional: (T,T); the long bidirectional path above
+ * stores them unnormalised), then when d->rope q and k rotated (B,T,2C) and the RoPE cos/sin
+ * tables (T,hs/2) each, then on the long bidirectional path each row's 1/sum (B,NH,T). Allocate
+ * it for the largest B and T; it then fits any smaller B or T. */
 int64_t tess_nn_attention_cache_size(const tess_nn_attention_dims *d);
 /* Floats of the scratch used by forward and backward: 2*T*C (one sequence's q and k gradients in
  * the rotated frame), 2*T (its key mask as rows), one row block of weights, and ts*hs with
@@ -77,11 +81,12 @@ int64_t tess_nn_attention_scratch_size(const tess_nn_attention_dims *d);
 void tess_nn_attention_forward(float *out, float *cache, float *scratch, const float *qkv,
                                const uint8_t *kmask, const tess_nn_attention_dims *d);
 
-/* dqkv (B,T,3C) += d loss / d qkv; scratch (scratch_size), clobbered; dout (B,T,C);
- * cache as written by tess_nn_attention_forward with the same d. The mask needs no repeating:
+/* dqkv (B,T,3C) += d loss / d qkv; scratch (scratch_size), clobbered; dout (B,T,C); qkv (B,T,3C)
+ * and cache as passed to and written by tess_nn_attention_forward with the same d, unchanged
+ * since (qkv may not alias dqkv). The mask needs no repeating:
  * masked weights are 0 in the cache, which makes their gradients 0. */
-void tess_nn_attention_backward(float *dqkv, float *scratch, const float *dout, const float *cache,
-                                const tess_nn_attention_dims *d);
+void tess_nn_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                                const float *cache, const tess_nn_attention_dims *d);
 
 /* Reference: plain loops, double accumulation, RoPE recomputed in double; the oracle for tests.
  * out (B,T,C); att (B,NH,T,T), the softmax weights, written (masked entries 0); qkv (B,T,3C);

@@ -160,7 +160,7 @@ void tess_nn_attn_sub_backward(tess_nn_attn_sub *s, float *dx, const tess_nn_blo
     tess_nn_linear_backward(NULL, G(s->reg, s->w_o), NULL, dx, s->atty, P(s->reg, s->w_o), N, C,
                             C);
     memset(scr->dqkv, 0, 3 * rowsC);
-    tess_nn_attention_backward(scr->dqkv, scr->att, scr->dtmp, s->cache, &att);
+    tess_nn_attention_backward(scr->dqkv, scr->att, scr->dtmp, s->qkv, s->cache, &att);
     tess_matmul(scr->dtmp2, scr->dqkv, P(s->reg, s->w_qkv), N, C, 3 * C, false, false, 1.0f,
                 0.0f);
     tess_nn_linear_backward(NULL, G(s->reg, s->w_qkv), NULL, scr->dqkv, s->norm.out,

@@ -469,7 +469,7 @@ static void attention_forward_ref(gc_ctx *c) {
 }
 static void attention_backward(gc_ctx *c) {
     tess_nn_attention_dims d = attention_dims(c);
-    tess_nn_attention_backward(gc_g(c, "qkv"), gc_x(c, "scratch"), gc_g(c, "out"),
+    tess_nn_attention_backward(gc_g(c, "qkv"), gc_x(c, "scratch"), gc_g(c, "out"), gc_x(c, "qkv"),
                                gc_x(c, "cache"), &d);
 }
 static void attention_backward_ref(gc_ctx *c) {

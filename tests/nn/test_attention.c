@@ -49,7 +49,7 @@ static void check_against_ref(shape s, uint32_t seed, float amp, double tol) {
 
     tess_nn_attention_forward(out, cache, scratch, qkv, km, &d);
     tess_nn_attention_forward_ref(out_ref, att, qkv, km, &d);
-    tess_nn_attention_backward(dqkv, scratch, dout, cache, &d);
+    tess_nn_attention_backward(dqkv, scratch, dout, qkv, cache, &d);
     tess_nn_attention_backward_ref(dqkv_ref, datt, dout, qkv, att, &d);
     char what[160];
     snprintf(what, sizeof what, "B=%lld T=%lld C=%lld NH=%lld causal=%d rope=%d masked=%d",
@@ -61,10 +61,10 @@ static void check_against_ref(shape s, uint32_t seed, float amp, double tol) {
 
     /* From zero, twice: twice the gradient of once. */
     memset(dqkv, 0, (size_t)nqkv * sizeof(float));
-    tess_nn_attention_backward(dqkv, scratch, dout, cache, &d);
+    tess_nn_attention_backward(dqkv, scratch, dout, qkv, cache, &d);
     memset(dqkv_twice, 0, (size_t)nqkv * sizeof(float));
-    tess_nn_attention_backward(dqkv_twice, scratch, dout, cache, &d);
-    tess_nn_attention_backward(dqkv_twice, scratch, dout, cache, &d);
+    tess_nn_attention_backward(dqkv_twice, scratch, dout, qkv, cache, &d);
+    tess_nn_attention_backward(dqkv_twice, scratch, dout, qkv, cache, &d);
     for (int64_t i = 0; i < nqkv; i++) dqkv[i] *= 2.0f;
     double ea = tess_ref_rel_err(dqkv_twice, dqkv, nqkv);
     TESS_TEST_CHECK(ea < 1e-6, "backward accumulates, %s: rel err %.3g", what, ea);
@@ -104,11 +104,13 @@ static void check_causality(bool causal, bool rope, int64_t T, int64_t C) {
 }
 
 /* A NaN in one query reaches that token's output (it is not clamped away in the softmax).
- * T = 12, hs = 4: the BLAS path; T = 16, hs = 8: the short path. */
-static void check_nan(int64_t T, int64_t C) {
+ * Causal T = 12, hs = 4: the BLAS path; T = 16, hs = 8: the short path; bidirectional T = 72,
+ * hs = 8: the wide path (where present) with its softmax of unmasked rows. */
+static void check_nan(int64_t T, int64_t C, bool causal) {
     const int64_t B = 1, NH = 2, t = 5;
     tess_nn_attention_dims d;
-    TESS_TEST_CHECK(tess_nn_attention_dims_init(&d, B, T, C, NH, true, false) == TESS_OK, "dims");
+    TESS_TEST_CHECK(tess_nn_attention_dims_init(&d, B, T, C, NH, causal, false) == TESS_OK,
+                    "dims");
     float *qkv = malloc((size_t)(B * T * 3 * C) * sizeof(float));
     float *out = malloc((size_t)(B * T * C) * sizeof(float));
     float *cache = malloc((size_t)tess_nn_attention_cache_size(&d) * sizeof(float));
@@ -150,7 +152,7 @@ static void check_key_mask(bool causal, bool rope, int64_t T, int64_t C) {
     tess_ref_fill_uniform(qkv, nqkv, 71, 1.0f);
     tess_ref_fill_uniform(dout, nout, 72, 1.0f);
     tess_nn_attention_forward(out0, cache, scratch, qkv, km, &d);
-    tess_nn_attention_backward(dqkv, scratch, dout, cache, &d);
+    tess_nn_attention_backward(dqkv, scratch, dout, qkv, cache, &d);
     int64_t leaks = 0, nonzero_dead = 0;
     for (int64_t b = 0; b < B; b++) {
         for (int64_t t = 0; t < T; t++) {
@@ -226,8 +228,9 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof dat / sizeof dat[0]; i++)
         check_against_ref(dat[i], 200 + (uint32_t)i, 2.0f, 2e-6);
 
-    check_nan(12, 8);
-    check_nan(16, 16);
+    check_nan(12, 8, true);
+    check_nan(16, 16, true);
+    check_nan(72, 16, false);
     for (int small = 0; small < 2; small++) {
         const int64_t T = small ? 32 : 70, C = small ? 16 : 8;
         check_key_mask(true, false, T, C);
