@@ -380,6 +380,28 @@ static void dot3_f32(float out[3], const float *u, const float *v, int64_t n) {
     for (int j = 0; j < 3; j++) out[j] = (float)t[j];
 }
 
+void tess_nn_moe_router_logits(float *h, const float *x, const float *w, int64_t N, int64_t C,
+                               int64_t E) {
+    /* h (N,E); x (N,C); w (E,C) */
+    for (int64_t t = 0; t < N; t++)
+        for (int64_t e = 0; e < E; e++) h[t * E + e] = dot_f32(x + t * C, w + e * C, C);
+}
+
+void tess_nn_moe_router_input_grad(float *dx, const float *dlogits, const float *w, int64_t N,
+                                   int64_t C, int64_t E, float beta) {
+    /* dx (N,C); dlogits (N,E); w (E,C) */
+    TESS_ASSERT(beta == 0.0f || beta == 1.0f);
+    for (int64_t t = 0; t < N; t++) {
+        float *restrict d = dx + t * C;
+        const float *dl = dlogits + t * E;
+        if (beta == 0.0f) memset(d, 0, (size_t)C * sizeof(float));
+        for (int64_t e = 0; e < E; e++) {
+            const float g = dl[e], *restrict we = w + e * C;
+            for (int64_t c = 0; c < C; c++) d[c] += g * we[c];
+        }
+    }
+}
+
 /* One token's slots: norms nrm (k) and the cosine matrix cs (k,k) of its z rows, for the pairs
  * pair_on (others: c = 0). With a cache row (tess_nn_moe_rsp_cache_floats(k): the k norms, then
  * the cosines of the pairs s < r in row-major order) read it (from), or also write it (keep). */

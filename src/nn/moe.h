@@ -97,6 +97,17 @@ void tess_nn_moe_router_forward(float *probs, float *lse, int32_t *topk, float *
 void tess_nn_moe_router_forward_ref(float *probs, float *lse, int32_t *topk, float *gates,
                                     float *mass, const float *logits, const float *bias,
                                     int64_t N, int64_t E, int64_t k, tess_nn_moe_score score);
+/* Router logits h (N,E) = x (N,C) W^T, W (E,C): each logit one dot product in a fixed order
+ * (16 float lanes added in double), so a row's logits do not depend on N or on the rows around
+ * it and the router split over a thread team by token ranges gives the serial values bit for
+ * bit. A BLAS sgemm does not promise that: OpenBLAS 0.3.21 on an AMD Zen 4 core sums some
+ * elements of a 1024-row call otherwise than the same rows in a 2048-row call. Not collective. */
+void tess_nn_moe_router_logits(float *h, const float *x, const float *w, int64_t N, int64_t C,
+                               int64_t E);
+/* dx (N,C) = beta dx + dlogits (N,E) W (E,C), beta 0 or 1, per row with the E terms added to the
+ * row in order e = 0..E-1 (row-split invariant like tess_nn_moe_router_logits). */
+void tess_nn_moe_router_input_grad(float *dx, const float *dlogits, const float *w, int64_t N,
+                                   int64_t C, int64_t E, float beta);
 /* Gate Jacobian: dprobs (N,E) += d/dp of <dgates, gates>: for m in K_t,
  * (dg_m - sum_s g_s dg_s) / M_t; 0 elsewhere. dgates, gates (N,k); mass (N); topk (N,k). */
 void tess_nn_moe_gates_backward(float *dprobs, const float *dgates, const float *gates,

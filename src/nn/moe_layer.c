@@ -11,7 +11,6 @@
 #include "core/rng.h"     /* tess_rng_* */
 #include "core/team.h"    /* tess_team_* */
 #include "core/timer.h"   /* tess_timer_now */
-#include "nn/linear.h"    /* tess_nn_linear_forward */
 #include "nn/mlp.h"       /* tess_nn_mlp_swiglu_* */
 #include "nn/moe.h"
 #include "tensor/matmul.h" /* tess_matmul, tess_matmul_threads, tess_matmul_set_threads */
@@ -864,8 +863,8 @@ static void rows_run(moe_layer *m, rows_job *jb) {
 }
 
 /* The router split over the stack's team by tokens: member `member` of n routes tokens
- * [N member / n, N (member + 1) / n): their logits rin W_r^T (its own BLAS call on those rows),
- * scores, top-k, gates and mass, and counts its routed pairs per expert into its row of
+ * [N member / n, N (member + 1) / n): their logits rin W_r^T (tess_nn_moe_router_logits, row
+ * by row), scores, top-k, gates and mass, and counts its routed pairs per expert into its row of
  * tcounts. Every token's values are the serial ones (per-row products and loops). */
 typedef struct {
     moe_layer *m;
@@ -878,8 +877,7 @@ static void route_part(void *ctx, int member, int n) {
     moe_layer *m = jb->m;
     const int64_t C = m->base.C, E = m->E, k = m->k;
     const int64_t lo = jb->N * member / n, hi = jb->N * (member + 1) / n, nr = hi - lo;
-    tess_nn_linear_forward(m->logits + lo * E, jb->rin + lo * C, P(m, m->i_router), NULL, nr, C,
-                           E);
+    tess_nn_moe_router_logits(m->logits + lo * E, jb->rin + lo * C, P(m, m->i_router), nr, C, E);
     tess_nn_moe_router_forward(m->probs + lo * E, m->lse + lo, m->topk + lo * k, m->gates + lo * k,
                                m->mass + lo, m->logits + lo * E, jb->bias, nr, E, k,
                                m->stack->cfg.score);
@@ -937,11 +935,11 @@ static void router_bwd_part(void *ctx, int member, int n) {
                                         lo, hi, N, E);
     const float *w = P(m, m->i_router);
     if (!m->noise) {
-        tess_matmul(jb->din + lo * C, dlogits, w, nr, C, E, false, false, 1.0f, 1.0f);
+        tess_nn_moe_router_input_grad(jb->din + lo * C, dlogits, w, nr, C, E, 1.0f);
         return;
     }
     /* jitter: the router saw x u, so din += (dlogits W_r) u */
-    tess_matmul(jb->dxr + lo * C, dlogits, w, nr, C, E, false, false, 1.0f, 0.0f);
+    tess_nn_moe_router_input_grad(jb->dxr + lo * C, dlogits, w, nr, C, E, 0.0f);
     for (int64_t i = lo * C; i < hi * C; i++) jb->din[i] += jb->dxr[i] * m->noise[i];
 }
 

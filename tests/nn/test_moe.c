@@ -582,32 +582,54 @@ static void check_team_experts(void) {
 }
 
 /* The team's router splits its products by token rows: at the benchmark's size (2048 tokens,
- * 256 channels, 8 experts, BLAS on one thread) the logits and the input gradient computed on
- * ranges of rows equal the whole products bit for bit, as the small layer test above shows for
- * 16 tokens. */
+ * 256 channels, 8 experts) the logits and the input gradient computed on ranges of rows equal
+ * the whole products bit for bit (tess_nn_moe_router_logits / _input_grad sum each row in a
+ * fixed order; a BLAS sgemm need not), and both match a double-precision product. */
 static void check_router_row_split(void) {
     enum { N = 2048, C = 256, E = 8 };
-    const int threads0 = tess_matmul_threads();
-    tess_matmul_set_threads(1);
     float *x = malloc(sizeof(float) * N * C), *w = malloc(sizeof(float) * E * C);
     float *h0 = malloc(sizeof(float) * N * E), *h1 = malloc(sizeof(float) * N * E);
-    float *d0 = calloc((size_t)N * C, sizeof(float)), *d1 = calloc((size_t)N * C, sizeof(float));
+    float *d0 = malloc(sizeof(float) * N * C), *d1 = malloc(sizeof(float) * N * C);
     tess_ref_fill_uniform(x, N * C, 91, 1.0f);
     tess_ref_fill_uniform(w, E * C, 92, 0.1f);
-    tess_nn_linear_forward(h0, x, w, NULL, N, C, E);
-    tess_matmul(d0, h0, w, N, C, E, false, false, 1.0f, 1.0f);
+    tess_ref_fill_uniform(d0, N * C, 93, 1.0f);
+    memcpy(d1, d0, sizeof(float) * N * C);
+    tess_nn_moe_router_logits(h0, x, w, N, C, E);
+    double herr = 0.0, derr = 0.0;
+    for (int64_t t = 0; t < N; t++)
+        for (int64_t e = 0; e < E; e++) {
+            double r = 0.0;
+            for (int64_t c = 0; c < C; c++) r += (double)x[t * C + c] * w[e * C + c];
+            herr = fmax(herr, fabs(h0[t * E + e] - r));
+        }
+    float *dref = malloc(sizeof(float) * N * C);
+    memcpy(dref, d0, sizeof(float) * N * C);
+    tess_nn_moe_router_input_grad(d0, h0, w, N, C, E, 1.0f);
+    for (int64_t t = 0; t < N; t++)
+        for (int64_t c = 0; c < C; c++) {
+            double r = dref[t * C + c];
+            for (int64_t e = 0; e < E; e++) r += (double)h0[t * E + e] * w[e * C + c];
+            derr = fmax(derr, fabs(d0[t * C + c] - r));
+        }
+    TESS_TEST_CHECK(herr < 1e-5 && derr < 1e-5, "router products against double: %.3g, %.3g",
+                    herr, derr);
     for (int n = 2; n <= 3; n++) {
+        memcpy(d1, dref, sizeof(float) * N * C);
         for (int i = 0; i < n; i++) {
             const int64_t lo = (int64_t)N * i / n, hi = (int64_t)N * (i + 1) / n;
-            tess_nn_linear_forward(h1 + lo * E, x + lo * C, w, NULL, hi - lo, C, E);
-            memset(d1 + lo * C, 0, sizeof(float) * (size_t)((hi - lo) * C));
-            tess_matmul(d1 + lo * C, h0 + lo * E, w, hi - lo, C, E, false, false, 1.0f, 1.0f);
+            tess_nn_moe_router_logits(h1 + lo * E, x + lo * C, w, hi - lo, C, E);
+            tess_nn_moe_router_input_grad(d1 + lo * C, h0 + lo * E, w, hi - lo, C, E, 1.0f);
         }
         TESS_TEST_CHECK(memcmp(h0, h1, sizeof(float) * N * E) == 0, "logits in %d ranges", n);
         TESS_TEST_CHECK(memcmp(d0, d1, sizeof(float) * N * C) == 0, "dx in %d ranges", n);
     }
-    free(x), free(w), free(h0), free(h1), free(d0), free(d1);
-    tess_matmul_set_threads(threads0);
+    /* beta 0 writes the product alone */
+    tess_nn_moe_router_input_grad(d1, h0, w, N, C, E, 0.0f);
+    for (int64_t i = 0; i < (int64_t)N * C; i++) d1[i] += dref[i];
+    double berr = 0.0;
+    for (int64_t i = 0; i < (int64_t)N * C; i++) berr = fmax(berr, fabs(d1[i] - d0[i]));
+    TESS_TEST_CHECK(berr < 1e-5, "beta 0 plus the old values: %.3g", berr);
+    free(x), free(w), free(h0), free(h1), free(d0), free(d1), free(dref);
 }
 
 /* An MoE transformer (MoE FFN in layers 1 and 3 of 4, dense elsewhere), every aux loss on: the
