@@ -226,19 +226,24 @@ void tess_matmul_small_tn(float *C, int64_t ldc, const float *A, int64_t lda, co
 }
 
 #if defined(__AVX512F__)
-/* TILES_PANEL: rows of op(A) per packed panel when trans_a (8 tiles; 48 KiB at kc = 256). */
+/* TILES_PANEL: rows of op(A) per packed panel when trans_a (8 tiles; 48 KiB at kc = 256).
+ * TILES_PACK_LDA: trans_a packs op(A) from this leading dimension on (rows >= 1 KiB apart). */
 enum { TILES_MR = 6, TILES_NV = 4, TILES_NB = 16 * TILES_NV, TILES_PANEL = 8 * TILES_MR };
+enum { TILES_PACK_LDA = 256 };
+
+/* Where tiles_block finds op(A)(r, k): in place in an (M,K) A (A + r lda + k), in place in a
+ * (K,M) A (A + k lda + r), or in a packed panel (tile t's k-th 6 rows at A + (t K + k) 6). */
+typedef enum { TILES_A_ROWS, TILES_A_COLS, TILES_A_PANEL } tiles_a;
 
 /* The rows of one column block (nv vectors, the last masked by tail) and one k block: tiles of
- * 6 rows, then one tile of the last M % 6 rows (a weight gradient's 64 rows end in 4). op(A) in
- * place (packed false: row r at A + r lda) or a packed panel (packed: tile t's k-th 6 rows at
- * A + (t kc + k) TILES_MR, tess_matmul_tiles). */
+ * 6 rows, then one tile of the last M % 6 rows (a weight gradient's 64 rows end in 4). */
 static inline __attribute__((always_inline)) void tiles_block(
     float *C, int64_t ldc, const float *A, int64_t lda, const float *Bk, int64_t ldb, int64_t M,
     int64_t K, float alpha, float beta, const float *bias, bool first, __mmask16 tail,
-    const int nv, const bool packed) {
-    const int64_t sa = packed ? 1 : lda, sk = packed ? TILES_MR : 1;
-    const int64_t step = packed ? TILES_MR * K : TILES_MR * lda; /* from one tile's A to the next */
+    const int nv, const tiles_a at) {
+    const int64_t sa = at == TILES_A_ROWS ? lda : 1;
+    const int64_t sk = at == TILES_A_ROWS ? 1 : at == TILES_A_COLS ? lda : TILES_MR;
+    const int64_t step = TILES_MR * (at == TILES_A_COLS ? 1 : at == TILES_A_ROWS ? lda : K);
     int64_t i = 0;
     const float *a = A;
     for (; i + TILES_MR <= M; i += TILES_MR, a += step) {
@@ -261,16 +266,21 @@ static inline __attribute__((always_inline)) void tiles_block(
 #undef TILES_REST
 }
 
-/* tiles_block with nv and packed as constants (the accumulators of each case in registers). */
+/* tiles_block with nv and at as constants (the accumulators of each case in registers). */
 static void tiles_dispatch(float *C, int64_t ldc, const float *A, int64_t lda, const float *Bk,
                            int64_t ldb, int64_t M, int64_t K, float alpha, float beta,
-                           const float *bias, bool first, __mmask16 tail, int nv, bool packed) {
+                           const float *bias, bool first, __mmask16 tail, int nv, tiles_a at) {
+#define TILES_AT(NV, AT)                                                                        \
+    case AT:                                                                                    \
+        tiles_block(C, ldc, A, lda, Bk, ldb, M, K, alpha, beta, bias, first, tail, NV, AT);    \
+        break;
 #define TILES_CASE(NV)                                                                          \
     case NV:                                                                                    \
-        if (packed) tiles_block(C, ldc, A, lda, Bk, ldb, M, K, alpha, beta, bias, first, tail, \
-                                NV, true);                                                      \
-        else tiles_block(C, ldc, A, lda, Bk, ldb, M, K, alpha, beta, bias, first, tail, NV,    \
-                         false);                                                                \
+        switch (at) {                                                                           \
+            TILES_AT(NV, TILES_A_ROWS)                                                          \
+            TILES_AT(NV, TILES_A_COLS)                                                          \
+            TILES_AT(NV, TILES_A_PANEL)                                                         \
+        }                                                                                       \
         break;
     switch (nv) {
         TILES_CASE(1)
@@ -280,6 +290,7 @@ static void tiles_dispatch(float *C, int64_t ldc, const float *A, int64_t lda, c
     default: TESS_ASSERT(0 && "tiles: 1..4 vectors per column block");
     }
 #undef TILES_CASE
+#undef TILES_AT
 }
 
 /* Columns j.. of one column block of tess_matmul_tiles: its width, vectors and tail mask. */
@@ -325,27 +336,30 @@ void tess_matmul_tiles(float *C, int64_t ldc, const float *A, int64_t lda, const
         for (int64_t j = 0; j < N; j += TILES_NB) {
             const tiles_cols q = tiles_cols_at(N, j);
             tiles_dispatch(C + j, ldc, A, lda, B, ldb, M, 0, alpha, beta, bias ? bias + j : NULL,
-                           true, q.tail, q.nv, false);
+                           true, q.tail, q.nv, TILES_A_ROWS);
         }
         return;
     }
-    if (!trans_a) { /* op(A) read in place, each column block's k blocks in turn */
+    if (!trans_a || lda < TILES_PACK_LDA) { /* op(A) in place, column block by column block */
+        const tiles_a at = trans_a ? TILES_A_COLS : TILES_A_ROWS;
         for (int64_t j = 0; j < N; j += TILES_NB) {
             const tiles_cols q = tiles_cols_at(N, j);
             for (int64_t k0 = 0; k0 < K; k0 += KC) {
                 const int64_t kc = K - k0 < KC ? K - k0 : KC;
                 int64_t ldbk;
                 const float *Bk = tiles_b_block(bt, B, ldb, trans_b, k0, kc, j, q.nb, &ldbk);
-                tiles_dispatch(C + j, ldc, A + k0, lda, Bk, ldbk, M, kc, alpha, beta,
-                               bias ? bias + j : NULL, k0 == 0, q.tail, q.nv, false);
+                tiles_dispatch(C + j, ldc, trans_a ? A + k0 * lda : A + k0, lda, Bk, ldbk, M, kc,
+                               alpha, beta, bias ? bias + j : NULL, k0 == 0, q.tail, q.nv, at);
             }
         }
         return;
     }
-    /* trans_a: op(A)(r, k) = A[k lda + r]. Read in place, a tile's rows of successive k lie lda
-     * apart, which at lda = 256, 768 or 1024 floats map to 1-4 sets of the L1 cache and evict
-     * each other; so each k block's panels of TILES_PANEL rows are packed once (tile by tile,
-     * k-major) and serve every column block. */
+    /* trans_a, lda >= TILES_PACK_LDA: op(A)(r, k) = A[k lda + r]. In place, a tile's rows of
+     * successive k lie lda apart, which at lda = 256, 768 or 1024 floats map to 1-4 sets of the
+     * L1 cache and evict each other (the base calm DAT's weight gradients ran at 110-125 GFLOP/s,
+     * packed at 140-165); so each k block's panels of TILES_PANEL rows are packed once (tile by
+     * tile, k-major) and serve every column block. At lda = 64 and 128 (apps/fedkalter) packing
+     * measured slower (dW 64 x 64 x 4096: 183 -> 140 GFLOP/s), hence the threshold. */
     float ap[TILES_PANEL * KC];
     for (int64_t k0 = 0; k0 < K; k0 += KC) {
         const int64_t kc = K - k0 < KC ? K - k0 : KC;
@@ -367,7 +381,8 @@ void tess_matmul_tiles(float *C, int64_t ldc, const float *A, int64_t lda, const
                 int64_t ldbk;
                 const float *Bk = tiles_b_block(bt, B, ldb, trans_b, k0, kc, j, q.nb, &ldbk);
                 tiles_dispatch(C + i0 * ldc + j, ldc, ap, TILES_MR, Bk, ldbk, rows, kc, alpha,
-                               beta, bias ? bias + j : NULL, k0 == 0, q.tail, q.nv, true);
+                               beta, bias ? bias + j : NULL, k0 == 0, q.tail, q.nv,
+                               TILES_A_PANEL);
             }
         }
     }
