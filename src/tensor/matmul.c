@@ -358,8 +358,8 @@ void tess_matmul_tiles(float *C, int64_t ldc, const float *A, int64_t lda, const
      * successive k lie lda apart, which at lda = 256, 768 or 1024 floats map to 1-4 sets of the
      * L1 cache and evict each other (the base calm DAT's weight gradients ran at 110-125 GFLOP/s,
      * packed at 140-165); so each k block's panels of TILES_PANEL rows are packed once (tile by
-     * tile, k-major) and serve every column block. At lda = 64 and 128 (apps/fedkalter) packing
-     * measured slower (dW 64 x 64 x 4096: 183 -> 140 GFLOP/s), hence the threshold. */
+     * tile, k-major) and serve every column block. At lda = 64 (apps/fedkalter) packing measured
+     * slower (dW 64 x 64 x 4096: 183 -> 126-143 GFLOP/s), hence the threshold. */
     float ap[TILES_PANEL * KC];
     for (int64_t k0 = 0; k0 < K; k0 += KC) {
         const int64_t kc = K - k0 < KC ? K - k0 : KC;
