@@ -7,7 +7,7 @@
 
 #include "nn/linear.h"     /* tess_nn_linear_* */
 #include "nn/norm.h"       /* tess_nn_rmsnorm_*, tess_nn_layernorm_* */
-#include "tensor/matmul.h" /* tess_matmul */
+#include "tensor/matmul.h" /* tess_matmul_tiles */
 #include "tensor/tensor.h" /* tess_tensor_residual_add */
 
 /* Register "<prefix>.<leaf>" (leaf may be NULL: the name is prefix) of shape (a[, b]),
@@ -142,9 +142,9 @@ void tess_nn_attn_sub_forward(tess_nn_attn_sub *s, float *out, const float *in,
     s->in = in;
     s->B = B;
     tess_nn_normp_forward(&s->norm, in, N);
-    tess_nn_linear_forward(s->qkv, s->norm.out, P(s->reg, s->w_qkv), NULL, N, C, 3 * C);
+    tess_nn_linear_tiles_forward(s->qkv, s->norm.out, P(s->reg, s->w_qkv), NULL, N, C, 3 * C);
     tess_nn_attention_forward(s->atty, s->cache, scr->att, s->qkv, kmask, &att);
-    tess_nn_linear_forward(scr->tmp, s->atty, P(s->reg, s->w_o), NULL, N, C, C);
+    tess_nn_linear_tiles_forward(scr->tmp, s->atty, P(s->reg, s->w_o), NULL, N, C, C);
     tess_tensor_residual_add(out, in, scr->tmp, N * C);
 }
 
@@ -156,15 +156,16 @@ void tess_nn_attn_sub_backward(tess_nn_attn_sub *s, float *dx, const tess_nn_blo
     /* out = in + attn(norm(in)) @ w_o^T: dx flows to in unchanged and through the branch. The
      * input gradients of the two projections are written by their products (beta 0: nothing to
      * zero first), the weight gradients added by tess_nn_linear_backward. */
-    tess_matmul(scr->dtmp, dx, P(s->reg, s->w_o), N, C, C, false, false, 1.0f, 0.0f);
-    tess_nn_linear_backward(NULL, G(s->reg, s->w_o), NULL, dx, s->atty, P(s->reg, s->w_o), N, C,
-                            C);
+    tess_matmul_tiles(scr->dtmp, C, dx, C, P(s->reg, s->w_o), C, N, C, C, false, false, 1.0f,
+                      0.0f, NULL);
+    tess_nn_linear_tiles_backward(NULL, G(s->reg, s->w_o), NULL, dx, s->atty, P(s->reg, s->w_o),
+                                  N, C, C);
     memset(scr->dqkv, 0, 3 * rowsC);
     tess_nn_attention_backward(scr->dqkv, scr->att, scr->dtmp, s->qkv, s->cache, &att);
-    tess_matmul(scr->dtmp2, scr->dqkv, P(s->reg, s->w_qkv), N, C, 3 * C, false, false, 1.0f,
-                0.0f);
-    tess_nn_linear_backward(NULL, G(s->reg, s->w_qkv), NULL, scr->dqkv, s->norm.out,
-                            P(s->reg, s->w_qkv), N, C, 3 * C);
+    tess_matmul_tiles(scr->dtmp2, C, scr->dqkv, 3 * C, P(s->reg, s->w_qkv), C, N, C, 3 * C,
+                      false, false, 1.0f, 0.0f, NULL);
+    tess_nn_linear_tiles_backward(NULL, G(s->reg, s->w_qkv), NULL, scr->dqkv, s->norm.out,
+                                  P(s->reg, s->w_qkv), N, C, 3 * C);
     tess_nn_normp_backward(&s->norm, dx, scr->dtmp2, s->in, N);
 }
 

@@ -51,13 +51,14 @@ void tess_nn_lmhead_forward(tess_nn_lmhead *h, const float *in, int64_t N) {
     h->in = in;
     h->N = N;
     tess_nn_normp_forward(&h->norm, in, N);
-    tess_nn_linear_forward(h->logits, h->norm.out, tess_registry_param(h->reg, h->w), NULL, N,
-                           h->C, h->V);
+    tess_nn_linear_tiles_forward(h->logits, h->norm.out, tess_registry_param(h->reg, h->w), NULL,
+                                 N, h->C, h->V);
 }
 
 void tess_nn_lmhead_backward(tess_nn_lmhead *h, float *dx, float *dtmp, const float *dlogits) {
     memset(dtmp, 0, (size_t)(h->N * h->C) * sizeof(float));
-    tess_nn_linear_backward(dtmp, tess_registry_grad(h->reg, h->w), NULL, dlogits, h->norm.out,
-                            tess_registry_param(h->reg, h->w), h->N, h->C, h->V);
+    tess_nn_linear_tiles_backward(dtmp, tess_registry_grad(h->reg, h->w), NULL, dlogits,
+                                  h->norm.out, tess_registry_param(h->reg, h->w), h->N, h->C,
+                                  h->V);
     tess_nn_normp_backward(&h->norm, dx, dtmp, h->in, h->N);
 }

@@ -20,10 +20,11 @@ void tess_nn_linear_forward(float *out, const float *in, const float *w, const f
 void tess_nn_linear_backward(float *din, float *dw, float *db, const float *dout, const float *in,
                              const float *w, int64_t N, int64_t C, int64_t OC);
 
-/* The same two contracts through tess_matmul_tiles (tensor/matmul.h: register tiles, no packing
- * of the (N, C) operand, the bias added in the product's epilogue) for narrow layers: N in the
- * thousands, C and OC of 16-256 (the graph layers of apps/fedkalter). Rounding differs from the
- * BLAS path (tess_matmul_tiles' summation order); the references below are theirs too. */
+/* The same two contracts through tess_matmul_tiles (tensor/matmul.h: AVX-512 register tiles, no
+ * packing of the (N, C) operand, the bias added in the product's epilogue) for layers of N in the
+ * thousands and C, OC of 16-1024: the graph layers of apps/fedkalter, the transformer block's
+ * projections, the dense MLPs and the lm head (nn/block.c, nn/mlp.c, nn/head.c). Rounding differs
+ * from the BLAS path (tess_matmul_tiles' summation order); the references below are theirs too. */
 void tess_nn_linear_tiles_forward(float *out, const float *in, const float *w, const float *b,
                                   int64_t N, int64_t C, int64_t OC);
 void tess_nn_linear_tiles_backward(float *din, float *dw, float *db, const float *dout,

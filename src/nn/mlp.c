@@ -7,7 +7,7 @@
 
 #include "nn/activation.h" /* tess_nn_gelu_* */
 #include "nn/linear.h"     /* tess_nn_linear_* */
-#include "tensor/matmul.h" /* tess_matmul */
+#include "tensor/matmul.h" /* tess_matmul_tiles */
 #include "tensor/tensor.h" /* tess_tensor_expf */
 
 int64_t tess_nn_mlp_scratch_size(int64_t N, int64_t F) { return 2 * N * F; }
@@ -16,9 +16,9 @@ void tess_nn_mlp_gelu_forward(float *out, float *pre, float *act, const float *i
                               const float *w_fc, const float *b_fc, const float *w_proj,
                               const float *b_proj, int64_t N, int64_t C, int64_t F) {
     /* out (N,C); pre, act (N,F); in (N,C); w_fc (F,C); b_fc (F); w_proj (C,F); b_proj (C) */
-    tess_nn_linear_forward(pre, in, w_fc, b_fc, N, C, F);
+    tess_nn_linear_tiles_forward(pre, in, w_fc, b_fc, N, C, F);
     tess_nn_gelu_forward(act, pre, N * F);
-    tess_nn_linear_forward(out, act, w_proj, b_proj, N, F, C);
+    tess_nn_linear_tiles_forward(out, act, w_proj, b_proj, N, F, C);
 }
 
 void tess_nn_mlp_gelu_backward(float *din, float *dw_fc, float *db_fc, float *dw_proj,
@@ -28,10 +28,11 @@ void tess_nn_mlp_gelu_backward(float *din, float *dw_fc, float *db_fc, float *dw
     /* din (N,C); dw_fc (F,C); db_fc (F); dw_proj (C,F); db_proj (C); scratch (2NF);
      * dout (N,C); in (N,C); w_fc (F,C); w_proj (C,F); pre, act (N,F) */
     float *g = scratch; /* (N,F): d/d act, then d/d pre in place; nothing to zero */
-    tess_matmul(g, dout, w_proj, N, F, C, false, false, 1.0f, 0.0f); /* dout (N,C) @ w_proj */
-    tess_nn_linear_backward(NULL, dw_proj, db_proj, dout, act, w_proj, N, F, C);
+    /* g = dout (N,C) @ w_proj (C,F) */
+    tess_matmul_tiles(g, F, dout, C, w_proj, F, N, F, C, false, false, 1.0f, 0.0f, NULL);
+    tess_nn_linear_tiles_backward(NULL, dw_proj, db_proj, dout, act, w_proj, N, F, C);
     tess_nn_gelu_backward_inplace(g, pre, N * F);
-    tess_nn_linear_backward(din, dw_fc, db_fc, g, in, w_fc, N, C, F);
+    tess_nn_linear_tiles_backward(din, dw_fc, db_fc, g, in, w_fc, N, C, F);
 }
 
 /* The SwiGLU gate in one pass each way (fewer sweeps over the (N,F) activations than silu, then
@@ -61,10 +62,10 @@ void tess_nn_mlp_swiglu_forward(float *out, float *gate, float *up, float *h, co
                                 const float *w_gate, const float *w_up, const float *w_down,
                                 int64_t N, int64_t C, int64_t F) {
     /* out (N,C); gate, up, h (N,F); in (N,C); w_gate, w_up (F,C); w_down (C,F) */
-    tess_nn_linear_forward(gate, in, w_gate, NULL, N, C, F);
-    tess_nn_linear_forward(up, in, w_up, NULL, N, C, F);
+    tess_nn_linear_tiles_forward(gate, in, w_gate, NULL, N, C, F);
+    tess_nn_linear_tiles_forward(up, in, w_up, NULL, N, C, F);
     swiglu_gate_forward(h, gate, up, N * F);
-    tess_nn_linear_forward(out, h, w_down, NULL, N, F, C);
+    tess_nn_linear_tiles_forward(out, h, w_down, NULL, N, F, C);
 }
 
 void tess_nn_mlp_swiglu_backward(float *din, float *dw_gate, float *dw_up, float *dw_down,
@@ -77,11 +78,12 @@ void tess_nn_mlp_swiglu_backward(float *din, float *dw_gate, float *dw_up, float
     const int64_t n = N * F;
     float *dh = scratch;      /* (N,F): d/dh, then d/dgate (overwritten in place) */
     float *dup = scratch + n; /* (N,F): d/dup */
-    tess_matmul(dh, dout, w_down, N, F, C, false, false, 1.0f, 0.0f); /* dout (N,C) @ w_down */
-    tess_nn_linear_backward(NULL, dw_down, NULL, dout, h, w_down, N, F, C);
+    /* dh = dout (N,C) @ w_down (C,F) */
+    tess_matmul_tiles(dh, F, dout, C, w_down, F, N, F, C, false, false, 1.0f, 0.0f, NULL);
+    tess_nn_linear_tiles_backward(NULL, dw_down, NULL, dout, h, w_down, N, F, C);
     swiglu_gate_backward(dh, dup, dh, gate, up, n);
-    tess_nn_linear_backward(din, dw_up, NULL, dup, in, w_up, N, C, F);
-    tess_nn_linear_backward(din, dw_gate, NULL, dh, in, w_gate, N, C, F);
+    tess_nn_linear_tiles_backward(din, dw_up, NULL, dup, in, w_up, N, C, F);
+    tess_nn_linear_tiles_backward(din, dw_gate, NULL, dh, in, w_gate, N, C, F);
 }
 
 /* The activations and their derivatives in double, independent of nn/activation.c: the oracle. */

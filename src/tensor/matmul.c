@@ -109,42 +109,71 @@ static inline void small_tile(float *restrict C, int64_t ldc, const float *restr
 }
 #endif
 
+#if defined(__AVX512F__)
+enum { TILE_MAX_MR = 8, TILE_MAX_NV = 4 };
+
+/* The AVX-512 register tile of tess_matmul_small's wide tiles and of tess_matmul_tiles:
+ * C[0:mr, 0:16 nv] from op(A)'s rows 0..mr-1 and B's rows 0..K-1 (leading dimension ldb), the
+ * last of the nv vectors of each row masked by tail. op(A)(r, k) = A[r sa + k sk]: (lda, 1) reads
+ * an (M,K) A in place, (1, lda) one stored (K,M), (1, mr') a packed panel (tess_matmul_tiles).
+ * first: the first k block, alpha * sum + beta * C (+ bias (16 nv), NULL: none; beta = 0 does not
+ * read C), else C += alpha * sum. Each element sums its products in increasing k with fused
+ * multiply-adds. mr <= TILE_MAX_MR, nv <= TILE_MAX_NV with mr * nv <= 24 and the other
+ * parameters that select code (mr, nv, strides that are constants) constants where it is
+ * inlined: the accumulators stay in registers. The unroll pragmas are needed: without them GCC 12
+ * leaves the loops over rows and vectors rolled, keeps acc addressable and stores the
+ * accumulators to the stack in every k step (half the speed or worse). */
+static inline __attribute__((always_inline)) void reg_tile(
+    float *restrict C, int64_t ldc, const float *restrict A, int64_t sa, int64_t sk,
+    const float *restrict B, int64_t ldb, int64_t K, float alpha, float beta,
+    const float *restrict bias, bool first, __mmask16 tail, const int mr, const int nv) {
+    __m512 acc[TILE_MAX_MR][TILE_MAX_NV];
+    #pragma GCC unroll 8
+    for (int r = 0; r < mr; r++) {
+        #pragma GCC unroll 4
+        for (int v = 0; v < nv; v++) acc[r][v] = _mm512_setzero_ps();
+    }
+    for (int64_t k = 0; k < K; k++) {
+        const float *b = B + k * ldb;
+        __m512 bv[TILE_MAX_NV];
+        #pragma GCC unroll 4
+        for (int v = 0; v < nv; v++) {
+            bv[v] = v == nv - 1 ? _mm512_maskz_loadu_ps(tail, b + 16 * v)
+                                : _mm512_loadu_ps(b + 16 * v);
+        }
+        #pragma GCC unroll 8
+        for (int r = 0; r < mr; r++) {
+            const __m512 a = _mm512_set1_ps(A[r * sa + k * sk]);
+            #pragma GCC unroll 4
+            for (int v = 0; v < nv; v++) acc[r][v] = _mm512_fmadd_ps(a, bv[v], acc[r][v]);
+        }
+    }
+    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    #pragma GCC unroll 8
+    for (int r = 0; r < mr; r++) {
+        #pragma GCC unroll 4
+        for (int v = 0; v < nv; v++) {
+            float *c = C + r * ldc + 16 * v;
+            const __mmask16 m = v == nv - 1 ? tail : (__mmask16)0xFFFF;
+            __m512 x;
+            if (!first) {
+                x = _mm512_fmadd_ps(va, acc[r][v], _mm512_maskz_loadu_ps(m, c));
+            } else {
+                x = _mm512_mul_ps(va, acc[r][v]);
+                if (beta != 0.0f) x = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, c), x);
+                if (bias) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, bias + 16 * v));
+            }
+            _mm512_mask_storeu_ps(c, m, x);
+        }
+    }
+}
+#endif
+
 #if TESS_MATMUL_SMALL_WIDE
 /* WIDE_MIN_M: products of fewer rows (the short attention's row blocks of 8) keep the 4 x 16
  * tiles they ran on before the wide ones existed: with the wide tiles there the tiny calm DAT
  * step, whose attention runs only those, measured 3-5% slower under load (not resolved). */
-enum { WIDE_MR = 8, WIDE_NR = 32, WIDE_MIN_M = 64 };
-
-/* The tile C[0:mr, 0:32] of tess_matmul_small (mr <= WIDE_MR, a constant where it is inlined) in
- * 2 mr zmm accumulators, A read as in small_tile, the same order of operations as
- * small_tile. The unroll pragmas keep the accumulators in registers: GCC 12 at -O2 kept the row
- * loop and spilled them to the stack each k (half the speed). */
-static inline void wide_tile(float *restrict C, int64_t ldc, const float *restrict A, int64_t sa,
-                             int64_t sk, const float *restrict B, int64_t ldb, int64_t K,
-                             float alpha, float beta, const int mr) {
-    __m512 acc[WIDE_MR][2];
-#pragma GCC unroll 8
-    for (int r = 0; r < mr; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < K; k++) {
-        const float *b = B + k * ldb;
-        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
-#pragma GCC unroll 8
-        for (int r = 0; r < mr; r++) {
-            const __m512 a = _mm512_set1_ps(A[r * sa + k * sk]);
-            acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
-        }
-    }
-    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-#pragma GCC unroll 8
-    for (int r = 0; r < mr; r++) {
-        for (int v = 0; v < 2; v++) {
-            float *c = C + r * ldc + 16 * v;
-            const __m512 x = _mm512_mul_ps(va, acc[r][v]);
-            _mm512_storeu_ps(c, beta == 0.0f ? x : _mm512_fmadd_ps(vb, _mm512_loadu_ps(c), x));
-        }
-    }
-}
+enum { WIDE_MR = 8, WIDE_NV = 2, WIDE_NR = 16 * WIDE_NV, WIDE_MIN_M = 64 };
 #endif
 
 /* C (M,N) = alpha A B + beta C with element (r, k) of A at A[r * sa + k * sk]: (sa, sk) = (lda, 1)
@@ -157,10 +186,11 @@ static void small_gemm(float *C, int64_t ldc, const float *A, int64_t sa, int64_
     const int64_t m8 = M - M % WIDE_MR;
     for (; M >= WIDE_MIN_M && N - j0 >= WIDE_NR; j0 += WIDE_NR) {
         for (int64_t i = 0; i < m8; i += WIDE_MR)
-            wide_tile(C + i * ldc + j0, ldc, A + i * sa, sa, sk, B + j0, ldb, K, alpha, beta,
-                      WIDE_MR);
+            reg_tile(C + i * ldc + j0, ldc, A + i * sa, sa, sk, B + j0, ldb, K, alpha, beta, NULL,
+                     true, 0xFFFF, WIDE_MR, WIDE_NV);
         for (int64_t i = m8; i < M; i++)
-            wide_tile(C + i * ldc + j0, ldc, A + i * sa, sa, sk, B + j0, ldb, K, alpha, beta, 1);
+            reg_tile(C + i * ldc + j0, ldc, A + i * sa, sa, sk, B + j0, ldb, K, alpha, beta, NULL,
+                     true, 0xFFFF, 1, WIDE_NV);
     }
 #endif
     const int64_t m4 = M - M % SMALL_MR;
@@ -196,78 +226,34 @@ void tess_matmul_small_tn(float *C, int64_t ldc, const float *A, int64_t lda, co
 }
 
 #if defined(__AVX512F__)
-enum { TILES_MR = 6, TILES_NV = 4, TILES_NB = 16 * TILES_NV };
+/* TILES_PANEL: rows of op(A) per packed panel when trans_a (8 tiles; 48 KiB at kc = 256).
+ * TILES_PACK_LDA: trans_a packs op(A) from this leading dimension on (rows >= 1 KiB apart). */
+enum { TILES_MR = 6, TILES_NV = 4, TILES_NB = 16 * TILES_NV, TILES_PANEL = 8 * TILES_MR };
+enum { TILES_PACK_LDA = 256 };
 
-/* One tile of tess_matmul_tiles: C[0:mr, 0:16 nv] from op(A)'s rows 0..mr-1 and op(B)'s k
- * rows 0..K-1 (Bk, leading dimension ldb, already op(B)), the last of the nv vectors masked by
- * tail. op(A)(r, k) = A[r lda + k], or A[k lda + r] when ta. first: the first k block (alpha *
- * sum + beta * C + bias), else C += alpha * sum. mr, nv, ta are constants where it is inlined:
- * the mr x nv accumulators stay in registers. The unroll pragmas are needed: without them GCC 12
- * leaves the epilogue's loops rolled, keeps acc addressable and stores all 24 accumulators to
- * the stack in every k step (1.4x slower than OpenBLAS instead of faster). */
-static inline __attribute__((always_inline)) void tiles_tile(
-    float *restrict C, int64_t ldc, const float *restrict A, int64_t lda,
-    const float *restrict Bk, int64_t ldb, int64_t K, float alpha, float beta,
-    const float *restrict bias, bool first, __mmask16 tail, const int mr, const int nv,
-    const bool ta) {
-    __m512 acc[TILES_MR][TILES_NV];
-    #pragma GCC unroll 6
-    for (int r = 0; r < mr; r++) {
-        #pragma GCC unroll 6
-        for (int v = 0; v < nv; v++) acc[r][v] = _mm512_setzero_ps();
-    }
-    for (int64_t k = 0; k < K; k++) {
-        const float *b = Bk + k * ldb;
-        __m512 bv[TILES_NV];
-        #pragma GCC unroll 6
-        for (int v = 0; v < nv; v++) {
-            bv[v] = v == nv - 1 ? _mm512_maskz_loadu_ps(tail, b + 16 * v)
-                                : _mm512_loadu_ps(b + 16 * v);
-        }
-        #pragma GCC unroll 6
-        for (int r = 0; r < mr; r++) {
-            const __m512 a = _mm512_set1_ps(ta ? A[k * lda + r] : A[r * lda + k]);
-            #pragma GCC unroll 6
-            for (int v = 0; v < nv; v++) acc[r][v] = _mm512_fmadd_ps(a, bv[v], acc[r][v]);
-        }
-    }
-    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-    #pragma GCC unroll 6
-    for (int r = 0; r < mr; r++) {
-        #pragma GCC unroll 6
-        for (int v = 0; v < nv; v++) {
-            float *c = C + r * ldc + 16 * v;
-            const __mmask16 m = v == nv - 1 ? tail : (__mmask16)0xFFFF;
-            __m512 x;
-            if (!first) {
-                x = _mm512_fmadd_ps(va, acc[r][v], _mm512_maskz_loadu_ps(m, c));
-            } else {
-                x = _mm512_mul_ps(va, acc[r][v]);
-                if (beta != 0.0f) x = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, c), x);
-                if (bias) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, bias + 16 * v));
-            }
-            _mm512_mask_storeu_ps(c, m, x);
-        }
-    }
-}
+/* Where tiles_block finds op(A)(r, k): in place in an (M,K) A (A + r lda + k), in place in a
+ * (K,M) A (A + k lda + r), or in a packed panel (tile t's k-th 6 rows at A + (t K + k) 6). */
+typedef enum { TILES_A_ROWS, TILES_A_COLS, TILES_A_PANEL } tiles_a;
 
 /* The rows of one column block (nv vectors, the last masked by tail) and one k block: tiles of
  * 6 rows, then one tile of the last M % 6 rows (a weight gradient's 64 rows end in 4). */
 static inline __attribute__((always_inline)) void tiles_block(
     float *C, int64_t ldc, const float *A, int64_t lda, const float *Bk, int64_t ldb, int64_t M,
     int64_t K, float alpha, float beta, const float *bias, bool first, __mmask16 tail,
-    const int nv, const bool ta) {
+    const int nv, const tiles_a at) {
+    const int64_t sa = at == TILES_A_ROWS ? lda : 1;
+    const int64_t sk = at == TILES_A_ROWS ? 1 : at == TILES_A_COLS ? lda : TILES_MR;
+    const int64_t step = TILES_MR * (at == TILES_A_COLS ? 1 : at == TILES_A_ROWS ? lda : K);
     int64_t i = 0;
-    for (; i + TILES_MR <= M; i += TILES_MR) {
-        const float *a = ta ? A + i : A + i * lda;
-        tiles_tile(C + i * ldc, ldc, a, lda, Bk, ldb, K, alpha, beta, bias, first, tail,
-                   TILES_MR, nv, ta);
+    const float *a = A;
+    for (; i + TILES_MR <= M; i += TILES_MR, a += step) {
+        reg_tile(C + i * ldc, ldc, a, sa, sk, Bk, ldb, K, alpha, beta, bias, first, tail,
+                 TILES_MR, nv);
     }
-    const float *a = ta ? A + i : A + i * lda;
     float *c = C + i * ldc;
 #define TILES_REST(MR)                                                                          \
     case MR:                                                                                    \
-        tiles_tile(c, ldc, a, lda, Bk, ldb, K, alpha, beta, bias, first, tail, MR, nv, ta);     \
+        reg_tile(c, ldc, a, sa, sk, Bk, ldb, K, alpha, beta, bias, first, tail, MR, nv);        \
         break;
     switch (M - i) {
         TILES_REST(1)
@@ -280,16 +266,21 @@ static inline __attribute__((always_inline)) void tiles_block(
 #undef TILES_REST
 }
 
-/* tiles_block with nv and ta as constants (the accumulators of each case in registers). */
+/* tiles_block with nv and at as constants (the accumulators of each case in registers). */
 static void tiles_dispatch(float *C, int64_t ldc, const float *A, int64_t lda, const float *Bk,
                            int64_t ldb, int64_t M, int64_t K, float alpha, float beta,
-                           const float *bias, bool first, __mmask16 tail, int nv, bool ta) {
+                           const float *bias, bool first, __mmask16 tail, int nv, tiles_a at) {
+#define TILES_AT(NV, AT)                                                                        \
+    case AT:                                                                                    \
+        tiles_block(C, ldc, A, lda, Bk, ldb, M, K, alpha, beta, bias, first, tail, NV, AT);    \
+        break;
 #define TILES_CASE(NV)                                                                          \
     case NV:                                                                                    \
-        if (ta) tiles_block(C, ldc, A, lda, Bk, ldb, M, K, alpha, beta, bias, first, tail, NV, \
-                            true);                                                              \
-        else tiles_block(C, ldc, A, lda, Bk, ldb, M, K, alpha, beta, bias, first, tail, NV,    \
-                         false);                                                                \
+        switch (at) {                                                                           \
+            TILES_AT(NV, TILES_A_ROWS)                                                          \
+            TILES_AT(NV, TILES_A_COLS)                                                          \
+            TILES_AT(NV, TILES_A_PANEL)                                                         \
+        }                                                                                       \
         break;
     switch (nv) {
         TILES_CASE(1)
@@ -299,6 +290,36 @@ static void tiles_dispatch(float *C, int64_t ldc, const float *A, int64_t lda, c
     default: TESS_ASSERT(0 && "tiles: 1..4 vectors per column block");
     }
 #undef TILES_CASE
+#undef TILES_AT
+}
+
+/* Columns j.. of one column block of tess_matmul_tiles: its width, vectors and tail mask. */
+typedef struct {
+    int64_t nb;
+    int nv;
+    __mmask16 tail;
+} tiles_cols;
+
+static tiles_cols tiles_cols_at(int64_t N, int64_t j) {
+    const int64_t nb = N - j < TILES_NB ? N - j : TILES_NB;
+    return (tiles_cols){.nb = nb, .nv = (int)((nb + 15) / 16),
+                        .tail = (__mmask16)(nb % 16 ? (1u << (nb % 16)) - 1u : 0xFFFFu)};
+}
+
+/* op(B)'s rows k0..k0+kc-1, columns j..j+nb-1, with leading dimension *ldbk: in place, or, when
+ * trans_b (op(B)(k, n) = B[n ldb + k]), copied into bt (kc x TILES_NB). */
+static const float *tiles_b_block(float *bt, const float *B, int64_t ldb, bool trans_b,
+                                  int64_t k0, int64_t kc, int64_t j, int64_t nb, int64_t *ldbk) {
+    if (!trans_b) {
+        *ldbk = ldb;
+        return B + k0 * ldb + j;
+    }
+    for (int64_t k = 0; k < kc; k++) {
+        float *row = bt + k * TILES_NB;
+        for (int64_t n = 0; n < nb; n++) row[n] = B[(j + n) * ldb + k0 + k];
+    }
+    *ldbk = TILES_NB;
+    return bt;
 }
 #endif
 
@@ -309,32 +330,60 @@ void tess_matmul_tiles(float *C, int64_t ldc, const float *A, int64_t lda, const
     TESS_ASSERT(lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N) && ldc >= N);
 #if defined(__AVX512F__)
     if (M == 0 || N == 0) return;
-    float bt[TESS_MATMUL_TILES_KC * TILES_NB]; /* op(B)'s block when trans_b */
-    for (int64_t j = 0; j < N; j += TILES_NB) {
-        const int64_t nb = N - j < TILES_NB ? N - j : TILES_NB;
-        const int nv = (int)((nb + 15) / 16);
-        const __mmask16 tail = (__mmask16)(nb % 16 ? (1u << (nb % 16)) - 1u : 0xFFFFu);
-        const float *bj = bias ? bias + j : NULL;
-        if (K == 0) { /* C = beta * C + bias */
-            tiles_dispatch(C + j, ldc, A, lda, B, ldb, M, 0, alpha, beta, bj, true, tail, nv,
-                           trans_a);
-            continue;
+    enum { KC = TESS_MATMUL_TILES_KC };
+    float bt[KC * TILES_NB]; /* op(B)'s block when trans_b */
+    if (K == 0) { /* C = beta * C + bias */
+        for (int64_t j = 0; j < N; j += TILES_NB) {
+            const tiles_cols q = tiles_cols_at(N, j);
+            tiles_dispatch(C + j, ldc, A, lda, B, ldb, M, 0, alpha, beta, bias ? bias + j : NULL,
+                           true, q.tail, q.nv, TILES_A_ROWS);
         }
-        for (int64_t k0 = 0; k0 < K; k0 += TESS_MATMUL_TILES_KC) {
-            const int64_t kc = K - k0 < TESS_MATMUL_TILES_KC ? K - k0 : TESS_MATMUL_TILES_KC;
-            const float *Bk = B + k0 * ldb + j;
-            int64_t ldbk = ldb;
-            if (trans_b) { /* op(B)(k, n) = B[n ldb + k]: rows k0.., columns j.. into bt */
-                for (int64_t k = 0; k < kc; k++) {
-                    float *row = bt + k * TILES_NB;
-                    for (int64_t n = 0; n < nb; n++) row[n] = B[(j + n) * ldb + k0 + k];
-                }
-                Bk = bt;
-                ldbk = TILES_NB;
+        return;
+    }
+    if (!trans_a || lda < TILES_PACK_LDA) { /* op(A) in place, column block by column block */
+        const tiles_a at = trans_a ? TILES_A_COLS : TILES_A_ROWS;
+        for (int64_t j = 0; j < N; j += TILES_NB) {
+            const tiles_cols q = tiles_cols_at(N, j);
+            for (int64_t k0 = 0; k0 < K; k0 += KC) {
+                const int64_t kc = K - k0 < KC ? K - k0 : KC;
+                int64_t ldbk;
+                const float *Bk = tiles_b_block(bt, B, ldb, trans_b, k0, kc, j, q.nb, &ldbk);
+                tiles_dispatch(C + j, ldc, trans_a ? A + k0 * lda : A + k0, lda, Bk, ldbk, M, kc,
+                               alpha, beta, bias ? bias + j : NULL, k0 == 0, q.tail, q.nv, at);
             }
-            const float *Ak = trans_a ? A + k0 * lda : A + k0;
-            tiles_dispatch(C + j, ldc, Ak, lda, Bk, ldbk, M, kc, alpha, beta, bj, k0 == 0, tail,
-                           nv, trans_a);
+        }
+        return;
+    }
+    /* trans_a, lda >= TILES_PACK_LDA: op(A)(r, k) = A[k lda + r]. In place, a tile's rows of
+     * successive k lie lda apart, which at lda = 256, 768 or 1024 floats map to 1-4 sets of the
+     * L1 cache and evict each other (the base calm DAT's weight gradients ran at 110-125 GFLOP/s,
+     * packed at 140-165); so each k block's panels of TILES_PANEL rows are packed once (tile by
+     * tile, k-major) and serve every column block. At lda = 64 (apps/fedkalter) packing measured
+     * slower (dW 64 x 64 x 4096: 183 -> 126-143 GFLOP/s), hence the threshold. */
+    float ap[TILES_PANEL * KC];
+    for (int64_t k0 = 0; k0 < K; k0 += KC) {
+        const int64_t kc = K - k0 < KC ? K - k0 : KC;
+        for (int64_t i0 = 0; i0 < M; i0 += TILES_PANEL) {
+            const int64_t rows = M - i0 < TILES_PANEL ? M - i0 : TILES_PANEL;
+            for (int64_t k = 0; k < kc; k++) { /* row k of the panel, tile by tile */
+                const float *src = A + (k0 + k) * lda + i0;
+                for (int64_t i = 0; i < rows; i += TILES_MR) {
+                    float *dst = ap + (i * kc + k * TILES_MR);
+                    if (rows - i >= TILES_MR) {
+                        for (int r = 0; r < TILES_MR; r++) dst[r] = src[i + r];
+                    } else {
+                        for (int64_t r = 0; r < rows - i; r++) dst[r] = src[i + r];
+                    }
+                }
+            }
+            for (int64_t j = 0; j < N; j += TILES_NB) {
+                const tiles_cols q = tiles_cols_at(N, j);
+                int64_t ldbk;
+                const float *Bk = tiles_b_block(bt, B, ldb, trans_b, k0, kc, j, q.nb, &ldbk);
+                tiles_dispatch(C + i0 * ldc + j, ldc, ap, TILES_MR, Bk, ldbk, rows, kc, alpha,
+                               beta, bias ? bias + j : NULL, k0 == 0, q.tail, q.nv,
+                               TILES_A_PANEL);
+            }
         }
     }
 #else

@@ -93,15 +93,21 @@ void tess_matmul_small_tn(float *C, int64_t ldc, const float *A, int64_t lda, co
  * dimensions, transposes, beta = 0 does not read C, C's columns past N untouched) plus an
  * optional bias (N) added to every row (NULL: none). For the products of narrow layers: an
  * (M, K) activation with M in the thousands times a (K, N) weight with N, K of 16-256, and the
- * weight gradient op(A) = (rows, M)^T with K = M. OpenBLAS packs the large operand for every
- * call (sgemm_*copy, a third of its time on these shapes: docs/benchmarks.md "fedkalter"); this
- * path reads A where it lies and broadcasts its elements into register tiles of 6 rows x 64
+ * weight gradient op(A) = (rows, M)^T with K = M; and the transformer block's projections, MLPs
+ * and heads (nn/block.c, nn/mlp.c, nn/head.c: 8192 x 256-1024 activations in the base calm DAT,
+ * where these tiles ran at 140-190 GFLOP/s against OpenBLAS 0.3.21's 80-95 on this AVX-512 CPU,
+ * whose kernels OpenBLAS picks as Haswell's, 8 lanes). OpenBLAS packs the large operand for every
+ * call (sgemm_*copy, a third of its time on the narrow shapes: docs/benchmarks.md "fedkalter");
+ * this path reads A where it lies and broadcasts its elements into register tiles of 6 rows x 64
  * columns (AVX-512), and copies only op(B) when trans_b, TESS_MATMUL_TILES_KC rows of it at a
- * time (the small operand, once per call). Summation order: each element sums its products in
- * increasing k with fused multiply-adds in blocks of TESS_MATMUL_TILES_KC; the first block gives
- * alpha * sum + beta * C (+ bias), each later block adds alpha * its sum to C — not BLAS's order.
- * Without AVX-512 at compile time it is tess_matmul_ld followed by the bias. Not collective; no
- * allocation (one KC x 64 block of op(B) on the stack); sizes as tess_matmul_ld (TESS_ASSERT). */
+ * time (the small operand, once per call), and op(A) when trans_a with lda >= 256 (rows 1 KiB or
+ * more apart, which map to few L1 sets): 48 rows x KC at a time, once per k block. Summation
+ * order: each element sums its products in increasing k with fused multiply-adds in blocks of
+ * TESS_MATMUL_TILES_KC; the first block gives alpha * sum + beta * C (+ bias), each later block
+ * adds alpha * its sum to C — not BLAS's order; the same whether op(A) is packed or not. Without
+ * AVX-512 at compile time it is tess_matmul_ld followed by the bias. Not collective; no
+ * allocation (a KC x 64 block of op(B) and a 48 x KC panel of op(A) on the stack, 112 KiB);
+ * sizes as tess_matmul_ld (TESS_ASSERT). */
 #define TESS_MATMUL_TILES_KC 256
 void tess_matmul_tiles(float *C, int64_t ldc, const float *A, int64_t lda, const float *B,
                        int64_t ldb, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,

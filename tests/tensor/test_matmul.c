@@ -148,10 +148,14 @@ int main(int argc, char **argv) {
     const int tms[] = {1, 5, 6, 13, 64}, tns[] = {1, 16, 33, 64, 80}, tks[] = {0, 7, 300};
     int tiles_bad = 0, tiles_outside = 0;
     double tiles_err = 0.0;
-    for (int t = 0; t < 16; t++) {
+    for (int t = 0; t < 32; t++) {
         const bool ta = t & 1, tb = t & 2;
         const float beta = t & 4 ? 0.5f : 0.0f;
         const float *bias = t & 8 ? tbias : NULL;
+        /* with trans_a, A's leading dimension on both sides of the packing threshold (lda >= 256:
+         * op(A) packed in panels of 48 rows; 70: read in place) */
+        if ((t & 16) && !ta) continue;
+        const int alda = t & 16 ? 70 : TLD;
         for (size_t im = 0; im < sizeof tms / sizeof tms[0]; im++) {
             for (size_t in = 0; in < sizeof tns / sizeof tns[0]; in++) {
                 for (size_t ik = 0; ik < sizeof tks / sizeof tks[0]; ik++) {
@@ -159,9 +163,9 @@ int main(int argc, char **argv) {
                     for (int i = 0; i < 64 * CLD; i++) tc1[i] = tc2[i] = next_val(&s);
                     if (beta == 0.0f) /* beta 0 must not read C */
                         for (int r = 0; r < m; r++) tc1[r * CLD + TOFF] = NAN;
-                    tess_matmul_tiles(tc1 + TOFF, CLD, ta_ + TOFF, TLD, tb_ + TOFF, TLD, m, n, k,
-                                      ta, tb, 0.75f, beta, bias);
-                    tess_matmul_ld_ref(tc2 + TOFF, CLD, ta_ + TOFF, TLD, tb_ + TOFF, TLD, m, n,
+                    tess_matmul_tiles(tc1 + TOFF, CLD, ta_ + TOFF, alda, tb_ + TOFF, TLD, m, n,
+                                      k, ta, tb, 0.75f, beta, bias);
+                    tess_matmul_ld_ref(tc2 + TOFF, CLD, ta_ + TOFF, alda, tb_ + TOFF, TLD, m, n,
                                        k, ta, tb, 0.75f, beta);
                     for (int r = 0; r < 64; r++) {
                         for (int j = 0; j < CLD; j++) {
@@ -183,6 +187,17 @@ int main(int argc, char **argv) {
     TESS_TEST_CHECK(tiles_bad == 0, "tiles: %d elements off tess_matmul_ld_ref by >= 1e-4 (max %g)",
                     tiles_bad, tiles_err);
     TESS_TEST_CHECK(tiles_outside == 0, "tiles: %d elements outside C changed", tiles_outside);
+    { /* trans_a: packed (lda TLD) and in place (lda 70) give the same bits, 64 x 80 x 300 */
+        static float a70[300 * 70], a320[300 * TLD], c70[64 * 80], c320[64 * 80];
+        for (int k = 0; k < 300; k++) {
+            for (int r = 0; r < 64; r++) a70[k * 70 + r] = a320[k * TLD + r] = next_val(&s);
+        }
+        tess_matmul_tiles(c70, 80, a70, 70, tb_, TLD, 64, 80, 300, true, false, 0.75f, 0.0f, tbias);
+        tess_matmul_tiles(c320, 80, a320, TLD, tb_, TLD, 64, 80, 300, true, false, 0.75f, 0.0f,
+                          tbias);
+        TESS_TEST_CHECK(memcmp(c70, c320, sizeof c70) == 0,
+                        "tiles: trans_a packed and in place bitwise equal");
+    }
 
     int rc = tess_test_finish("matmul");
     MPI_Finalize();
