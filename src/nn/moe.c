@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "nn/linear.h"     /* tess_nn_linear_* */
-#include "tensor/matmul.h" /* tess_matmul */
 #include "tensor/tensor.h" /* tess_tensor_expf */
 
 /* ---------- router ---------- */
@@ -864,10 +863,10 @@ void tess_nn_moe_expert_forward(float *y, float *a, float *b, float *z, const fl
                                 const float *w_gate, const float *w_up, const float *w_down,
                                 int64_t n, int64_t C, int64_t F) {
     if (n == 0) return;
-    tess_nn_linear_forward(a, x, w_gate, NULL, n, C, F);
-    tess_nn_linear_forward(b, x, w_up, NULL, n, C, F);
+    tess_nn_linear_tiles_forward(a, x, w_gate, NULL, n, C, F);
+    tess_nn_linear_tiles_forward(b, x, w_up, NULL, n, C, F);
     silu_mul(z, a, b, n * F);
-    tess_nn_linear_forward(y, z, w_down, NULL, n, F, C);
+    tess_nn_linear_tiles_forward(y, z, w_down, NULL, n, F, C);
 }
 
 void tess_nn_moe_expert_backward(float *dx, float *dw_gate, float *dw_up, float *dw_down,
@@ -877,11 +876,11 @@ void tess_nn_moe_expert_backward(float *dx, float *dw_gate, float *dw_up, float 
                                  int64_t C, int64_t F) {
     if (n == 0) return;
     /* dz += dy @ w_down; dw_down += dy^T z */
-    tess_nn_linear_backward(dz, dw_down, NULL, dy, z, w_down, n, F, C);
+    tess_nn_linear_tiles_backward(dz, dw_down, NULL, dy, z, w_down, n, F, C);
     /* da (into dz) = dz * b * s (1 + a (1 - s)); db = dz * silu(a) */
     silu_mul_backward(dz, db, a, b, n * F);
-    tess_nn_linear_backward(dx, dw_gate, NULL, dz, x, w_gate, n, C, F);
-    tess_nn_linear_backward(dx, dw_up, NULL, db, x, w_up, n, C, F);
+    tess_nn_linear_tiles_backward(dx, dw_gate, NULL, dz, x, w_gate, n, C, F);
+    tess_nn_linear_tiles_backward(dx, dw_up, NULL, db, x, w_up, n, C, F);
 }
 
 void tess_nn_moe_expert_forward_ref(float *y, float *a, float *b, float *z, const float *x,
