@@ -232,6 +232,14 @@ void tess_nn_moe_rsp_backward_rows(float *dz, float dloss, const float *cache, c
                                    const int32_t *row_of, const int32_t *grp, int64_t t0,
                                    int64_t t1, int64_t N, int64_t k, int64_t F,
                                    tess_nn_moe_phi phi);
+/* rsp_backward_rows that overwrites instead of adding: the dz rows of the kept slots of tokens
+ * [t0, t1) are R_sp's gradient (zeros for a kept slot in no pair), the same values as zeroing
+ * those rows first and then rsp_backward_rows (zeros may differ in sign), without reading dz:
+ * one pass over the rows less. */
+void tess_nn_moe_rsp_backward_rows_set(float *dz, float dloss, const float *cache,
+                                       const float *z, const int32_t *row_of, const int32_t *grp,
+                                       int64_t t0, int64_t t1, int64_t N, int64_t k, int64_t F,
+                                       tess_nn_moe_phi phi);
 void tess_nn_moe_rsp_sums_ref(double sums[TESS_NN_MOE_PHI_COUNT], const float *z,
                               const int32_t *row_of, const int32_t *grp, int64_t N, int64_t k,
                               int64_t F);
@@ -274,13 +282,16 @@ void tess_nn_moe_variance_backward_rows(float *dprobs, float dloss, const float 
 void tess_nn_moe_expert_forward(float *y, float *a, float *b, float *z, const float *x,
                                 const float *w_gate, const float *w_up, const float *w_down,
                                 int64_t n, int64_t C, int64_t F);
-/* dx (n,C) or NULL, dw_gate, dw_up (F,C), dw_down (C,F): +=. dz (n,F): on entry an extra
- * gradient of z (R_sp's, or zeros), clobbered; db (n,F) scratch. dy (n,C); the rest as forward. */
+/* dx (n,C) = beta_dx dx + the input gradient, or NULL; dw_gate, dw_up (F,C), dw_down (C,F): +=.
+ * dz (n,F): on entry, with beta_dz = 1, an extra gradient of z (R_sp's); with beta_dz = 0 not
+ * read (no zeroing needed); clobbered. beta_dx, beta_dz each 0 or 1. db (n,F) scratch. dy (n,C);
+ * the rest as forward. The products run on tess_matmul_tiles (tensor/matmul.h): one thread,
+ * each row of dx and each weight-gradient element summed in a fixed order. */
 void tess_nn_moe_expert_backward(float *dx, float *dw_gate, float *dw_up, float *dw_down,
                                  float *dz, float *db, const float *dy, const float *x,
                                  const float *w_gate, const float *w_up, const float *w_down,
                                  const float *a, const float *b, const float *z, int64_t n,
-                                 int64_t C, int64_t F);
+                                 int64_t C, int64_t F, float beta_dx, float beta_dz);
 void tess_nn_moe_expert_forward_ref(float *y, float *a, float *b, float *z, const float *x,
                                     const float *w_gate, const float *w_up, const float *w_down,
                                     int64_t n, int64_t C, int64_t F);
@@ -288,7 +299,7 @@ void tess_nn_moe_expert_backward_ref(float *dx, float *dw_gate, float *dw_up, fl
                                      float *dz, float *db, const float *dy, const float *x,
                                      const float *w_gate, const float *w_up, const float *w_down,
                                      const float *a, const float *b, const float *z, int64_t n,
-                                     int64_t C, int64_t F);
+                                     int64_t C, int64_t F, float beta_dx, float beta_dz);
 
 /* ---------- the layer and the stack of a model's MoE layers ---------- */
 

@@ -709,12 +709,12 @@ static tess_status fast_backward(moe_layer *m, float *dz, float *dzg, float dlos
 }
 
 /* The local experts' forward (bwd false) or backward on the rows of the last forward: the
- * expert side's buffers, and in backward dxg (overwritten: zeroed, then the experts' gradients
- * added), dzg (in: R_sp's gradient of z, or with zero_dz zeroed first; clobbered), db (scratch)
+ * expert side's buffers, and in backward dxg (overwritten by the experts' first products, not
+ * read), dzg (in: R_sp's gradient of z when dz_in, else not read; clobbered), db (scratch)
  * and dyg, all in the layer's [expert][rows] order. */
 typedef struct {
     moe_layer *m;
-    bool bwd, zero_dz;
+    bool bwd, dz_in;
     float *dxg, *dzg, *db;
     const float *dyg;
 } expert_job;
@@ -741,13 +741,12 @@ static void expert_part(void *ctx, int member, int n) {
                                        m->xg + o * C, wg + j * F * C, wu + j * F * C,
                                        wd + j * C * F, m->rows[j], C, F);
         } else {
-            memset(jb->dxg + o * C, 0, (size_t)(m->rows[j] * C) * sizeof(float));
-            if (jb->zero_dz) memset(jb->dzg + o * F, 0, (size_t)(m->rows[j] * F) * sizeof(float));
             tess_nn_moe_expert_backward(jb->dxg + o * C, dwg + j * F * C, dwu + j * F * C,
                                         dwd + j * C * F, jb->dzg + o * F, jb->db + o * F,
                                         jb->dyg + o * C, m->xg + o * C, wg + j * F * C,
                                         wu + j * F * C, wd + j * C * F, m->a + o * F,
-                                        m->b + o * F, m->zg + o * F, m->rows[j], C, F);
+                                        m->b + o * F, m->zg + o * F, m->rows[j], C, F, 0.0f,
+                                        jb->dz_in ? 1.0f : 0.0f);
         }
     }
 }
@@ -792,8 +791,9 @@ typedef struct {
     const float *in;
     float *out, *dgates;
     /* R_sp at home (not the fast path), on the same tokens: COMBINE with rsp also writes their
-     * cosines and norms into sp_cos; COMBINE_BWD with dz (Rm,F) zeroes their kept rows of dz and
-     * adds R_sp's gradient (dloss: the loss scale times lambda_sp) */
+     * cosines and norms into sp_cos; COMBINE_BWD with dz (Rm,F) writes R_sp's gradient into
+     * their kept rows of dz (zeros for a kept slot in no pair; dloss: the loss scale times
+     * lambda_sp) */
     bool rsp;
     float *dz;
     float dloss;
@@ -837,7 +837,6 @@ static void rows_part(void *ctx, int member, int n) {
                 const float *d = jb->in + t * C;
                 jb->dgates[t * k + s] = (float)tess_tensor_dot(d, m->y + (int64_t)rows[s] * C, C);
                 scale_copy(jb->out + (int64_t)rows[s] * C, m->gates[t * k + s], d, C);
-                if (jb->dz) memset(jb->dz + (int64_t)rows[s] * F, 0, (size_t)F * sizeof(float));
             }
             break;
         case ROWS_UNPERMUTE:
@@ -849,9 +848,9 @@ static void rows_part(void *ctx, int member, int n) {
     }
     if (jb->kind == ROWS_COMBINE && jb->rsp)
         tess_nn_moe_rsp_cache(m->sp_cos, m->z, m->row_of, NULL, lo, hi, k, F);
-    if (jb->kind == ROWS_COMBINE_BWD && jb->dz) /* every row of these tokens zeroed above */
-        tess_nn_moe_rsp_backward_rows(jb->dz, jb->dloss, m->sp_cos, m->z, m->row_of, NULL, lo, hi,
-                                      jb->n, k, F, m->stack->cfg.phi);
+    if (jb->kind == ROWS_COMBINE_BWD && jb->dz) /* writes every kept row of these tokens */
+        tess_nn_moe_rsp_backward_rows_set(jb->dz, jb->dloss, m->sp_cos, m->z, m->row_of, NULL,
+                                          lo, hi, jb->n, k, F, m->stack->cfg.phi);
 }
 
 /* rows_part on the stack's team, or on the calling thread without one. No BLAS inside. */
@@ -1057,7 +1056,7 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
     if (!m->plan) dyg = dy, dxg = dxp, dzg = dz; /* the expert side is the home side */
     /* combine: dg_{t,s} = <dout_t, y_row>, dy_row = g_{t,s} dout_t; 0 for dropped slots and
      * padding rows; with R_sp at home (not the fast path) its gradient of z, dz: padding rows
-     * zeroed here, the kept rows zeroed and R_sp's gradient added per token by the team */
+     * zeroed here, the kept rows written with R_sp's gradient per token by the team */
     float *dzh = !m->fast && cfg->lambda_sp > 0 ? dz : NULL;
     for (int64_t r = 0; r < Rn; r++)
         if (m->row_tok[r] < 0) {
@@ -1089,9 +1088,9 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
         if (cfg->lambda_sp > 0 && !m->fast)
             for (int64_t i = 0; i < rx * F; i++) dzg[i] *= inv;
     }
-    /* dxg, and dzg without R_sp, are zeroed per expert in experts_run (in cache, in parallel) */
+    /* dxg, and dzg without R_sp, are written by each expert's first product (beta = 0) */
     experts_run(m, &(expert_job){.m = m, .bwd = true, .dxg = dxg, .dzg = dzg, .db = db,
-                                 .dyg = dyg, .zero_dz = cfg->lambda_sp <= 0});
+                                 .dyg = dyg, .dz_in = cfg->lambda_sp > 0});
     if (m->plan) {
         const float p = (float)m->P;
         for (int64_t i = 0; i < rx * C; i++) dxg[i] *= p;
