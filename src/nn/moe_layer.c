@@ -13,7 +13,7 @@
 #include "core/timer.h"   /* tess_timer_now */
 #include "nn/mlp.h"       /* tess_nn_mlp_swiglu_* */
 #include "nn/moe.h"
-#include "tensor/matmul.h" /* tess_matmul, tess_matmul_threads, tess_matmul_set_threads */
+#include "tensor/matmul.h" /* tess_matmul_tiles, tess_matmul_threads, _set_threads */
 #include "tensor/tensor.h" /* tess_tensor_axpy, tess_tensor_dot */
 #include "par/coll.h"      /* tess_par_allreduce_i64 */
 #include "par/dispatch.h"  /* tess_dispatch_* */
@@ -942,6 +942,37 @@ static void router_bwd_part(void *ctx, int member, int n) {
     for (int64_t i = lo * C; i < hi * C; i++) jb->din[i] += jb->dxr[i] * m->noise[i];
 }
 
+/* The router weight's gradient dW_r (E,C) += dlogits (N,E)^T rin (N,C), member `member` of n
+ * taking the columns [c0, c1) (cut at multiples of 16): one tess_matmul_tiles call, whose
+ * elements each sum their N products in a fixed order that does not depend on the columns
+ * around them, so the split gives the serial values bit for bit. That holds for the AVX-512
+ * tiles; without AVX-512 tess_matmul_tiles is OpenBLAS, which does not promise it, and member
+ * 0 takes every column. */
+#if defined(__AVX512F__)
+enum { WGRAD_SPLIT = 1 };
+#else
+enum { WGRAD_SPLIT = 0 };
+#endif
+
+typedef struct {
+    moe_layer *m;
+    int64_t N;
+    const float *dlogits, *rin;
+} router_wgrad_job;
+
+static void router_wgrad_part(void *ctx, int member, int n) {
+    const router_wgrad_job *jb = ctx;
+    const moe_layer *m = jb->m;
+    const int64_t C = m->base.C, E = m->E;
+    if (!WGRAD_SPLIT) member = member == 0 ? 0 : n, n = 1; /* member 0: [0, C); others none */
+    if (member >= n) return;
+    const int64_t c0 = member == 0 ? 0 : C * member / n / 16 * 16;
+    const int64_t c1 = member == n - 1 ? C : C * (member + 1) / n / 16 * 16;
+    if (c1 > c0)
+        tess_matmul_tiles(G(m, m->i_router) + c0, C, jb->dlogits, E, jb->rin + c0, C, E, c1 - c0,
+                          jb->N, true, false, 1.0f, 1.0f, NULL);
+}
+
 static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) {
     moe_layer *m = (moe_layer *)f;
     const int64_t C = f->C, E = m->E, k = m->k, F = m->F, R = N * k;
@@ -1105,17 +1136,14 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
                                     m->s_gate, m->s_up, m->s_h, N, C, m->Fs);
     }
     /* router: gates, LB, L_v, R_cp through the top-k mass, the scores, z-loss, per token on the
-     * team; then its weight gradient dlogits^T (x u) on the calling thread (one BLAS thread
-     * with a team, as the team's phases) */
+     * team; then its weight gradient dlogits^T (x u), split over the team by columns */
     float *dxr = m->noise ? dgates + scratch_head(m, N) - N * C : NULL;
     team_run(m, router_bwd_part,
              &(router_bwd_job){.m = m, .N = N, .dgates = dgates, .dprobs = dprobs,
                                .dlogits = dlogits, .dmass = dmass, .din = din, .dxr = dxr});
-    const int th = tess_matmul_threads();
-    if (m->stack->team) tess_matmul_set_threads(1);
-    tess_matmul(G(m, m->i_router), dlogits, m->noise ? m->xj : m->in, E, C, N, true, false, 1.0f,
-                1.0f);
-    if (m->stack->team) tess_matmul_set_threads(th);
+    team_run(m, router_wgrad_part,
+             &(router_wgrad_job){.m = m, .N = N, .dlogits = dlogits,
+                                 .rin = m->noise ? m->xj : m->in});
 }
 
 static double moe_matmul_params(const tess_nn_ffn *f) {

@@ -399,9 +399,10 @@ typedef struct {
     tess_arena arena;
 } one_layer;
 
-static tess_status one_layer_build(one_layer *o, const tess_nn_moe_config *mc) {
+/* One MoE layer of C channels for up to 16 tokens. */
+static tess_status one_layer_build(one_layer *o, const tess_nn_moe_config *mc, int64_t C) {
     *o = (one_layer){0};
-    const tess_tfm_config tc = {.V = 8, .T = 16, .C = 6, .NH = 1, .F = 4, .L = 1};
+    const tess_tfm_config tc = {.V = 8, .T = 16, .C = C, .NH = 1, .F = 4, .L = 1};
     TESS_CHECK(tess_registry_create(&o->reg));
     TESS_CHECK(tess_nn_moe_stack_create(&o->st, mc));
     TESS_CHECK(tess_nn_moe_stack_make_ffn(o->st, 0, &tc, &o->f));
@@ -436,7 +437,7 @@ static void check_layer_stats_and_jitter(void) {
                                      .lambda_lb = 0.01, .seed = 11};
     tess_nn_moe_config mc = base;
     mc.drop = TESS_NN_MOE_DROP_POSITION, mc.capacity_factor = 0.5;
-    TESS_TEST_CHECK(one_layer_build(&o, &mc) == TESS_OK, "layer: %s", tess_error_text());
+    TESS_TEST_CHECK(one_layer_build(&o, &mc, C) == TESS_OK, "layer: %s", tess_error_text());
     tess_nn_ffn_forward(o.f, y0, x, N);
     tess_nn_moe_aux aux;
     tess_nn_moe_stack_aux(o.st, &aux);
@@ -446,13 +447,13 @@ static void check_layer_stats_and_jitter(void) {
                     "dropped %lld pairs, fraction %g", (long long)dropped, aux.dropped);
     one_layer_free(&o);
     mc = base;
-    TESS_TEST_CHECK(one_layer_build(&o, &mc) == TESS_OK, "layer: %s", tess_error_text());
+    TESS_TEST_CHECK(one_layer_build(&o, &mc, C) == TESS_OK, "layer: %s", tess_error_text());
     tess_nn_ffn_forward(o.f, y0, x, N);
     tess_nn_moe_stack_aux(o.st, &aux);
     TESS_TEST_CHECK(aux.dropped == 0 && tess_nn_moe_stack_dropped(o.st, 0) == 0, "dropless");
     one_layer_free(&o);
     mc.jitter = 0.5;
-    TESS_TEST_CHECK(one_layer_build(&o, &mc) == TESS_OK, "layer: %s", tess_error_text());
+    TESS_TEST_CHECK(one_layer_build(&o, &mc, C) == TESS_OK, "layer: %s", tess_error_text());
     tess_nn_ffn_forward(o.f, y1, x, N);
     TESS_TEST_CHECK(memcmp(y0, y1, sizeof y0) == 0, "no jitter when evaluating");
     tess_nn_moe_stack_set_step(o.st, true, 5, 100);
@@ -579,7 +580,7 @@ static void check_overwrite_kernels(void) {
  * and 3 over 4 experts: with R_sp, L_o and the z-loss on (softmax), and with sigmoid scores,
  * L_v, the selection bias and router jitter while training. */
 static void check_team_experts(void) {
-    enum { N = 16, C = 6 };
+    enum { N = 16, C = 40 }; /* C > 16: the router weight gradient's column split is real */
     float x[N * C], dy[N * C], y0[N * C], y1[N * C], dx0[N * C], dx1[N * C];
     tess_ref_fill_uniform(x, N * C, 47, 1.0f);
     tess_ref_fill_uniform(dy, N * C, 48, 1.0f);
@@ -594,7 +595,7 @@ static void check_team_experts(void) {
         const tess_nn_moe_config *mc = &cfgs[c];
         one_layer ser, par;
         tess_matmul_set_threads(1);
-        TESS_TEST_CHECK(one_layer_build(&ser, mc) == TESS_OK, "serial layer: %s",
+        TESS_TEST_CHECK(one_layer_build(&ser, mc, C) == TESS_OK, "serial layer: %s",
                         tess_error_text());
         TESS_TEST_CHECK(tess_nn_moe_stack_threads(ser.st) == 1, "one BLAS thread: no team");
         float *scratch = malloc((size_t)tess_nn_ffn_scratch_floats(ser.f, N) * sizeof(float));
@@ -606,7 +607,7 @@ static void check_team_experts(void) {
         tess_nn_moe_stack_aux(ser.st, &a0);
         for (int th = 2; th <= 3; th++) {
             tess_matmul_set_threads(th);
-            TESS_TEST_CHECK(one_layer_build(&par, mc) == TESS_OK, "team layer: %s",
+            TESS_TEST_CHECK(one_layer_build(&par, mc, C) == TESS_OK, "team layer: %s",
                             tess_error_text());
             TESS_TEST_CHECK(tess_nn_moe_stack_threads(par.st) == th,
                             "%d BLAS threads: a team of %d", th, tess_nn_moe_stack_threads(par.st));
