@@ -278,7 +278,9 @@ void tess_nn_moe_variance_backward_rows(float *dprobs, float dloss, const float 
 /* ---------- one SwiGLU expert on its n rows ---------- */
 
 /* y (n,C) = z @ w_down^T; caches a = x @ w_gate^T, b = x @ w_up^T, z = silu(a) * b, all (n,F);
- * x (n,C); w_gate, w_up (F,C); w_down (C,F). */
+ * x (n,C); w_gate, w_up (F,C); w_down (C,F). The products run on tess_matmul_tiles
+ * (tensor/matmul.h, AVX-512 register tiles; OpenBLAS without AVX-512) on the calling thread:
+ * each output row depends only on its input row. */
 void tess_nn_moe_expert_forward(float *y, float *a, float *b, float *z, const float *x,
                                 const float *w_gate, const float *w_up, const float *w_down,
                                 int64_t n, int64_t C, int64_t F);
@@ -410,8 +412,9 @@ tess_status tess_nn_moe_stack_make_ffn(void *ctx, int64_t layer, const tess_tfm_
  * ends the run). */
 tess_status tess_nn_moe_stack_status(const tess_nn_moe_stack *s);
 /* Threads the stack runs its local experts on: the BLAS thread count at tess_nn_moe_stack_create
- * when above 1 (a core/team.h team; each expert's products then run on one thread, OpenBLAS set
- * to one thread for that phase and restored after it), else 1 (in order, BLAS threads as set). */
+ * when above 1 (a core/team.h team; each expert's products run on one thread, OpenBLAS set to
+ * one thread for the team's phases and restored after them), else 1 (in order). With a single
+ * local expert it runs on the calling thread alone. */
 int tess_nn_moe_stack_threads(const tess_nn_moe_stack *s);
 /* Wall seconds this rank spent in the expert exchanges of every MoE layer (the plans and the row
  * exchanges of par/dispatch.h, waiting for the other ranks of ep included; not the local
