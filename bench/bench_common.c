@@ -8,8 +8,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/rng.h"   /* tess_rng_fill_normal */
-#include "core/timer.h" /* tess_timer_now */
+#include "core/rng.h"       /* tess_rng_fill_normal */
+#include "core/team.h"      /* tess_team_* */
+#include "core/timer.h"     /* tess_timer_now */
+#include "tensor/matmul.h"  /* tess_matmul_tiles */
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -29,9 +31,34 @@ double tess_bench_cpu_now(void) {
 
 enum { PEAK_MAX_REPS = 64 };
 
-tess_status tess_bench_sgemm_peak(int64_t n, int reps, double *wall, double *cpu) {
+/* One n x n x n product C = A B, row-major, on the chosen path: cblas_sgemm at the current
+ * OpenBLAS thread count, or tess_matmul_tiles with the rows of C split over a team. */
+typedef struct {
+    const float *a, *b;
+    float *c;
+    int64_t n;
+} peak_job;
+
+static void peak_tiles_part(void *ctx, int member, int nm) {
+    const peak_job *j = ctx;
+    const int64_t r0 = j->n * member / nm, r1 = j->n * (member + 1) / nm;
+    tess_matmul_tiles(j->c + r0 * j->n, j->n, j->a + r0 * j->n, j->n, j->b, j->n, r1 - r0, j->n,
+                      j->n, false, false, 1.0f, 0.0f, NULL);
+}
+
+static void peak_product(const peak_job *j, tess_team *team) {
+    const int ni = (int)j->n;
+    if (team)
+        tess_team_run(team, peak_tiles_part, (void *)j);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, ni, ni, 1.0f, j->a, ni, j->b,
+                    ni, 0.0f, j->c, ni);
+}
+
+/* The peak of tess_bench_sgemm_peak (team NULL) or tess_bench_tiles_peak. */
+static tess_status gemm_peak(int64_t n, int reps, tess_team *team, double *wall, double *cpu) {
     TESS_REQUIRE(n >= 1 && n <= 8192 && reps >= 1 && reps <= PEAK_MAX_REPS, TESS_ERR_ARG,
-                 "peak sgemm: n = %lld must be in [1, 8192] and reps = %d in [1, %d]",
+                 "peak gemm: n = %lld must be in [1, 8192] and reps = %d in [1, %d]",
                  (long long)n, reps, PEAK_MAX_REPS);
     float *a = malloc((size_t)(n * n) * sizeof *a), *b = malloc((size_t)(n * n) * sizeof *b);
     float *c = malloc((size_t)(n * n) * sizeof *c);
@@ -47,11 +74,10 @@ tess_status tess_bench_sgemm_peak(int64_t n, int reps, double *wall, double *cpu
     tess_rng_fill_normal(key, tess_rng_ctr(TESS_RNG_PURPOSE_TEST, 1), 0, n * n, a, 0.0f, 1.0f);
     tess_rng_fill_normal(key, tess_rng_ctr(TESS_RNG_PURPOSE_TEST, 2), 0, n * n, b, 0.0f, 1.0f);
     double tw[PEAK_MAX_REPS], tc[PEAK_MAX_REPS];
-    const int ni = (int)n;
+    const peak_job job = {.a = a, .b = b, .c = c, .n = n};
     for (int r = -1; r < reps; r++) { /* r = -1: warm-up (page faults, OpenBLAS buffers) */
         double w0 = tess_timer_now(), c0 = tess_bench_cpu_now();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, ni, ni, 1.0f, a, ni, b, ni, 0.0f,
-                    c, ni);
+        peak_product(&job, team);
         if (r >= 0) {
             tw[r] = tess_timer_now() - w0;
             tc[r] = tess_bench_cpu_now() - c0;
@@ -69,6 +95,18 @@ tess_status tess_bench_sgemm_peak(int64_t n, int reps, double *wall, double *cpu
     *wall = flops / best_w * 1e-9;
     *cpu = flops / best_c * 1e-9;
     return TESS_OK;
+}
+
+tess_status tess_bench_sgemm_peak(int64_t n, int reps, double *wall, double *cpu) {
+    return gemm_peak(n, reps, NULL, wall, cpu);
+}
+
+tess_status tess_bench_tiles_peak(int64_t n, int threads, int reps, double *wall, double *cpu) {
+    tess_team *team;
+    TESS_CHECK(tess_team_create(&team, threads));
+    const tess_status s = gemm_peak(n, reps, team, wall, cpu);
+    tess_team_destroy(&team);
+    return s;
 }
 
 void tess_bench_blas_setup(int threads) {

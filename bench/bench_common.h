@@ -29,6 +29,12 @@ double tess_bench_cpu_now(void);
  * down, so this errs towards a higher peak and a lower utilisation. TESS_ERR_MEM if the operands
  * cannot be allocated. */
 tess_status tess_bench_sgemm_peak(int64_t n, int reps, double *wall, double *cpu);
+/* The same for tess_matmul_tiles (tensor/matmul.h: single-threaded AVX-512 register tiles), the
+ * rows of C split evenly over a core/team.h team of `threads` members, each member's rows one
+ * tess_matmul_tiles call: what the tiles give on that many cores. Without AVX-512 at compile
+ * time the tiles are tess_matmul_ld, so this measures OpenBLAS (at its current thread count)
+ * per member. TESS_ERR_MEM as above, or when the team's threads cannot be started. */
+tess_status tess_bench_tiles_peak(int64_t n, int threads, int reps, double *wall, double *cpu);
 
 /* Set the OpenBLAS thread count (1 unless the driver asks for more) and print the library's
  * facts as "blas_config", "blas_core" and "blas_threads" lines on stdout. */

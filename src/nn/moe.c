@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "nn/linear.h"     /* tess_nn_linear_* */
-#include "tensor/matmul.h" /* tess_matmul */
+#include "tensor/matmul.h" /* tess_matmul_tiles */
 #include "tensor/tensor.h" /* tess_tensor_expf */
 
 /* ---------- router ---------- */
@@ -447,22 +447,32 @@ static void token_cos(float *nrm, float *cs, const float *z, const int32_t *rows
 
 /* A pair's gradient in one pass over its rows: du (n) += a v - bu u, dv (n) += a u - bv v, in
  * blocks of a known trip count (vectorised at -O2, as tess_tensor_axpy); du, dv, u, v four
- * distinct rows. */
-static inline void pair_grad_block(float *restrict du, float *restrict dv, float a, float bu,
-                                   float bv, const float *restrict u, const float *restrict v,
-                                   int64_t m) {
+ * distinct rows. set_u, set_v: that row is written (=) instead, not read (constants where
+ * inlined). */
+static inline __attribute__((always_inline)) void pair_grad_block(
+    float *restrict du, float *restrict dv, float a, float bu, float bv, const float *restrict u,
+    const float *restrict v, int64_t m, const bool set_u, const bool set_v) {
     for (int64_t i = 0; i < m; i++) {
-        du[i] += a * v[i] - bu * u[i];
-        dv[i] += a * u[i] - bv * v[i];
+        const float gu = a * v[i] - bu * u[i], gv = a * u[i] - bv * v[i];
+        du[i] = set_u ? gu : du[i] + gu;
+        dv[i] = set_v ? gv : dv[i] + gv;
     }
 }
-static void pair_grad(float *du, float *dv, float a, float bu, float bv, const float *u,
-                      const float *v, int64_t n) {
+static inline __attribute__((always_inline)) void pair_grad_sets(
+    float *du, float *dv, float a, float bu, float bv, const float *u, const float *v, int64_t n,
+    const bool set_u, const bool set_v) {
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16) pair_grad_block(du + i, dv + i, a, bu, bv, u + i, v + i, 16);
-    pair_grad_block(du + i, dv + i, a, bu, bv, u + i, v + i, n - i);
+    for (; i + 16 <= n; i += 16)
+        pair_grad_block(du + i, dv + i, a, bu, bv, u + i, v + i, 16, set_u, set_v);
+    pair_grad_block(du + i, dv + i, a, bu, bv, u + i, v + i, n - i, set_u, set_v);
 }
-
+static void pair_grad(float *du, float *dv, float a, float bu, float bv, const float *u,
+                      const float *v, int64_t n, bool set_u, bool set_v) {
+    if (set_u && set_v) pair_grad_sets(du, dv, a, bu, bv, u, v, n, true, true);
+    else if (set_u) pair_grad_sets(du, dv, a, bu, bv, u, v, n, true, false);
+    else if (set_v) pair_grad_sets(du, dv, a, bu, bv, u, v, n, false, true);
+    else pair_grad_sets(du, dv, a, bu, bv, u, v, n, false, false);
+}
 
 float tess_nn_moe_rsp_forward(const float *z, const int32_t *row_of, int64_t N, int64_t k,
                               int64_t F, tess_nn_moe_phi phi) {
@@ -564,20 +574,23 @@ void tess_nn_moe_rsp_backward_grp(float *dz, float dloss, const float *cache, co
     tess_nn_moe_rsp_backward_rows(dz, dloss, cache, z, row_of, grp, 0, N, N, k, F, phi);
 }
 
-void tess_nn_moe_rsp_backward_rows(float *dz, float dloss, const float *cache, const float *z,
-                                   const int32_t *row_of, const int32_t *grp, int64_t t0,
-                                   int64_t t1, int64_t N, int64_t k, int64_t F,
-                                   tess_nn_moe_phi phi) {
+/* rsp_backward_rows (set false: += into dz) or rsp_backward_rows_set (set: the first pair of a
+ * row writes it, a kept slot in no pair gets zeros). */
+static void rsp_backward_tokens(float *dz, float dloss, const float *cache, const float *z,
+                                const int32_t *row_of, const int32_t *grp, int64_t t0, int64_t t1,
+                                int64_t N, int64_t k, int64_t F, tess_nn_moe_phi phi, bool set) {
     /* Unordered pair {s,r} counted twice: dR/du = 2 phi'(c) dc/du / (N k (k-1)), with
      * dc/du = v/den - c u/|u|^2 when the denominator is |u||v| (unclamped), v/den otherwise;
      * dR/dv likewise, both in one pass (pair_grad). */
     TESS_ASSERT(k >= 2 && k <= MOE_KMAX);
     const int64_t cw = tess_nn_moe_rsp_cache_floats(k);
     float nrm[MOE_KMAX], cs[MOE_KMAX * MOE_KMAX];
+    bool added[MOE_KMAX]; /* set: the slot's row holds a gradient already */
     const double w = 2.0 * (double)dloss / ((double)N * (double)(k * (k - 1)));
     for (int64_t t = t0; t < t1; t++) {
         const int32_t *rows = row_of + t * k, *g = grp ? grp + t * k : NULL;
         token_cos(nrm, cs, z, rows, g, k, F, cache ? cache + t * cw : NULL, NULL);
+        for (int64_t s = 0; s < k; s++) added[s] = !set;
         for (int64_t s = 0; s < k; s++)
             for (int64_t r = s + 1; r < k; r++) {
                 if (!pair_on(rows, g, s, r)) continue;
@@ -588,9 +601,28 @@ void tess_nn_moe_rsp_backward_rows(float *dz, float dloss, const float *cache, c
                 const float bu = clamped ? 0.0f : a * c / (nrm[s] * nrm[s]);
                 const float bv = clamped ? 0.0f : a * c / (nrm[r] * nrm[r]);
                 pair_grad(dz + (int64_t)rows[s] * F, dz + (int64_t)rows[r] * F,
-                          a / (clamped ? TESS_NN_MOE_COS_EPS : prod), bu, bv, u, v, F);
+                          a / (clamped ? TESS_NN_MOE_COS_EPS : prod), bu, bv, u, v, F, !added[s],
+                          !added[r]);
+                added[s] = added[r] = true;
             }
+        for (int64_t s = 0; s < k; s++)
+            if (!added[s] && rows[s] >= 0)
+                memset(dz + (int64_t)rows[s] * F, 0, (size_t)F * sizeof(float));
     }
+}
+
+void tess_nn_moe_rsp_backward_rows(float *dz, float dloss, const float *cache, const float *z,
+                                   const int32_t *row_of, const int32_t *grp, int64_t t0,
+                                   int64_t t1, int64_t N, int64_t k, int64_t F,
+                                   tess_nn_moe_phi phi) {
+    rsp_backward_tokens(dz, dloss, cache, z, row_of, grp, t0, t1, N, k, F, phi, false);
+}
+
+void tess_nn_moe_rsp_backward_rows_set(float *dz, float dloss, const float *cache,
+                                       const float *z, const int32_t *row_of, const int32_t *grp,
+                                       int64_t t0, int64_t t1, int64_t N, int64_t k, int64_t F,
+                                       tess_nn_moe_phi phi) {
+    rsp_backward_tokens(dz, dloss, cache, z, row_of, grp, t0, t1, N, k, F, phi, true);
 }
 
 float tess_nn_moe_rsp_forward_ref(const float *z, const int32_t *row_of, int64_t N, int64_t k,
@@ -864,24 +896,31 @@ void tess_nn_moe_expert_forward(float *y, float *a, float *b, float *z, const fl
                                 const float *w_gate, const float *w_up, const float *w_down,
                                 int64_t n, int64_t C, int64_t F) {
     if (n == 0) return;
-    tess_nn_linear_forward(a, x, w_gate, NULL, n, C, F);
-    tess_nn_linear_forward(b, x, w_up, NULL, n, C, F);
+    tess_nn_linear_tiles_forward(a, x, w_gate, NULL, n, C, F);
+    tess_nn_linear_tiles_forward(b, x, w_up, NULL, n, C, F);
     silu_mul(z, a, b, n * F);
-    tess_nn_linear_forward(y, z, w_down, NULL, n, F, C);
+    tess_nn_linear_tiles_forward(y, z, w_down, NULL, n, F, C);
 }
 
 void tess_nn_moe_expert_backward(float *dx, float *dw_gate, float *dw_up, float *dw_down,
                                  float *dz, float *db, const float *dy, const float *x,
                                  const float *w_gate, const float *w_up, const float *w_down,
                                  const float *a, const float *b, const float *z, int64_t n,
-                                 int64_t C, int64_t F) {
+                                 int64_t C, int64_t F, float beta_dx, float beta_dz) {
+    TESS_ASSERT((beta_dx == 0.0f || beta_dx == 1.0f) && (beta_dz == 0.0f || beta_dz == 1.0f));
     if (n == 0) return;
-    /* dz += dy @ w_down; dw_down += dy^T z */
-    tess_nn_linear_backward(dz, dw_down, NULL, dy, z, w_down, n, F, C);
+    /* dz = beta_dz dz + dy @ w_down; dw_down += dy^T z */
+    tess_matmul_tiles(dz, F, dy, C, w_down, F, n, F, C, false, false, 1.0f, beta_dz, NULL);
+    tess_matmul_tiles(dw_down, F, dy, C, z, F, C, F, n, true, false, 1.0f, 1.0f, NULL);
     /* da (into dz) = dz * b * s (1 + a (1 - s)); db = dz * silu(a) */
     silu_mul_backward(dz, db, a, b, n * F);
-    tess_nn_linear_backward(dx, dw_gate, NULL, dz, x, w_gate, n, C, F);
-    tess_nn_linear_backward(dx, dw_up, NULL, db, x, w_up, n, C, F);
+    /* dx = beta_dx dx + da @ w_gate + db @ w_up; dw_gate += da^T x, dw_up += db^T x */
+    if (dx) {
+        tess_matmul_tiles(dx, C, dz, F, w_gate, C, n, C, F, false, false, 1.0f, beta_dx, NULL);
+        tess_matmul_tiles(dx, C, db, F, w_up, C, n, C, F, false, false, 1.0f, 1.0f, NULL);
+    }
+    tess_matmul_tiles(dw_gate, C, dz, F, x, C, F, C, n, true, false, 1.0f, 1.0f, NULL);
+    tess_matmul_tiles(dw_up, C, db, F, x, C, F, C, n, true, false, 1.0f, 1.0f, NULL);
 }
 
 void tess_nn_moe_expert_forward_ref(float *y, float *a, float *b, float *z, const float *x,
@@ -910,7 +949,7 @@ void tess_nn_moe_expert_backward_ref(float *dx, float *dw_gate, float *dw_up, fl
                                      float *dz, float *db, const float *dy, const float *x,
                                      const float *w_gate, const float *w_up, const float *w_down,
                                      const float *a, const float *b, const float *z, int64_t n,
-                                     int64_t C, int64_t F) {
+                                     int64_t C, int64_t F, float beta_dx, float beta_dz) {
     for (int64_t c = 0; c < C; c++)
         for (int64_t f = 0; f < F; f++) {
             double acc = 0;
@@ -919,7 +958,7 @@ void tess_nn_moe_expert_backward_ref(float *dx, float *dw_gate, float *dw_up, fl
         }
     for (int64_t i = 0; i < n; i++)
         for (int64_t f = 0; f < F; f++) {
-            double d = dz[i * F + f];
+            double d = beta_dz != 0.0f ? dz[i * F + f] : 0.0;
             for (int64_t c = 0; c < C; c++) d += (double)dy[i * C + c] * w_down[c * F + f];
             double g = a[i * F + f], s = 1.0 / (1.0 + exp(-g));
             db[i * F + f] = (float)(d * g * s);
@@ -942,6 +981,6 @@ void tess_nn_moe_expert_backward_ref(float *dx, float *dw_gate, float *dw_up, fl
                 for (int64_t f = 0; f < F; f++)
                     acc += (double)dz[i * F + f] * w_gate[f * C + c] +
                            (double)db[i * F + f] * w_up[f * C + c];
-                dx[i * C + c] += (float)acc;
+                dx[i * C + c] = (beta_dx != 0.0f ? dx[i * C + c] : 0.0f) + (float)acc;
             }
 }

@@ -232,6 +232,14 @@ void tess_nn_moe_rsp_backward_rows(float *dz, float dloss, const float *cache, c
                                    const int32_t *row_of, const int32_t *grp, int64_t t0,
                                    int64_t t1, int64_t N, int64_t k, int64_t F,
                                    tess_nn_moe_phi phi);
+/* rsp_backward_rows that overwrites instead of adding: the dz rows of the kept slots of tokens
+ * [t0, t1) are R_sp's gradient (zeros for a kept slot in no pair), the same values as zeroing
+ * those rows first and then rsp_backward_rows (zeros may differ in sign), without reading dz:
+ * one pass over the rows less. */
+void tess_nn_moe_rsp_backward_rows_set(float *dz, float dloss, const float *cache,
+                                       const float *z, const int32_t *row_of, const int32_t *grp,
+                                       int64_t t0, int64_t t1, int64_t N, int64_t k, int64_t F,
+                                       tess_nn_moe_phi phi);
 void tess_nn_moe_rsp_sums_ref(double sums[TESS_NN_MOE_PHI_COUNT], const float *z,
                               const int32_t *row_of, const int32_t *grp, int64_t N, int64_t k,
                               int64_t F);
@@ -270,17 +278,22 @@ void tess_nn_moe_variance_backward_rows(float *dprobs, float dloss, const float 
 /* ---------- one SwiGLU expert on its n rows ---------- */
 
 /* y (n,C) = z @ w_down^T; caches a = x @ w_gate^T, b = x @ w_up^T, z = silu(a) * b, all (n,F);
- * x (n,C); w_gate, w_up (F,C); w_down (C,F). */
+ * x (n,C); w_gate, w_up (F,C); w_down (C,F). The products run on tess_matmul_tiles
+ * (tensor/matmul.h, AVX-512 register tiles; OpenBLAS without AVX-512) on the calling thread:
+ * each output row depends only on its input row. */
 void tess_nn_moe_expert_forward(float *y, float *a, float *b, float *z, const float *x,
                                 const float *w_gate, const float *w_up, const float *w_down,
                                 int64_t n, int64_t C, int64_t F);
-/* dx (n,C) or NULL, dw_gate, dw_up (F,C), dw_down (C,F): +=. dz (n,F): on entry an extra
- * gradient of z (R_sp's, or zeros), clobbered; db (n,F) scratch. dy (n,C); the rest as forward. */
+/* dx (n,C) = beta_dx dx + the input gradient, or NULL; dw_gate, dw_up (F,C), dw_down (C,F): +=.
+ * dz (n,F): on entry, with beta_dz = 1, an extra gradient of z (R_sp's); with beta_dz = 0 not
+ * read (no zeroing needed); clobbered. beta_dx, beta_dz each 0 or 1. db (n,F) scratch. dy (n,C);
+ * the rest as forward. The products run on tess_matmul_tiles (tensor/matmul.h): one thread,
+ * each row of dx and each weight-gradient element summed in a fixed order. */
 void tess_nn_moe_expert_backward(float *dx, float *dw_gate, float *dw_up, float *dw_down,
                                  float *dz, float *db, const float *dy, const float *x,
                                  const float *w_gate, const float *w_up, const float *w_down,
                                  const float *a, const float *b, const float *z, int64_t n,
-                                 int64_t C, int64_t F);
+                                 int64_t C, int64_t F, float beta_dx, float beta_dz);
 void tess_nn_moe_expert_forward_ref(float *y, float *a, float *b, float *z, const float *x,
                                     const float *w_gate, const float *w_up, const float *w_down,
                                     int64_t n, int64_t C, int64_t F);
@@ -288,7 +301,7 @@ void tess_nn_moe_expert_backward_ref(float *dx, float *dw_gate, float *dw_up, fl
                                      float *dz, float *db, const float *dy, const float *x,
                                      const float *w_gate, const float *w_up, const float *w_down,
                                      const float *a, const float *b, const float *z, int64_t n,
-                                     int64_t C, int64_t F);
+                                     int64_t C, int64_t F, float beta_dx, float beta_dz);
 
 /* ---------- the layer and the stack of a model's MoE layers ---------- */
 
@@ -399,8 +412,9 @@ tess_status tess_nn_moe_stack_make_ffn(void *ctx, int64_t layer, const tess_tfm_
  * ends the run). */
 tess_status tess_nn_moe_stack_status(const tess_nn_moe_stack *s);
 /* Threads the stack runs its local experts on: the BLAS thread count at tess_nn_moe_stack_create
- * when above 1 (a core/team.h team; each expert's products then run on one thread, OpenBLAS set
- * to one thread for that phase and restored after it), else 1 (in order, BLAS threads as set). */
+ * when above 1 (a core/team.h team; each expert's products run on one thread, OpenBLAS set to
+ * one thread for the team's phases and restored after them), else 1 (in order). With a single
+ * local expert it runs on the calling thread alone. */
 int tess_nn_moe_stack_threads(const tess_nn_moe_stack *s);
 /* Wall seconds this rank spent in the expert exchanges of every MoE layer (the plans and the row
  * exchanges of par/dispatch.h, waiting for the other ranks of ep included; not the local

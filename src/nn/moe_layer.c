@@ -13,7 +13,7 @@
 #include "core/timer.h"   /* tess_timer_now */
 #include "nn/mlp.h"       /* tess_nn_mlp_swiglu_* */
 #include "nn/moe.h"
-#include "tensor/matmul.h" /* tess_matmul, tess_matmul_threads, tess_matmul_set_threads */
+#include "tensor/matmul.h" /* tess_matmul_tiles, tess_matmul_threads, _set_threads */
 #include "tensor/tensor.h" /* tess_tensor_axpy, tess_tensor_dot */
 #include "par/coll.h"      /* tess_par_allreduce_i64 */
 #include "par/dispatch.h"  /* tess_dispatch_* */
@@ -709,12 +709,12 @@ static tess_status fast_backward(moe_layer *m, float *dz, float *dzg, float dlos
 }
 
 /* The local experts' forward (bwd false) or backward on the rows of the last forward: the
- * expert side's buffers, and in backward dxg (overwritten: zeroed, then the experts' gradients
- * added), dzg (in: R_sp's gradient of z, or with zero_dz zeroed first; clobbered), db (scratch)
+ * expert side's buffers, and in backward dxg (overwritten by the experts' first products, not
+ * read), dzg (in: R_sp's gradient of z when dz_in, else not read; clobbered), db (scratch)
  * and dyg, all in the layer's [expert][rows] order. */
 typedef struct {
     moe_layer *m;
-    bool bwd, zero_dz;
+    bool bwd, dz_in;
     float *dxg, *dzg, *db;
     const float *dyg;
 } expert_job;
@@ -741,13 +741,12 @@ static void expert_part(void *ctx, int member, int n) {
                                        m->xg + o * C, wg + j * F * C, wu + j * F * C,
                                        wd + j * C * F, m->rows[j], C, F);
         } else {
-            memset(jb->dxg + o * C, 0, (size_t)(m->rows[j] * C) * sizeof(float));
-            if (jb->zero_dz) memset(jb->dzg + o * F, 0, (size_t)(m->rows[j] * F) * sizeof(float));
             tess_nn_moe_expert_backward(jb->dxg + o * C, dwg + j * F * C, dwu + j * F * C,
                                         dwd + j * C * F, jb->dzg + o * F, jb->db + o * F,
                                         jb->dyg + o * C, m->xg + o * C, wg + j * F * C,
                                         wu + j * F * C, wd + j * C * F, m->a + o * F,
-                                        m->b + o * F, m->zg + o * F, m->rows[j], C, F);
+                                        m->b + o * F, m->zg + o * F, m->rows[j], C, F, 0.0f,
+                                        jb->dz_in ? 1.0f : 0.0f);
         }
     }
 }
@@ -792,8 +791,9 @@ typedef struct {
     const float *in;
     float *out, *dgates;
     /* R_sp at home (not the fast path), on the same tokens: COMBINE with rsp also writes their
-     * cosines and norms into sp_cos; COMBINE_BWD with dz (Rm,F) zeroes their kept rows of dz and
-     * adds R_sp's gradient (dloss: the loss scale times lambda_sp) */
+     * cosines and norms into sp_cos; COMBINE_BWD with dz (Rm,F) writes R_sp's gradient into
+     * their kept rows of dz (zeros for a kept slot in no pair; dloss: the loss scale times
+     * lambda_sp) */
     bool rsp;
     float *dz;
     float dloss;
@@ -837,7 +837,6 @@ static void rows_part(void *ctx, int member, int n) {
                 const float *d = jb->in + t * C;
                 jb->dgates[t * k + s] = (float)tess_tensor_dot(d, m->y + (int64_t)rows[s] * C, C);
                 scale_copy(jb->out + (int64_t)rows[s] * C, m->gates[t * k + s], d, C);
-                if (jb->dz) memset(jb->dz + (int64_t)rows[s] * F, 0, (size_t)F * sizeof(float));
             }
             break;
         case ROWS_UNPERMUTE:
@@ -849,9 +848,9 @@ static void rows_part(void *ctx, int member, int n) {
     }
     if (jb->kind == ROWS_COMBINE && jb->rsp)
         tess_nn_moe_rsp_cache(m->sp_cos, m->z, m->row_of, NULL, lo, hi, k, F);
-    if (jb->kind == ROWS_COMBINE_BWD && jb->dz) /* every row of these tokens zeroed above */
-        tess_nn_moe_rsp_backward_rows(jb->dz, jb->dloss, m->sp_cos, m->z, m->row_of, NULL, lo, hi,
-                                      jb->n, k, F, m->stack->cfg.phi);
+    if (jb->kind == ROWS_COMBINE_BWD && jb->dz) /* writes every kept row of these tokens */
+        tess_nn_moe_rsp_backward_rows_set(jb->dz, jb->dloss, m->sp_cos, m->z, m->row_of, NULL,
+                                          lo, hi, jb->n, k, F, m->stack->cfg.phi);
 }
 
 /* rows_part on the stack's team, or on the calling thread without one. No BLAS inside. */
@@ -941,6 +940,37 @@ static void router_bwd_part(void *ctx, int member, int n) {
     /* jitter: the router saw x u, so din += (dlogits W_r) u */
     tess_nn_moe_router_input_grad(jb->dxr + lo * C, dlogits, w, nr, C, E, 0.0f);
     for (int64_t i = lo * C; i < hi * C; i++) jb->din[i] += jb->dxr[i] * m->noise[i];
+}
+
+/* The router weight's gradient dW_r (E,C) += dlogits (N,E)^T rin (N,C), member `member` of n
+ * taking the columns [c0, c1) (cut at multiples of 16): one tess_matmul_tiles call, whose
+ * elements each sum their N products in a fixed order that does not depend on the columns
+ * around them, so the split gives the serial values bit for bit. That holds for the AVX-512
+ * tiles; without AVX-512 tess_matmul_tiles is OpenBLAS, which does not promise it, and member
+ * 0 takes every column. */
+#if defined(__AVX512F__)
+enum { WGRAD_SPLIT = 1 };
+#else
+enum { WGRAD_SPLIT = 0 };
+#endif
+
+typedef struct {
+    moe_layer *m;
+    int64_t N;
+    const float *dlogits, *rin;
+} router_wgrad_job;
+
+static void router_wgrad_part(void *ctx, int member, int n) {
+    const router_wgrad_job *jb = ctx;
+    const moe_layer *m = jb->m;
+    const int64_t C = m->base.C, E = m->E;
+    if (!WGRAD_SPLIT) member = member == 0 ? 0 : n, n = 1; /* member 0: [0, C); others none */
+    if (member >= n) return;
+    const int64_t c0 = member == 0 ? 0 : C * member / n / 16 * 16;
+    const int64_t c1 = member == n - 1 ? C : C * (member + 1) / n / 16 * 16;
+    if (c1 > c0)
+        tess_matmul_tiles(G(m, m->i_router) + c0, C, jb->dlogits, E, jb->rin + c0, C, E, c1 - c0,
+                          jb->N, true, false, 1.0f, 1.0f, NULL);
 }
 
 static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) {
@@ -1057,7 +1087,7 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
     if (!m->plan) dyg = dy, dxg = dxp, dzg = dz; /* the expert side is the home side */
     /* combine: dg_{t,s} = <dout_t, y_row>, dy_row = g_{t,s} dout_t; 0 for dropped slots and
      * padding rows; with R_sp at home (not the fast path) its gradient of z, dz: padding rows
-     * zeroed here, the kept rows zeroed and R_sp's gradient added per token by the team */
+     * zeroed here, the kept rows written with R_sp's gradient per token by the team */
     float *dzh = !m->fast && cfg->lambda_sp > 0 ? dz : NULL;
     for (int64_t r = 0; r < Rn; r++)
         if (m->row_tok[r] < 0) {
@@ -1089,9 +1119,9 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
         if (cfg->lambda_sp > 0 && !m->fast)
             for (int64_t i = 0; i < rx * F; i++) dzg[i] *= inv;
     }
-    /* dxg, and dzg without R_sp, are zeroed per expert in experts_run (in cache, in parallel) */
+    /* dxg, and dzg without R_sp, are written by each expert's first product (beta = 0) */
     experts_run(m, &(expert_job){.m = m, .bwd = true, .dxg = dxg, .dzg = dzg, .db = db,
-                                 .dyg = dyg, .zero_dz = cfg->lambda_sp <= 0});
+                                 .dyg = dyg, .dz_in = cfg->lambda_sp > 0});
     if (m->plan) {
         const float p = (float)m->P;
         for (int64_t i = 0; i < rx * C; i++) dxg[i] *= p;
@@ -1106,17 +1136,14 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
                                     m->s_gate, m->s_up, m->s_h, N, C, m->Fs);
     }
     /* router: gates, LB, L_v, R_cp through the top-k mass, the scores, z-loss, per token on the
-     * team; then its weight gradient dlogits^T (x u) on the calling thread (one BLAS thread
-     * with a team, as the team's phases) */
+     * team; then its weight gradient dlogits^T (x u), split over the team by columns */
     float *dxr = m->noise ? dgates + scratch_head(m, N) - N * C : NULL;
     team_run(m, router_bwd_part,
              &(router_bwd_job){.m = m, .N = N, .dgates = dgates, .dprobs = dprobs,
                                .dlogits = dlogits, .dmass = dmass, .din = din, .dxr = dxr});
-    const int th = tess_matmul_threads();
-    if (m->stack->team) tess_matmul_set_threads(1);
-    tess_matmul(G(m, m->i_router), dlogits, m->noise ? m->xj : m->in, E, C, N, true, false, 1.0f,
-                1.0f);
-    if (m->stack->team) tess_matmul_set_threads(th);
+    team_run(m, router_wgrad_part,
+             &(router_wgrad_job){.m = m, .N = N, .dlogits = dlogits,
+                                 .rin = m->noise ? m->xj : m->in});
 }
 
 static double moe_matmul_params(const tess_nn_ffn *f) {

@@ -92,7 +92,7 @@ static void check_proposition1(void) {
         memset(dwg, 0, sizeof dwg);
         memset(dwu, 0, sizeof dwu);
         tess_nn_moe_expert_backward(NULL, dwg, dwu, dwd[e], dz, db, dy, x, wg[e], wu[e], wd[e],
-                                    a[e], b[e], z[e], 1, C, F);
+                                    a[e], b[e], z[e], 1, C, F, 1.0f, 1.0f);
     }
     double gg = 0, g0 = 0, g1 = 0, zz = 0, z0 = 0, z1 = 0;
     for (int i = 0; i < C * F; i++)
@@ -399,9 +399,10 @@ typedef struct {
     tess_arena arena;
 } one_layer;
 
-static tess_status one_layer_build(one_layer *o, const tess_nn_moe_config *mc) {
+/* One MoE layer of C channels for up to 16 tokens. */
+static tess_status one_layer_build(one_layer *o, const tess_nn_moe_config *mc, int64_t C) {
     *o = (one_layer){0};
-    const tess_tfm_config tc = {.V = 8, .T = 16, .C = 6, .NH = 1, .F = 4, .L = 1};
+    const tess_tfm_config tc = {.V = 8, .T = 16, .C = C, .NH = 1, .F = 4, .L = 1};
     TESS_CHECK(tess_registry_create(&o->reg));
     TESS_CHECK(tess_nn_moe_stack_create(&o->st, mc));
     TESS_CHECK(tess_nn_moe_stack_make_ffn(o->st, 0, &tc, &o->f));
@@ -436,7 +437,7 @@ static void check_layer_stats_and_jitter(void) {
                                      .lambda_lb = 0.01, .seed = 11};
     tess_nn_moe_config mc = base;
     mc.drop = TESS_NN_MOE_DROP_POSITION, mc.capacity_factor = 0.5;
-    TESS_TEST_CHECK(one_layer_build(&o, &mc) == TESS_OK, "layer: %s", tess_error_text());
+    TESS_TEST_CHECK(one_layer_build(&o, &mc, C) == TESS_OK, "layer: %s", tess_error_text());
     tess_nn_ffn_forward(o.f, y0, x, N);
     tess_nn_moe_aux aux;
     tess_nn_moe_stack_aux(o.st, &aux);
@@ -446,13 +447,13 @@ static void check_layer_stats_and_jitter(void) {
                     "dropped %lld pairs, fraction %g", (long long)dropped, aux.dropped);
     one_layer_free(&o);
     mc = base;
-    TESS_TEST_CHECK(one_layer_build(&o, &mc) == TESS_OK, "layer: %s", tess_error_text());
+    TESS_TEST_CHECK(one_layer_build(&o, &mc, C) == TESS_OK, "layer: %s", tess_error_text());
     tess_nn_ffn_forward(o.f, y0, x, N);
     tess_nn_moe_stack_aux(o.st, &aux);
     TESS_TEST_CHECK(aux.dropped == 0 && tess_nn_moe_stack_dropped(o.st, 0) == 0, "dropless");
     one_layer_free(&o);
     mc.jitter = 0.5;
-    TESS_TEST_CHECK(one_layer_build(&o, &mc) == TESS_OK, "layer: %s", tess_error_text());
+    TESS_TEST_CHECK(one_layer_build(&o, &mc, C) == TESS_OK, "layer: %s", tess_error_text());
     tess_nn_ffn_forward(o.f, y1, x, N);
     TESS_TEST_CHECK(memcmp(y0, y1, sizeof y0) == 0, "no jitter when evaluating");
     tess_nn_moe_stack_set_step(o.st, true, 5, 100);
@@ -517,6 +518,60 @@ static void check_rows_kernels(void) {
     TESS_TEST_CHECK(memcmp(a, b, sizeof a) == 0, "rsp backward rows");
 }
 
+/* rsp_backward_rows_set over two token ranges, on rows full of NaN, equals zeroing the kept
+ * rows and adding with rsp_backward_rows (k = 2 and 3, each with a dropped slot: a kept slot
+ * left in no pair gets zeros, a dropped slot's row is not touched); and expert_backward with
+ * beta 0 on NaN-filled dx and dz equals beta 1 on zeros. */
+static void check_overwrite_kernels(void) {
+    enum { N = 9, KMAX = 3, F = 7, C = 5, NR = 6 };
+    float z[N * KMAX * F], a[N * KMAX * F], b[N * KMAX * F], cache[N * 6];
+    int32_t row_of[N * KMAX];
+    tess_ref_fill_uniform(z, N * KMAX * F, 81, 1.0f);
+    for (int64_t K = 2; K <= KMAX; K++) {
+        const int64_t R = N * K;
+        for (int64_t i = 0; i < R; i++) row_of[i] = (int32_t)((i * 7) % R);
+        const int32_t dropped = row_of[3];
+        row_of[3] = -1; /* token 1's slot 1 (k = 2: slot 0 is then in no pair) */
+        double sums[TESS_NN_MOE_PHI_COUNT];
+        tess_nn_moe_rsp_sums(sums, cache, z, row_of, NULL, N, K, F);
+        memset(a, 0, sizeof a);
+        for (int64_t i = 0; i < N * KMAX * F; i++) b[i] = NAN;
+        tess_nn_moe_rsp_backward_rows(a, 0.5f, cache, z, row_of, NULL, 0, N, N, K, F,
+                                      TESS_NN_MOE_PHI_SQ);
+        tess_nn_moe_rsp_backward_rows_set(b, 0.5f, cache, z, row_of, NULL, 4, N, N, K, F,
+                                          TESS_NN_MOE_PHI_SQ);
+        tess_nn_moe_rsp_backward_rows_set(b, 0.5f, cache, z, row_of, NULL, 0, 4, N, K, F,
+                                          TESS_NN_MOE_PHI_SQ);
+        bool same = true;
+        for (int64_t i = 0; i < R; i++)
+            if (row_of[i] >= 0)
+                same = same && memcmp(a + row_of[i] * F, b + row_of[i] * F, F * sizeof(float)) == 0;
+        TESS_TEST_CHECK(same, "rsp backward set = zero + add (k = %lld)", (long long)K);
+        TESS_TEST_CHECK(isnan(b[dropped * F]), "a dropped slot's row untouched (k = %lld)",
+                        (long long)K);
+    }
+    float x[NR * C], dy[NR * C], wg[F * C], wu[F * C], wd[C * F], ab[3][NR * F], y[NR * C];
+    float dx[2][NR * C], dz[2][NR * F], db[NR * F], dw[2][3][F * C];
+    tess_ref_fill_uniform(x, NR * C, 82, 1.0f);
+    tess_ref_fill_uniform(dy, NR * C, 83, 1.0f);
+    tess_ref_fill_uniform(wg, F * C, 84, 0.5f);
+    tess_ref_fill_uniform(wu, F * C, 85, 0.5f);
+    tess_ref_fill_uniform(wd, C * F, 86, 0.5f);
+    tess_nn_moe_expert_forward(y, ab[0], ab[1], ab[2], x, wg, wu, wd, NR, C, F);
+    memset(dw, 0, sizeof dw);
+    for (int v = 0; v < 2; v++) {
+        for (int64_t i = 0; i < NR * C; i++) dx[v][i] = v ? NAN : 0.0f;
+        for (int64_t i = 0; i < NR * F; i++) dz[v][i] = v ? NAN : 0.0f;
+        tess_nn_moe_expert_backward(dx[v], dw[v][0], dw[v][1], dw[v][2], dz[v], db, dy, x, wg,
+                                    wu, wd, ab[0], ab[1], ab[2], NR, C, F, v ? 0.0f : 1.0f,
+                                    v ? 0.0f : 1.0f);
+    }
+    TESS_TEST_CHECK(memcmp(dx[0], dx[1], sizeof dx[0]) == 0 &&
+                        memcmp(dz[0], dz[1], sizeof dz[0]) == 0 &&
+                        memcmp(dw[0], dw[1], sizeof dw[0]) == 0,
+                    "expert backward: beta 0 on NaN = beta 1 on zeros");
+}
+
 /* With more than one BLAS thread the stack runs the experts side by side on a thread team, and
  * the router, its backward, R_sp at home and the row loops split over tokens: the layer's
  * output, aux values, input gradient and every parameter gradient equal the serial layer's bit
@@ -525,7 +580,7 @@ static void check_rows_kernels(void) {
  * and 3 over 4 experts: with R_sp, L_o and the z-loss on (softmax), and with sigmoid scores,
  * L_v, the selection bias and router jitter while training. */
 static void check_team_experts(void) {
-    enum { N = 16, C = 6 };
+    enum { N = 16, C = 40 }; /* C > 16: the router weight gradient's column split is real */
     float x[N * C], dy[N * C], y0[N * C], y1[N * C], dx0[N * C], dx1[N * C];
     tess_ref_fill_uniform(x, N * C, 47, 1.0f);
     tess_ref_fill_uniform(dy, N * C, 48, 1.0f);
@@ -540,7 +595,7 @@ static void check_team_experts(void) {
         const tess_nn_moe_config *mc = &cfgs[c];
         one_layer ser, par;
         tess_matmul_set_threads(1);
-        TESS_TEST_CHECK(one_layer_build(&ser, mc) == TESS_OK, "serial layer: %s",
+        TESS_TEST_CHECK(one_layer_build(&ser, mc, C) == TESS_OK, "serial layer: %s",
                         tess_error_text());
         TESS_TEST_CHECK(tess_nn_moe_stack_threads(ser.st) == 1, "one BLAS thread: no team");
         float *scratch = malloc((size_t)tess_nn_ffn_scratch_floats(ser.f, N) * sizeof(float));
@@ -552,7 +607,7 @@ static void check_team_experts(void) {
         tess_nn_moe_stack_aux(ser.st, &a0);
         for (int th = 2; th <= 3; th++) {
             tess_matmul_set_threads(th);
-            TESS_TEST_CHECK(one_layer_build(&par, mc) == TESS_OK, "team layer: %s",
+            TESS_TEST_CHECK(one_layer_build(&par, mc, C) == TESS_OK, "team layer: %s",
                             tess_error_text());
             TESS_TEST_CHECK(tess_nn_moe_stack_threads(par.st) == th,
                             "%d BLAS threads: a team of %d", th, tess_nn_moe_stack_threads(par.st));
@@ -745,6 +800,7 @@ int main(int argc, char **argv) {
     check_config();
     check_layer_stats_and_jitter();
     check_rows_kernels();
+    check_overwrite_kernels();
     check_team_experts();
     check_router_row_split();
     check_transformer();
