@@ -456,9 +456,27 @@ static inline void pair_grad_block(float *restrict du, float *restrict dv, float
         dv[i] += a * u[i] - bv * v[i];
     }
 }
+/* The same written, not added: du = a v - bu u, dv = a u - bv v (no read of du, dv). */
+static inline void pair_set_block(float *restrict du, float *restrict dv, float a, float bu,
+                                  float bv, const float *restrict u, const float *restrict v,
+                                  int64_t m) {
+    for (int64_t i = 0; i < m; i++) {
+        du[i] = a * v[i] - bu * u[i];
+        dv[i] = a * u[i] - bv * v[i];
+    }
+}
+/* A pair's gradient into rows du, dv: added, or written (set_u, set_v: the row's first pair of
+ * a set-mode backward; a row written while the other is added is zeroed, then added to). */
 static void pair_grad(float *du, float *dv, float a, float bu, float bv, const float *u,
-                      const float *v, int64_t n) {
+                      const float *v, int64_t n, bool set_u, bool set_v) {
     int64_t i = 0;
+    if (set_u && set_v) {
+        for (; i + 16 <= n; i += 16) pair_set_block(du + i, dv + i, a, bu, bv, u + i, v + i, 16);
+        pair_set_block(du + i, dv + i, a, bu, bv, u + i, v + i, n - i);
+        return;
+    }
+    if (set_u) memset(du, 0, (size_t)n * sizeof(float));
+    if (set_v) memset(dv, 0, (size_t)n * sizeof(float));
     for (; i + 16 <= n; i += 16) pair_grad_block(du + i, dv + i, a, bu, bv, u + i, v + i, 16);
     pair_grad_block(du + i, dv + i, a, bu, bv, u + i, v + i, n - i);
 }
@@ -564,10 +582,11 @@ void tess_nn_moe_rsp_backward_grp(float *dz, float dloss, const float *cache, co
     tess_nn_moe_rsp_backward_rows(dz, dloss, cache, z, row_of, grp, 0, N, N, k, F, phi);
 }
 
-void tess_nn_moe_rsp_backward_rows(float *dz, float dloss, const float *cache, const float *z,
-                                   const int32_t *row_of, const int32_t *grp, int64_t t0,
-                                   int64_t t1, int64_t N, int64_t k, int64_t F,
-                                   tess_nn_moe_phi phi) {
+/* rsp_backward_rows, the gradient added (set false) or written (set: each row by its first
+ * pair, the later ones added). */
+static void rsp_backward(float *dz, float dloss, const float *cache, const float *z,
+                         const int32_t *row_of, const int32_t *grp, int64_t t0, int64_t t1,
+                         int64_t N, int64_t k, int64_t F, tess_nn_moe_phi phi, bool set) {
     /* Unordered pair {s,r} counted twice: dR/du = 2 phi'(c) dc/du / (N k (k-1)), with
      * dc/du = v/den - c u/|u|^2 when the denominator is |u||v| (unclamped), v/den otherwise;
      * dR/dv likewise, both in one pass (pair_grad). */
@@ -577,6 +596,8 @@ void tess_nn_moe_rsp_backward_rows(float *dz, float dloss, const float *cache, c
     const double w = 2.0 * (double)dloss / ((double)N * (double)(k * (k - 1)));
     for (int64_t t = t0; t < t1; t++) {
         const int32_t *rows = row_of + t * k, *g = grp ? grp + t * k : NULL;
+        bool fresh[MOE_KMAX]; /* set mode: the slot's row not written yet */
+        for (int64_t s = 0; s < k; s++) fresh[s] = set;
         token_cos(nrm, cs, z, rows, g, k, F, cache ? cache + t * cw : NULL, NULL);
         for (int64_t s = 0; s < k; s++)
             for (int64_t r = s + 1; r < k; r++) {
@@ -588,9 +609,24 @@ void tess_nn_moe_rsp_backward_rows(float *dz, float dloss, const float *cache, c
                 const float bu = clamped ? 0.0f : a * c / (nrm[s] * nrm[s]);
                 const float bv = clamped ? 0.0f : a * c / (nrm[r] * nrm[r]);
                 pair_grad(dz + (int64_t)rows[s] * F, dz + (int64_t)rows[r] * F,
-                          a / (clamped ? TESS_NN_MOE_COS_EPS : prod), bu, bv, u, v, F);
+                          a / (clamped ? TESS_NN_MOE_COS_EPS : prod), bu, bv, u, v, F,
+                          fresh[s], fresh[r]);
+                fresh[s] = fresh[r] = false;
             }
     }
+}
+
+void tess_nn_moe_rsp_backward_rows(float *dz, float dloss, const float *cache, const float *z,
+                                   const int32_t *row_of, const int32_t *grp, int64_t t0,
+                                   int64_t t1, int64_t N, int64_t k, int64_t F,
+                                   tess_nn_moe_phi phi) {
+    rsp_backward(dz, dloss, cache, z, row_of, grp, t0, t1, N, k, F, phi, false);
+}
+
+void tess_nn_moe_rsp_backward_set(float *dz, float dloss, const float *cache, const float *z,
+                                  const int32_t *row_of, const int32_t *grp, int64_t N, int64_t k,
+                                  int64_t F, tess_nn_moe_phi phi) {
+    rsp_backward(dz, dloss, cache, z, row_of, grp, 0, N, N, k, F, phi, true);
 }
 
 float tess_nn_moe_rsp_forward_ref(const float *z, const int32_t *row_of, int64_t N, int64_t k,
