@@ -661,15 +661,19 @@ static tess_status fast_forward(moe_layer *m, int64_t N) {
  * region): R_sp's gradient of the split rows at home written (not added: no zeroing) through
  * roc from the forward's cosines, this rank's own split rows straight into their expert-side
  * rows, the others into the home region, which travels to the other ranks' experts (zplan)
- * with this rank's N as the payload; the rows received are copied into their expert-side rows,
- * every row of dzg in no split pair zeroed; then the co-located pairs' gradient is added from
- * rcos, each source's with its own 1/N. dloss = the loss scale times lambda_sp. */
+ * with this rank's N as the payload; the rows received are copied into their expert-side rows;
+ * then the co-located pairs' gradient from rcos, each source's with its own 1/N. With k = 2 a
+ * row is in one pair, split or co-located, so the co-located gradient is written too and only
+ * the rows in no pair (a dropped partner) are zeroed; with k > 2 a row can be in both, so every
+ * row in no split pair is zeroed and the co-located gradient added. dloss = the loss scale
+ * times lambda_sp. */
 static tess_status fast_backward(moe_layer *m, float *dzg, float dloss, int64_t N) {
     const int64_t k = m->k, F = m->F, S = m->nle, P = m->P;
     const int64_t cw = tess_nn_moe_rsp_cache_floats(k);
     const tess_nn_moe_phi phi = m->stack->cfg.phi;
     const int64_t *rc = tess_dispatch_recv_counts(m->plan);
     float *home = dzg + m->rx_cap * F;
+    const bool one_pair = k == 2;
     tess_nn_moe_rsp_backward_set(dzg, dloss, m->sp_cos, m->zg, m->roc, m->grp, N, k, F, phi);
     const double n_here = (double)N;
     for (int64_t r = 0; r < P; r++)
@@ -683,10 +687,14 @@ static tess_status fast_backward(moe_layer *m, float *dzg, float dloss, int64_t 
         for (int64_t j = 0; j < S; j++)
             for (int64_t i = 0; i < rc[q * S + j]; i++) {
                 float *d = dzg + (m->go[q * S + j] + i) * F;
-                if (!m->rid[2 * (m->uo[q * S + j] + i) + 1])
-                    memset(d, 0, (size_t)F * sizeof(float));
-                else if (q != m->rank) /* this rank's own: written above */
+                const int32_t *id = m->rid + 2 * (m->uo[q * S + j] + i);
+                if (id[1] == 0) { /* zeroed unless k = 2 and its partner is here */
+                    const int32_t *pr = m->rof + m->rq[q] + (int64_t)id[0] * k;
+                    if (!one_pair || pr[0] < 0 || pr[1] < 0)
+                        memset(d, 0, (size_t)F * sizeof(float));
+                } else if (q != m->rank) { /* this rank's own: written above */
                     memcpy(d, m->xt + (c++) * F, (size_t)F * sizeof(float));
+                }
             }
         if (q == m->rank) {
             m->nsrc[q] = n_here;
@@ -695,12 +703,17 @@ static tess_status fast_backward(moe_layer *m, float *dzg, float dloss, int64_t 
             c += m->nsr;
         }
     }
-    for (int64_t q = 0; q < P; q++)
-        if (m->nq[q] > 0 && m->nsrc[q] > 0)
-            tess_nn_moe_rsp_backward_grp(dzg,
-                                         (float)((double)dloss * (double)m->nq[q] / m->nsrc[q]),
-                                         m->rcos + m->rq[q] / k * cw, m->zg, m->rof + m->rq[q],
-                                         NULL, m->nq[q], k, F, phi);
+    for (int64_t q = 0; q < P; q++) {
+        if (m->nq[q] <= 0 || m->nsrc[q] <= 0) continue;
+        const float w = (float)((double)dloss * (double)m->nq[q] / m->nsrc[q]);
+        const float *cos = m->rcos + m->rq[q] / k * cw;
+        if (one_pair)
+            tess_nn_moe_rsp_backward_set(dzg, w, cos, m->zg, m->rof + m->rq[q], NULL, m->nq[q],
+                                         k, F, phi);
+        else
+            tess_nn_moe_rsp_backward_grp(dzg, w, cos, m->zg, m->rof + m->rq[q], NULL, m->nq[q],
+                                         k, F, phi);
+    }
     return TESS_OK;
 }
 
