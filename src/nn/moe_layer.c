@@ -108,7 +108,7 @@ struct moe_layer {
     int64_t *po;                 /* (P) the payload's first row in the home region per rank */
     int64_t *fs, *fr;            /* (E) split rows sent to / received from each (rank, slot),
                                   * plus nsr on each rank's last slot (the payload); 0 for
-                                  * this rank (its own rows are copied, not exchanged) */
+                                  * this rank (its own rows are read in place: roc) */
     int64_t *go, *uo;            /* (E) offsets of block (source q, slot j) in the expert side's
                                   * [slot][source] order and in the [source][slot] order */
     int32_t *rid;                /* (rid_cap,2) expert side, [source][slot]: token, split */
