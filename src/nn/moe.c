@@ -574,11 +574,12 @@ void tess_nn_moe_rsp_backward_grp(float *dz, float dloss, const float *cache, co
     tess_nn_moe_rsp_backward_rows(dz, dloss, cache, z, row_of, grp, 0, N, N, k, F, phi);
 }
 
-/* rsp_backward_rows (set false: += into dz) or rsp_backward_rows_set (set: the first pair of a
- * row writes it, a kept slot in no pair gets zeros). */
+/* rsp_backward_rows (set false: += into dz) or written (set: the first pair of a row writes it,
+ * later pairs add); zero_unpaired: a kept slot in no pair gets zeros, else it is not touched. */
 static void rsp_backward_tokens(float *dz, float dloss, const float *cache, const float *z,
                                 const int32_t *row_of, const int32_t *grp, int64_t t0, int64_t t1,
-                                int64_t N, int64_t k, int64_t F, tess_nn_moe_phi phi, bool set) {
+                                int64_t N, int64_t k, int64_t F, tess_nn_moe_phi phi, bool set,
+                                bool zero_unpaired) {
     /* Unordered pair {s,r} counted twice: dR/du = 2 phi'(c) dc/du / (N k (k-1)), with
      * dc/du = v/den - c u/|u|^2 when the denominator is |u||v| (unclamped), v/den otherwise;
      * dR/dv likewise, both in one pass (pair_grad). */
@@ -605,7 +606,7 @@ static void rsp_backward_tokens(float *dz, float dloss, const float *cache, cons
                           !added[r]);
                 added[s] = added[r] = true;
             }
-        for (int64_t s = 0; s < k; s++)
+        for (int64_t s = 0; s < k && zero_unpaired; s++)
             if (!added[s] && rows[s] >= 0)
                 memset(dz + (int64_t)rows[s] * F, 0, (size_t)F * sizeof(float));
     }
@@ -615,14 +616,20 @@ void tess_nn_moe_rsp_backward_rows(float *dz, float dloss, const float *cache, c
                                    const int32_t *row_of, const int32_t *grp, int64_t t0,
                                    int64_t t1, int64_t N, int64_t k, int64_t F,
                                    tess_nn_moe_phi phi) {
-    rsp_backward_tokens(dz, dloss, cache, z, row_of, grp, t0, t1, N, k, F, phi, false);
+    rsp_backward_tokens(dz, dloss, cache, z, row_of, grp, t0, t1, N, k, F, phi, false, false);
 }
 
 void tess_nn_moe_rsp_backward_rows_set(float *dz, float dloss, const float *cache,
                                        const float *z, const int32_t *row_of, const int32_t *grp,
                                        int64_t t0, int64_t t1, int64_t N, int64_t k, int64_t F,
                                        tess_nn_moe_phi phi) {
-    rsp_backward_tokens(dz, dloss, cache, z, row_of, grp, t0, t1, N, k, F, phi, true);
+    rsp_backward_tokens(dz, dloss, cache, z, row_of, grp, t0, t1, N, k, F, phi, true, true);
+}
+
+void tess_nn_moe_rsp_backward_set(float *dz, float dloss, const float *cache, const float *z,
+                                  const int32_t *row_of, const int32_t *grp, int64_t N, int64_t k,
+                                  int64_t F, tess_nn_moe_phi phi) {
+    rsp_backward_tokens(dz, dloss, cache, z, row_of, grp, 0, N, N, k, F, phi, true, false);
 }
 
 float tess_nn_moe_rsp_forward_ref(const float *z, const int32_t *row_of, int64_t N, int64_t k,

@@ -240,6 +240,12 @@ void tess_nn_moe_rsp_backward_rows_set(float *dz, float dloss, const float *cach
                                        const float *z, const int32_t *row_of, const int32_t *grp,
                                        int64_t t0, int64_t t1, int64_t N, int64_t k, int64_t F,
                                        tess_nn_moe_phi phi);
+/* rsp_backward_grp with the gradient written, not added: rsp_backward_rows_set over all tokens,
+ * except that a row of no pair is not touched; so the caller need not zero the rows first (the
+ * expert-parallel fast path's split rows at home). */
+void tess_nn_moe_rsp_backward_set(float *dz, float dloss, const float *cache, const float *z,
+                                  const int32_t *row_of, const int32_t *grp, int64_t N, int64_t k,
+                                  int64_t F, tess_nn_moe_phi phi);
 void tess_nn_moe_rsp_sums_ref(double sums[TESS_NN_MOE_PHI_COUNT], const float *z,
                               const int32_t *row_of, const int32_t *grp, int64_t N, int64_t k,
                               int64_t F);

@@ -76,12 +76,14 @@ struct moe_layer {
      * most the ranks can send (rx_max); dropless (grow) xg, a, b, zg live in xbuf, grown from
      * the exchanged counts, and yg, xt in the stack's tbuf. */
     float *xg, *yg;              /* (rx_cap,C) */
-    float *a, *b, *zg;           /* (rx_cap,F) */
+    float *a, *b;                /* (rx_cap,F) */
+    float *zg;                   /* (zv_rows(rx_cap),F): the rx_cap rows, with the fast path
+                                  * then the home region of R_sp's split rows (zh rows) */
     float *xt;                   /* (rx_cap, max(C,F)) exchange buffer with ep */
     int64_t *rows;               /* (nle) rows of each local expert in the last forward */
     int64_t rx_cap;              /* expert-side rows carved or grown */
     bool grow;                   /* dropless with ep: the expert side is grown (grow_expert) */
-    float *xbuf;                 /* (rx_cap, C + 3F) xg, a, b, zg when grown; owned */
+    float *xbuf;                 /* xg, a, b, zg when grown (xbuf_floats); owned */
     int64_t grows;               /* times xbuf or the stack's tbuf grew for this layer */
     /* R_sp's co-located fast path (fast: ep over all-to-all, no padding, lambda_sp > 0): a pair
      * of a token's slots whose experts share a rank is computed there; only the z rows in a pair
@@ -93,18 +95,20 @@ struct moe_layer {
     tess_dispatch *zplan;        /* the plan of the rows in a split pair (a local plan) */
     int32_t *grp;                /* (N,k) home: the rank of each slot's expert */
     int32_t *ids;                /* (Rm,2) home rows in expert order: token, and 0 or (for a
-                                  * row in a split pair) 1 + its row in zc */
-    int32_t *roc;                /* (N,k) home: row in zc of slot (t,s) in a split pair, else -1 */
-    float *zc;                   /* (Rm + P nsr, F) home: the split rows' z, first the other
-                                  * ranks' in zplan's order (destination rank, slot), each
-                                  * rank's payload rows after its last slot (at po), then this
-                                  * rank's own (not exchanged) in expert order */
-    int64_t *po;                 /* (P) the payload's first row in zc per rank */
-    int64_t nzr;                 /* rows of zc exchanged: the other ranks' split rows and
-                                  * payloads (this rank's own split rows follow) */
+                                  * row in a split pair) nonzero: on another rank's expert
+                                  * 1 + its row in the home region, on this rank's 1 */
+    int32_t *roc;                /* (N,k) home: the row of slot (t,s) in a split pair in the
+                                  * view zg (its row of the expert side on this rank's own
+                                  * experts, else rx_cap + its row in the home region), else -1 */
+    int64_t zh;                  /* rows of the home region after zg's rx_cap rows (and after
+                                  * dzg's in backward): this rank's split rows on the other
+                                  * ranks' experts in zplan's order (destination rank, slot),
+                                  * each rank's payload rows after its last slot (at po);
+                                  * Rm + P nsr */
+    int64_t *po;                 /* (P) the payload's first row in the home region per rank */
     int64_t *fs, *fr;            /* (E) split rows sent to / received from each (rank, slot),
                                   * plus nsr on each rank's last slot (the payload); 0 for
-                                  * this rank (its own rows are copied, not exchanged) */
+                                  * this rank (its own rows are read in place: roc) */
     int64_t *go, *uo;            /* (E) offsets of block (source q, slot j) in the expert side's
                                   * [slot][source] order and in the [source][slot] order */
     int32_t *rid;                /* (rid_cap,2) expert side, [source][slot]: token, split */
@@ -279,16 +283,18 @@ static tess_status moe_carve_shared(moe_layer *m, tess_arena *ar, int64_t N) {
 }
 
 /* Home rows of z and of its gradient dz: with ep, z comes home only for R_sp (lambda_sp > 0);
- * without ep the home side is the expert side. The fast path keeps the split rows' z (zc) and
- * dz compact, in zplan's order with the payload rows (R + P nsr rows at most), and no z in
- * expert order. */
+ * without ep the home side is the expert side. The fast path keeps no z in expert order: its
+ * split rows are read where they are (zv_rows). */
 static int64_t z_rows(const moe_layer *m, int64_t R) {
     if (m->fast) return 0;
     return !m->plan || m->stack->cfg.lambda_sp > 0 ? R : 0;
 }
-static int64_t dz_rows(const moe_layer *m, int64_t R) {
-    return m->fast ? R + m->P * m->nsr : z_rows(m, R);
-}
+
+/* Rows of the expert side's z and dz for rx received rows: rx, and with the fast path the home
+ * region after them (zh rows: the split rows that come home and their gradient, in the order of
+ * zplan's exchanges), so that R_sp at home reads and writes one view through roc: this rank's
+ * own split rows where the experts left them, no copy (moe_layer.zh). */
+static int64_t zv_rows(const moe_layer *m, int64_t rx) { return rx + (m->fast ? m->zh : 0); }
 
 /* Width of the home rows sent to the experts: C, and with the fast path two more columns
  * carrying each row's ids (the token, and nonzero when the row is in a split pair) as int32 bit
@@ -330,13 +336,13 @@ static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
     TESS_CHECK(tess_arena_floats(ar, R * xp_width(m), &m->xp));
     TESS_CHECK(tess_arena_floats(ar, R * C, &m->y));
     TESS_CHECK(tess_arena_floats(ar, z_rows(m, R) * F, &m->z));
+    m->zh = m->fast ? R + m->P * m->nsr : 0;
     if (m->stack->cfg.lambda_sp > 0)
         TESS_CHECK(tess_arena_floats(ar, N * tess_nn_moe_rsp_cache_floats(k), &m->sp_cos));
     if (m->fast) {
         TESS_CHECK(ints(ar, N * k, &m->grp));
         TESS_CHECK(ints(ar, 2 * R, &m->ids));
         TESS_CHECK(ints(ar, N * k, &m->roc));
-        TESS_CHECK(tess_arena_floats(ar, (R + m->P * m->nsr) * F, &m->zc));
     }
     if (m->grow) return moe_carve_shared(m, ar, max_N); /* the expert side: grow_expert */
     const int64_t Rx = rx_max(m, max_N);
@@ -344,7 +350,7 @@ static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
     if (m->plan) {
         TESS_CHECK(tess_arena_floats(ar, Rx * C, &m->xg));
         TESS_CHECK(tess_arena_floats(ar, Rx * C, &m->yg));
-        TESS_CHECK(tess_arena_floats(ar, Rx * F, &m->zg));
+        TESS_CHECK(tess_arena_floats(ar, zv_rows(m, Rx) * F, &m->zg));
         TESS_CHECK(tess_arena_floats(ar, xt_floats(m, Rx), &m->xt));
     } else {
         m->xg = m->xp, m->yg = m->y, m->zg = m->z;
@@ -356,13 +362,13 @@ static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
 
 
 /* Backward scratch: dgates (N,k), dprobs, dlogits (N,E), dmass (N); home side dy, dxp (Rm,C),
- * dz (dz_rows,F); expert side (Rx rows, carved with a capacity; grown: in the stack's tbuf) dyg,
- * dxg
- * (Rx,C), dzg, db (Rx,F); then, with jitter, the router's input gradient (N,C); the shared
- * expert's MLP scratch (2 N Fs). */
+ * dz (z_rows,F); expert side (Rx rows, carved with a capacity; grown: in the stack's tbuf) dyg,
+ * dxg (Rx,C), db (Rx,F), dzg (zv_rows(Rx),F); then, with jitter, the router's input gradient
+ * (N,C); the shared expert's MLP scratch (2 N Fs). */
 static int64_t scratch_head(const moe_layer *m, int64_t N) {
-    const int64_t R = rows_max(m, N), Rx = m->grow ? 0 : rx_max(m, N), C = m->base.C, F = m->F;
-    return N * (m->k + 2 * m->E + 1) + R * 2 * C + dz_rows(m, R) * F + Rx * (2 * C + 2 * F) +
+    const int64_t R = rows_max(m, N), C = m->base.C, F = m->F;
+    const int64_t Rx = m->grow ? 0 : rx_max(m, N), ex = m->grow ? 0 : zv_rows(m, Rx) * F;
+    return N * (m->k + 2 * m->E + 1) + R * 2 * C + z_rows(m, R) * F + Rx * (2 * C + F) + ex +
            (m->stack->cfg.jitter > 0 ? N * C : 0);
 }
 
@@ -415,10 +421,15 @@ static void to_home(moe_layer *m, const float *grp, float *tmp, float *home, int
 }
 
 /* Floats of the stack's tbuf for rx expert-side rows: forward yg (rx,C) and xt; backward dyg,
- * dxg (rx,C), dzg, db (rx,F) and xt (xt_floats). */
+ * dxg (rx,C), db (rx,F), dzg (zv_rows(rx),F) and xt (xt_floats). */
 static int64_t tbuf_floats(const moe_layer *m, int64_t rx) {
     const int64_t C = m->base.C, F = m->F;
-    return rx * (2 * C + 2 * F) + xt_floats(m, rx);
+    return rx * (2 * C + F) + zv_rows(m, rx) * F + xt_floats(m, rx);
+}
+
+/* Floats of a layer's grown expert side for cap rows: xg (cap,C), a, b (cap,F), zg. */
+static int64_t xbuf_floats(const moe_layer *m, int64_t cap) {
+    return cap * (m->base.C + 2 * m->F) + zv_rows(m, cap) * m->F;
 }
 
 /* Dropless with ep, after the count exchange: the expert side for rx received rows. It grows (to
@@ -430,11 +441,11 @@ static tess_status grow_expert(moe_layer *m, int64_t rx) {
     if (rx > m->rx_cap || !m->xbuf) {
         const int64_t cap = rx + rx / 8 + 1;
         free(m->xbuf);
-        m->xbuf = malloc((size_t)(cap * (C + 3 * F)) * sizeof(float));
+        m->xbuf = malloc((size_t)xbuf_floats(m, cap) * sizeof(float));
         m->rx_cap = m->xbuf ? cap : 0;
         TESS_REQUIRE(m->xbuf, TESS_ERR_MEM,
                      "moe: cannot grow the expert side to %lld received rows (%lld floats)",
-                     (long long)cap, (long long)(cap * (C + 3 * F)));
+                     (long long)cap, (long long)xbuf_floats(m, cap));
         m->grows++;
     }
     const int64_t cap = m->rx_cap, need = tbuf_floats(m, cap);
@@ -482,11 +493,12 @@ static tess_status grow_cos(moe_layer *m, int64_t n) {
 }
 
 /* Fast path, home side, before the row exchange: grp, and ids of the Rn rows in expert order
- * (token, and for a row in a pair split across ranks 1 + its row in zc, else 0); fs = such rows
- * per expert (= per (rank, slot) of the plan) plus each other rank's payload, po, nzr, and
- * roc. zc holds the other ranks' split rows first (rank by rank, each rank's payload after its
- * last slot: the exchanged rows, nzr), then this rank's own (copied, not exchanged: fs 0). The
- * ids travel in two extra columns of the token rows (xp_width). */
+ * (token, and for a row in a pair split across ranks nonzero: on another rank's expert 1 + its
+ * row in the home region, else 1; not in a split pair 0); fs = the other ranks' such rows per
+ * expert (= per (rank, slot) of the plan) plus each other rank's payload, and po. The home
+ * region holds them rank by rank, each rank's payload after its last slot; this rank's own
+ * split rows stay on its expert side (fs 0, roc: fast_roc). The ids travel in two extra
+ * columns of the token rows (xp_width). */
 static void fast_ids(moe_layer *m, int64_t N) {
     const int64_t k = m->k, E = m->E, S = m->nle, me = m->rank;
     for (int64_t i = 0; i < N * k; i++) m->grp[i] = m->topk[i] / (int32_t)S;
@@ -499,26 +511,35 @@ static void fast_ids(moe_layer *m, int64_t N) {
                 if (m->row_of[t * k + u] >= 0 && m->grp[t * k + u] != m->grp[t * k + s])
                     m->ids[2 * rs + 1] = 1;
         }
-    int64_t c = 0; /* rows of zc: the other ranks' (expert order, payload last), then own */
-    for (int64_t pass = 0; pass < 2; pass++) {
-        for (int64_t e = 0; e < E; e++) {
-            const bool own = e / S == me;
-            if (own != (pass == 1)) continue;
-            int64_t n = 0;
-            for (int64_t r = m->offs[e]; r < m->offs[e + 1]; r++)
-                if (m->ids[2 * r + 1]) m->ids[2 * r + 1] = (int32_t)(1 + c++), n++;
-            m->fs[e] = own ? 0 : n;
-            if (!own && e % S == S - 1) { /* the payload after each rank's last slot */
-                m->po[e / S] = c;
-                m->fs[e] += m->nsr;
-                c += m->nsr;
-            }
+    int64_t c = 0; /* rows of the home region: the other ranks' (expert order, payload last) */
+    for (int64_t e = 0; e < E; e++) {
+        m->fs[e] = 0;
+        if (e / S == me) continue; /* the flag 1 stays */
+        for (int64_t r = m->offs[e]; r < m->offs[e + 1]; r++)
+            if (m->ids[2 * r + 1]) m->ids[2 * r + 1] = (int32_t)(1 + c++), m->fs[e]++;
+        if (e % S == S - 1) { /* the payload after each rank's last slot */
+            m->po[e / S] = c;
+            m->fs[e] += m->nsr;
+            c += m->nsr;
         }
-        if (pass == 0) m->nzr = c;
     }
+}
+
+/* Fast path, home side, once the expert side's offsets (go) and rx_cap are known: roc, the row
+ * in the view zg of each slot in a split pair: on this rank's own expert e (slot j) the row it
+ * arrived in on the expert side (rows of one (source, slot) block keep their order), on another
+ * rank's rx_cap + its row in the home region; -1 for every other slot. */
+static void fast_roc(moe_layer *m, int64_t N) {
+    const int64_t k = m->k, S = m->nle, me = m->rank;
     for (int64_t i = 0; i < N * k; i++) {
         const int32_t r = m->row_of[i];
-        m->roc[i] = r >= 0 && m->ids[2 * r + 1] ? m->ids[2 * r + 1] - 1 : -1;
+        if (r < 0 || !m->ids[2 * r + 1]) {
+            m->roc[i] = -1;
+            continue;
+        }
+        const int64_t e = m->topk[i];
+        m->roc[i] = (int32_t)(e / S == me ? m->go[me * S + e % S] + (r - m->offs[e])
+                                          : m->rx_cap + m->ids[2 * r + 1] - 1);
     }
 }
 
@@ -604,107 +625,95 @@ static void fast_pack_expert(moe_layer *m, const float *src, float *dst) {
     }
 }
 
-/* Fast path: this rank's own split rows (its tokens' rows on its own experts), rows of F,
- * between the expert side's grouped order (eg) and their place at home (zc's rows from nzr on,
- * in expert order: hm). to_home: eg -> hm, else hm -> eg and the source's other rows of eg
- * zeroed (R_sp's gradient of them is added after). */
-static void fast_own(moe_layer *m, float *eg, float *hm, bool to_home) {
-    const int64_t F = m->F, S = m->nle, q = m->rank;
-    const int64_t *rc = tess_dispatch_recv_counts(m->plan);
-    const size_t bytes = (size_t)F * sizeof(float);
-    float *h = hm + m->nzr * F;
-    for (int64_t j = 0; j < S; j++)
-        for (int64_t i = 0; i < rc[q * S + j]; i++) {
-            float *g = eg + (m->go[q * S + j] + i) * F;
-            if (!m->rid[2 * (m->uo[q * S + j] + i) + 1]) {
-                if (!to_home) memset(g, 0, bytes);
-            } else {
-                memcpy(to_home ? h : g, to_home ? g : h, bytes);
-                h += F;
-            }
-        }
-}
-
 /* Fast path, after the experts' forward: R_sp's co-located sums of each source's tokens
- * computed here (their cosines kept in rcos), then the split rows' z and the sums back home in
- * one exchange (zplan, a local plan of fs and fr) into zc, this rank's own split rows and sums
- * copied (no exchange with itself); sp_sums = the split pairs' sums at
- * home (on zc through roc, their cosines kept in sp_cos) + the returned ones. */
+ * computed here (their cosines kept in rcos), then the other ranks' split rows' z and the sums
+ * back home in one exchange (zplan, a local plan of fs and fr) into the home region after zg's
+ * rx_cap rows, this rank's sums copied (no exchange with itself); sp_sums = the split pairs'
+ * sums at home (on zg through roc: this rank's own split rows read where its experts wrote
+ * them; their cosines kept in sp_cos) + the returned ones. */
 static tess_status fast_forward(moe_layer *m, int64_t N) {
     const int64_t k = m->k, F = m->F, P = m->P, cw = tess_nn_moe_rsp_cache_floats(k);
+    float *home = m->zg + m->rx_cap * F;
     TESS_CHECK(tess_dispatch_plan_local(m->zplan, m->fs, m->fr));
     for (int64_t q = 0; q < P; q++)
         tess_nn_moe_rsp_sums(m->vs + q * TESS_NN_MOE_PHI_COUNT, m->rcos + m->rq[q] / k * cw,
                              m->zg, m->rof + m->rq[q], NULL, m->nq[q], k, F);
     fast_pack_expert(m, m->zg, m->xt);
     const double t0 = tess_timer_now(), c0 = thread_cpu();
-    const tess_status st = tess_dispatch_reverse(m->zplan, m->xt, m->zc, F);
+    const tess_status st = tess_dispatch_reverse(m->zplan, m->xt, home, F);
     exchanged(m, t0, c0);
     TESS_CHECK(st);
-    fast_own(m, m->zg, m->zc, true);
     for (int64_t r = 0; r < P; r++)
         if (r == m->rank)
             memcpy(m->vr + r * TESS_NN_MOE_PHI_COUNT, m->vs + r * TESS_NN_MOE_PHI_COUNT,
                    TESS_NN_MOE_PHI_COUNT * sizeof(double));
         else
-            pay_get(m->zc + m->po[r] * F, m->vr + r * TESS_NN_MOE_PHI_COUNT,
+            pay_get(home + m->po[r] * F, m->vr + r * TESS_NN_MOE_PHI_COUNT,
                     TESS_NN_MOE_PHI_COUNT);
-    tess_nn_moe_rsp_sums(m->sp_sums, m->sp_cos, m->zc, m->roc, m->grp, N, k, F);
+    tess_nn_moe_rsp_sums(m->sp_sums, m->sp_cos, m->zg, m->roc, m->grp, N, k, F);
     for (int64_t q = 0; q < P; q++)
         for (int p = 0; p < TESS_NN_MOE_PHI_COUNT; p++)
             m->sp_sums[p] += m->vr[q * TESS_NN_MOE_PHI_COUNT + p];
     return TESS_OK;
 }
 
-/* Fast path, backward: R_sp's gradient of the split rows at home (into dz, laid out as zc, from
- * the forward's cosines; each token's rows zeroed just before its pairs add to them) travels to
- * the experts of the other ranks (zplan) with this rank's N as the payload, into dzg (the
- * received rows; this rank's own split rows copied there directly, every other row zeroed);
- * the co-located pairs' gradient is added there from rcos, each source's with its own 1/N.
- * dloss = the loss scale times lambda_sp. */
-static tess_status fast_backward(moe_layer *m, float *dz, float *dzg, float dloss, int64_t N) {
+/* Fast path, backward, into dzg (zv_rows(rx_cap), F: the expert side's rows, then the home
+ * region): R_sp's gradient of the split rows at home written (not added: no zeroing) through
+ * roc from the forward's cosines, this rank's own split rows straight into their expert-side
+ * rows, the others into the home region, which travels to the other ranks' experts (zplan)
+ * with this rank's N as the payload; the rows received are copied into their expert-side rows;
+ * then the co-located pairs' gradient from rcos, each source's with its own 1/N. With k = 2 a
+ * row is in one pair, split or co-located, so the co-located gradient is written too and only
+ * the rows in no pair (a dropped partner) are zeroed; with k > 2 a row can be in both, so every
+ * row in no split pair is zeroed and the co-located gradient added. dloss = the loss scale
+ * times lambda_sp. */
+static tess_status fast_backward(moe_layer *m, float *dzg, float dloss, int64_t N) {
     const int64_t k = m->k, F = m->F, S = m->nle, P = m->P;
     const int64_t cw = tess_nn_moe_rsp_cache_floats(k);
     const tess_nn_moe_phi phi = m->stack->cfg.phi;
     const int64_t *rc = tess_dispatch_recv_counts(m->plan);
-    for (int64_t t = 0; t < N; t++) {
-        for (int64_t s = 0; s < k; s++)
-            if (m->roc[t * k + s] >= 0)
-                memset(dz + (int64_t)m->roc[t * k + s] * F, 0, (size_t)F * sizeof(float));
-        tess_nn_moe_rsp_backward_rows(dz, dloss, m->sp_cos, m->zc, m->roc, m->grp, t, t + 1, N,
-                                      k, F, phi);
-    }
+    float *home = dzg + m->rx_cap * F;
+    const bool one_pair = k == 2;
+    tess_nn_moe_rsp_backward_set(dzg, dloss, m->sp_cos, m->zg, m->roc, m->grp, N, k, F, phi);
     const double n_here = (double)N;
     for (int64_t r = 0; r < P; r++)
-        if (r != m->rank) pay_put(m, dz + m->po[r] * F, &n_here, 1);
+        if (r != m->rank) pay_put(m, home + m->po[r] * F, &n_here, 1);
     const double t0 = tess_timer_now(), c0 = thread_cpu();
-    const tess_status st = tess_dispatch_forward(m->zplan, dz, m->xt, F);
+    const tess_status st = tess_dispatch_forward(m->zplan, home, m->xt, F);
     exchanged(m, t0, c0);
     TESS_CHECK(st);
     int64_t c = 0;
     for (int64_t q = 0; q < P; q++) {
-        if (q == m->rank) {
-            fast_own(m, dzg, dz, false);
-            m->nsrc[q] = n_here;
-            continue;
-        }
         for (int64_t j = 0; j < S; j++)
             for (int64_t i = 0; i < rc[q * S + j]; i++) {
                 float *d = dzg + (m->go[q * S + j] + i) * F;
-                if (m->rid[2 * (m->uo[q * S + j] + i) + 1])
+                const int32_t *id = m->rid + 2 * (m->uo[q * S + j] + i);
+                if (id[1] == 0) { /* zeroed unless k = 2 and its partner is here */
+                    const int32_t *pr = m->rof + m->rq[q] + (int64_t)id[0] * k;
+                    if (!one_pair || pr[0] < 0 || pr[1] < 0)
+                        memset(d, 0, (size_t)F * sizeof(float));
+                } else if (q != m->rank) { /* this rank's own: written above */
                     memcpy(d, m->xt + (c++) * F, (size_t)F * sizeof(float));
-                else
-                    memset(d, 0, (size_t)F * sizeof(float));
+                }
             }
-        pay_get(m->xt + c * F, m->nsrc + q, 1);
-        c += m->nsr;
+        if (q == m->rank) {
+            m->nsrc[q] = n_here;
+        } else {
+            pay_get(m->xt + c * F, m->nsrc + q, 1);
+            c += m->nsr;
+        }
     }
-    for (int64_t q = 0; q < P; q++)
-        if (m->nq[q] > 0 && m->nsrc[q] > 0)
-            tess_nn_moe_rsp_backward_grp(dzg,
-                                         (float)((double)dloss * (double)m->nq[q] / m->nsrc[q]),
-                                         m->rcos + m->rq[q] / k * cw, m->zg, m->rof + m->rq[q],
-                                         NULL, m->nq[q], k, F, phi);
+    for (int64_t q = 0; q < P; q++) {
+        if (m->nq[q] <= 0 || m->nsrc[q] <= 0) continue;
+        const float w = (float)((double)dloss * (double)m->nq[q] / m->nsrc[q]);
+        const float *cos = m->rcos + m->rq[q] / k * cw;
+        if (one_pair)
+            tess_nn_moe_rsp_backward_set(dzg, w, cos, m->zg, m->rof + m->rq[q], NULL, m->nq[q],
+                                         k, F, phi);
+        else
+            tess_nn_moe_rsp_backward_grp(dzg, w, cos, m->zg, m->rof + m->rq[q], NULL, m->nq[q],
+                                         k, F, phi);
+    }
     return TESS_OK;
 }
 
@@ -1032,6 +1041,7 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
             keep(m, st);
             if (st == TESS_OK) keep(m, fast_unpack(m));
             if (m->stack->status != TESS_OK) return;
+            fast_roc(m, N);
         } else {
             to_experts(m, m->xp, m->xt, m->xg, C);
         }
@@ -1081,9 +1091,9 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
     float *dmass = dlogits + N * E, *dy = dmass + N, *dxp = dy + R * C, *dz = dxp + R * C;
     /* the expert side: after the home side in the scratch, or (grown) in the stack's tbuf */
     const int64_t Rx = m->grow ? m->rx_cap : rx_max(m, N);
-    float *dyg = m->grow ? m->stack->tbuf : dz + dz_rows(m, R) * F;
-    float *dxg = dyg + Rx * C, *dzg = dxg + Rx * C, *db = dzg + Rx * F;
-    if (m->grow) m->xt = db + Rx * F;
+    float *dyg = m->grow ? m->stack->tbuf : dz + z_rows(m, R) * F;
+    float *dxg = dyg + Rx * C, *db = dxg + Rx * C, *dzg = db + Rx * F;
+    if (m->grow) m->xt = dzg + zv_rows(m, Rx) * F;
     if (!m->plan) dyg = dy, dxg = dxp, dzg = dz; /* the expert side is the home side */
     /* combine: dg_{t,s} = <dout_t, y_row>, dy_row = g_{t,s} dout_t; 0 for dropped slots and
      * padding rows; with R_sp at home (not the fast path) its gradient of z, dz: padding rows
@@ -1105,7 +1115,7 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
     if (m->plan) {
         to_experts(m, dy, m->xt, dyg, C);
         if (m->fast) /* with the 1/P below folded into R_sp's weight */
-            keep(m, fast_backward(m, dz, dzg, sc * (float)cfg->lambda_sp / (float)m->P, N));
+            keep(m, fast_backward(m, dzg, sc * (float)cfg->lambda_sp / (float)m->P, N));
         else if (cfg->lambda_sp > 0)
             to_experts(m, dz, m->xt, dzg, F);
         rx = tess_dispatch_recv_rows(m->plan);
@@ -1362,7 +1372,7 @@ int64_t tess_nn_moe_stack_expert_cap(const tess_nn_moe_stack *s, int64_t i, int6
 int64_t tess_nn_moe_stack_grown_bytes(const tess_nn_moe_stack *s) {
     int64_t floats = s->tbuf_floats;
     for (int64_t i = 0; i < s->n; i++)
-        if (s->layer[i]->xbuf) floats += s->layer[i]->rx_cap * (s->layer[i]->base.C + 3 * s->layer[i]->F);
+        if (s->layer[i]->xbuf) floats += xbuf_floats(s->layer[i], s->layer[i]->rx_cap);
     return floats * (int64_t)sizeof(float);
 }
 

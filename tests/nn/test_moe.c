@@ -192,6 +192,27 @@ static void check_rsp_split(void) {
                                      (tess_nn_moe_phi)phi);
         TESS_TEST_CHECK(memcmp(dzc, dzs, sizeof dzc) == 0,
                         "R_sp backward from the forward's cache = recomputed (phi %d)", phi);
+        /* written, not added (backward_set): the rows of a split pair equal the gradient added
+         * to zeros (first pair written, later ones added: k = 3), the others untouched */
+        float dzw[R * F];
+        for (int i = 0; i < R * F; i++) dzw[i] = 7.0f;
+        tess_nn_moe_rsp_backward_set(dzw, 0.7f, cache, z, row_of, grp, N, K, F,
+                                     (tess_nn_moe_phi)phi);
+        bool in_pair[R] = {false};
+        for (int t = 0; t < N; t++)
+            for (int s = 0; s < K; s++)
+                for (int r = 0; r < K; r++)
+                    if (r != s && row_of[t * K + s] >= 0 && row_of[t * K + r] >= 0 &&
+                        grp[t * K + s] != grp[t * K + r])
+                        in_pair[row_of[t * K + s]] = true;
+        int bad = 0, untouched = 0;
+        for (int i = 0; i < R * F; i++) {
+            bad += in_pair[i / F] ? dzw[i] != dzc[i] : dzw[i] != 7.0f;
+            untouched += !in_pair[i / F];
+        }
+        TESS_TEST_CHECK(bad == 0 && untouched > 0,
+                        "R_sp backward_set = added to zeros on the pairs' rows, other rows (%d "
+                        "floats) untouched (phi %d): %d differ", untouched, phi, bad);
         for (int g = 0; g < 3; g++) {
             for (int i = 0; i < R; i++) part[i] = grp[i] == g ? row_of[i] : -1;
             double p[TESS_NN_MOE_PHI_COUNT];

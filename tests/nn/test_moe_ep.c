@@ -165,8 +165,8 @@ static void check_ep(const tess_nn_moe_config *base, const char *label, tess_gro
      * ranks (every expert's block of capacity rows with padding) */
     for (int l = 0; l < 2; l++) {
         int64_t c[2] = {tess_nn_moe_stack_expert_rows(ep.st, l),
-                        base->pad ? E * tess_nn_moe_capacity(N, E, K, base->capacity_factor)
-                                  : N * K - tess_nn_moe_stack_dropped(ep.st, l)};
+                        base->pad ? E * tess_nn_moe_capacity(N, E, base->k, base->capacity_factor)
+                                  : N * base->k - tess_nn_moe_stack_dropped(ep.st, l)};
         DIST_TEST_OK(tess_par_allreduce_i64(world, c, 2, TESS_PAR_SUM));
         TESS_TEST_CHECK(c[0] == c[1], "%s: layer %d: experts processed %lld rows, ranks sent %lld",
                         label, l, (long long)c[0], (long long)c[1]);
@@ -435,6 +435,11 @@ int main(int argc, char **argv) {
         tess_nn_moe_config sk = base;
         sk.bias_balance = true;
         check_ep(&sk, "dropless, skewed to experts 0 and 1", world, self, rank, size, true);
+        /* k = 3: at ep 2 a token's rows are in split and co-located pairs at once (the fast
+         * path's backward adds the co-located gradient to the split rows' there) */
+        tess_nn_moe_config k3 = base;
+        k3.k = 3;
+        check_ep(&k3, "dropless, k = 3", world, self, rank, size, false);
         check_grow(&sk, world, self, rank, size);
         /* sigmoid scores, capacity 0.75 by score with padding, jitter */
         tess_nn_moe_config cap = base;
