@@ -25,6 +25,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 
 RUN_SECONDS = 120
@@ -41,9 +42,13 @@ def main():
     # Every run is one process that parses, sets up and exits without communicating, so Open MPI's
     # singleton start-up can skip what only multi-process runs need: the isolated singleton starts
     # no runtime daemon and ob1 does not initialise UCX (0.51 s -> 0.09 s a run, ~100-180 runs an
-    # app). What a run checks (options, set-up) does not depend on the MPI transport.
+    # app). What a run checks (options, set-up) does not depend on the MPI transport. Isolated
+    # singletons all take job id 0, so concurrent ones (two checks under ctest -j) would share one
+    # session directory and remove it under each other: each check gets its own.
+    session = tempfile.TemporaryDirectory(prefix="check_option_bounds.")
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
-               OMPI_MCA_ess_singleton_isolated="1", OMPI_MCA_pml="ob1")
+               OMPI_MCA_ess_singleton_isolated="1", OMPI_MCA_pml="ob1",
+               OMPI_MCA_orte_tmpdir_base=session.name)
     if sanitized:  # ASan reserves terabytes of address space: limit allocations instead
         env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + \
             ":allocator_may_return_null=1:max_allocation_size_mb=%d" % (LIMIT_GIB * 1024)
