@@ -8,8 +8,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/version.h"  /* tess_version, tess_version_commit */
-#include "par/coll.h"      /* tess_par_agree */
+#include "core/version.h"     /* tess_version, tess_version_commit */
+#include "tensor/blasinfo.h" /* tess_blasinfo_core */
+#include "par/coll.h"         /* tess_par_agree */
 
 tess_status tess_rundir_mkdirs(const char *path) {
     char buf[4096];
@@ -44,8 +45,9 @@ static int write_provenance(FILE *f, int nranks) {
         strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", &utc);
     return fprintf(f,
                    "; tessera_version = %s\n; git_commit = %s\n; ranks = %d\n; host = %s\n"
-                   "; started_utc = %s\n",
-                   tess_version(), tess_version_commit(), nranks, host, started);
+                   "; started_utc = %s\n; blas_kernels = %s\n",
+                   tess_version(), tess_version_commit(), nranks, host, started,
+                   tess_blasinfo_core());
 }
 
 static tess_status prepare_on_root(const char *dir, const char *config_text, int nranks) {

@@ -14,6 +14,7 @@
  *   ; ranks = 4                          (size of g)
  *   ; host = node017                     (rank 0's host name)
  *   ; started_utc = 2026-12-01T13:46:25Z (time of this call, i.e. of this run or attempt)
+ *   ; blas_kernels = Haswell             (OpenBLAS's kernel family, tensor/blasinfo.h)
  * Collective on g: every rank returns the same status and rank 0's record (TESS_ERR_IO naming
  * the path and errno text on failure). */
 tess_status tess_rundir_prepare(const tess_group *g, const char *dir, const char *config_text);

@@ -1,8 +1,9 @@
 /* arena.c - bump allocation in one aligned buffer (see arena.h). */
 #include "core/arena.h"
 
-#include <stdlib.h>
-#include <string.h>
+#include "core/zalloc.h" /* tess_zalloc: zeroed without touching the pages */
+
+_Static_assert(TESS_ZALLOC_ALIGN % TESS_ARENA_ALIGN == 0, "the base carries the arena's alignment");
 
 /* bytes rounded up to the alignment, or false if that overflows size_t. */
 static bool round_up(size_t bytes, size_t *out) {
@@ -17,10 +18,9 @@ tess_status tess_arena_init(tess_arena *a, size_t bytes) {
     size_t cap;
     TESS_REQUIRE(round_up(bytes, &cap), TESS_ERR_MEM, "arena: %zu bytes is too large", bytes);
     if (cap > 0) {
-        a->base = aligned_alloc(TESS_ARENA_ALIGN, cap);
+        a->base = tess_zalloc(cap);
         TESS_REQUIRE(a->base != NULL, TESS_ERR_MEM, "arena: cannot allocate %zu bytes (%.1f MiB)",
                      cap, (double)cap / (1024.0 * 1024.0));
-        memset(a->base, 0, cap);
     }
     a->capacity = cap;
     return TESS_OK;
@@ -32,7 +32,7 @@ void tess_arena_init_measure(tess_arena *a) {
 
 void tess_arena_free(tess_arena *a) {
     if (!a) return;
-    free(a->base);
+    tess_zalloc_free(a->base);
     *a = (tess_arena){0};
 }
 

@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/rng.h" /* tess_rng_fill_* */
+#include "core/rng.h"    /* tess_rng_fill_* */
+#include "core/zalloc.h" /* tess_zalloc */
 
 struct tess_registry {
     tess_registry_entry *entries;
@@ -21,12 +22,10 @@ static size_t aligned_bytes(int64_t n) {
     return bytes == 0 ? a : (bytes + a - 1) / a * a;
 }
 
-static float *alloc_zeroed(int64_t n) {
-    size_t bytes = aligned_bytes(n);
-    float *p = aligned_alloc(TESS_REGISTRY_ALIGN, bytes);
-    if (p) memset(p, 0, bytes);
-    return p;
-}
+_Static_assert(TESS_ZALLOC_ALIGN % TESS_REGISTRY_ALIGN == 0, "the registry's alignment");
+
+/* Zeroed; pages supplied on first touch (initialisation or the first gradient). */
+static float *alloc_zeroed(int64_t n) { return tess_zalloc(aligned_bytes(n)); }
 
 tess_status tess_registry_create(tess_registry **reg) {
     TESS_REQUIRE(reg, TESS_ERR_ARG, "reg must not be NULL");
@@ -38,8 +37,8 @@ tess_status tess_registry_create(tess_registry **reg) {
 void tess_registry_destroy(tess_registry **reg) {
     if (!reg || !*reg) return;
     free((*reg)->entries);
-    free((*reg)->params);
-    free((*reg)->grads);
+    tess_zalloc_free((*reg)->params);
+    tess_zalloc_free((*reg)->grads);
     free(*reg);
     *reg = NULL;
 }
@@ -213,8 +212,8 @@ tess_status tess_registry_finalize(tess_registry *reg) {
     reg->params = alloc_zeroed(reg->local_total);
     reg->grads = alloc_zeroed(reg->local_total);
     if (!reg->params || !reg->grads) {
-        free(reg->params);
-        free(reg->grads);
+        tess_zalloc_free(reg->params);
+        tess_zalloc_free(reg->grads);
         reg->params = reg->grads = NULL;
         return tess_error_push(TESS_ERR_MEM, __FILE__, __LINE__, __func__,
                                "out of memory: 2 x %zu bytes for %lld entries",
@@ -262,9 +261,11 @@ void tess_registry_zero_grads(tess_registry *reg) {
 tess_status tess_registry_alloc_state(const tess_registry *reg, float **buf) {
     TESS_REQUIRE(reg && buf, TESS_ERR_ARG, "NULL argument");
     TESS_REQUIRE(reg->params, TESS_ERR_ARG, "registry not finalized");
-    *buf = alloc_zeroed(reg->local_total);
-    TESS_REQUIRE(*buf, TESS_ERR_MEM, "out of memory: %zu bytes of optimizer state",
-                 aligned_bytes(reg->local_total));
+    /* the caller frees it with free(): aligned_alloc, not tess_zalloc */
+    const size_t bytes = aligned_bytes(reg->local_total);
+    *buf = aligned_alloc(TESS_REGISTRY_ALIGN, bytes);
+    TESS_REQUIRE(*buf, TESS_ERR_MEM, "out of memory: %zu bytes of optimizer state", bytes);
+    memset(*buf, 0, bytes);
     return TESS_OK;
 }
 

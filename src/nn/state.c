@@ -5,9 +5,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The names and groups of the entries, hashed, so that an add checks uniqueness and the group
+ * rule in O(name length) instead of against every entry (a 1024-layer model with its optimizer
+ * moments lists ~30 000 entries). A key is the first len bytes of entries[entry].name: the whole
+ * name (name[len] == '\0') or one of its groups (name[len] == '/'), each group once. */
+typedef struct {
+    int64_t entry; /* -1: empty slot */
+    size_t len;
+} name_key;
+
 struct tess_state {
     tess_state_entry *entries;
     int64_t count, capacity;
+    name_key *keys; /* open addressing, linear probing; nkeys < keys_cap / 2 */
+    int64_t nkeys, keys_cap;
 };
 
 tess_status tess_state_create(tess_state **st) {
@@ -20,6 +31,7 @@ tess_status tess_state_create(tess_state **st) {
 void tess_state_destroy(tess_state **st) {
     if (!st || !*st) return;
     free((*st)->entries);
+    free((*st)->keys);
     free(*st);
     *st = NULL;
 }
@@ -41,10 +53,60 @@ static bool name_is_valid(const char *name) {
     return !component_empty;
 }
 
-/* true if a names a group of b ("x/y" of "x/y/z") */
-static bool is_group_of(const char *a, const char *b) {
-    size_t n = strlen(a);
-    return strncmp(a, b, n) == 0 && b[n] == '/';
+/* FNV-1a of s[0..len) */
+static uint64_t hash(const char *s, size_t len) {
+    uint64_t h = 14695981039346656037ull;
+    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h;
+}
+
+/* The slot of key s[0..len): the one holding it, or the empty slot where it would go.
+ * keys_cap > 0. */
+static name_key *find_key(const tess_state *st, const char *s, size_t len) {
+    for (uint64_t i = hash(s, len);; i++) {
+        name_key *k = &st->keys[i & (uint64_t)(st->keys_cap - 1)];
+        if (k->entry < 0) return k;
+        if (k->len == len && memcmp(st->entries[k->entry].name, s, len) == 0) return k;
+    }
+}
+
+/* The entry whose name or group s[0..len) is, or -1. */
+static int64_t find_entry(const tess_state *st, const char *s, size_t len) {
+    return st->keys_cap ? find_key(st, s, len)->entry : -1;
+}
+
+/* Room for `more` keys, keeping the table at most half full. */
+static tess_status reserve_keys(tess_state *st, int64_t more) {
+    if (2 * (st->nkeys + more) < st->keys_cap) return TESS_OK;
+    int64_t cap = st->keys_cap ? st->keys_cap : 64;
+    while (2 * (st->nkeys + more) >= cap) cap *= 2;
+    name_key *grown = malloc((size_t)cap * sizeof *grown);
+    TESS_REQUIRE(grown, TESS_ERR_MEM, "out of memory growing a state's name index to %lld",
+                 (long long)cap);
+    for (int64_t i = 0; i < cap; i++) grown[i] = (name_key){.entry = -1};
+    name_key *old = st->keys;
+    const int64_t old_cap = st->keys_cap;
+    st->keys = grown;
+    st->keys_cap = cap;
+    for (int64_t i = 0; i < old_cap; i++)
+        if (old[i].entry >= 0)
+            *find_key(st, st->entries[old[i].entry].name, old[i].len) = old[i];
+    free(old);
+    return TESS_OK;
+}
+
+/* Index entry i: its name and every group of it not indexed yet (reserve_keys first). */
+static void index_entry(tess_state *st, int64_t i) {
+    const char *name = st->entries[i].name;
+    for (size_t len = 1;; len++) {
+        if (name[len] != '/' && name[len] != '\0') continue;
+        name_key *k = find_key(st, name, len);
+        if (k->entry < 0) {
+            *k = (name_key){.entry = i, .len = len};
+            st->nkeys++;
+        }
+        if (name[len] == '\0') return;
+    }
 }
 
 static tess_status add_entry(tess_state *st, const char *name, tess_dtype dtype, int ndim,
@@ -63,12 +125,22 @@ static tess_status add_entry(tess_state *st, const char *name, tess_dtype dtype,
     char what[TESS_STATE_NAME_MAX + 16];
     snprintf(what, sizeof what, "state entry '%s'", name);
     TESS_CHECK(tess_layout_check(what, ndim, shape, l));
-    for (int64_t i = 0; i < st->count; i++) {
-        const char *other = st->entries[i].name;
-        TESS_REQUIRE(strcmp(other, name) != 0, TESS_ERR_ARG, "state entry '%s' added twice", name);
-        TESS_REQUIRE(!is_group_of(other, name) && !is_group_of(name, other), TESS_ERR_ARG,
-                     "state entries '%s' and '%s': one names a group of the other", other, name);
+    /* Unique, and no group of an entry names an entry: name is neither an entry nor a group
+     * of one, and none of name's groups is an entry. */
+    int64_t other = find_entry(st, name, len);
+    TESS_REQUIRE(other < 0 || st->entries[other].name[len] != '\0', TESS_ERR_ARG,
+                 "state entry '%s' added twice", name);
+    int64_t groups = 0;
+    for (size_t g = 1; g < len && other < 0; g++) {
+        if (name[g] != '/') continue;
+        groups++;
+        const int64_t e = find_entry(st, name, g);
+        if (e >= 0 && st->entries[e].name[g] == '\0') other = e;
     }
+    TESS_REQUIRE(other < 0, TESS_ERR_ARG,
+                 "state entries '%s' and '%s': one names a group of the other",
+                 st->entries[other].name, name);
+    TESS_CHECK(reserve_keys(st, 1 + groups));
     if (st->count == st->capacity) {
         const int64_t cap = st->capacity ? 2 * st->capacity : 32;
         tess_state_entry *grown = realloc(st->entries, (size_t)cap * sizeof *grown);
@@ -96,6 +168,7 @@ static tess_status add_entry(tess_state *st, const char *name, tess_dtype dtype,
     TESS_REQUIRE(data || e->local_count == 0, TESS_ERR_ARG,
                  "state entry '%s': NULL data for %lld local elements", name,
                  (long long)e->local_count);
+    index_entry(st, st->count);
     st->count++;
     return TESS_OK;
 }
@@ -169,7 +242,7 @@ const tess_state_entry *tess_state_get(const tess_state *st, int64_t i) {
 }
 
 int64_t tess_state_find(const tess_state *st, const char *name) {
-    for (int64_t i = 0; i < st->count; i++)
-        if (strcmp(st->entries[i].name, name) == 0) return i;
-    return -1;
+    const size_t len = strlen(name);
+    const int64_t i = find_entry(st, name, len);
+    return i >= 0 && st->entries[i].name[len] == '\0' ? i : -1;
 }

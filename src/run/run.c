@@ -16,7 +16,8 @@
 #include "io/plot.h"      /* tess_plot_csv */
 #include "io/rundir.h"    /* tess_rundir_prepare */
 #include "par/coll.h"     /* tess_par_allreduce_f64, tess_par_agree */
-#include "tensor/matmul.h" /* tess_matmul_init */
+#include "tensor/blasinfo.h" /* tess_blasinfo_* */
+#include "tensor/matmul.h"   /* tess_matmul_init */
 
 enum { RUN_PATH_MAX = 4200, RUN_SECTIONS_MAX = 32 };
 
@@ -553,6 +554,22 @@ static tess_status open_log_file(const tess_run *run) {
     return TESS_OK;
 }
 
+/* The BLAS build and kernels in the log's header and, when OpenBLAS runs older kernels than the
+ * CPU could, the variable that selects its AVX-512 ones (tensor/blasinfo.h). Rank 0 logs. */
+static void log_blas(void) {
+    const char *config = tess_blasinfo_config(), *core = tess_blasinfo_core();
+    const char *coretype = getenv("OPENBLAS_CORETYPE");
+    tess_log_info("BLAS: %s (kernels %s%s%s)", config, core,
+                  coretype ? ", OPENBLAS_CORETYPE=" : "", coretype ? coretype : "");
+    const char *hint =
+        tess_blasinfo_coretype_hint(tess_blasinfo_cpu_avx512(), config, core, coretype);
+    if (hint)
+        tess_log_info("hint: this CPU has AVX-512 but OpenBLAS runs its %s kernels: try "
+                      "OPENBLAS_CORETYPE=%s (its AVX-512 kernels, often much faster), the same "
+                      "for a run and every resumed attempt (results differ in the last bits "
+                      "between kernels)", core, hint);
+}
+
 static tess_status run_all(tess_run *run, int argc, char **argv) {
     const tess_run_app *app = run->app;
     /* The driver's own flags too must be the same everywhere (--print-params on one rank would
@@ -614,6 +631,7 @@ static tess_status run_all(tess_run *run, int argc, char **argv) {
     TESS_CHECK(open_log_file(run));
     tess_log_info("%s: %d rank%s, run directory %s (log in run.log)", app->name, run->group->size,
                   run->group->size == 1 ? "" : "s", tess_run_dir(run));
+    log_blas();
     /* The checkpoint directory and resume verdicts are agreed by every rank: a refusal ends the
      * run collectively. */
     run->collective = true;

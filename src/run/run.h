@@ -15,7 +15,8 @@
  *     progress_every, per_rank), next to the app's own sections; --help, --print-config,
  *     --print-params;
  *   - the run directory (config.ini, run.log, metrics files .csv and .jsonl, plots/,
- *     checkpoints/);
+ *     checkpoints/); run.log's header names the BLAS build and kernels, with a hint when
+ *     OpenBLAS runs older kernels than the CPU allows (tensor/blasinfo.h);
  *   - resume: after setup, `ckpt.resume` = auto|FILE loads the checkpoint into the state the app
  *     described (tess_run_state) after checking that it was written by the same app with the same
  *     run.seed and the same values of every option not declared TESS_OPT_RESUMABLE (core/config.h),

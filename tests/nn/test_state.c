@@ -2,7 +2,8 @@
  * one by one (shapes, local blocks and offsets of each layout, dtype, borrowed data), the
  * rejections and their messages (bad names, duplicates, a name that is a group of another, bad
  * dtypes, shapes and layouts, NULL data), registry and like-registry entries (names, shapes,
- * layouts, tags, data at the flat offsets), private flags, lookup, and a NULL-safe destroy. */
+ * layouts, tags, data at the flat offsets), private flags, lookup (also over thousands of entries),
+ * and a NULL-safe destroy. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,9 +202,46 @@ static void test_registry(void) {
     tess_registry_destroy(&reg);
 }
 
+/* Many entries (the name index grows several times): every one found at its index, the
+ * duplicate and group rules still caught against early and late entries. */
+static void test_many(void) {
+    enum { N = 3000 };
+    tess_state *st = NULL;
+    TESS_TEST_CHECK(tess_state_create(&st) == TESS_OK, "create");
+    static int64_t v[N];
+    char name[64];
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "g%d/layers.%d/w", i % 7, i);
+        TESS_TEST_CHECK(tess_state_add_i64(st, name, &v[i]) == TESS_OK, "add %s: %s", name,
+                        tess_error_text());
+    }
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "g%d/layers.%d/w", i % 7, i);
+        TESS_TEST_CHECK(tess_state_find(st, name) == i, "find %s: %lld", name,
+                        (long long)tess_state_find(st, name));
+    }
+    TESS_TEST_CHECK(tess_state_find(st, "g0/layers.0") == -1 && tess_state_find(st, "g0") == -1 &&
+                        tess_state_find(st, "g0/layers.0/w/x") == -1 &&
+                        tess_state_find(st, "g1/layers.0/w") == -1,
+                    "groups and near names are not entries");
+    expect_refused(tess_state_add_i64(st, "g2/layers.2998/w", &v[0]),
+                   "state entry 'g2/layers.2998/w' added twice", "late duplicate");
+    expect_refused(tess_state_add_i64(st, "g0/layers.7", &v[0]),
+                   "state entries 'g0/layers.7/w' and 'g0/layers.7': one names a group",
+                   "group of an early entry");
+    expect_refused(tess_state_add_i64(st, "g3/layers.2999/w/x", &v[0]),
+                   "state entries 'g3/layers.2999/w' and 'g3/layers.2999/w/x'",
+                   "under a late entry");
+    TESS_TEST_CHECK(tess_state_add_i64(st, "g0/layers.7x", &v[0]) == TESS_OK &&
+                        tess_state_find(st, "g0/layers.7x") == N,
+                    "a name that only starts like a group: %s", tess_error_text());
+    tess_state_destroy(&st);
+}
+
 int main(void) {
     test_entries();
     test_private();
     test_registry();
+    test_many();
     return tess_test_finish("test_state");
 }
