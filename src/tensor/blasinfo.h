@@ -2,14 +2,16 @@
  * OpenBLAS does not know.
  *
  * OpenBLAS built with DYNAMIC_ARCH (Debian's, among others) picks one family of kernels at load
- * time from the CPU it recognises. A release older than the CPU falls back to an older family:
- * Debian 12's 0.3.21 runs its Haswell (AVX2) kernels on AMD Zen 5, which has AVX-512, and
- * OPENBLAS_CORETYPE=SkylakeX (read once, when the library loads) selects its AVX-512 kernels
- * instead (a MoE layer's step 1.7-1.9x shorter there, docs/benchmarks.md). Kernel families sum
- * in different orders, so results differ in the last bits between them: a run and its resumed
- * continuations should use the same one. The run driver logs the build and the kernels at
- * start-up and the hint when it applies (src/run/run.h); io/rundir.h records the kernels in
- * config.ini. Not collective; no allocation.
+ * time from the CPU it recognises, or the family OPENBLAS_CORETYPE names (read once, when the
+ * library loads). A release older than the CPU may fall back to an older family, and an
+ * environment may force one: Debian 12's 0.3.21 picks its AVX-512 Cooperlake kernels on an AMD
+ * EPYC with AVX-512, but runs its Haswell (AVX2) ones there with OPENBLAS_CORETYPE=Haswell,
+ * where OPENBLAS_CORETYPE=SkylakeX makes a MoE layer's step 1.7-1.9x shorter
+ * (docs/benchmarks.md). Kernel families sum in different orders, so results differ in the
+ * last bits between them: a run and its resumed continuations should use the same one. The run
+ * driver logs the build and the kernels at start-up and the hint when it applies
+ * (src/run/run.h); io/rundir.h records the kernels in config.ini. Not collective; no
+ * allocation.
  */
 #ifndef TESS_TENSOR_BLASINFO_H
 #define TESS_TENSOR_BLASINFO_H
