@@ -111,6 +111,8 @@ struct moe_layer {
                                   * this rank (its own rows are read in place: roc) */
     int64_t *go, *uo;            /* (E) offsets of block (source q, slot j) in the expert side's
                                   * [slot][source] order and in the [source][slot] order */
+    int64_t *zo;                 /* (E) the first row of block (q, j)'s split rows in the send
+                                  * order of zplan's reverse exchange (fast_slot) */
     int32_t *rid;                /* (rid_cap,2) expert side, [source][slot]: token, split */
     int32_t *rof;                /* (rof_cap) expert side: per source q, a row_of (nq[q], k) of
                                   * its tokens' rows on this rank (grouped positions), -1 else */
@@ -594,6 +596,14 @@ static tess_status fast_unpack(moe_layer *m) {
                 m->fr[q * S + j] += id[1] != 0 && q != m->rank;
             }
         }
+    for (int64_t q = 0, c = 0; q < P; q++)
+        for (int64_t j = 0; j < S && q != m->rank; j++) {
+            m->zo[q * S + j] = c;
+            c += m->fr[q * S + j];
+            TESS_ASSERT(c <= rx + P * m->nsr); /* zs holds rx_cap + P nsr rows */
+        }
+    /* the cosines of tokens with no row here stay 0 (fast_slot writes the others) */
+    memset(m->rcos, 0, (size_t)(rows / k * tess_nn_moe_rsp_cache_floats(k)) * sizeof(float));
     return TESS_OK;
 }
 
@@ -606,41 +616,59 @@ static void pay_get(const float *p, double *v, int64_t n) {
     memcpy(v, p, (size_t)n * sizeof(double));
 }
 
-/* Fast path, expert side: the split rows of the other ranks in src (grouped order, rows of F)
- * into the send order of zplan's reverse exchange ([source][slot]) in dst, each source's
- * payload (PHI_COUNT doubles of vs) after its last slot. */
-static void fast_pack_expert(moe_layer *m, const float *src, float *dst) {
-    const int64_t F = m->F, S = m->nle, P = m->P;
+/* Fast path, expert side, once slot j's expert has computed its z rows (so best right after it,
+ * while they are in cache: expert_part): R_sp's cosines and norms (rcos) of the co-located
+ * pairs of every token whose last row here is in slot j (its other rows are in earlier slots,
+ * already computed), and slot j's rows in a split pair of the other ranks' tokens copied into
+ * zs, the send order of zplan's reverse exchange ([source][slot], each source's payload after
+ * its last slot, at zo). The same values as computing every token's cosines after the experts
+ * (tess_nn_moe_rsp_cache per token). */
+static void fast_slot(moe_layer *m, int64_t j, float *zs) {
+    const int64_t k = m->k, F = m->F, S = m->nle, P = m->P;
+    const int64_t cw = tess_nn_moe_rsp_cache_floats(k);
     const int64_t *rc = tess_dispatch_recv_counts(m->plan);
-    int64_t c = 0;
     for (int64_t q = 0; q < P; q++) {
-        if (q == m->rank) continue;
-        for (int64_t j = 0; j < S; j++)
-            for (int64_t i = 0; i < rc[q * S + j]; i++)
-                if (m->rid[2 * (m->uo[q * S + j] + i) + 1])
-                    memcpy(dst + (c++) * F, src + (m->go[q * S + j] + i) * F,
-                           (size_t)F * sizeof(float));
-        pay_put(m, dst + c * F, m->vs + q * TESS_NN_MOE_PHI_COUNT, TESS_NN_MOE_PHI_COUNT);
-        c += m->nsr;
+        const int64_t g0 = m->go[q * S + j], u0 = m->uo[q * S + j];
+        const int32_t *rof = m->rof + m->rq[q];
+        float *cos = m->rcos + m->rq[q] / k * cw;
+        float *dst = zs + m->zo[q * S + j] * F;
+        for (int64_t i = 0; i < rc[q * S + j]; i++) {
+            const int32_t *id = m->rid + 2 * (u0 + i), *pr = rof + (int64_t)id[0] * k;
+            int32_t last = -1;
+            for (int64_t s = 0; s < k; s++) last = pr[s] > last ? pr[s] : last;
+            if (last == g0 + i)
+                tess_nn_moe_rsp_cache(cos, m->zg, rof, NULL, id[0], id[0] + 1, k, F);
+            if (q != m->rank && id[1]) {
+                memcpy(dst, m->zg + (g0 + i) * F, (size_t)F * sizeof(float));
+                dst += F;
+            }
+        }
     }
 }
 
-/* Fast path, after the experts' forward: R_sp's co-located sums of each source's tokens
- * computed here (their cosines kept in rcos), then the other ranks' split rows' z and the sums
- * back home in one exchange (zplan, a local plan of fs and fr) into the home region after zg's
- * rx_cap rows, this rank's sums copied (no exchange with itself); sp_sums = the split pairs'
- * sums at home (on zg through roc: this rank's own split rows read where its experts wrote
- * them; their cosines kept in sp_cos) + the returned ones. */
-static tess_status fast_forward(moe_layer *m, int64_t N) {
-    const int64_t k = m->k, F = m->F, P = m->P, cw = tess_nn_moe_rsp_cache_floats(k);
+/* Fast path, after the experts' forward: fast_slot for every slot unless slots_done (it ran
+ * after each expert), R_sp's co-located sums of each source's tokens from the cosines it kept
+ * in rcos, then the other ranks' split rows' z (in zs) and the sums back home in one exchange
+ * (zplan, a local plan of fs and fr) into the home region after zg's rx_cap rows, this rank's
+ * sums copied (no exchange with itself); sp_sums = the split pairs' sums at home (on zg
+ * through roc: this rank's own split rows read where its experts wrote them; their cosines
+ * kept in sp_cos) + the returned ones. */
+static tess_status fast_forward(moe_layer *m, int64_t N, float *zs, bool slots_done) {
+    const int64_t k = m->k, F = m->F, S = m->nle, P = m->P, cw = tess_nn_moe_rsp_cache_floats(k);
     float *home = m->zg + m->rx_cap * F;
     TESS_CHECK(tess_dispatch_plan_local(m->zplan, m->fs, m->fr));
-    for (int64_t q = 0; q < P; q++)
-        tess_nn_moe_rsp_sums(m->vs + q * TESS_NN_MOE_PHI_COUNT, m->rcos + m->rq[q] / k * cw,
-                             m->zg, m->rof + m->rq[q], NULL, m->nq[q], k, F);
-    fast_pack_expert(m, m->zg, m->xt);
+    for (int64_t j = 0; j < S && !slots_done; j++) fast_slot(m, j, zs);
+    for (int64_t q = 0; q < P; q++) {
+        tess_nn_moe_rsp_sums_cached(m->vs + q * TESS_NN_MOE_PHI_COUNT,
+                                    m->rcos + m->rq[q] / k * cw, m->rof + m->rq[q], NULL,
+                                    m->nq[q], k);
+        const int64_t last = q * S + S - 1; /* the payload after the last slot's split rows */
+        if (q != m->rank)
+            pay_put(m, zs + (m->zo[last] + m->fr[last] - m->nsr) * F,
+                    m->vs + q * TESS_NN_MOE_PHI_COUNT, TESS_NN_MOE_PHI_COUNT);
+    }
     const double t0 = tess_timer_now(), c0 = thread_cpu();
-    const tess_status st = tess_dispatch_reverse(m->zplan, m->xt, home, F);
+    const tess_status st = tess_dispatch_reverse(m->zplan, zs, home, F);
     exchanged(m, t0, c0);
     TESS_CHECK(st);
     for (int64_t r = 0; r < P; r++)
@@ -726,6 +754,7 @@ typedef struct {
     bool bwd, dz_in;
     float *dxg, *dzg, *db;
     const float *dyg;
+    float *zs; /* forward, R_sp's fast path on one thread: fast_slot after each expert, or NULL */
 } expert_job;
 
 /* Member `member` of n runs the experts j whose middle row (by the rows before j plus half of
@@ -749,6 +778,7 @@ static void expert_part(void *ctx, int member, int n) {
             tess_nn_moe_expert_forward(m->yg + o * C, m->a + o * F, m->b + o * F, m->zg + o * F,
                                        m->xg + o * C, wg + j * F * C, wu + j * F * C,
                                        wd + j * C * F, m->rows[j], C, F);
+            if (jb->zs) fast_slot(m, j, jb->zs);
         } else {
             tess_nn_moe_expert_backward(jb->dxg + o * C, dwg + j * F * C, dwu + j * F * C,
                                         dwd + j * C * F, jb->dzg + o * F, jb->db + o * F,
@@ -1049,13 +1079,19 @@ static void moe_forward(tess_nn_ffn *f, float *out, const float *in, int64_t N) 
     } else {
         for (int64_t j = 0; j < m->nle; j++) m->rows[j] = m->pos[j];
     }
-    /* local experts on their contiguous rows */
-    experts_run(m, &(expert_job){.m = m});
+    /* local experts on their contiguous rows; with R_sp's fast path and the experts in order on
+     * this thread, each expert's co-located cosines and split rows right after it (fast_slot),
+     * while its z rows are in cache. The split rows go to zs: grown, the part of the stack's
+     * tbuf that only backward uses (after yg and xt: tbuf_floats), so that y's return through
+     * xt does not clobber them; carved, xt after y's return (fast_forward). */
+    float *zs = !m->fast ? NULL : m->grow ? m->xt + xt_floats(m, m->rx_cap) : m->xt;
+    const bool slots_here = m->fast && m->grow && (!m->stack->team || m->nle < 2);
+    experts_run(m, &(expert_job){.m = m, .zs = slots_here ? zs : NULL});
     /* back home; z too when R_sp needs it (exact R_sp: every pair meets on the token's rank) */
     if (m->plan) {
         to_home(m, m->yg, m->xt, m->y, C);
         if (m->fast)
-            keep(m, fast_forward(m, N));
+            keep(m, fast_forward(m, N, zs, slots_here));
         else if (cfg->lambda_sp > 0)
             to_home(m, m->zg, m->xt, m->z, F);
     }
@@ -1172,7 +1208,7 @@ static void moe_destroy(tess_nn_ffn *f) {
     free(m->kept);
     free(m->tcounts);
     free(m->xbuf);
-    free(m->fs), free(m->fr), free(m->go), free(m->uo), free(m->nq), free(m->rq);
+    free(m->fs), free(m->fr), free(m->go), free(m->uo), free(m->zo), free(m->nq), free(m->rq);
     free(m->vs), free(m->vr), free(m->nsrc), free(m->po), free(m->rid), free(m->rof), free(m->rcos);
     tess_dispatch_destroy(&m->zplan);
     tess_dispatch_destroy(&m->plan);
@@ -1280,12 +1316,13 @@ tess_status tess_nn_moe_stack_make_ffn(void *ctx, int64_t layer, const tess_tfm_
         m->nsr = (2 * TESS_NN_MOE_PHI_COUNT + cfg->F - 1) / cfg->F;
         m->fs = calloc(E, sizeof *m->fs), m->fr = calloc(E, sizeof *m->fr);
         m->go = calloc(E, sizeof *m->go), m->uo = calloc(E, sizeof *m->uo);
+        m->zo = calloc(E, sizeof *m->zo);
         m->nq = calloc(P, sizeof *m->nq), m->rq = calloc(P, sizeof *m->rq);
         m->vs = calloc(P * np, sizeof *m->vs), m->vr = calloc(P * np, sizeof *m->vr);
         m->nsrc = calloc(P, sizeof *m->nsrc), m->po = calloc(P, sizeof *m->po);
         const tess_status zs = tess_dispatch_create(&m->zplan, cfg->ep, m->nle);
-        if (zs != TESS_OK || !m->fs || !m->fr || !m->go || !m->uo || !m->nq || !m->rq || !m->vs ||
-            !m->vr || !m->nsrc || !m->po) {
+        if (zs != TESS_OK || !m->fs || !m->fr || !m->go || !m->uo || !m->zo || !m->nq || !m->rq ||
+            !m->vs || !m->vr || !m->nsrc || !m->po) {
             moe_destroy(&m->base);
             TESS_REQUIRE(false, TESS_ERR_MEM, "cannot allocate an MoE layer's R_sp fast path");
         }
