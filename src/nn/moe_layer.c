@@ -295,8 +295,8 @@ static int64_t z_rows(const moe_layer *m, int64_t R) {
 }
 
 /* Rows of the expert side's z and dz for rx received rows: rx, and with the fast path the home
- * region after them (zh rows: the split rows that come home and their gradient, in the order of
- * zplan's exchanges), so that R_sp at home reads and writes one view through roc: this rank's
+ * region after them (zh rows: the split rows that come home and their gradient, compact in expert
+ * order: split_exchange), so that R_sp at home reads and writes one view through roc: this rank's
  * own split rows where the experts left them, no copy (moe_layer.zh). */
 static int64_t zv_rows(const moe_layer *m, int64_t rx) { return rx + (m->fast ? m->zh : 0); }
 
@@ -534,10 +534,10 @@ static void fast_ids(moe_layer *m, int64_t N) {
     }
 }
 
-/* Fast path, home side, once the expert side's offsets (go) and rx_cap are known: roc, the row
- * in the view zg of each slot in a split pair: on this rank's own expert e (slot j) the row it
- * arrived in on the expert side (rows of one (source, slot) block keep their order), on another
- * rank's rx_cap + its row in the home region; -1 for every other slot. */
+/* Fast path, home side, once the expert side's row map (gpos) and rx_cap are known: roc, the
+ * row in the view zg of each slot in a split pair: on this rank's own expert e (slot j) its row
+ * on the expert side (gpos of its arrival position: a block arrives in the sender's order), on
+ * another rank's rx_cap + its row in the home region; -1 for every other slot. */
 static void fast_roc(moe_layer *m, int64_t N) {
     const int64_t k = m->k, S = m->nle, me = m->rank;
     for (int64_t i = 0; i < N * k; i++) {
