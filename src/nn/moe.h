@@ -386,10 +386,9 @@ typedef struct tess_nn_moe_stack tess_nn_moe_stack;
  * (dY out, dX back). R_sp stays exact across ranks: a pair of a token's slots whose experts live
  * on one rank is computed there (co-located), a pair split across ranks on the token's rank, so
  * with lambda_sp > 0 the token ids travel with the rows (two more columns of the token rows),
- * only the z rows in a split pair come back (and their gradient goes out in backward,
- * par/dispatch.h's local plan), the co-located pairs' sums ride back to the tokens' ranks in
- * payload rows of that z exchange (and each rank's N, for their gradient's 1/N, in payload
- * rows of the gradient's): no collective beyond the dropless layer's. The cosines and norms of
+ * only the z rows in a split pair come back (and their gradient goes out in backward),
+ * point-to-point from and into their final rows, followed by the co-located pairs' sums (and
+ * each rank's N, for their gradient's 1/N): no collective beyond the dropless layer's. The cosines and norms of
  * forward are kept for backward on both sides. With padding or the all-gather
  * dispatcher (the oracle) z of every row comes back and R_sp is computed at home. With pad (every
  * expert's block padded to the capacity) there is no count exchange: the blocks have a fixed

@@ -87,12 +87,13 @@ struct moe_layer {
     int64_t grows;               /* times xbuf or the stack's tbuf grew for this layer */
     /* R_sp's co-located fast path (fast: ep over all-to-all, no padding, lambda_sp > 0): a pair
      * of a token's slots whose experts share a rank is computed there; only the z rows in a pair
-     * split across ranks travel home (and their gradient back), over zplan, and no exchange of
-     * its own: the token ids ride in two extra columns of the token rows, the co-located sums
-     * in nsr payload rows per rank pair of the z return (this rank's N likewise in backward). */
+     * split across ranks travel home (and their gradient back), in point-to-point messages sent
+     * from and received into their final rows (split_send, split_recv: the expert side keeps
+     * each block's split rows first, gpos), with the co-located sums (forward) and each rank's
+     * N (backward) in a small message after them; the token ids ride in two extra columns of the
+     * token rows. */
     bool fast;
-    int64_t nsr;                 /* payload rows (F floats) per rank pair in zplan's exchanges */
-    tess_dispatch *zplan;        /* the plan of the rows in a split pair (a local plan) */
+    MPI_Request *req;            /* (2 P (nle + 1)) the split rows' messages */
     int32_t *grp;                /* (N,k) home: the rank of each slot's expert */
     int32_t *ids;                /* (Rm,2) home rows in expert order: token, and 0 or (for a
                                   * row in a split pair) nonzero: on another rank's expert
@@ -102,15 +103,17 @@ struct moe_layer {
                                   * experts, else rx_cap + its row in the home region), else -1 */
     int64_t zh;                  /* rows of the home region after zg's rx_cap rows (and after
                                   * dzg's in backward): this rank's split rows on the other
-                                  * ranks' experts in zplan's order (destination rank, slot),
-                                  * each rank's payload rows after its last slot (at po);
-                                  * Rm + P nsr */
-    int64_t *po;                 /* (P) the payload's first row in the home region per rank */
-    int64_t *fs, *fr;            /* (E) split rows sent to / received from each (rank, slot),
-                                  * plus nsr on each rank's last slot (the payload); 0 for
-                                  * this rank (its own rows are read in place: roc) */
+                                  * ranks' experts in expert order; Rm */
+    int64_t *fs, *ho;            /* (E) home: split rows on each other rank's expert (0 for
+                                  * this rank's: read in place, roc) and their first row in
+                                  * the home region */
+    int64_t *ns;                 /* (E) expert side: split rows in block (source q, slot j) */
     int64_t *go, *uo;            /* (E) offsets of block (source q, slot j) in the expert side's
                                   * [slot][source] order and in the [source][slot] order */
+    int32_t *gpos;               /* (gpos_cap) expert side: the row in [slot][source] order of
+                                  * each received row ([source][slot] order): within a block
+                                  * the split rows first, each part in arrival order */
+    int64_t gpos_cap;
     int32_t *rid;                /* (rid_cap,2) expert side, [source][slot]: token, split */
     int32_t *rof;                /* (rof_cap) expert side: per source q, a row_of (nq[q], k) of
                                   * its tokens' rows on this rank (grouped positions), -1 else */
@@ -121,7 +124,8 @@ struct moe_layer {
                                   * their offsets in rof */
     double *vs, *vr;             /* (P, PHI_COUNT) co-located sums per source, sent / per
                                   * expert rank, received */
-    double *nsrc;                /* (P) each source's N (its co-located gradient's 1/N) */
+    double *nsrc;                /* (2P) each source's N (its co-located gradient's 1/N),
+                                  * then this rank's N for each rank (sent) */
     float *sp_cos;               /* (N, rsp_cache_floats(k)) home, with lambda_sp > 0: the
                                   * cosines and norms of the pairs computed here, for backward */
     double sp_sums[TESS_NN_MOE_PHI_COUNT]; /* R_sp's sums over this rank's tokens (moe.h) */
@@ -291,8 +295,8 @@ static int64_t z_rows(const moe_layer *m, int64_t R) {
 }
 
 /* Rows of the expert side's z and dz for rx received rows: rx, and with the fast path the home
- * region after them (zh rows: the split rows that come home and their gradient, in the order of
- * zplan's exchanges), so that R_sp at home reads and writes one view through roc: this rank's
+ * region after them (zh rows: the split rows that come home and their gradient, compact in expert
+ * order: split_exchange), so that R_sp at home reads and writes one view through roc: this rank's
  * own split rows where the experts left them, no copy (moe_layer.zh). */
 static int64_t zv_rows(const moe_layer *m, int64_t rx) { return rx + (m->fast ? m->zh : 0); }
 
@@ -302,17 +306,11 @@ static int64_t zv_rows(const moe_layer *m, int64_t rx) { return rx + (m->fast ? 
 static int64_t xp_width(const moe_layer *m) { return m->base.C + (m->fast ? 2 : 0); }
 
 /* Floats of the expert side's exchange buffer xt for rx received rows: rows of width max(C, F)
- * (y, z, dy, dx), with the fast path also the token rows with their ids (C + 2) and the z rows
- * of split pairs with the payload rows of every rank pair ((rx + P nsr) F). */
+ * (y, z, dy, dx), with the fast path the token rows with their ids (C + 2). */
 static int64_t xt_floats(const moe_layer *m, int64_t rx) {
     const int64_t C = m->base.C, F = m->F;
-    int64_t n = rx * (C > F ? C : F);
-    if (m->fast) {
-        const int64_t a = rx * (C + 2), b = (rx + m->P * m->nsr) * F;
-        n = a > n ? a : n;
-        n = b > n ? b : n;
-    }
-    return n;
+    const int64_t n = rx * (C > F ? C : F), a = rx * (C + 2);
+    return m->fast && a > n ? a : n;
 }
 
 static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
@@ -336,7 +334,7 @@ static tess_status moe_carve(tess_nn_ffn *f, tess_arena *ar, int64_t max_N) {
     TESS_CHECK(tess_arena_floats(ar, R * xp_width(m), &m->xp));
     TESS_CHECK(tess_arena_floats(ar, R * C, &m->y));
     TESS_CHECK(tess_arena_floats(ar, z_rows(m, R) * F, &m->z));
-    m->zh = m->fast ? R + m->P * m->nsr : 0;
+    m->zh = m->fast ? R : 0;
     if (m->stack->cfg.lambda_sp > 0)
         TESS_CHECK(tess_arena_floats(ar, N * tess_nn_moe_rsp_cache_floats(k), &m->sp_cos));
     if (m->fast) {
@@ -405,16 +403,32 @@ static void keep(moe_layer *m, tess_status st) {
     if (st != TESS_OK && m->stack->status == TESS_OK) m->stack->status = st;
 }
 
+/* Rows of width w in arrival order ([source][slot]) -> the expert side's order (regroup), and
+ * back (ungroup): par/dispatch.h's [slot][source] order, with the fast path each block's split
+ * rows first (gpos). */
+static void regroup(const moe_layer *m, const float *in, float *out, int64_t w, bool back) {
+    if (!m->fast) {
+        (back ? tess_dispatch_ungroup : tess_dispatch_regroup)(m->plan, in, out, w);
+        return;
+    }
+    const int64_t rx = tess_dispatch_recv_rows(m->plan);
+    for (int64_t u = 0; u < rx; u++)
+        if (back)
+            memcpy(out + u * w, in + (int64_t)m->gpos[u] * w, (size_t)w * sizeof(float));
+        else
+            memcpy(out + (int64_t)m->gpos[u] * w, in + u * w, (size_t)w * sizeof(float));
+}
+
 /* Home rows (expert order) -> expert side [local expert][source]: exchange into tmp, regroup. */
 static void to_experts(moe_layer *m, const float *home, float *tmp, float *grp, int64_t w) {
     const double t0 = tess_timer_now(), c0 = thread_cpu();
     keep(m, tess_dispatch_forward(m->plan, home, tmp, w));
     exchanged(m, t0, c0);
-    tess_dispatch_regroup(m->plan, tmp, grp, w);
+    regroup(m, tmp, grp, w, false);
 }
 /* Expert side -> home rows: ungroup into tmp, reverse exchange. */
 static void to_home(moe_layer *m, const float *grp, float *tmp, float *home, int64_t w) {
-    tess_dispatch_ungroup(m->plan, grp, tmp, w);
+    regroup(m, grp, tmp, w, true);
     const double t0 = tess_timer_now(), c0 = thread_cpu();
     keep(m, tess_dispatch_reverse(m->plan, tmp, home, w));
     exchanged(m, t0, c0);
@@ -495,10 +509,9 @@ static tess_status grow_cos(moe_layer *m, int64_t n) {
 /* Fast path, home side, before the row exchange: grp, and ids of the Rn rows in expert order
  * (token, and for a row in a pair split across ranks nonzero: on another rank's expert 1 + its
  * row in the home region, else 1; not in a split pair 0); fs = the other ranks' such rows per
- * expert (= per (rank, slot) of the plan) plus each other rank's payload, and po. The home
- * region holds them rank by rank, each rank's payload after its last slot; this rank's own
- * split rows stay on its expert side (fs 0, roc: fast_roc). The ids travel in two extra
- * columns of the token rows (xp_width). */
+ * expert (= per (rank, slot) of the plan) and ho, their first row in the home region, which
+ * holds them in expert order; this rank's own split rows stay on its expert side (fs 0, roc:
+ * fast_roc). The ids travel in two extra columns of the token rows (xp_width). */
 static void fast_ids(moe_layer *m, int64_t N) {
     const int64_t k = m->k, E = m->E, S = m->nle, me = m->rank;
     for (int64_t i = 0; i < N * k; i++) m->grp[i] = m->topk[i] / (int32_t)S;
@@ -511,24 +524,20 @@ static void fast_ids(moe_layer *m, int64_t N) {
                 if (m->row_of[t * k + u] >= 0 && m->grp[t * k + u] != m->grp[t * k + s])
                     m->ids[2 * rs + 1] = 1;
         }
-    int64_t c = 0; /* rows of the home region: the other ranks' (expert order, payload last) */
+    int64_t c = 0; /* rows of the home region: the other ranks' (expert order) */
     for (int64_t e = 0; e < E; e++) {
         m->fs[e] = 0;
+        m->ho[e] = c;
         if (e / S == me) continue; /* the flag 1 stays */
         for (int64_t r = m->offs[e]; r < m->offs[e + 1]; r++)
             if (m->ids[2 * r + 1]) m->ids[2 * r + 1] = (int32_t)(1 + c++), m->fs[e]++;
-        if (e % S == S - 1) { /* the payload after each rank's last slot */
-            m->po[e / S] = c;
-            m->fs[e] += m->nsr;
-            c += m->nsr;
-        }
     }
 }
 
-/* Fast path, home side, once the expert side's offsets (go) and rx_cap are known: roc, the row
- * in the view zg of each slot in a split pair: on this rank's own expert e (slot j) the row it
- * arrived in on the expert side (rows of one (source, slot) block keep their order), on another
- * rank's rx_cap + its row in the home region; -1 for every other slot. */
+/* Fast path, home side, once the expert side's row map (gpos) and rx_cap are known: roc, the
+ * row in the view zg of each slot in a split pair: on this rank's own expert e (slot j) its row
+ * on the expert side (gpos of its arrival position: a block arrives in the sender's order), on
+ * another rank's rx_cap + its row in the home region; -1 for every other slot. */
 static void fast_roc(moe_layer *m, int64_t N) {
     const int64_t k = m->k, S = m->nle, me = m->rank;
     for (int64_t i = 0; i < N * k; i++) {
@@ -538,20 +547,22 @@ static void fast_roc(moe_layer *m, int64_t N) {
             continue;
         }
         const int64_t e = m->topk[i];
-        m->roc[i] = (int32_t)(e / S == me ? m->go[me * S + e % S] + (r - m->offs[e])
-                                          : m->rx_cap + m->ids[2 * r + 1] - 1);
+        m->roc[i] = e / S == me ? m->gpos[m->uo[me * S + e % S] + (r - m->offs[e])]
+                                : (int32_t)(m->rx_cap + m->ids[2 * r + 1] - 1);
     }
 }
 
 /* Fast path, expert side, after the token rows arrived in xt ((rx, C + 2) in [source][slot]
- * order): the rows regrouped into xg ([slot][source]) and their ids into rid; the offsets go,
- * uo; the split rows per (source, slot) fr (plus the payload); each source's row_of (rof) of
- * its rows here, in the grouped order of xg and zg. */
+ * order): their ids into rid; the offsets go, uo; the split rows per (source, slot) ns; the
+ * position gpos of each row in the grouped order (block (q, j) at go, its split rows first, so
+ * that they go home and their gradient comes back in one message per block); the rows into xg
+ * there; each source's row_of (rof) of its rows here, in the grouped order of xg and zg. */
 static tess_status fast_unpack(moe_layer *m) {
     const int64_t k = m->k, S = m->nle, P = m->P, C = m->base.C, w = C + 2;
     const int64_t rx = tess_dispatch_recv_rows(m->plan);
     const int64_t *rc = tess_dispatch_recv_counts(m->plan);
     TESS_CHECK(grow_ints(m, &m->rid, &m->rid_cap, 2 * rx));
+    TESS_CHECK(grow_ints(m, &m->gpos, &m->gpos_cap, rx));
     int64_t u = 0, rows = 0;
     for (int64_t q = 0; q < P; q++)
         for (int64_t j = 0; j < S; j++) {
@@ -563,13 +574,18 @@ static tess_status fast_unpack(moe_layer *m) {
             m->go[q * S + j] = g;
             g += rc[q * S + j];
         }
-    for (int64_t q = 0; q < P; q++)
-        for (int64_t j = 0; j < S; j++)
-            for (int64_t i = 0; i < rc[q * S + j]; i++) {
-                const float *src = m->xt + (m->uo[q * S + j] + i) * w;
-                memcpy(m->xg + (m->go[q * S + j] + i) * C, src, (size_t)C * sizeof(float));
-                memcpy(m->rid + 2 * (m->uo[q * S + j] + i), src + C, 2 * sizeof(int32_t));
-            }
+    for (int64_t b = 0; b < P * S; b++) {
+        m->ns[b] = 0;
+        for (int64_t i = m->uo[b]; i < m->uo[b] + rc[b]; i++) {
+            memcpy(m->rid + 2 * i, m->xt + i * w + C, 2 * sizeof(int32_t));
+            m->ns[b] += m->rid[2 * i + 1] != 0;
+        }
+        for (int64_t i = 0, sp = 0, ot = m->ns[b]; i < rc[b]; i++) {
+            const int64_t g = m->go[b] + (m->rid[2 * (m->uo[b] + i) + 1] ? sp++ : ot++);
+            m->gpos[m->uo[b] + i] = (int32_t)g;
+            memcpy(m->xg + g * C, m->xt + (m->uo[b] + i) * w, (size_t)C * sizeof(float));
+        }
+    }
     for (int64_t q = 0; q < P; q++) {
         int32_t top = -1;
         for (int64_t i = m->uo[q * S]; i < (q + 1 < P ? m->uo[(q + 1) * S] : rx); i++)
@@ -582,74 +598,74 @@ static tess_status fast_unpack(moe_layer *m) {
     TESS_CHECK(grow_cos(m, rows / k * tess_nn_moe_rsp_cache_floats(k)));
     for (int64_t i = 0; i < rows; i++) m->rof[i] = -1;
     for (int64_t q = 0; q < P; q++)
-        for (int64_t j = 0; j < S; j++) {
-            m->fr[q * S + j] = j == S - 1 && q != m->rank ? m->nsr : 0;
-            for (int64_t i = 0; i < rc[q * S + j]; i++) {
-                const int32_t *id = m->rid + 2 * (m->uo[q * S + j] + i);
-                int32_t *slot = m->rof + m->rq[q] + (int64_t)id[0] * k;
-                int64_t n = 0;
-                while (slot[n] >= 0) n++; /* a token has at most k rows here */
-                TESS_ASSERT(n < k);
-                slot[n] = (int32_t)(m->go[q * S + j] + i);
-                m->fr[q * S + j] += id[1] != 0 && q != m->rank;
-            }
+        for (int64_t i = m->uo[q * S]; i < (q + 1 < P ? m->uo[(q + 1) * S] : rx); i++) {
+            int32_t *slot = m->rof + m->rq[q] + (int64_t)m->rid[2 * i] * k;
+            int64_t n = 0;
+            while (slot[n] >= 0) n++; /* a token has at most k rows here */
+            TESS_ASSERT(n < k);
+            slot[n] = m->gpos[i];
         }
     return TESS_OK;
 }
 
-/* n doubles into the payload rows at p (nsr rows of F floats; the rest zeroed), and back. */
-static void pay_put(const moe_layer *m, float *p, const double *v, int64_t n) {
-    memset(p, 0, (size_t)(m->nsr * m->F) * sizeof(float));
-    memcpy(p, v, (size_t)n * sizeof(double));
-}
-static void pay_get(const float *p, double *v, int64_t n) {
-    memcpy(v, p, (size_t)n * sizeof(double));
-}
-
-/* Fast path, expert side: the split rows of the other ranks in src (grouped order, rows of F)
- * into the send order of zplan's reverse exchange ([source][slot]) in dst, each source's
- * payload (PHI_COUNT doubles of vs) after its last slot. */
-static void fast_pack_expert(moe_layer *m, const float *src, float *dst) {
-    const int64_t F = m->F, S = m->nle, P = m->P;
-    const int64_t *rc = tess_dispatch_recv_counts(m->plan);
-    int64_t c = 0;
-    for (int64_t q = 0; q < P; q++) {
-        if (q == m->rank) continue;
-        for (int64_t j = 0; j < S; j++)
-            for (int64_t i = 0; i < rc[q * S + j]; i++)
-                if (m->rid[2 * (m->uo[q * S + j] + i) + 1])
-                    memcpy(dst + (c++) * F, src + (m->go[q * S + j] + i) * F,
-                           (size_t)F * sizeof(float));
-        pay_put(m, dst + c * F, m->vs + q * TESS_NN_MOE_PHI_COUNT, TESS_NN_MOE_PHI_COUNT);
-        c += m->nsr;
+/* Fast path: the split rows (F floats each) between the expert side's zg or dzg (ex: block
+ * (q, j)'s ns split rows at its go, source q) and the home region (home: expert e's fs rows at
+ * ho[e]), one message per nonempty block, then nd doubles of side-information per rank pair:
+ * to_home (forward), ex -> home and xd (P, nd; entry q for source q) -> hd (P, nd; entry r from
+ * expert rank r); else the reverse. Each side posts its receives, then its sends, then waits:
+ * no copy on either side (MPI's own transfer aside). This rank's own rows are not sent (they
+ * are read in place). Collective over ep (point-to-point among its ranks). */
+static tess_status split_exchange(moe_layer *m, float *ex, float *home, double *xd, double *hd,
+                                  int64_t nd, bool to_home_side) {
+    const int64_t F = m->F, S = m->nle, P = m->P, me = m->rank;
+    const MPI_Comm comm = m->stack->cfg.ep->comm;
+    enum { TAG = 7313 };
+    int n = 0;
+    for (int pass = 0; pass < 2; pass++) { /* 0: receives, 1: sends */
+        const bool ex_side = (pass == 0) != to_home_side; /* this pass's buffers are the experts' */
+        for (int64_t r = 0; r < P; r++) {
+            if (r == me) continue;
+            for (int64_t j = 0; j < S; j++) {
+                const int64_t cnt = ex_side ? m->ns[r * S + j] : m->fs[r * S + j];
+                float *p = ex_side ? ex + m->go[r * S + j] * F : home + m->ho[r * S + j] * F;
+                if (cnt == 0) continue;
+                TESS_ASSERT(cnt * F < INT32_MAX);
+                if (pass == 0)
+                    TESS_MPI_CHECK(MPI_Irecv(p, (int)(cnt * F), MPI_FLOAT, (int)r, TAG, comm,
+                                             &m->req[n++]));
+                else
+                    TESS_MPI_CHECK(MPI_Isend(p, (int)(cnt * F), MPI_FLOAT, (int)r, TAG, comm,
+                                             &m->req[n++]));
+            }
+            double *d = (ex_side ? xd : hd) + r * nd;
+            if (pass == 0)
+                TESS_MPI_CHECK(MPI_Irecv(d, (int)nd, MPI_DOUBLE, (int)r, TAG, comm, &m->req[n++]));
+            else
+                TESS_MPI_CHECK(MPI_Isend(d, (int)nd, MPI_DOUBLE, (int)r, TAG, comm, &m->req[n++]));
+        }
     }
+    TESS_MPI_CHECK(MPI_Waitall(n, m->req, MPI_STATUSES_IGNORE));
+    return TESS_OK;
 }
 
 /* Fast path, after the experts' forward: R_sp's co-located sums of each source's tokens
  * computed here (their cosines kept in rcos), then the other ranks' split rows' z and the sums
- * back home in one exchange (zplan, a local plan of fs and fr) into the home region after zg's
- * rx_cap rows, this rank's sums copied (no exchange with itself); sp_sums = the split pairs'
- * sums at home (on zg through roc: this rank's own split rows read where its experts wrote
- * them; their cosines kept in sp_cos) + the returned ones. */
+ * back home (split_exchange) into the home region after zg's rx_cap rows, this rank's sums copied; sp_sums = the split pairs' sums
+ * at home (on zg through roc: this rank's own split rows read where its experts wrote them;
+ * their cosines kept in sp_cos) + the returned ones. */
 static tess_status fast_forward(moe_layer *m, int64_t N) {
     const int64_t k = m->k, F = m->F, P = m->P, cw = tess_nn_moe_rsp_cache_floats(k);
     float *home = m->zg + m->rx_cap * F;
-    TESS_CHECK(tess_dispatch_plan_local(m->zplan, m->fs, m->fr));
     for (int64_t q = 0; q < P; q++)
         tess_nn_moe_rsp_sums(m->vs + q * TESS_NN_MOE_PHI_COUNT, m->rcos + m->rq[q] / k * cw,
                              m->zg, m->rof + m->rq[q], NULL, m->nq[q], k, F);
-    fast_pack_expert(m, m->zg, m->xt);
     const double t0 = tess_timer_now(), c0 = thread_cpu();
-    const tess_status st = tess_dispatch_reverse(m->zplan, m->xt, home, F);
+    const tess_status st = split_exchange(m, m->zg, home, m->vs, m->vr, TESS_NN_MOE_PHI_COUNT,
+                                          true);
     exchanged(m, t0, c0);
     TESS_CHECK(st);
-    for (int64_t r = 0; r < P; r++)
-        if (r == m->rank)
-            memcpy(m->vr + r * TESS_NN_MOE_PHI_COUNT, m->vs + r * TESS_NN_MOE_PHI_COUNT,
-                   TESS_NN_MOE_PHI_COUNT * sizeof(double));
-        else
-            pay_get(home + m->po[r] * F, m->vr + r * TESS_NN_MOE_PHI_COUNT,
-                    TESS_NN_MOE_PHI_COUNT);
+    memcpy(m->vr + m->rank * TESS_NN_MOE_PHI_COUNT, m->vs + m->rank * TESS_NN_MOE_PHI_COUNT,
+           TESS_NN_MOE_PHI_COUNT * sizeof(double));
     tess_nn_moe_rsp_sums(m->sp_sums, m->sp_cos, m->zg, m->roc, m->grp, N, k, F);
     for (int64_t q = 0; q < P; q++)
         for (int p = 0; p < TESS_NN_MOE_PHI_COUNT; p++)
@@ -660,47 +676,33 @@ static tess_status fast_forward(moe_layer *m, int64_t N) {
 /* Fast path, backward, into dzg (zv_rows(rx_cap), F: the expert side's rows, then the home
  * region): R_sp's gradient of the split rows at home written (not added: no zeroing) through
  * roc from the forward's cosines, this rank's own split rows straight into their expert-side
- * rows, the others into the home region, which travels to the other ranks' experts (zplan)
- * with this rank's N as the payload; the rows received are copied into their expert-side rows;
- * then the co-located pairs' gradient from rcos, each source's with its own 1/N. With k = 2 a
- * row is in one pair, split or co-located, so the co-located gradient is written too and only
- * the rows in no pair (a dropped partner) are zeroed; with k > 2 a row can be in both, so every
- * row in no split pair is zeroed and the co-located gradient added. dloss = the loss scale
- * times lambda_sp. */
+ * rows, the others into the home region, which goes to the other ranks' experts straight into
+ * their expert-side rows (split_exchange) with this rank's N; then the co-located pairs'
+ * gradient from rcos, each source's with its own 1/N. With k = 2 a row is in one pair, split
+ * or co-located, so the co-located gradient is written too and only the rows in no pair (a
+ * dropped partner) are zeroed; with k > 2 a row can be in both, so every row in no split pair
+ * is zeroed and the co-located gradient added. dloss = the loss scale times lambda_sp. */
 static tess_status fast_backward(moe_layer *m, float *dzg, float dloss, int64_t N) {
-    const int64_t k = m->k, F = m->F, S = m->nle, P = m->P;
+    const int64_t k = m->k, F = m->F, P = m->P;
     const int64_t cw = tess_nn_moe_rsp_cache_floats(k);
     const tess_nn_moe_phi phi = m->stack->cfg.phi;
-    const int64_t *rc = tess_dispatch_recv_counts(m->plan);
+    const int64_t rx = tess_dispatch_recv_rows(m->plan);
     float *home = dzg + m->rx_cap * F;
     const bool one_pair = k == 2;
     tess_nn_moe_rsp_backward_set(dzg, dloss, m->sp_cos, m->zg, m->roc, m->grp, N, k, F, phi);
-    const double n_here = (double)N;
-    for (int64_t r = 0; r < P; r++)
-        if (r != m->rank) pay_put(m, home + m->po[r] * F, &n_here, 1);
+    for (int64_t q = 0; q < P; q++) m->nsrc[P + q] = (double)N; /* sent to every rank */
     const double t0 = tess_timer_now(), c0 = thread_cpu();
-    const tess_status st = tess_dispatch_forward(m->zplan, home, m->xt, F);
+    const tess_status st = split_exchange(m, dzg, home, m->nsrc, m->nsrc + P, 1, false);
     exchanged(m, t0, c0);
     TESS_CHECK(st);
-    int64_t c = 0;
+    m->nsrc[m->rank] = (double)N;
     for (int64_t q = 0; q < P; q++) {
-        for (int64_t j = 0; j < S; j++)
-            for (int64_t i = 0; i < rc[q * S + j]; i++) {
-                float *d = dzg + (m->go[q * S + j] + i) * F;
-                const int32_t *id = m->rid + 2 * (m->uo[q * S + j] + i);
-                if (id[1] == 0) { /* zeroed unless k = 2 and its partner is here */
-                    const int32_t *pr = m->rof + m->rq[q] + (int64_t)id[0] * k;
-                    if (!one_pair || pr[0] < 0 || pr[1] < 0)
-                        memset(d, 0, (size_t)F * sizeof(float));
-                } else if (q != m->rank) { /* this rank's own: written above */
-                    memcpy(d, m->xt + (c++) * F, (size_t)F * sizeof(float));
-                }
-            }
-        if (q == m->rank) {
-            m->nsrc[q] = n_here;
-        } else {
-            pay_get(m->xt + c * F, m->nsrc + q, 1);
-            c += m->nsr;
+        const int64_t u0 = m->uo[q * m->nle], u1 = q + 1 < P ? m->uo[(q + 1) * m->nle] : rx;
+        for (int64_t i = u0; i < u1; i++) {
+            if (m->rid[2 * i + 1] != 0) continue; /* split: written above or received */
+            const int32_t *pr = m->rof + m->rq[q] + (int64_t)m->rid[2 * i] * k;
+            if (!one_pair || pr[0] < 0 || pr[1] < 0) /* zeroed unless its partner is here */
+                memset(dzg + (int64_t)m->gpos[i] * F, 0, (size_t)F * sizeof(float));
         }
     }
     for (int64_t q = 0; q < P; q++) {
@@ -1172,9 +1174,9 @@ static void moe_destroy(tess_nn_ffn *f) {
     free(m->kept);
     free(m->tcounts);
     free(m->xbuf);
-    free(m->fs), free(m->fr), free(m->go), free(m->uo), free(m->nq), free(m->rq);
-    free(m->vs), free(m->vr), free(m->nsrc), free(m->po), free(m->rid), free(m->rof), free(m->rcos);
-    tess_dispatch_destroy(&m->zplan);
+    free(m->fs), free(m->ho), free(m->ns), free(m->go), free(m->uo), free(m->nq), free(m->rq);
+    free(m->vs), free(m->vr), free(m->nsrc), free(m->rid), free(m->gpos), free(m->rof);
+    free(m->rcos), free(m->req);
     tess_dispatch_destroy(&m->plan);
     free(m);
 }
@@ -1276,16 +1278,15 @@ tess_status tess_nn_moe_stack_make_ffn(void *ctx, int64_t layer, const tess_tfm_
     m->fast = cfg->ep && !cfg->ep_allgather && !cfg->pad && cfg->lambda_sp > 0;
     if (m->fast) {
         const size_t E = (size_t)cfg->E, P = (size_t)m->P, np = TESS_NN_MOE_PHI_COUNT;
-        /* payload rows: the PHI_COUNT sums in doubles (this rank's N, one double, fits too) */
-        m->nsr = (2 * TESS_NN_MOE_PHI_COUNT + cfg->F - 1) / cfg->F;
-        m->fs = calloc(E, sizeof *m->fs), m->fr = calloc(E, sizeof *m->fr);
+        m->fs = calloc(E, sizeof *m->fs), m->ho = calloc(E, sizeof *m->ho);
+        m->ns = calloc(E, sizeof *m->ns);
         m->go = calloc(E, sizeof *m->go), m->uo = calloc(E, sizeof *m->uo);
         m->nq = calloc(P, sizeof *m->nq), m->rq = calloc(P, sizeof *m->rq);
         m->vs = calloc(P * np, sizeof *m->vs), m->vr = calloc(P * np, sizeof *m->vr);
-        m->nsrc = calloc(P, sizeof *m->nsrc), m->po = calloc(P, sizeof *m->po);
-        const tess_status zs = tess_dispatch_create(&m->zplan, cfg->ep, m->nle);
-        if (zs != TESS_OK || !m->fs || !m->fr || !m->go || !m->uo || !m->nq || !m->rq || !m->vs ||
-            !m->vr || !m->nsrc || !m->po) {
+        m->nsrc = calloc(2 * P, sizeof *m->nsrc); /* received, then sent (fast_backward) */
+        m->req = malloc(2 * P * ((size_t)m->nle + 1) * sizeof *m->req);
+        if (!m->fs || !m->ho || !m->ns || !m->go || !m->uo || !m->nq || !m->rq || !m->vs ||
+            !m->vr || !m->nsrc || !m->req) {
             moe_destroy(&m->base);
             TESS_REQUIRE(false, TESS_ERR_MEM, "cannot allocate an MoE layer's R_sp fast path");
         }

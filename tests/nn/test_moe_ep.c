@@ -32,7 +32,7 @@
 
 enum { N = 7, C = 6, F = 5, E = 4, K = 2 };
 
-#include "../par/mpi_count.h" /* n_alltoall, n_alltoallv: PMPI counters */
+#include "../par/mpi_count.h" /* n_alltoall, n_alltoallv, n_isend: PMPI counters */
 
 typedef struct {
     tess_registry *reg;
@@ -297,9 +297,10 @@ static void check_grow(const tess_nn_moe_config *base, tess_group *world, tess_g
  * within 1e-6. Padded, each layer's forward makes 3 row exchanges (x out, y and z back) and its
  * backward 3 (dy and dz out, dx back), counted over both layers 12 MPI_Alltoall and no
  * MPI_Alltoallv. Dropless, R_sp's co-located fast path (moe.h): per layer one count exchange
- * (MPI_Alltoall), in forward x (the token ids in two extra columns), y and the split rows' z
- * (the co-located sums in payload rows), in backward dy, the split rows' dz (each rank's N in
- * payload rows) and dx (MPI_Alltoallv): 2 and 12, no collective beyond the dropless layer's. */
+ * (MPI_Alltoall), in forward x (the token ids in two extra columns) and y, in backward dy and
+ * dx (MPI_Alltoallv): 2 and 8, no collective beyond the dropless layer's; the split rows' z
+ * (forward) and dz (backward) go point-to-point, each exchange ending with one message of the
+ * co-located sums or of N to every other rank: at least 4 (size - 1) MPI_Isend per rank. */
 static void check_padded(const tess_nn_moe_config *base, tess_group *world, tess_group *self,
                          int rank, int size) {
     tess_nn_moe_config dc = *base, pc = *base;
@@ -314,9 +315,9 @@ static void check_padded(const tess_nn_moe_config *base, tess_group *world, tess
     tess_ref_fill_uniform(dout, N * C, (uint32_t)(37 + rank), 1.0f);
     memset(ddx, 0, sizeof ddx), memset(pdx, 0, sizeof pdx);
     tess_registry_zero_grads(d.reg), tess_registry_zero_grads(p.reg);
-    int a0 = n_alltoall, v0 = n_alltoallv;
+    int a0 = n_alltoall, v0 = n_alltoallv, s0 = n_isend;
     const double daux = pair_run(&d, dy, ddx, x, dout);
-    const int da = n_alltoall - a0, dv = n_alltoallv - v0;
+    const int da = n_alltoall - a0, dv = n_alltoallv - v0, ds = n_isend - s0;
     a0 = n_alltoall, v0 = n_alltoallv;
     const double paux = pair_run(&p, py, pdx, x, dout);
     const int pa = n_alltoall - a0, pv = n_alltoallv - v0;
@@ -324,8 +325,10 @@ static void check_padded(const tess_nn_moe_config *base, tess_group *world, tess
     DIST_TEST_OK(tess_nn_moe_stack_status(p.st));
     TESS_TEST_CHECK(pa == 12 && pv == 0, "padded: %d MPI_Alltoall, %d MPI_Alltoallv; expected "
                     "12 and 0", pa, pv);
-    TESS_TEST_CHECK(da == 2 && dv == 12, "dropless: %d MPI_Alltoall, %d MPI_Alltoallv; expected "
-                    "2 and 12", da, dv);
+    TESS_TEST_CHECK(da == 2 && dv == 8, "dropless: %d MPI_Alltoall, %d MPI_Alltoallv; expected "
+                    "2 and 8", da, dv);
+    TESS_TEST_CHECK(ds >= 4 * (size - 1) && (size > 1 || ds == 0),
+                    "dropless: %d MPI_Isend, expected at least %d", ds, 4 * (size - 1));
     for (int l = 0; l < 2; l++)
         TESS_TEST_CHECK(tess_nn_moe_stack_dropped(p.st, l) == 0, "padded layer %d dropped %lld",
                         l, (long long)tess_nn_moe_stack_dropped(p.st, l));
@@ -338,8 +341,8 @@ static void check_padded(const tess_nn_moe_config *base, tess_group *world, tess
                     paux, daux);
     if (rank == 0)
         printf("moe ep=%d padded (fixed-size MPI_Alltoall, %d calls, %d all-to-all-v) vs dropless "
-               "(%d all-to-all, %d all-to-all-v): max rel %.2e\n",
-               size, pa, pv, da, dv, worst);
+               "(%d all-to-all, %d all-to-all-v, %d sends on rank 0): max rel %.2e\n",
+               size, pa, pv, da, dv, ds, worst);
     free(x), free(dout);
     pair_free(&d);
     pair_free(&p);
