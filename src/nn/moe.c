@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "nn/linear.h"     /* tess_nn_linear_* */
-#include "tensor/matmul.h" /* tess_matmul_tiles, tess_matmul_tiles_epi */
+#include "tensor/matmul.h" /* tess_matmul_tiles */
 #include "tensor/tensor.h" /* tess_tensor_expf */
 
 /* ---------- router ---------- */
@@ -899,45 +899,13 @@ static void silu_mul_backward(float *dz, float *db, const float *a, const float 
     silu_mul_grad_block(dz + i, db + i, a + i, b + i, n - i);
 }
 
-/* The SwiGLU passes as epilogues of the tiles (tensor/matmul.h): on each tile of b, or of dz,
- * right after its final values are stored, while it is in L1, instead of a separate pass over
- * the n x F values of each array. Element by element the same operations as one pass over
- * them, so the same values bit for bit. a, b, z, db: (n,F) with row stride F. */
-typedef struct {
-    const float *a, *b;
-    float *z, *db;
-    int64_t F;
-} swiglu_epi;
-
-/* Cb: the tile of b; z = silu(a) * b on it. */
-static void swiglu_forward_epi(void *ctx, float *Cb, int64_t ldc, int64_t i, int64_t j,
-                               int64_t rows, int64_t cols) {
-    const swiglu_epi *e = ctx;
-    for (int64_t r = 0; r < rows; r++) {
-        const int64_t o = (i + r) * e->F + j;
-        silu_mul(e->z + o, e->a + o, Cb + r * ldc, cols);
-    }
-}
-
-/* Cb: the tile of dz; dz -> da in place, db. */
-static void swiglu_backward_epi(void *ctx, float *Cb, int64_t ldc, int64_t i, int64_t j,
-                                int64_t rows, int64_t cols) {
-    const swiglu_epi *e = ctx;
-    for (int64_t r = 0; r < rows; r++) {
-        const int64_t o = (i + r) * e->F + j;
-        silu_mul_backward(Cb + r * ldc, e->db + o, e->a + o, e->b + o, cols);
-    }
-}
-
 void tess_nn_moe_expert_forward(float *y, float *a, float *b, float *z, const float *x,
                                 const float *w_gate, const float *w_up, const float *w_down,
                                 int64_t n, int64_t C, int64_t F) {
     if (n == 0) return;
     tess_nn_linear_tiles_forward(a, x, w_gate, NULL, n, C, F);
-    /* b = x w_up^T, and z = silu(a) * b on each tile of b */
-    swiglu_epi e = {.a = a, .z = z, .F = F};
-    tess_matmul_tiles_epi(b, F, x, C, w_up, C, n, F, C, false, true, 1.0f, 0.0f, NULL,
-                          swiglu_forward_epi, &e);
+    tess_nn_linear_tiles_forward(b, x, w_up, NULL, n, C, F);
+    silu_mul(z, a, b, n * F);
     tess_nn_linear_tiles_forward(y, z, w_down, NULL, n, F, C);
 }
 
@@ -948,12 +916,11 @@ void tess_nn_moe_expert_backward(float *dx, float *dw_gate, float *dw_up, float 
                                  int64_t C, int64_t F, float beta_dx, float beta_dz) {
     TESS_ASSERT((beta_dx == 0.0f || beta_dx == 1.0f) && (beta_dz == 0.0f || beta_dz == 1.0f));
     if (n == 0) return;
-    /* dz = beta_dz dz + dy @ w_down, and on each of its tiles da (into dz) = dz * b * s (1 + a
-     * (1 - s)), db = dz * silu(a); dw_down += dy^T z */
-    swiglu_epi e = {.a = a, .b = b, .db = db, .F = F};
-    tess_matmul_tiles_epi(dz, F, dy, C, w_down, F, n, F, C, false, false, 1.0f, beta_dz, NULL,
-                          swiglu_backward_epi, &e);
+    /* dz = beta_dz dz + dy @ w_down; dw_down += dy^T z */
+    tess_matmul_tiles(dz, F, dy, C, w_down, F, n, F, C, false, false, 1.0f, beta_dz, NULL);
     tess_matmul_tiles(dw_down, F, dy, C, z, F, C, F, n, true, false, 1.0f, 1.0f, NULL);
+    /* da (into dz) = dz * b * s (1 + a (1 - s)); db = dz * silu(a) */
+    silu_mul_backward(dz, db, a, b, n * F);
     /* dx = beta_dx dx + da @ w_gate + db @ w_up; dw_gate += da^T x, dw_up += db^T x */
     if (dx) {
         tess_matmul_tiles(dx, C, dz, F, w_gate, C, n, C, F, false, false, 1.0f, beta_dx, NULL);

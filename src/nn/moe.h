@@ -286,8 +286,7 @@ void tess_nn_moe_variance_backward_rows(float *dprobs, float dloss, const float 
 /* y (n,C) = z @ w_down^T; caches a = x @ w_gate^T, b = x @ w_up^T, z = silu(a) * b, all (n,F);
  * x (n,C); w_gate, w_up (F,C); w_down (C,F). The products run on tess_matmul_tiles
  * (tensor/matmul.h, AVX-512 register tiles; OpenBLAS without AVX-512) on the calling thread:
- * each output row depends only on its input row. z is computed on each tile of b as the tiles
- * store it (tess_matmul_tiles_epi), not in a pass of its own: the same values bit for bit. */
+ * each output row depends only on its input row. */
 void tess_nn_moe_expert_forward(float *y, float *a, float *b, float *z, const float *x,
                                 const float *w_gate, const float *w_up, const float *w_down,
                                 int64_t n, int64_t C, int64_t F);
@@ -295,8 +294,7 @@ void tess_nn_moe_expert_forward(float *y, float *a, float *b, float *z, const fl
  * dz (n,F): on entry, with beta_dz = 1, an extra gradient of z (R_sp's); with beta_dz = 0 not
  * read (no zeroing needed); clobbered. beta_dx, beta_dz each 0 or 1. db (n,F) scratch. dy (n,C);
  * the rest as forward. The products run on tess_matmul_tiles (tensor/matmul.h): one thread,
- * each row of dx and each weight-gradient element summed in a fixed order; SwiGLU's backward
- * (dz -> da in place, db) on each tile of dz as the tiles store it. */
+ * each row of dx and each weight-gradient element summed in a fixed order. */
 void tess_nn_moe_expert_backward(float *dx, float *dw_gate, float *dw_up, float *dw_down,
                                  float *dz, float *db, const float *dy, const float *x,
                                  const float *w_gate, const float *w_up, const float *w_down,

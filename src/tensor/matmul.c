@@ -235,21 +235,12 @@ enum { TILES_PACK_LDA = 256 };
  * (K,M) A (A + k lda + r), or in a packed panel (tile t's k-th 6 rows at A + (t K + k) 6). */
 typedef enum { TILES_A_ROWS, TILES_A_COLS, TILES_A_PANEL } tiles_a;
 
-/* The epilogue of one column block in its last k block: fn, ctx as given to
- * tess_matmul_tiles_epi; row i0 of the block's C is row i0 of the product's C; columns j..j+nb-1. */
-typedef struct {
-    tess_matmul_epi_fn fn;
-    void *ctx;
-    int64_t i0, j, nb;
-} tiles_ep;
-
 /* The rows of one column block (nv vectors, the last masked by tail) and one k block: tiles of
- * 6 rows, then one tile of the last M % 6 rows (a weight gradient's 64 rows end in 4). ep: the
- * epilogue, called on each tile right after its store (NULL: none, or not the last k block). */
+ * 6 rows, then one tile of the last M % 6 rows (a weight gradient's 64 rows end in 4). */
 static inline __attribute__((always_inline)) void tiles_block(
     float *C, int64_t ldc, const float *A, int64_t lda, const float *Bk, int64_t ldb, int64_t M,
     int64_t K, float alpha, float beta, const float *bias, bool first, __mmask16 tail,
-    const tiles_ep *ep, const int nv, const tiles_a at) {
+    const int nv, const tiles_a at) {
     const int64_t sa = at == TILES_A_ROWS ? lda : 1;
     const int64_t sk = at == TILES_A_ROWS ? 1 : at == TILES_A_COLS ? lda : TILES_MR;
     const int64_t step = TILES_MR * (at == TILES_A_COLS ? 1 : at == TILES_A_ROWS ? lda : K);
@@ -258,7 +249,6 @@ static inline __attribute__((always_inline)) void tiles_block(
     for (; i + TILES_MR <= M; i += TILES_MR, a += step) {
         reg_tile(C + i * ldc, ldc, a, sa, sk, Bk, ldb, K, alpha, beta, bias, first, tail,
                  TILES_MR, nv);
-        if (ep) ep->fn(ep->ctx, C + i * ldc, ldc, ep->i0 + i, ep->j, TILES_MR, ep->nb);
     }
     float *c = C + i * ldc;
 #define TILES_REST(MR)                                                                          \
@@ -274,17 +264,15 @@ static inline __attribute__((always_inline)) void tiles_block(
     default: break; /* 0 */
     }
 #undef TILES_REST
-    if (ep && i < M) ep->fn(ep->ctx, c, ldc, ep->i0 + i, ep->j, M - i, ep->nb);
 }
 
 /* tiles_block with nv and at as constants (the accumulators of each case in registers). */
 static void tiles_dispatch(float *C, int64_t ldc, const float *A, int64_t lda, const float *Bk,
                            int64_t ldb, int64_t M, int64_t K, float alpha, float beta,
-                           const float *bias, bool first, __mmask16 tail, const tiles_ep *ep,
-                           int nv, tiles_a at) {
+                           const float *bias, bool first, __mmask16 tail, int nv, tiles_a at) {
 #define TILES_AT(NV, AT)                                                                        \
     case AT:                                                                                    \
-        tiles_block(C, ldc, A, lda, Bk, ldb, M, K, alpha, beta, bias, first, tail, ep, NV, AT); \
+        tiles_block(C, ldc, A, lda, Bk, ldb, M, K, alpha, beta, bias, first, tail, NV, AT);    \
         break;
 #define TILES_CASE(NV)                                                                          \
     case NV:                                                                                    \
@@ -373,14 +361,6 @@ static const float *tiles_b_block(float *bt, const float *B, int64_t ldb, bool t
 void tess_matmul_tiles(float *C, int64_t ldc, const float *A, int64_t lda, const float *B,
                        int64_t ldb, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
                        float alpha, float beta, const float *bias) {
-    tess_matmul_tiles_epi(C, ldc, A, lda, B, ldb, M, N, K, trans_a, trans_b, alpha, beta, bias,
-                          NULL, NULL);
-}
-
-void tess_matmul_tiles_epi(float *C, int64_t ldc, const float *A, int64_t lda, const float *B,
-                           int64_t ldb, int64_t M, int64_t N, int64_t K, bool trans_a,
-                           bool trans_b, float alpha, float beta, const float *bias,
-                           tess_matmul_epi_fn epi, void *ctx) {
     TESS_ASSERT(M >= 0 && N >= 0 && K >= 0 && M <= INT_MAX && N <= INT_MAX && K <= INT_MAX);
     TESS_ASSERT(lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N) && ldc >= N);
 #if defined(__AVX512F__)
@@ -390,9 +370,8 @@ void tess_matmul_tiles_epi(float *C, int64_t ldc, const float *A, int64_t lda, c
     if (K == 0) { /* C = beta * C + bias */
         for (int64_t j = 0; j < N; j += TILES_NB) {
             const tiles_cols q = tiles_cols_at(N, j);
-            const tiles_ep ep = {.fn = epi, .ctx = ctx, .i0 = 0, .j = j, .nb = q.nb};
             tiles_dispatch(C + j, ldc, A, lda, B, ldb, M, 0, alpha, beta, bias ? bias + j : NULL,
-                           true, q.tail, epi ? &ep : NULL, q.nv, TILES_A_ROWS);
+                           true, q.tail, q.nv, TILES_A_ROWS);
         }
         return;
     }
@@ -400,14 +379,12 @@ void tess_matmul_tiles_epi(float *C, int64_t ldc, const float *A, int64_t lda, c
         const tiles_a at = trans_a ? TILES_A_COLS : TILES_A_ROWS;
         for (int64_t j = 0; j < N; j += TILES_NB) {
             const tiles_cols q = tiles_cols_at(N, j);
-            const tiles_ep ep = {.fn = epi, .ctx = ctx, .i0 = 0, .j = j, .nb = q.nb};
             for (int64_t k0 = 0; k0 < K; k0 += KC) {
                 const int64_t kc = K - k0 < KC ? K - k0 : KC;
                 int64_t ldbk;
                 const float *Bk = tiles_b_block(bt, B, ldb, trans_b, k0, kc, j, q.nb, &ldbk);
                 tiles_dispatch(C + j, ldc, trans_a ? A + k0 * lda : A + k0, lda, Bk, ldbk, M, kc,
-                               alpha, beta, bias ? bias + j : NULL, k0 == 0, q.tail,
-                               epi && k0 + kc == K ? &ep : NULL, q.nv, at);
+                               alpha, beta, bias ? bias + j : NULL, k0 == 0, q.tail, q.nv, at);
             }
         }
         return;
@@ -436,12 +413,11 @@ void tess_matmul_tiles_epi(float *C, int64_t ldc, const float *A, int64_t lda, c
             }
             for (int64_t j = 0; j < N; j += TILES_NB) {
                 const tiles_cols q = tiles_cols_at(N, j);
-                const tiles_ep ep = {.fn = epi, .ctx = ctx, .i0 = i0, .j = j, .nb = q.nb};
                 int64_t ldbk;
                 const float *Bk = tiles_b_block(bt, B, ldb, trans_b, k0, kc, j, q.nb, &ldbk);
                 tiles_dispatch(C + i0 * ldc + j, ldc, ap, TILES_MR, Bk, ldbk, rows, kc, alpha,
-                               beta, bias ? bias + j : NULL, k0 == 0, q.tail,
-                               epi && k0 + kc == K ? &ep : NULL, q.nv, TILES_A_PANEL);
+                               beta, bias ? bias + j : NULL, k0 == 0, q.tail, q.nv,
+                               TILES_A_PANEL);
             }
         }
     }
@@ -452,7 +428,6 @@ void tess_matmul_tiles_epi(float *C, int64_t ldc, const float *A, int64_t lda, c
             for (int64_t n = 0; n < N; n++) C[i * ldc + n] += bias[n];
         }
     }
-    if (epi && M > 0 && N > 0) epi(ctx, C, ldc, 0, 0, M, N);
 #endif
 }
 

@@ -113,21 +113,4 @@ void tess_matmul_tiles(float *C, int64_t ldc, const float *A, int64_t lda, const
                        int64_t ldb, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
                        float alpha, float beta, const float *bias);
 
-/* The epilogue of tess_matmul_tiles_epi: called with ctx on a block of C that holds its final
- * values (rows i..i+rows-1, columns j..j+cols-1 of the product's C, which starts at Cb, leading
- * dimension ldc) right after they were stored, while the block is still in L1; it may read and
- * rewrite that block and use i, j to find the same block of other arrays. */
-typedef void (*tess_matmul_epi_fn)(void *ctx, float *Cb, int64_t ldc, int64_t i, int64_t j,
-                                   int64_t rows, int64_t cols);
-/* tess_matmul_tiles followed by epi (NULL: none) on every element of C exactly once, fused:
- * with AVX-512, on each register tile (at most 6 rows x 64 columns) right after its last k block
- * is stored, tiles in the product's order; without, once on the whole of C after the product.
- * C's values, and so whatever epi computes from them, are those of tess_matmul_tiles. epi runs
- * on the calling thread; it must not write A, B, bias, or C outside its block. E.g. SwiGLU's
- * z = silu(a) * b on the tiles of b = x W_up^T (nn/moe.c). Not collective; no allocation. */
-void tess_matmul_tiles_epi(float *C, int64_t ldc, const float *A, int64_t lda, const float *B,
-                           int64_t ldb, int64_t M, int64_t N, int64_t K, bool trans_a,
-                           bool trans_b, float alpha, float beta, const float *bias,
-                           tess_matmul_epi_fn epi, void *ctx);
-
 #endif

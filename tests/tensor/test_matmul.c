@@ -4,15 +4,14 @@
  * tess_matmul on contiguous copies, leaving the columns past N untouched; tess_matmul_small and
  * tess_matmul_small_tn against tess_matmul_ld_ref over row and column tails (of their 8 x 32 and
  * 4 x 16 tiles), K = 0, and beta 0 (C not read), 1, 0.5; tess_matmul_tiles likewise for every
- * transpose pair, K blocks and the bias; tess_matmul_tiles_epi: its epilogue sees each element
- * of C once, with tess_matmul_tiles's final bits, and what it writes stays. */
+ * transpose pair, K blocks and the bias. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include <string.h>
 
-#include "tensor/matmul.h" /* tess_matmul, tess_matmul_ld, tess_matmul_tiles(_epi), _ref */
+#include "tensor/matmul.h" /* tess_matmul, tess_matmul_ld, and their _ref */
 #include "tess_test.h"
 
 static float next_val(uint32_t *s) {
@@ -20,30 +19,6 @@ static float next_val(uint32_t *s) {
     *s ^= *s >> 17;
     *s ^= *s << 5;
     return (float)((double)(*s >> 8) / 8388608.0 - 1.0);
-}
-
-/* The epilogue of the tess_matmul_tiles_epi check: counts the calls, each element's visits and
- * the elements whose bits differ from ref (tess_matmul_tiles's C, leading dimension ldr: an
- * epilogue before the last k block would see partial sums), then rewrites the block as 2 C + 1. */
-typedef struct {
-    const float *ref;
-    int64_t ldr;
-    int *visits;
-    int calls, mismatches;
-} epi_check;
-
-static void epi_check_fn(void *ctx, float *Cb, int64_t ldc, int64_t i, int64_t j, int64_t rows,
-                         int64_t cols) {
-    epi_check *e = ctx;
-    e->calls++;
-    for (int64_t r = 0; r < rows; r++) {
-        for (int64_t c = 0; c < cols; c++) {
-            float *x = Cb + r * ldc + c;
-            e->mismatches += memcmp(x, e->ref + (i + r) * e->ldr + j + c, sizeof *x) != 0;
-            e->visits[(i + r) * e->ldr + j + c]++;
-            *x = 2.0f * *x + 1.0f;
-        }
-    }
 }
 
 int main(int argc, char **argv) {
@@ -222,61 +197,6 @@ int main(int argc, char **argv) {
                           tbias);
         TESS_TEST_CHECK(memcmp(c70, c320, sizeof c70) == 0,
                         "tiles: trans_a packed and in place bitwise equal");
-    }
-
-    { /* tess_matmul_tiles_epi against tess_matmul_tiles on the shapes above (beta 0.5, bias) */
-        static int visits[64 * CLD];
-        int bad_bits = 0, bad_visits = 0, bad_after = 0, calls_64x80x300 = 0;
-        for (int t = 0; t < 8; t++) {
-            const bool ta = t & 1, tb = t & 2;
-            if ((t & 4) && !ta) continue;
-            const int alda = t & 4 ? 70 : TLD;
-            for (size_t im = 0; im < sizeof tms / sizeof tms[0]; im++) {
-                for (size_t in = 0; in < sizeof tns / sizeof tns[0]; in++) {
-                    for (size_t ik = 0; ik < sizeof tks / sizeof tks[0]; ik++) {
-                        const int m = tms[im], n = tns[in], k = tks[ik];
-                        for (int i = 0; i < 64 * CLD; i++) tc1[i] = tc2[i] = next_val(&s);
-                        memset(visits, 0, sizeof visits);
-                        tess_matmul_tiles(tc2 + TOFF, CLD, ta_ + TOFF, alda, tb_ + TOFF, TLD, m,
-                                          n, k, ta, tb, 0.75f, 0.5f, tbias);
-                        epi_check e = {.ref = tc2 + TOFF, .ldr = CLD, .visits = visits + TOFF};
-                        tess_matmul_tiles_epi(tc1 + TOFF, CLD, ta_ + TOFF, alda, tb_ + TOFF, TLD,
-                                              m, n, k, ta, tb, 0.75f, 0.5f, tbias, epi_check_fn,
-                                              &e);
-                        bad_bits += e.mismatches;
-                        if (m == 64 && n == 80 && k == 300) calls_64x80x300 = e.calls;
-                        for (int r = 0; r < 64; r++) {
-                            for (int j = 0; j < CLD; j++) {
-                                const int i = r * CLD + j;
-                                const bool in_c = r < m && j >= TOFF && j < TOFF + n;
-                                bad_visits += visits[i] != (in_c ? 1 : 0);
-                                bad_after += tc1[i] != (in_c ? 2.0f * tc2[i] + 1.0f : tc2[i]);
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        TESS_TEST_CHECK(bad_bits == 0, "tiles_epi: %d elements seen with other bits than "
-                        "tess_matmul_tiles's", bad_bits);
-        TESS_TEST_CHECK(bad_visits == 0, "tiles_epi: %d elements not seen exactly once (or "
-                        "outside C)", bad_visits);
-        TESS_TEST_CHECK(bad_after == 0, "tiles_epi: %d elements not the epilogue's 2 C + 1 "
-                        "(inside C) or changed (outside)", bad_after);
-#if defined(__AVX512F__)
-        /* fused: once per register tile, 11 tiles of 6 rows x 2 column blocks */
-        TESS_TEST_CHECK(calls_64x80x300 == 22, "tiles_epi: 22 tiles of 64 x 80, %d calls",
-                        calls_64x80x300);
-#else
-        TESS_TEST_CHECK(calls_64x80x300 == 1, "tiles_epi: one call after the product, %d",
-                        calls_64x80x300);
-#endif
-        /* the check itself fails on a block one ulp off its reference */
-        float ref = 1.0f, blk = nextafterf(1.0f, 2.0f);
-        int v = 0;
-        epi_check e = {.ref = &ref, .ldr = 1, .visits = &v};
-        epi_check_fn(&e, &blk, 1, 0, 0, 1, 1);
-        TESS_TEST_CHECK(e.mismatches == 1 && v == 1, "tiles_epi check sees a one-ulp difference");
     }
 
     int rc = tess_test_finish("matmul");
