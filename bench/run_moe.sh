@@ -6,17 +6,18 @@
 # process `reps` timed steps after 1 warm-up. Process CPU time per step (robust to other jobs on
 # the machine, not to their cache and memory traffic) or, with clock=wall, wall time per step
 # (meaningful on an idle machine only: there 2 threads are a speed comparison, CPU time is not).
-# Tessera's step is the median of its processes' median steps, in brackets the fastest and the
-# slowest process median; PyTorch's is its process's median step (min-max over its steps); the
-# speed-up and tokens/s use those medians. The expert-GEMM share is taken in each process apart:
-# the GEMM FLOPs of a step over that process's median step, against the 1024^3 peak the same
-# process measures before and after its steps (the better of the two; bench_moe takes the faster
-# of OpenBLAS's sgemm and the AVX-512 tiles the experts run on, named in the column), because the
-# peak moves by 10-25% between processes and much less within one. The last column gives the
-# GEMM rate and share of the median process, the lowest-highest share over the processes, and
-# the peaks' range. torch=0 leaves PyTorch out (its columns print "-"): a quick share-only run.
-# Cost with the defaults, wall clock, idle machine at 5bae5e2: PyTorch's 16 processes ~8 min,
-# Tessera's 48 about 3 min (2-8 s each): about 11 min in all.
+# Tessera's step is the median of its processes' median steps (the faster middle one for an
+# even count), in brackets the fastest and the slowest process median; PyTorch's is its
+# process's median step (min-max over its steps); the speed-up and tokens/s use those medians.
+# The expert-GEMM share is taken in each process apart: the GEMM FLOPs of a step over that
+# process's median step, against the 1024^3 peak the same process measures before and after its
+# steps (the better of the two; bench_moe takes the faster of OpenBLAS's sgemm and the AVX-512
+# tiles the experts run on, named in the column), because the peak moves by 10-25% between
+# processes and much less within one. The last column gives the GEMM rate and share of the
+# median process, the lowest-highest share over the processes, and the peaks' range. torch=0
+# leaves PyTorch out (its columns print "-"): a quick share-only run. Cost with the defaults:
+# PyTorch's 16 processes ~8 min (wall clock, idle, 5bae5e2), Tessera's 48 processes 2-3 min
+# (2 min with reps = 5 under load): about 11 min in all.
 # usage: bash bench/run_moe.sh [build_dir=build/ci] [reps=7] [clock=cpu|wall] [procs=3] [torch=1|0]
 set -euo pipefail
 cd "$(dirname "$0")/.."
