@@ -100,7 +100,8 @@ void tess_matmul_small_tn(float *C, int64_t ldc, const float *A, int64_t lda, co
  * call (sgemm_*copy, a third of its time on the narrow shapes: docs/benchmarks.md "fedkalter");
  * this path reads A where it lies and broadcasts its elements into register tiles of 6 rows x 64
  * columns (AVX-512), and copies only op(B) when trans_b, TESS_MATMUL_TILES_KC rows of it at a
- * time (the small operand, once per call), and op(A) when trans_a with lda >= 256 (rows 1 KiB or
+ * time (the small operand, once per call; in 16 x 16 register transposes, each row of the stored
+ * B read as whole vectors), and op(A) when trans_a with lda >= 256 (rows 1 KiB or
  * more apart, which map to few L1 sets): 48 rows x KC at a time, once per k block. Summation
  * order: each element sums its products in increasing k with fused multiply-adds in blocks of
  * TESS_MATMUL_TILES_KC; the first block gives alpha * sum + beta * C (+ bias), each later block

@@ -4,7 +4,7 @@
  * tess_matmul on contiguous copies, leaving the columns past N untouched; tess_matmul_small and
  * tess_matmul_small_tn against tess_matmul_ld_ref over row and column tails (of their 8 x 32 and
  * 4 x 16 tiles), K = 0, and beta 0 (C not read), 1, 0.5; tess_matmul_tiles likewise for every
- * transpose pair, K blocks and the bias. */
+ * transpose pair, K blocks and the bias, and its copy of op(B) against B transposed by hand. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -197,6 +197,27 @@ int main(int argc, char **argv) {
                           tbias);
         TESS_TEST_CHECK(memcmp(c70, c320, sizeof c70) == 0,
                         "tiles: trans_a packed and in place bitwise equal");
+    }
+
+    { /* trans_b copies op(B) (16 x 16 register transposes, element by element at the edges):
+       * the same bits as the product on B transposed by hand, read in place; N and K over
+       * whole and partial 16 x 16 blocks and two k blocks */
+        static float bn[130 * 300], bk[300 * 130], cn[13 * 130], ck[13 * 130];
+        const int nns[] = {16, 33, 80, 130}, nks[] = {7, 40, 300};
+        int differ = 0;
+        for (size_t in = 0; in < sizeof nns / sizeof nns[0]; in++) {
+            for (size_t ik = 0; ik < sizeof nks / sizeof nks[0]; ik++) {
+                const int n = nns[in], k = nks[ik];
+                for (int j = 0; j < n; j++) {
+                    for (int q = 0; q < k; q++) bn[j * k + q] = bk[q * n + j] = next_val(&s);
+                }
+                tess_matmul_tiles(cn, n, ta_, TLD, bn, k, 13, n, k, false, true, 1.0f, 0.0f, NULL);
+                tess_matmul_tiles(ck, n, ta_, TLD, bk, n, 13, n, k, false, false, 1.0f, 0.0f, NULL);
+                differ += memcmp(cn, ck, (size_t)(13 * n) * sizeof(float)) != 0;
+            }
+        }
+        TESS_TEST_CHECK(differ == 0, "tiles: trans_b = B transposed by hand, bitwise (%d of 12 "
+                        "shapes differ)", differ);
     }
 
     int rc = tess_test_finish("matmul");
