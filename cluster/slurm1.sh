@@ -39,7 +39,7 @@ alive() {
 }
 
 # The cgroup layout of this host, as slurmd 22.05 sees it at start-up (it loads its cgroup plugin
-# even with proctrack/linuxproc and task/none): "v1" = a v1 or hybrid tree (tmpfs on
+# even with proctrack/linuxproc and no cgroup task plugin): "v1" = a v1 or hybrid tree (tmpfs on
 # /sys/fs/cgroup with a cgroup hierarchy at /sys/fs/cgroup/systemd; works read-write and
 # read-only), "v2" = unified cgroup2 only (22.05 would pick cgroup/v2, which wants systemd/dbus),
 # "none" = no cgroup filesystem (slurmd fails: "can't stat /sys/fs/cgroup/systemd/").
@@ -93,7 +93,7 @@ AuthInfo=cred_expire=10
 CredType=cred/munge
 MpiDefault=pmix
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+TaskPlugin=task/affinity
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none

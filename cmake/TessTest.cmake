@@ -3,6 +3,13 @@
 # off; PROCESSORS is the rank count, so ctest -j never oversubscribes more than asked. Exit code
 # 77 means "skipped" (shared data or a Python module is absent). Oversubscription and
 # run-as-root are machine facts: tests/run.sh exports them, not these helpers.
+# TESS_TEST_ENV is that environment, for tests registered with add_test directly. In it,
+# OMPI_MCA_odls_base_sigkill_timeout=0: when a rank exits non-zero or aborts, Open MPI 4.1's
+# mpiexec signals the job's processes and sleeps this many seconds (default 1) twice before it
+# returns, even when every rank has already exited: 2 s of idle wait per failing mpiexec (every
+# expected exit code, every stopped run that exits 75). No test using it signals mpiexec; the
+# Slurm tests (a SIGTERM to mpirun inside a job must leave the ranks time to checkpoint) keep
+# Open MPI's default.
 #
 #   tess_add_test(NAME TARGET tgt [NPROCS n] [ARGS ...] [LABELS ...] [TIMEOUT s] [ENV ...])
 #       $<TARGET_FILE:tgt> ARGS under mpiexec with n ranks (default 1); passes on exit code 0.
@@ -17,6 +24,9 @@
 #       rank count it starts on the cores (default 1).
 # Default TIMEOUT: 120 s (60 s for fail tests).
 
+set(TESS_TEST_ENV "OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1;HDF5_USE_FILE_LOCKING=FALSE"
+    "OMPI_MCA_odls_base_sigkill_timeout=0")
+
 # The working directory and the properties every helper sets.
 function(_tess_test_dir name out)
   set(dir ${CMAKE_CURRENT_BINARY_DIR}/out/${name})
@@ -27,7 +37,7 @@ endfunction()
 function(_tess_test_props name nprocs timeout labels env)
   set_tests_properties(${name} PROPERTIES PROCESSORS ${nprocs} TIMEOUT ${timeout}
       LABELS "${labels}" SKIP_RETURN_CODE 77
-      ENVIRONMENT "OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1;HDF5_USE_FILE_LOCKING=FALSE;${env}")
+      ENVIRONMENT "${TESS_TEST_ENV};${env}")
 endfunction()
 
 function(tess_add_test name)

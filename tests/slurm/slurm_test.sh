@@ -2,7 +2,7 @@
 # slurm_test.sh SRC TINYLM TESS_CKPT CASE [ZO [MOE [FEDKALTER [CALM]]]] - the jobs/ scripts on the real local cluster of
 # cluster/slurm1.sh (started by the slurm_up fixture). Run in the test's own directory; job
 # output goes to job.out there, the app's run directory to run/. Assertions read sbatch --wait's
-# exit status, `scontrol show job` (JobState, Restarts, ExitCode) and job.out.
+# exit status (bad_config), `scontrol show job` (JobState, Restarts, ExitCode) and job.out.
 #   srun | mpirun  tinylm 2 ranks through jobs/tinylm.sbatch with that launcher: exit 0,
 #                  COMPLETED, world size 2, metrics.csv complete
 #   bad_config     an unknown key: exit 78 passed through, FAILED, Restarts=0, the config error
@@ -117,11 +117,13 @@ expect_job() { # expect_job ID STATE RESTARTS EXITCODE
   [ "$ec" = "$4" ] || fail "ExitCode=$ec, expected $4"
 }
 
-# submit_done SCRIPT ARGS...: jobs/SCRIPT through sbatch --wait (TESS_BIN from the environment):
-# exit 0, COMPLETED without a restart.
+# submit_done SCRIPT ARGS...: jobs/SCRIPT (TESS_BIN from the environment), polled until it ends
+# within $wait_s seconds (default 100): COMPLETED without a restart, exit code 0. Not sbatch
+# --wait, which looks after 2, 12 and 42 s: a 10-second job took 42 s (bad_config checks its
+# exit status).
 submit_done() {
-  sbatch_wait "$src/jobs/$1" "${@:2}"
-  [ "$rc" -eq 0 ] || fail "sbatch --wait exited $rc, expected 0"
+  id=$(sbatch "${sbatch_args[@]}" "$src/jobs/$1" "${@:2}")
+  wait_final "$id" "${wait_s:-100}"
   expect_job "$id" COMPLETED 0 0:0
 }
 
@@ -227,8 +229,11 @@ moe_srun)
   [ -s run/eval.csv ] && [ -s run/routing.csv ] || fail "moe wrote no eval.csv or routing.csv"
   ;;
 zo_preempt)
-  zlong=(--set budget.samples=3000000 --set baselines.nlopt_max_evals=500 --set run.plots=false
-         --set ckpt.every=20000)
+  # 300,000 samples per method: 37,574 + 300,000 + 37,574 iterations, the first checkpoint at
+  # 10,000 (a quarter into the first method), so the stop lands mid-run and the resumed attempt
+  # crosses both method boundaries
+  zlong=(--set budget.samples=300000 --set baselines.nlopt_max_evals=500 --set run.plots=false
+         --set ckpt.every=10000)
   preempt "$zo" zo.sbatch usr1 "${zlong[@]}"
   cmp ref/metrics.csv run/metrics.csv || fail "metrics.csv differs from the uninterrupted run"
   "$tess_ckpt" diff ref/checkpoints run/checkpoints || fail "final state differs from the uninterrupted run"
