@@ -3,13 +3,18 @@
 # off; PROCESSORS is the rank count, so ctest -j never oversubscribes more than asked. Exit code
 # 77 means "skipped" (shared data or a Python module is absent). Oversubscription and
 # run-as-root are machine facts: tests/run.sh exports them, not these helpers.
-# TESS_TEST_ENV is that environment, for tests registered with add_test directly. In it,
+# TESS_TEST_ENV is that environment. In it,
 # OMPI_MCA_odls_base_sigkill_timeout=0: when a rank exits non-zero or aborts, Open MPI 4.1's
 # mpiexec signals the job's processes and sleeps this many seconds (default 1) twice before it
 # returns, even when every rank has already exited: 2 s of idle wait per failing mpiexec (every
 # expected exit code, every stopped run that exits 75). No test using it signals mpiexec; the
 # Slurm tests (a SIGTERM to mpirun inside a job must leave the ranks time to checkpoint) keep
 # Open MPI's default.
+# tess_session_env(NAME OUT) is the test's own Open MPI session directory, ompi-session/NAME in
+# the build tree, for every test that starts MPI programs: with every mpiexec and singleton
+# sharing /tmp/ompi.HOST.UID, one test's exit removes that directory when it is empty while
+# another test's mpiexec is creating it, and that mpiexec fails in orte_init ("mkdir ... File
+# exists").
 #
 #   tess_add_test(NAME TARGET tgt [NPROCS n] [ARGS ...] [LABELS ...] [TIMEOUT s] [ENV ...])
 #       $<TARGET_FILE:tgt> ARGS under mpiexec with n ranks (default 1); passes on exit code 0.
@@ -27,6 +32,11 @@
 set(TESS_TEST_ENV "OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1;HDF5_USE_FILE_LOCKING=FALSE"
     "OMPI_MCA_odls_base_sigkill_timeout=0")
 
+# OUT = the environment entry of test NAME's Open MPI session directory (Open MPI creates it).
+function(tess_session_env name out)
+  set(${out} "OMPI_MCA_orte_tmpdir_base=${PROJECT_BINARY_DIR}/ompi-session/${name}" PARENT_SCOPE)
+endfunction()
+
 # The working directory and the properties every helper sets.
 function(_tess_test_dir name out)
   set(dir ${CMAKE_CURRENT_BINARY_DIR}/out/${name})
@@ -35,9 +45,10 @@ function(_tess_test_dir name out)
 endfunction()
 
 function(_tess_test_props name nprocs timeout labels env)
+  tess_session_env(${name} session)
   set_tests_properties(${name} PROPERTIES PROCESSORS ${nprocs} TIMEOUT ${timeout}
       LABELS "${labels}" SKIP_RETURN_CODE 77
-      ENVIRONMENT "${TESS_TEST_ENV};${env}")
+      ENVIRONMENT "${TESS_TEST_ENV};${session};${env}")
 endfunction()
 
 function(tess_add_test name)
