@@ -122,19 +122,33 @@ enum { TILE_MAX_MR = 8, TILE_MAX_NV = 4 };
  * parameters that select code (mr, nv, strides that are constants) constants where it is
  * inlined: the accumulators stay in registers. The unroll pragmas are needed: without them GCC 12
  * leaves the loops over rows and vectors rolled, keeps acc addressable and stores the
- * accumulators to the stack in every k step (half the speed or worse). */
+ * accumulators to the stack in every k step (half the speed or worse).
+ * Prefetches (they change no result): with prefetch_c (a constant), the tile's lines of C for
+ * writing before the k loop, so that the stores at its end do not wait for them; next_a (or
+ * NULL): the next tile's op(A) rows in place (sk = 1), one line of each row per 16 k. In the
+ * MoE experts' 512-row products, whose operands come cold from L3 or memory, the two together
+ * made the products 4-8% faster (docs/benchmarks.md, "MoE: prefetching the tiles' C and A"). */
 static inline __attribute__((always_inline)) void reg_tile(
     float *restrict C, int64_t ldc, const float *restrict A, int64_t sa, int64_t sk,
     const float *restrict B, int64_t ldb, int64_t K, float alpha, float beta,
-    const float *restrict bias, bool first, __mmask16 tail, const int mr, const int nv) {
+    const float *restrict bias, bool first, __mmask16 tail, const int mr, const int nv,
+    const bool prefetch_c, const float *next_a) {
     __m512 acc[TILE_MAX_MR][TILE_MAX_NV];
     #pragma GCC unroll 8
     for (int r = 0; r < mr; r++) {
         #pragma GCC unroll 4
-        for (int v = 0; v < nv; v++) acc[r][v] = _mm512_setzero_ps();
+        for (int v = 0; v < nv; v++) {
+            acc[r][v] = _mm512_setzero_ps();
+            if (prefetch_c) _mm_prefetch((const char *)(C + r * ldc + 16 * v), _MM_HINT_ET0);
+        }
     }
     for (int64_t k = 0; k < K; k++) {
         const float *b = B + k * ldb;
+        if (next_a && k % 16 == 0) {
+            #pragma GCC unroll 8
+            for (int r = 0; r < mr; r++)
+                _mm_prefetch((const char *)(next_a + r * sa + k), _MM_HINT_T0);
+        }
         __m512 bv[TILE_MAX_NV];
         #pragma GCC unroll 4
         for (int v = 0; v < nv; v++) {
@@ -187,10 +201,10 @@ static void small_gemm(float *C, int64_t ldc, const float *A, int64_t sa, int64_
     for (; M >= WIDE_MIN_M && N - j0 >= WIDE_NR; j0 += WIDE_NR) {
         for (int64_t i = 0; i < m8; i += WIDE_MR)
             reg_tile(C + i * ldc + j0, ldc, A + i * sa, sa, sk, B + j0, ldb, K, alpha, beta, NULL,
-                     true, 0xFFFF, WIDE_MR, WIDE_NV);
+                     true, 0xFFFF, WIDE_MR, WIDE_NV, false, NULL);
         for (int64_t i = m8; i < M; i++)
             reg_tile(C + i * ldc + j0, ldc, A + i * sa, sa, sk, B + j0, ldb, K, alpha, beta, NULL,
-                     true, 0xFFFF, 1, WIDE_NV);
+                     true, 0xFFFF, 1, WIDE_NV, false, NULL);
     }
 #endif
     const int64_t m4 = M - M % SMALL_MR;
@@ -248,12 +262,14 @@ static inline __attribute__((always_inline)) void tiles_block(
     const float *a = A;
     for (; i + TILES_MR <= M; i += TILES_MR, a += step) {
         reg_tile(C + i * ldc, ldc, a, sa, sk, Bk, ldb, K, alpha, beta, bias, first, tail,
-                 TILES_MR, nv);
+                 TILES_MR, nv, true,
+                 at == TILES_A_ROWS && i + 2 * TILES_MR <= M ? a + step : NULL);
     }
     float *c = C + i * ldc;
 #define TILES_REST(MR)                                                                          \
     case MR:                                                                                    \
-        reg_tile(c, ldc, a, sa, sk, Bk, ldb, K, alpha, beta, bias, first, tail, MR, nv);        \
+        reg_tile(c, ldc, a, sa, sk, Bk, ldb, K, alpha, beta, bias, first, tail, MR, nv, true,  \
+                 NULL);                                                                         \
         break;
     switch (M - i) {
         TILES_REST(1)
