@@ -49,6 +49,8 @@ def main(out, present):
         with open(os.path.join(out, run, "eval.csv")) as f:
             last = list(csv.DictReader(f))[-1]
         runs.setdefault((fam, abl), []).append((seed[1:], last))
+    for got in runs.values():  # seeds in numeric order (the directory listing puts s10 before s2)
+        got.sort(key=lambda run: int(run[0]))
     print("| family | losses | seeds | " + " | ".join(c[1] for c in COLS) + " | min/run |")
     print("|---|---|---|" + "---|" * len(COLS) + "---|")
     for fam in ["vanilla", "deepseek"]:
