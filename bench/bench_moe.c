@@ -5,17 +5,19 @@
  *   bench_moe [--threads 1] [--reps 5] [--warmup 2] [--tokens 2048] [--dim 256] [--hidden 512]
  *             [--experts 8] [--topk 2] [--sp 0]
  *
- * A timed step is: zero the gradients, forward, backward. Prints "key value" lines: a
- * "step_s" (wall) and "step_cpu_s" (process CPU) line per timed step, the expert-GEMM FLOPs of
- * a step (18 T k d d_ff: three products forward, six backward) and the 1024^3 peaks measured in
- * the same process at --threads threads, OpenBLAS's sgemm and the AVX-512 tiles the experts run
- * on (tess_matmul_tiles, rows split over a team), each the better of a measurement before and
- * one after the steps (all four printed); peak_gflops is the better path's (peak_kind), so the
- * driver reports the GEMM share of the step against the faster of the two; "moe_threads": the
- * threads the layer runs its experts on (--threads > 1: a team, nn/moe.h).
+ * A timed step is: zero the parameter gradients, forward, backward (dx, which backward adds into,
+ * is zeroed before the timer starts). Prints "key value" lines: a "step_s" (wall) and "step_cpu_s"
+ * (process CPU) line per timed step, the expert-GEMM FLOPs of a step (18 T k d d_ff: three products
+ * forward, six backward) and the 1024^3 peaks measured in the same process at --threads threads,
+ * OpenBLAS's sgemm and the AVX-512 tiles the experts run on (tess_matmul_tiles, rows split over a
+ * team), each the better of a measurement before and one after the steps (all four printed);
+ * peak_gflops is the better path's (peak_kind), so the driver reports the GEMM share of the step
+ * against the faster of the two; "moe_threads": the threads the layer runs its experts on
+ * (--threads > 1: a team, nn/moe.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bench_common.h" /* tess_bench_* */
 #include "core/timer.h"   /* tess_timer_now */
@@ -101,10 +103,12 @@ static tess_status run(bench *b, int argc, char **argv) {
     TESS_CHECK(measure_peaks(&before, (int)o[0]));
     printf("gemm_flops_per_step %.6e\n", 18.0 * (double)(N * mc.k * C * mc.F));
     for (int64_t s = -warmup; s < reps; s++) {
+        /* backward adds into dx (in a model: the residual stream's gradient, never zeroed), so
+         * the bench zeroes it outside the timed step */
+        memset(b->dx, 0, (size_t)(N * C) * sizeof(float));
         double w0 = tess_timer_now(), c0 = tess_bench_cpu_now();
         tess_registry_zero_grads(b->reg);
         tess_nn_ffn_forward(b->f, b->y, b->x, N);
-        for (int64_t i = 0; i < N * C; i++) b->dx[i] = 0.0f;
         tess_nn_ffn_backward(b->f, b->dx, b->scratch, b->dy, N);
         double w = tess_timer_now() - w0, c = tess_bench_cpu_now() - c0;
         if (s >= 0) printf("step_s %.6f\nstep_cpu_s %.6f\n", w, c);

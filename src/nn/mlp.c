@@ -54,7 +54,7 @@ static void swiglu_gate_backward(float *dgate, float *restrict dup, const float 
         float q = tess_tensor_expf(-x);
         float s = 1.0f / (1.0f + q);
         dup[i] = g * x * s;
-        dgate[i] = g * up[i] * s * (1.0f + x * (q * s));
+        dgate[i] = g * up[i] * s * tess_fmaf(x, q * s, 1.0f);
     }
 }
 

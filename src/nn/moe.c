@@ -888,7 +888,7 @@ static inline void silu_mul_grad_block(float *restrict dz, float *restrict db,
         const float q = tess_tensor_expf(-g);
         const float s = 1.0f / (1.0f + q);
         db[j] = d * g * s;
-        dz[j] = d * b[j] * s * (1.0f + g * (q * s));
+        dz[j] = d * b[j] * s * tess_fmaf(g, q * s, 1.0f);
     }
 }
 

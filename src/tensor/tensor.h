@@ -13,6 +13,7 @@
 #ifndef TESS_TENSOR_TENSOR_H
 #define TESS_TENSOR_TENSOR_H
 
+#include <math.h> /* fmaf */
 #include <stdint.h>
 #include <string.h>
 
@@ -91,13 +92,27 @@ double tess_tensor_sqnorm_ref(const float *x, int64_t n);
 float tess_tensor_max(const float *x, int64_t n);
 
 /* ---- exponential ----
- * e^x in fp32 without libm, written so that loops calling it vectorise (libm's expf does not
- * without -ffast-math): Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2, Cephes' degree-6
- * polynomial for e^r, 2^k assembled in the exponent bits. Relative error <= 1.5e-7 (tested over
- * [-87, 88]). Arguments are clamped to [-87.3, 88.3]: below (and -inf), the result is ~1.2e-38
- * instead of a denormal or 0; above (and +inf), it saturates at ~2.2e38. NaN propagates.
- * The clamp works on the bits with integer compares: a float compare in a conditional stops
- * GCC's if-conversion (and so vectorisation) under the default -ftrapping-math. */
+ * tess_fmaf: a * b + c in one rounding where the target has FMA (-march=native on x86-64: GCC
+ * expands fmaf inline and vectorises it), else in two. The project compiles as ISO C11, whose
+ * default -ffp-contract=off keeps GCC from fusing on its own, so the polynomials here fuse
+ * explicitly: their last bits differ between FMA and non-FMA builds (each build is reproducible).
+ *
+ * tess_tensor_expf: e^x in fp32 without libm, written so that loops calling it vectorise (libm's
+ * expf does not without -ffast-math): Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2, Cephes'
+ * degree-6 polynomial for e^r (Horner in tess_fmaf), 2^k assembled in the exponent bits. Relative
+ * error <= 1.5e-7 (tested over [-87, 88]). Arguments are clamped to [-87.3, 88.3]: below (and
+ * -inf), the result is ~1.2e-38 instead of a denormal or 0; above (and +inf), it saturates at
+ * ~2.2e38. NaN propagates. The clamp works on the bits with integer compares: a float compare in
+ * a conditional stops GCC's if-conversion (and so vectorisation) under the default
+ * -ftrapping-math. */
+static inline float tess_fmaf(float a, float b, float c) {
+#ifdef __FMA__
+    return fmaf(a, b, c);
+#else
+    return a * b + c;
+#endif
+}
+
 static inline float tess_tensor_expf(float x) {
     const uint32_t lo_bits = 0x42AE999Au, hi_bits = 0x42B0999Au; /* 87.3f, 88.3f */
     const float round_magic = 12582912.0f; /* 1.5 * 2^23: t + magic keeps round(t) in low bits */
@@ -106,17 +121,17 @@ static inline float tess_tensor_expf(float x) {
     uint32_t mag = u & 0x7FFFFFFFu, lim = (u >> 31) ? lo_bits : hi_bits;
     u = (mag > lim && mag <= 0x7F800000u) ? ((u & 0x80000000u) | lim) : u; /* NaN untouched */
     memcpy(&x, &u, sizeof x);
-    float t = x * 1.44269504f + round_magic;
+    float t = tess_fmaf(x, 1.44269504f, round_magic);
     float k = t - round_magic;
-    float r = x - k * 0.693359375f; /* ln2 split in two: this product is exact */
-    r = r + k * 2.12194440e-4f;
+    float r = tess_fmaf(k, -0.693359375f, x); /* ln2 split in two: this product is exact */
+    r = tess_fmaf(k, 2.12194440e-4f, r);
     float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * (r * r) + r + 1.0f;
+    p = tess_fmaf(p, r, 1.3981999507e-3f);
+    p = tess_fmaf(p, r, 8.3334519073e-3f);
+    p = tess_fmaf(p, r, 4.1665795894e-2f);
+    p = tess_fmaf(p, r, 1.6666665459e-1f);
+    p = tess_fmaf(p, r, 5.0000001201e-1f);
+    p = tess_fmaf(p, r * r, r) + 1.0f;
     uint32_t bits;
     memcpy(&bits, &t, sizeof bits);
     bits = (bits - 0x4B400000u + 127u) << 23; /* k + 127 in [1, 254]: a normal 2^k */
