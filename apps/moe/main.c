@@ -4,7 +4,8 @@
  * specialization (R_sp) and cross-layer coupling (R_cp) losses; measures routing entropy,
  * expert load, specialization and the mutual information between expert choice and domain.
  * A composition on the run driver (run/run.h): options, resume, checkpoints (parameters, the
- * balancing biases, AdamW), stops, metrics and plots are the driver's.
+ * balancing biases, R_cp's co-occurrence averages, AdamW), stops, metrics and plots are the
+ * driver's.
  *
  * Parallelism: the ranks form a dp x ep mesh (dist.ep). train.batch is the GLOBAL batch; each
  * of P ranks runs b = batch/P sequences. Each rank of an ep group holds E/ep experts of every
@@ -12,8 +13,8 @@
  * gradients are averaged over the dp axis, dense ones over every rank (par/gradsync.h). The aux
  * losses are computed on each rank's tokens and averaged with the gradients, L_lb from counts
  * summed over every rank (moe.lb_global), so the objective does not depend on the number of
- * ranks; the balancing biases are updated from counts summed over the ranks, so every rank
- * updates alike.
+ * ranks; the balancing biases and the identity-coupled R_cp's co-occurrence averages are
+ * updated from counts summed over the ranks, so every rank updates alike.
  * Outputs under run.dir: config.ini, metrics.csv (training: losses, L_o and L_v of Guo et al.,
  * the dropped fraction, MaxVio and dead experts of the batch), eval.csv (held-out loss, perplexity,
  * the unigram baseline, routing statistics averaged over the MoE layers), routing.csv (one row
@@ -85,6 +86,10 @@ static const tess_opt moe_opts[] = {
     TESS_OPT_REAL("lambda_cp", 1e-3, 0.0, 1e3, "cross-layer coupling loss R_cp weight"),
     TESS_OPT_BOOL("cp_detach", false,
                   "ablation: R_cp's gradient into the shallower layer of each pair only"),
+    TESS_OPT_BOOL("cp_identity", false,
+                  "ablation: R_cp weighs each expert pair by its co-occurrence average"),
+    TESS_OPT_REAL("cp_decay", 0.99, 0.0, 1.0,
+                  "decay per training step of cp_identity's co-occurrence average"),
     TESS_OPT_ENUM("phi", "sq", tess_nn_moe_phi_names, "phi of R_sp: sq (c^2), abs (|c|), signed (c)"),
     TESS_OPT_BOOL("bias_balance", false, "aux-loss-free balancing: a selection bias per expert"),
     TESS_OPT_REAL("bias_rate", 1e-3, 0.0, 1.0, "step of the balancing bias per training step"),
@@ -141,7 +146,7 @@ typedef struct {
     moe_source src; /* src.syn: V, T (and the chains when synthetic) */
     tess_tfm_config mc;
     tess_nn_moe_config moe;
-    double bias_rate;
+    double bias_rate, cp_decay;
     bool lb_global;
     tess_sched sched;
     tess_adamw_config adamw;
@@ -156,7 +161,9 @@ typedef struct {
     tess_guard guard;
     int32_t *ids, *targets, *domain; /* (b, T) */
     int64_t *counts;                 /* (nmoe, E) the training batch's routed pairs per expert,
-                                      * summed over the ranks (balancing bias, load metrics) */
+                                      * then with cp_identity (nmoe - 1, E, E) the co-occurrence
+                                      * of adjacent MoE layers' top-k, summed over the ranks
+                                      * (balancing bias, load metrics, R_cp's chat) */
     double *stats;                   /* evaluation sums, reduced over ranks */
     double *route;                   /* (nmoe, 1 + ROUTE_COLS) routing.csv rows */
     int train_csv, eval_csv, route_csv, expert_csv, domain_csv, domain_expert_csv;
@@ -164,6 +171,11 @@ typedef struct {
     int64_t steps_run;
     bool eval_only;                  /* run.mode = eval */
 } moe_app;
+
+/* Adjacent MoE layer pairs whose co-occurrence the app counts: nmoe - 1 with cp_identity. */
+static int64_t cooc_pairs(const moe_app *a) {
+    return a->moe.cp_identity && a->nmoe > 1 ? a->nmoe - 1 : 0;
+}
 
 static void moe_destroy(void *ctx) {
     moe_app *a = ctx;
@@ -217,8 +229,10 @@ static tess_status read_options(moe_app *a, const tess_config *c, int nranks, ui
                                   .pad = tess_config_bool(c, "moe.pad"),
                                   .lambda_o = tess_config_real(c, "moe.lambda_ortho"),
                                   .lambda_v = tess_config_real(c, "moe.lambda_var"),
-                                  .cp_detach = tess_config_bool(c, "moe.cp_detach")};
+                                  .cp_detach = tess_config_bool(c, "moe.cp_detach"),
+                                  .cp_identity = tess_config_bool(c, "moe.cp_identity")};
     a->bias_rate = tess_config_real(c, "moe.bias_rate");
+    a->cp_decay = tess_config_real(c, "moe.cp_decay");
     a->lb_global = tess_config_bool(c, "moe.lb_global");
     TESS_CHECK(tess_nn_moe_check_config(&a->moe));
     a->ep = tess_config_int(c, "dist.ep");
@@ -417,7 +431,7 @@ static tess_status moe_setup(tess_run *run, void *ctx) {
     a->ids = malloc((size_t)n * sizeof *a->ids);
     a->targets = malloc((size_t)n * sizeof *a->targets);
     a->domain = malloc((size_t)n * sizeof *a->domain);
-    a->counts = malloc((size_t)(a->nmoe * E) * sizeof *a->counts);
+    a->counts = malloc((size_t)(a->nmoe * E + cooc_pairs(a) * E * E) * sizeof *a->counts);
     /* per layer: entropy, mass, cos2, E counts, D x E domain-by-top-1, E x E top-1 pairs with
      * the next layer; then loss * tokens and tokens; then per domain the loss sum and tokens */
     const int64_t per = 3 + E + a->src.D * E + E * E;
@@ -456,10 +470,11 @@ static tess_status moe_setup(tess_run *run, void *ctx) {
                   (long long)a->mc.L, (long long)a->mc.C, (long long)a->mc.NH,
                   (long long)a->nmoe, (long long)E, (long long)a->moe.k, (long long)a->moe.F,
                   (long long)tess_registry_global_total(a->reg));
-    tess_log_info("moe: lambda lb %g z %g sp %g cp %g%s ortho %g var %g, bias balance %s; %s "
+    tess_log_info("moe: lambda lb %g z %g sp %g cp %g%s%s ortho %g var %g, bias balance %s; %s "
                   "scores, jitter %g, drop %s (capacity factor %g%s); %lld steps, global batch "
                   "%lld = %d ranks x %lld",
                   a->moe.lambda_lb, a->moe.lambda_z, a->moe.lambda_sp, a->moe.lambda_cp,
+                  a->moe.cp_identity ? " (identity-coupled)" : "",
                   a->moe.cp_detach ? " (deeper layer detached)" : "", a->moe.lambda_o,
                   a->moe.lambda_v, a->moe.bias_balance ? "on" : "off",
                   tess_nn_moe_score_names[a->moe.score].name, a->moe.jitter,
@@ -471,6 +486,7 @@ static tess_status moe_setup(tess_run *run, void *ctx) {
     if (a->moe.lambda_o > 0 || a->moe.lambda_v > 0)
         snprintf(guo, sizeof guo, " o %g v %g", a->moe.lambda_o, a->moe.lambda_v);
     if (a->moe.cp_detach) strncat(guo, " (cp detached)", sizeof guo - strlen(guo) - 1);
+    if (a->moe.cp_identity) strncat(guo, " (cp identity)", sizeof guo - strlen(guo) - 1);
     if (a->moe.drop != TESS_NN_MOE_DROP_NONE)
         snprintf(cap, sizeof cap, ", cap %g %s%s", a->moe.capacity_factor,
                  tess_nn_moe_drop_names[a->moe.drop].name, a->moe.pad ? " pad" : "");
@@ -605,14 +621,28 @@ static tess_status evaluate(tess_run *run, moe_app *a, const tess_group *g) {
 }
 
 /* a->counts: every MoE layer's routed pairs per expert in the last forward (before capacity
- * drops), summed over the ranks of g in one all-reduce. Collective on g. */
+ * drops) and, with cp_identity, every adjacent pair's top-k co-occurrence, summed over the ranks
+ * of g in one all-reduce. Collective on g. */
 static tess_status global_counts(moe_app *a, const tess_group *g) {
-    const int64_t E = a->moe.E;
+    const int64_t E = a->moe.E, n = a->nmoe * E + cooc_pairs(a) * E * E;
     for (int64_t i = 0; i < a->nmoe; i++)
         memcpy(a->counts + i * E, tess_nn_moe_stack_counts(a->stack, i),
                (size_t)E * sizeof *a->counts);
-    TESS_CHECK(tess_par_allreduce_i64(g, a->counts, a->nmoe * E, TESS_PAR_SUM));
+    memset(a->counts + a->nmoe * E, 0, (size_t)(n - a->nmoe * E) * sizeof *a->counts);
+    for (int64_t i = 1; i <= cooc_pairs(a); i++)
+        tess_nn_moe_stack_cooc_counts(a->stack, i, a->counts + a->nmoe * E + (i - 1) * E * E);
+    TESS_CHECK(tess_par_allreduce_i64(g, a->counts, n, TESS_PAR_SUM));
     return TESS_OK;
+}
+
+/* cp_identity: each adjacent pair's co-occurrence average from its counts summed over the ranks
+ * (a->counts, global_counts). */
+static void update_coocs(moe_app *a) {
+    const int64_t E = a->moe.E;
+    for (int64_t i = 1; i <= cooc_pairs(a); i++)
+        tess_nn_moe_cooc_update(tess_nn_moe_stack_cooc(a->stack, i),
+                                a->counts + a->nmoe * E + (i - 1) * E * E, E,
+                                (float)a->cp_decay);
 }
 
 /* Aux-loss-free balancing: each MoE layer's bias from its counts summed over the ranks
@@ -679,8 +709,9 @@ static tess_status moe_step(tess_run *run, void *ctx, int64_t step, tess_run_ste
                               (now - a->t_log)
                         : 0.0};
     TESS_CHECK(tess_par_allreduce_f64(dp, v, 10, TESS_PAR_MEAN));
-    if (a->moe.bias_balance || log) TESS_CHECK(global_counts(a, dp));
+    if (a->moe.bias_balance || a->moe.cp_identity || log) TESS_CHECK(global_counts(a, dp));
     if (a->moe.bias_balance) update_biases(a);
+    if (a->moe.cp_identity) update_coocs(a);
     if (isnan(a->first_loss)) a->first_loss = v[0];
     a->loss = v[0];
     double norm;

@@ -13,9 +13,9 @@ import math
 import os
 import sys
 
-ROWS = ["lb", "sp", "cp", "spcp", "zspcp", "ov"]
+ROWS = ["lb", "sp", "cp", "spcp", "zspcp", "ov", "cpid"]
 LABEL = {"lb": "L_lb", "sp": "+R_sp", "cp": "+R_cp", "spcp": "+R_sp+R_cp",
-         "zspcp": "+z+R_sp+R_cp", "ov": "Guo o+v"}
+         "zspcp": "+z+R_sp+R_cp", "ov": "Guo o+v", "cpid": "+R_cp identity"}
 COLS = [("val_loss", "val loss", 3), ("val_ppl", "val ppl", 1), ("entropy", "entropy", 3),
         ("maxvio", "MaxVio", 2), ("mi_domain", "MI(e; domain)", 3),
         ("mi_next", "MI(e_l; e_l+1)", 3), ("cos2", "cos²", 4)]

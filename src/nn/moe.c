@@ -318,6 +318,65 @@ void tess_nn_moe_rcp_backward_rows(float *dmass_a, float *dmass_b, float dloss,
     }
 }
 
+/* The pair terms of one token: sum_{e in K^a} sum_{v in K^b} p^a_e p^b_v chat_ev in double. */
+static double token_rcp_id(const float *pa, const int32_t *ka, const float *pb,
+                           const int32_t *kb, const float *chat, int64_t E, int64_t k) {
+    double j = 0.0;
+    for (int64_t s = 0; s < k; s++) {
+        double row = 0.0; /* sum_v p^b_v chat_ev for e = ka[s] */
+        for (int64_t r = 0; r < k; r++) row += (double)pb[kb[r]] * chat[ka[s] * E + kb[r]];
+        j += (double)pa[ka[s]] * row;
+    }
+    return j;
+}
+
+float tess_nn_moe_rcp_id_forward(const float *probs_a, const int32_t *topk_a,
+                                 const float *probs_b, const int32_t *topk_b, const float *chat,
+                                 int64_t N, int64_t E, int64_t k) {
+    double j = 0.0;
+    for (int64_t t = 0; t < N; t++)
+        j += token_rcp_id(probs_a + t * E, topk_a + t * k, probs_b + t * E, topk_b + t * k, chat,
+                          E, k);
+    return (float)(-j / (double)N);
+}
+
+void tess_nn_moe_rcp_id_backward_rows(float *dprobs_a, float *dprobs_b, float dloss,
+                                      const float *probs_a, const int32_t *topk_a,
+                                      const float *probs_b, const int32_t *topk_b,
+                                      const float *chat, int64_t t0, int64_t t1, int64_t N,
+                                      int64_t E, int64_t k) {
+    const double s = -(double)dloss / (double)N;
+    for (int64_t t = t0; t < t1; t++) {
+        const float *pa = probs_a + t * E, *pb = probs_b + t * E;
+        const int32_t *ka = topk_a + t * k, *kb = topk_b + t * k;
+        for (int64_t q = 0; q < k; q++) {
+            double ga = 0.0, gb = 0.0; /* sum_v p^b_v chat_{ka[q] v}, sum_e p^a_e chat_{e kb[q]} */
+            for (int64_t r = 0; r < k; r++) {
+                ga += (double)pb[kb[r]] * chat[ka[q] * E + kb[r]];
+                gb += (double)pa[ka[r]] * chat[ka[r] * E + kb[q]];
+            }
+            if (dprobs_a) dprobs_a[t * E + ka[q]] += (float)(s * ga);
+            if (dprobs_b) dprobs_b[t * E + kb[q]] += (float)(s * gb);
+        }
+    }
+}
+
+void tess_nn_moe_cooc_counts(int64_t *counts, const int32_t *topk_a, const int32_t *topk_b,
+                             int64_t N, int64_t E, int64_t k) {
+    for (int64_t t = 0; t < N; t++)
+        for (int64_t s = 0; s < k; s++)
+            for (int64_t r = 0; r < k; r++) counts[topk_a[t * k + s] * E + topk_b[t * k + r]]++;
+}
+
+void tess_nn_moe_cooc_update(float *chat, const int64_t *counts, int64_t E, float decay) {
+    double total = 0.0;
+    for (int64_t i = 0; i < E * E; i++) total += (double)counts[i];
+    if (total <= 0.0) return;
+    const double scale = (double)(E * E) / total;
+    for (int64_t i = 0; i < E * E; i++)
+        chat[i] = (float)((double)decay * chat[i] + (1.0 - decay) * scale * (double)counts[i]);
+}
+
 /* ---------- R_sp ---------- */
 
 static float phi_value(tess_nn_moe_phi phi, float c) {

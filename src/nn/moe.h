@@ -188,6 +188,31 @@ void tess_nn_moe_rcp_backward_rows(float *dmass_a, float *dmass_b, float dloss,
                                    const float *mass_a, const float *mass_b, int64_t t0,
                                    int64_t t1, int64_t N);
 
+/* Identity-coupled R_cp of one adjacent pair (an ablation; R_cp itself does not compare expert
+ * ids): -(1/N) sum_t sum_{e in K_t^a} sum_{v in K_t^b} p^a_{t,e} p^b_{t,v} chat_{e,v}, with
+ * chat (E,E) a constant, the pair's detached running average of the top-k co-occurrence
+ * (tess_nn_moe_cooc_update); chat = 1 everywhere gives tess_nn_moe_rcp_forward's value. probs
+ * (N,E) of the two layers, topk (N,k) their selected experts. backward rows [t0, t1) of N (as
+ * tess_nn_moe_lb_backward_rows): dprobs_a (N,E) += dloss dR/dp^a on each token's top-k entries,
+ * dprobs_b likewise; either may be NULL (detached layer). */
+float tess_nn_moe_rcp_id_forward(const float *probs_a, const int32_t *topk_a,
+                                 const float *probs_b, const int32_t *topk_b, const float *chat,
+                                 int64_t N, int64_t E, int64_t k);
+void tess_nn_moe_rcp_id_backward_rows(float *dprobs_a, float *dprobs_b, float dloss,
+                                      const float *probs_a, const int32_t *topk_a,
+                                      const float *probs_b, const int32_t *topk_b,
+                                      const float *chat, int64_t t0, int64_t t1, int64_t N,
+                                      int64_t E, int64_t k);
+/* counts (E,E) += the co-occurrence of two layers' top-k: entry (e, v) counts the tokens with e
+ * among topk_a's and v among topk_b's k experts (each token adds k^2). */
+void tess_nn_moe_cooc_counts(int64_t *counts, const int32_t *topk_a, const int32_t *topk_b,
+                             int64_t N, int64_t E, int64_t k);
+/* chat (E,E) = decay chat + (1 - decay) E^2 counts / sum(counts): a running average of the
+ * co-occurrence scaled to mean 1 over the entries (1 everywhere when the two layers route
+ * independently and uniformly); unchanged when every count is 0. counts are every
+ * data-parallel replica's (all-reduced by the caller), so every rank updates alike. */
+void tess_nn_moe_cooc_update(float *chat, const int64_t *counts, int64_t E, float decay);
+
 /* R_sp of one layer: z (rows, F) holds the experts' SwiGLU intermediates in any row order;
  * row_of (N,k) gives the row of token t's slot s, so pairs are matched by token id; a slot with
  * row -1 (dropped) takes part in no pair.
@@ -348,6 +373,12 @@ typedef struct {
     /* R_cp ablation: its gradient flows into the shallower layer of each adjacent pair only, the
      * deeper layer's top-k mass a constant (a detached "teacher"); the value is unchanged */
     bool cp_detach;
+    /* R_cp ablation: identity-coupled (tess_nn_moe_rcp_id_forward) instead of the product of the
+     * top-k masses; each MoE layer after the first registers its pair's chat (E,E) as
+     * "<prefix>.cp_cooc", rows the previous MoE layer's experts, columns its own, = 1 at init,
+     * not trainable, updated by the caller (tess_nn_moe_stack_cooc_counts, _cooc_update).
+     * Needs lambda_cp > 0. */
+    bool cp_identity;
 } tess_nn_moe_config;
 
 /* TESS_ERR_CONFIG naming the field: E < 1, k outside [1, E], F < 1, every < 1, a negative lambda,
@@ -355,7 +386,7 @@ typedef struct {
  * std < 0, E not divisible by the size of ep, jitter outside [0, 1), capacity_factor <= 0 with a
  * drop policy, pad without one, lambda_z > 0 with sigmoid scores (the z-loss is defined on the
  * softmax router), lambda_o > 0 with k = 1, lambda_v > 0 with E = 1, a negative lambda_o or
- * lambda_v. */
+ * lambda_v, cp_identity with lambda_cp = 0. */
 tess_status tess_nn_moe_check_config(const tess_nn_moe_config *cfg);
 
 /* The auxiliary terms of the last forward, summed over the MoE layers (unweighted), and the
@@ -466,5 +497,11 @@ double tess_nn_moe_stack_cosine(const tess_nn_moe_stack *s, int64_t i, tess_nn_m
 double tess_nn_moe_stack_ortho(const tess_nn_moe_stack *s, int64_t i);
 /* The selection bias (E) of MoE layer i, or NULL without bias_balance. */
 float *tess_nn_moe_stack_bias(tess_nn_moe_stack *s, int64_t i);
+/* With cp_identity: the co-occurrence average chat (E,E) of MoE layers i - 1 and i (registered by
+ * layer i), or NULL (i = 0, or without cp_identity). */
+float *tess_nn_moe_stack_cooc(tess_nn_moe_stack *s, int64_t i);
+/* counts (E,E) += the top-k co-occurrence of MoE layers i - 1 and i in the last forward on this
+ * rank's tokens (tess_nn_moe_cooc_counts); i >= 1. */
+void tess_nn_moe_stack_cooc_counts(const tess_nn_moe_stack *s, int64_t i, int64_t *counts);
 
 #endif

@@ -52,6 +52,7 @@ struct moe_layer {
     tess_dispatch *plan;         /* the step's exchange plan over ep; NULL without ep */
     double std, out_std;
     int64_t i_router, i_gate, i_up, i_down, i_bias; /* registry indices; i_bias -1 without */
+    int64_t i_cooc; /* R_cp's chat (E,E) of the pair (previous MoE layer, this one); -1: none */
     int64_t *counts, *offs, *pos; /* (E), (E+1), (E): routed pairs per expert (before drops),
                                    * block offsets, scratch (then the blocks' rows) */
     int64_t *kept;               /* (E) pairs kept per expert */
@@ -184,6 +185,8 @@ tess_status tess_nn_moe_check_config(const tess_nn_moe_config *c) {
                  c->lambda_o);
     TESS_REQUIRE(!(c->E == 1 && c->lambda_v > 0), TESS_ERR_CONFIG,
                  "moe.lambda_var = %g needs moe.experts >= 2, got 1", c->lambda_v);
+    TESS_REQUIRE(!c->cp_identity || c->lambda_cp > 0, TESS_ERR_CONFIG,
+                 "moe.cp_identity couples R_cp to expert ids: it needs moe.lambda_cp > 0, got 0");
     TESS_REQUIRE(!c->ep || c->E % c->ep->size == 0, TESS_ERR_CONFIG,
                  "moe.experts = %lld must be divisible by the expert-parallel size %d",
                  (long long)c->E, c->ep ? c->ep->size : 1);
@@ -244,6 +247,13 @@ static tess_status moe_add_params(tess_nn_ffn *f, tess_registry *reg, const char
                        &m->i_bias));
         TESS_CHECK(tess_registry_set_trainable(reg, m->i_bias, false));
         TESS_CHECK(tess_registry_set_decay(reg, m->i_bias, false));
+    }
+    m->i_cooc = -1;
+    if (m->stack->cfg.cp_identity && m->idx > 0) {
+        TESS_CHECK(add(reg, prefix, "cp_cooc", 2, (int64_t[]){E, E}, &rep, tess_init_const(1.0),
+                       &m->i_cooc));
+        TESS_CHECK(tess_registry_set_trainable(reg, m->i_cooc, false));
+        TESS_CHECK(tess_registry_set_decay(reg, m->i_cooc, false));
     }
     return TESS_OK;
 }
@@ -923,15 +933,25 @@ static void router_bwd_part(void *ctx, int member, int n) {
     if (cfg->lambda_v > 0) /* maximised */
         tess_nn_moe_variance_backward_rows(jb->dprobs, -sc * (float)cfg->lambda_v, m->probs, lo,
                                            hi, N, E);
-    if (cfg->lambda_cp > 0 && m->stack->n > 1) {
+    const moe_layer *prev = m->idx > 0 && !cfg->cp_detach ? m->stack->layer[m->idx - 1] : NULL;
+    const moe_layer *next = m->idx + 1 < m->stack->n ? m->stack->layer[m->idx + 1] : NULL;
+    if (cfg->lambda_cp > 0 && cfg->cp_identity) { /* into the top-k entries of dprobs */
+        const float dl = sc * (float)cfg->lambda_cp;
+        if (prev) /* this layer is the pair's deeper one */
+            tess_nn_moe_rcp_id_backward_rows(NULL, jb->dprobs, dl, prev->probs, prev->topk,
+                                             m->probs, m->topk, P(m, m->i_cooc), lo, hi, N, E,
+                                             k);
+        if (next)
+            tess_nn_moe_rcp_id_backward_rows(jb->dprobs, NULL, dl, m->probs, m->topk,
+                                             next->probs, next->topk, P(next, next->i_cooc), lo,
+                                             hi, N, E, k);
+    } else if (cfg->lambda_cp > 0 && m->stack->n > 1) {
         memset(jb->dmass + lo, 0, (size_t)nr * sizeof(float));
         const float dl = sc * (float)cfg->lambda_cp;
-        if (m->idx > 0 && !cfg->cp_detach) /* this layer is the pair's deeper one */
-            tess_nn_moe_rcp_backward_rows(jb->dmass, NULL, dl, m->mass,
-                                          m->stack->layer[m->idx - 1]->mass, lo, hi, N);
-        if (m->idx + 1 < m->stack->n)
-            tess_nn_moe_rcp_backward_rows(jb->dmass, NULL, dl, m->mass,
-                                          m->stack->layer[m->idx + 1]->mass, lo, hi, N);
+        if (prev) /* this layer is the pair's deeper one */
+            tess_nn_moe_rcp_backward_rows(jb->dmass, NULL, dl, m->mass, prev->mass, lo, hi, N);
+        if (next)
+            tess_nn_moe_rcp_backward_rows(jb->dmass, NULL, dl, m->mass, next->mass, lo, hi, N);
         tess_nn_moe_mass_backward(dprobs, jb->dmass + lo, m->topk + lo * k, nr, E, k);
     }
     memset(dlogits, 0, (size_t)(nr * E) * sizeof(float));
@@ -1248,8 +1268,8 @@ tess_status tess_nn_moe_stack_make_ffn(void *ctx, int64_t layer, const tess_tfm_
     TESS_REQUIRE(m, TESS_ERR_MEM, "cannot allocate an MoE layer");
     *m = (moe_layer){.base = {.ops = &moe_ops, .C = tcfg->C}, .stack = st, .idx = st->n,
                      .E = cfg->E, .k = cfg->k, .F = cfg->F, .std = cfg->std,
-                     .out_std = model_out_std(tcfg), .i_bias = -1, .Fs = cfg->shared_F,
-                     .i_sg = -1, .i_su = -1, .i_sd = -1};
+                     .out_std = model_out_std(tcfg), .i_bias = -1, .i_cooc = -1,
+                     .Fs = cfg->shared_F, .i_sg = -1, .i_su = -1, .i_sd = -1};
     m->P = cfg->ep ? cfg->ep->size : 1;
     m->rank = cfg->ep ? cfg->ep->rank : 0;
     m->nle = cfg->E / m->P;
@@ -1315,6 +1335,7 @@ double tess_nn_moe_stack_exchange_seconds(tess_nn_moe_stack *s, bool reset, doub
 
 void tess_nn_moe_stack_aux(const tess_nn_moe_stack *s, tess_nn_moe_aux *aux) {
     *aux = (tess_nn_moe_aux){.layers = s->n};
+    const tess_nn_moe_config *c = &s->cfg;
     double routed = 0.0;
     for (int64_t i = 0; i < s->n; i++) {
         const moe_layer *m = s->layer[i];
@@ -1325,10 +1346,15 @@ void tess_nn_moe_stack_aux(const tess_nn_moe_stack *s, tess_nn_moe_aux *aux) {
         aux->sp += m->sp;
         aux->o += m->ol;
         aux->v += m->vl;
-        if (i + 1 < s->n) aux->cp += tess_nn_moe_rcp_forward(m->mass, s->layer[i + 1]->mass, m->N);
+        if (i + 1 < s->n && c->cp_identity) {
+            const moe_layer *n = s->layer[i + 1];
+            aux->cp += tess_nn_moe_rcp_id_forward(m->probs, m->topk, n->probs, n->topk,
+                                                  P(n, n->i_cooc), m->N, m->E, m->k);
+        } else if (i + 1 < s->n) {
+            aux->cp += tess_nn_moe_rcp_forward(m->mass, s->layer[i + 1]->mass, m->N);
+        }
     }
     aux->dropped = routed > 0 ? aux->dropped / routed : 0.0;
-    const tess_nn_moe_config *c = &s->cfg;
     aux->total = c->lambda_lb * aux->lb + c->lambda_z * aux->z + c->lambda_sp * aux->sp +
                  c->lambda_cp * aux->cp + c->lambda_o * aux->o - c->lambda_v * aux->v;
 }
@@ -1351,6 +1377,17 @@ const int32_t *tess_nn_moe_stack_topk(const tess_nn_moe_stack *s, int64_t i) {
 float *tess_nn_moe_stack_bias(tess_nn_moe_stack *s, int64_t i) {
     const moe_layer *m = s->layer[i];
     return m->i_bias >= 0 ? P(m, m->i_bias) : NULL;
+}
+
+float *tess_nn_moe_stack_cooc(tess_nn_moe_stack *s, int64_t i) {
+    const moe_layer *m = s->layer[i];
+    return m->i_cooc >= 0 ? P(m, m->i_cooc) : NULL;
+}
+
+void tess_nn_moe_stack_cooc_counts(const tess_nn_moe_stack *s, int64_t i, int64_t *counts) {
+    TESS_ASSERT(i >= 1 && i < s->n);
+    const moe_layer *a = s->layer[i - 1], *b = s->layer[i];
+    tess_nn_moe_cooc_counts(counts, a->topk, b->topk, b->N, b->E, b->k);
 }
 
 int64_t tess_nn_moe_stack_dropped(const tess_nn_moe_stack *s, int64_t i) {

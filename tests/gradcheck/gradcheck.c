@@ -977,6 +977,32 @@ static void moe_rcp_backward(gc_ctx *c) {
                                  E);
 }
 
+/* moe_rcp_id: dims {N, E, k}: the identity-coupled R_cp of two layers' logits a, b with a
+ * constant co-occurrence average chat (E,E) in [0.25, 1.75) */
+static void moe_rcp_id_setup(gc_ctx *c) {
+    const int64_t E = c->dims[1];
+    moe_rcp_setup(c);
+    gc_const(c, "chat", E * E, 0.25, 1.75);
+}
+static void moe_rcp_id_forward(gc_ctx *c) {
+    const int64_t N = c->dims[0], E = c->dims[1], k = c->dims[2];
+    moe_rcp_forward(c); /* the routers; its R_cp value is replaced */
+    gc_x(c, "loss")[0] = tess_nn_moe_rcp_id_forward(gc_x(c, "probs_a"), gc_i(c, "topk_a"),
+                                                    gc_x(c, "probs_b"), gc_i(c, "topk_b"),
+                                                    gc_x(c, "chat"), N, E, k);
+}
+static void moe_rcp_id_backward(gc_ctx *c) {
+    const int64_t N = c->dims[0], E = c->dims[1], k = c->dims[2];
+    tess_nn_moe_rcp_id_backward_rows(gc_x(c, "dprobs_a"), gc_x(c, "dprobs_b"),
+                                     gc_g(c, "loss")[0], gc_x(c, "probs_a"), gc_i(c, "topk_a"),
+                                     gc_x(c, "probs_b"), gc_i(c, "topk_b"), gc_x(c, "chat"), 0, N,
+                                     N, E, k);
+    tess_nn_moe_softmax_backward(gc_g(c, "logits_a"), gc_x(c, "dprobs_a"), gc_x(c, "probs_a"), N,
+                                 E);
+    tess_nn_moe_softmax_backward(gc_g(c, "logits_b"), gc_x(c, "dprobs_b"), gc_x(c, "probs_b"), N,
+                                 E);
+}
+
 /* moe_rsp_swiglu: dims {N, k, C, F, phi, split}: one SwiGLU expert on R = N*k rows x; outputs y
  * (R,C) and R_sp of its intermediates z, rows paired by token through a scrambled row_of
  * (row_of[t*k+s] = (7 (t*k+s) + 3) mod R, a permutation when gcd(7, R) = 1). split: each slot
@@ -1094,7 +1120,9 @@ static void moe_variance_backward(gc_ctx *c) {
  * dropping by position, training with router jitter 0.3 (step 3); 3: Guo et al.'s baselines on
  * as well (lambda_o 0.6, lambda_v 0.8); 4: R_cp with the deeper layer detached (cp_detach): the
  * function differentiated is the aux total with R_cp's M^(2) replaced by the constant
- * "m2_frozen", the second layer's top-k mass at the drawn point (setup computes it). */
+ * "m2_frozen", the second layer's top-k mass at the drawn point (setup computes it); 5: R_cp
+ * identity-coupled (cp_identity), its co-occurrence average "m2.cp_cooc" a constant drawn in
+ * [0.5, 1.5) (every non-trainable registry entry is a constant, not differentiated). */
 static struct {
     tess_registry *reg;
     tess_nn_moe_stack *stack;
@@ -1115,6 +1143,8 @@ static tess_nn_moe_config gc_moe_cfg(const gc_ctx *c) {
         mc.lambda_o = 0.6, mc.lambda_v = 0.8;
     } else if (c->dims[6] == 4) {
         mc.cp_detach = true;
+    } else if (c->dims[6] == 5) {
+        mc.cp_identity = true;
     }
     return mc;
 }
@@ -1153,7 +1183,10 @@ static void moe_layers_setup(gc_ctx *c) {
          * 22% (h = 1e-4 agreed with the analytic gradient to 1e-4): C = 8, F = 6 avoid that. */
         const tess_registry_entry *e = tess_registry_get(gc_moe.reg, i);
         const bool router = strstr(e->name, ".router") != NULL;
-        gc_input(c, e->name, e->local_count, router ? -2.0 : -1.0, router ? 2.0 : 1.0);
+        if (!e->trainable)
+            gc_const(c, e->name, e->local_count, 0.5, 1.5);
+        else
+            gc_input(c, e->name, e->local_count, router ? -2.0 : -1.0, router ? 2.0 : 1.0);
     }
     gc_output(c, "y2", N * C);
     gc_output(c, "aux", 1);
@@ -1195,15 +1228,16 @@ static void moe_layers_backward(gc_ctx *c) {
     tess_nn_ffn_backward(gc_moe.f[0], gc_g(c, "x"), gc_moe.scratch, gc_moe.dy1, N);
     for (int64_t i = 0; i < tess_registry_count(gc_moe.reg); i++) {
         const tess_registry_entry *e = tess_registry_get(gc_moe.reg, i);
+        if (!e->trainable) continue;
         const float *g = tess_registry_grad(gc_moe.reg, i);
         float *dst = gc_g(c, e->name);
         for (int64_t j = 0; j < e->local_count; j++) dst[j] += g[j];
     }
 }
 /* One MoE layer (MoE layer index li) token by token from the _ref kernels: y (N,C), its top-k
- * mass (N) and its lambda-weighted L_lb + L_z + R_sp. */
-static double moe_layer_ref(float *y, float *mass, const float *x, const char *pre, int li,
-                            gc_ctx *c) {
+ * mass (N), scores probs (N,E) and top-k (N,k), and its lambda-weighted L_lb + L_z + R_sp. */
+static double moe_layer_ref(float *y, float *mass, float *probs, int32_t *sel, const float *x,
+                            const char *pre, int li, gc_ctx *c) {
     const int64_t N = c->dims[0], C = c->dims[1], F = c->dims[2], E = c->dims[3], k = c->dims[4];
     const tess_nn_moe_config mc = gc_moe_cfg(c);
     char nm[64];
@@ -1269,18 +1303,32 @@ static double moe_layer_ref(float *y, float *mass, const float *x, const char *p
                  mc.lambda_sp * tess_nn_moe_rsp_forward_ref(z, row, N, k, F, mc.phi) -
                  mc.lambda_v * tess_nn_moe_variance_forward(p, N, E);
     if (mc.lambda_o > 0) aux += mc.lambda_o * tess_nn_moe_ortho_forward_ref(yk, row, N, k, C);
+    memcpy(probs, p, (size_t)(N * E) * sizeof(float));
+    memcpy(sel, topk, (size_t)(N * k) * sizeof(int32_t));
     free(h), free(p), free(lse), free(g), free(z), free(ab), free(yk), free(topk), free(row);
     free(xr), free(keep);
     return aux;
 }
 static void moe_layers_forward_ref(gc_ctx *c) {
     const int64_t N = c->dims[0];
-    float m1[64], m2[64];
-    double aux = moe_layer_ref(gc_moe.y1, m1, gc_x(c, "x"), "m1", 0, c);
-    aux += moe_layer_ref(gc_x(c, "y2"), m2, gc_moe.y1, "m2", 1, c);
+    const int64_t E = c->dims[3], k = c->dims[4];
+    float m1[64], m2[64], p1[64 * 8], p2[64 * 8];
+    int32_t k1[64 * 4], k2[64 * 4];
+    if (N > 64 || E > 8 || k > 4) gc_die("dims too large for", "moe_layers_forward_ref");
+    double aux = moe_layer_ref(gc_moe.y1, m1, p1, k1, gc_x(c, "x"), "m1", 0, c);
+    aux += moe_layer_ref(gc_x(c, "y2"), m2, p2, k2, gc_moe.y1, "m2", 1, c);
     const float *mb = gc_has(c, "m2_frozen") ? gc_x(c, "m2_frozen") : m2;
-    double j = 0;
-    for (int64_t t = 0; t < N; t++) j += (double)m1[t] * mb[t];
+    double j = 0; /* sum_t sum_{e in K^1, v in K^2} p1_e p2_v (chat_ev, or 1: M^1 M^2) */
+    for (int64_t t = 0; t < N; t++) {
+        if (!gc_moe_cfg(c).cp_identity) {
+            j += (double)m1[t] * mb[t];
+            continue;
+        }
+        for (int64_t s = 0; s < k; s++)
+            for (int64_t r = 0; r < k; r++)
+                j += (double)p1[t * E + k1[t * k + s]] * p2[t * E + k2[t * k + r]] *
+                     gc_x(c, "m2.cp_cooc")[k1[t * k + s] * E + k2[t * k + r]];
+    }
     gc_x(c, "aux")[0] = (float)(aux - gc_moe_cfg(c).lambda_cp * j / (double)N);
 }
 static void moe_layers_teardown(gc_ctx *c) {
@@ -1988,6 +2036,10 @@ static const gc_row gc_rows[] = {
      false, NULL, NULL},
     {"moe_rcp", {8, 6, 2}, moe_rcp_setup, moe_rcp_forward, moe_rcp_backward, NULL, NULL, 0, true,
      NULL, NULL},
+    {"moe_rcp_id", {8, 6, 2}, moe_rcp_id_setup, moe_rcp_id_forward, moe_rcp_id_backward, NULL,
+     NULL, 0, true, NULL, NULL},
+    {"moe_rcp_id_k3", {5, 7, 3}, moe_rcp_id_setup, moe_rcp_id_forward, moe_rcp_id_backward, NULL,
+     NULL, 0, true, NULL, NULL},
     {"moe_rsp_swiglu_sq", {5, 2, 4, 6, TESS_NN_MOE_PHI_SQ}, moe_rsp_setup, moe_rsp_forward,
      moe_rsp_backward, moe_rsp_forward_ref, moe_rsp_backward_ref, 0, false, NULL, NULL},
     {"moe_rsp_swiglu_k3_signed", {3, 3, 4, 5, TESS_NN_MOE_PHI_SIGNED}, moe_rsp_setup,
@@ -2007,6 +2059,8 @@ static const gc_row gc_rows[] = {
     /* (the name keys the draws: "moe_layers_cp_detach" drew a point where R_sp's curvature put
      * the h = 1e-2 difference of m1.w_up 2.5e-3 off, at every N tried) */
     {"moe_layers_detached_cp", {9, 8, 6, 4, 2, 0, 4}, moe_layers_setup, moe_layers_forward,
+     moe_layers_backward, moe_layers_forward_ref, NULL, 0, true, moe_layers_teardown, NULL},
+    {"moe_layers_identity_cp", {9, 8, 6, 4, 2, 0, 5}, moe_layers_setup, moe_layers_forward,
      moe_layers_backward, moe_layers_forward_ref, NULL, 0, true, moe_layers_teardown, NULL},
     {"moe_ortho_k2", {5, 2, 4, 0}, moe_ortho_setup, moe_ortho_forward, moe_ortho_backward,
      moe_ortho_forward_ref, NULL, 0, false, NULL, NULL},

@@ -46,7 +46,7 @@ small=(--set model.layers=2 --set model.channels=32 --set model.heads=2 --set mo
        --set train.batch=8 --set train.eval_batch=16 --set run.plots=false)
 
 # run directories of an earlier run of this test would be resumed: start clean
-rm -rf evtrain evonly mdropless mcap converge full stopped to1 to4 ep1 np2ep2 np4ep2 np4ep4 np1 np2 np2local layers textrun \
+rm -rf evtrain evonly mdropless mcap converge full stopped to1 to4 ep1 np2ep2 np4ep2 np4ep4 np1 np2 np2local id1 id2 layers textrun \
   corpus corpusrun
 
 case "$mode" in
@@ -167,8 +167,10 @@ PY
     { cat corpusrun.log; fail "the corpus domains are not logged"; }
   ;;
 resume)
+  # the balancing bias and the identity-coupled R_cp's co-occurrence average are state too
   common=("${small[@]}" --set train.steps=40 --set train.eval_every=20 --set run.log_every=5
-          --set moe.lambda_z=1e-3 --set moe.bias_balance=true --set moe.bias_rate=1e-2)
+          --set moe.lambda_z=1e-3 --set moe.bias_balance=true --set moe.bias_rate=1e-2
+          --set moe.cp_identity=true --set moe.cp_decay=0.9)
   "$mpiexec" -n 2 "$exe" "${common[@]}" --set run.dir=full >full.log 2>&1 || { cat full.log; fail "full run"; }
   rc=0
   "$mpiexec" -n 2 "$exe" "${common[@]}" --set run.dir=stopped --set run.stop_at=20 >stop.log 2>&1 || rc=$?
@@ -179,10 +181,11 @@ resume)
   cmp <(cut -d, -f1-7 full/metrics.csv) <(cut -d, -f1-7 stopped/metrics.csv) ||
     fail "metrics of the resumed run differ from the uninterrupted one"
   "$tool" diff full/checkpoints stopped/checkpoints || fail "final checkpoints differ"
-  "$mpiexec" -n 1 "$exe" "${small[@]}" --set moe.bias_balance=true --print-params >params.log 2>&1 ||
-    { cat params.log; fail "--print-params"; }
-  grep -q "^params/layers.1.mlp.bias " params.log && grep -q "^optim/v/layers.0.mlp.w_gate " params.log ||
-    { cat params.log; fail "--print-params lacks the balancing bias or the experts' AdamW state"; }
+  "$mpiexec" -n 1 "$exe" "${small[@]}" --set moe.bias_balance=true --set moe.cp_identity=true \
+    --print-params >params.log 2>&1 || { cat params.log; fail "--print-params"; }
+  grep -q "^params/layers.1.mlp.bias " params.log && grep -q "^optim/v/layers.0.mlp.w_gate " params.log &&
+    grep -q "^params/layers.1.mlp.cp_cooc " params.log ||
+    { cat params.log; fail "--print-params lacks the balancing bias, R_cp's co-occurrence or the experts' AdamW state"; }
   ;;
 metrics)
   common=("${small[@]}" --set train.steps=6 --set train.eval_every=6 --set run.log_every=2
@@ -227,6 +230,18 @@ dp)
                if (r > 1e-4) bad = 1 } END { exit bad }' || fail "2 ranks differ from 1 rank"
   cmp -s <(cut -d, -f1-4 np2/metrics.csv) <(cut -d, -f1-4 np2local/metrics.csv) &&
     fail "per-rank L_lb counts gave the same losses as global ones: the test cannot tell them apart"
+  # identity-coupled R_cp: its co-occurrence average is updated from counts over every rank, so
+  # the loss and R_cp (column 7) do not depend on the number of ranks either
+  for np in 1 2; do
+    "$mpiexec" -n "$np" "$exe" "${common[@]}" --set moe.cp_identity=true --set moe.cp_decay=0.5 \
+      --set run.dir="id$np" >"id$np.log" 2>&1 || { cat "id$np.log"; fail "$np ranks, cp_identity"; }
+  done
+  paste -d, <(cut -d, -f1,2,7 id1/metrics.csv) <(cut -d, -f2,7 id2/metrics.csv) | tail -n +2 |
+    awk -F, '{ for (c = 2; c <= 3; c++) { d = $c - $(c + 2); if (d < 0) d = -d; r = d / ($c < 0 ? -$c : $c);
+               printf "step %s column %d: 1 rank %s, 2 ranks %s, rel %.2e\n", $1, c, $c, $(c + 2), r;
+               if (r > 1e-4) bad = 1 } } END { exit bad }' || fail "cp_identity: 2 ranks differ from 1 rank"
+  cmp -s <(cut -d, -f7 np1/metrics.csv) <(cut -d, -f7 id1/metrics.csv) &&
+    fail "cp_identity gave the same R_cp as the mass product: the test cannot tell them apart"
   ;;
 ep)
   common=("${small[@]}" --set train.steps=20 --set train.eval_every=20 --set run.log_every=5

@@ -127,6 +127,58 @@ static void check_rcp_brute_force(void) {
     TESS_TEST_CLOSE(tess_nn_moe_rcp_forward(gm_a, gm_b, N), -1.0, 1e-6, 0,
                     "R_cp on renormalised gates is the constant -1");
     TESS_TEST_CHECK(tess_nn_moe_rcp_forward(ma, mb, N) > -0.99, "R_cp on the full softmax < 1");
+    /* identity-coupled: with chat = 1 the value and the gradient of R_cp; with any chat the
+     * brute-force weighted pair sum */
+    float ones[E * E], chat[E * E];
+    for (int i = 0; i < E * E; i++) ones[i] = 1.0f, chat[i] = 0.25f + 0.1f * (float)((i * 7) % 13);
+    TESS_TEST_CLOSE(tess_nn_moe_rcp_id_forward(pa, ka, pb, kb, ones, N, E, K),
+                    tess_nn_moe_rcp_forward(ma, mb, N), 1e-7, 1e-6, "identity R_cp, chat = 1");
+    float dm_a[N] = {0}, dm_b[N] = {0}, dp0_a[N * E] = {0}, dp0_b[N * E] = {0};
+    float dp1_a[N * E] = {0}, dp1_b[N * E] = {0};
+    tess_nn_moe_rcp_backward(dm_a, dm_b, 0.7f, ma, mb, N);
+    tess_nn_moe_mass_backward(dp0_a, dm_a, ka, N, E, K);
+    tess_nn_moe_mass_backward(dp0_b, dm_b, kb, N, E, K);
+    tess_nn_moe_rcp_id_backward_rows(dp1_a, dp1_b, 0.7f, pa, ka, pb, kb, ones, 0, N, N, E, K);
+    double worst = 0;
+    for (int i = 0; i < N * E; i++)
+        worst = fmax(worst, fmax(fabs(dp0_a[i] - dp1_a[i]), fabs(dp0_b[i] - dp1_b[i])));
+    TESS_TEST_CHECK(worst < 1e-7, "identity R_cp gradient, chat = 1: max difference %.2g", worst);
+    brute = 0;
+    for (int t = 0; t < N; t++)
+        for (int s = 0; s < K; s++)
+            for (int r = 0; r < K; r++)
+                brute += (double)pa[t * E + ka[t * K + s]] * pb[t * E + kb[t * K + r]] *
+                         chat[ka[t * K + s] * E + kb[t * K + r]];
+    TESS_TEST_CLOSE(tess_nn_moe_rcp_id_forward(pa, ka, pb, kb, chat, N, E, K), -brute / N, 1e-7,
+                    1e-6, "identity R_cp = brute-force weighted pair sum");
+}
+
+/* The co-occurrence counts and their running average: each token adds k^2 pairs; the average
+ * keeps mean 1; independent uniform routing gives 1 everywhere. */
+static void check_cooc(void) {
+    enum { N = 4, E = 3, K = 2 };
+    const int32_t ka[N * K] = {0, 1, 0, 2, 1, 2, 0, 1}, kb[N * K] = {2, 0, 1, 0, 0, 2, 2, 1};
+    int64_t cnt[E * E] = {0};
+    tess_nn_moe_cooc_counts(cnt, ka, kb, N, E, K);
+    /* token 0: {0,1} x {2,0}; 1: {0,2} x {1,0}; 2: {1,2} x {0,2}; 3: {0,1} x {2,1} */
+    const int64_t want[E * E] = {2, 2, 2, 2, 1, 3, 2, 1, 1};
+    TESS_TEST_CHECK(memcmp(cnt, want, sizeof cnt) == 0, "co-occurrence counts");
+    float chat[E * E];
+    for (int i = 0; i < E * E; i++) chat[i] = 1.0f;
+    tess_nn_moe_cooc_update(chat, cnt, E, 0.5f); /* 0.5 + 0.5 * 9 cnt / 16 */
+    double mean = 0;
+    for (int i = 0; i < E * E; i++) mean += chat[i] / (E * E);
+    TESS_TEST_CLOSE(chat[0], 0.5 + 0.5 * 9.0 * 2 / 16, 1e-7, 0, "running average entry");
+    TESS_TEST_CLOSE(mean, 1.0, 1e-6, 0, "running average mean 1");
+    const int64_t zero[E * E] = {0};
+    float before[E * E];
+    memcpy(before, chat, sizeof chat);
+    tess_nn_moe_cooc_update(chat, zero, E, 0.5f);
+    TESS_TEST_CHECK(memcmp(before, chat, sizeof chat) == 0, "no counts: unchanged");
+    int64_t flat[E * E];
+    for (int i = 0; i < E * E; i++) flat[i] = 5;
+    tess_nn_moe_cooc_update(chat, flat, E, 0.0f);
+    TESS_TEST_CLOSE(chat[4], 1.0, 1e-7, 0, "uniform co-occurrence: 1");
 }
 
 static void check_rsp_pairing(void) {
@@ -379,6 +431,14 @@ static void check_config(void) {
     c = ok;
     c.lambda_cp = -1;
     TESS_TEST_CHECK(tess_nn_moe_check_config(&c) == TESS_ERR_CONFIG, "negative lambda");
+    c = ok;
+    c.cp_identity = true;
+    TESS_TEST_CHECK(tess_nn_moe_check_config(&c) == TESS_OK, "identity-coupled R_cp");
+    c.lambda_cp = 0;
+    TESS_TEST_CHECK(tess_nn_moe_check_config(&c) == TESS_ERR_CONFIG &&
+                        strstr(tess_error_text(), "moe.cp_identity") &&
+                        strstr(tess_error_text(), "moe.lambda_cp > 0"),
+                    "cp_identity without R_cp: %s", tess_error_text());
     c = ok;
     c.drop = TESS_NN_MOE_DROP_PROBS;
     TESS_TEST_CHECK(tess_nn_moe_check_config(&c) == TESS_ERR_CONFIG &&
@@ -718,10 +778,13 @@ static double model_loss(tess_tfm *m, tess_nn_moe_stack *st, const int32_t *ids,
     return l + aux.total;
 }
 
-static void check_transformer(void) {
+/* identity: R_cp identity-coupled, with a co-occurrence average chat drawn in [0.5, 1.5) (a
+ * constant: not differentiated) */
+static void check_transformer(bool identity) {
     enum { B = 2, T = 6, V = 11 };
     tess_nn_moe_config mc = {.E = 4, .k = 2, .F = 8, .every = 2, .lambda_lb = 0.1,
-                             .lambda_z = 0.05, .lambda_sp = 0.2, .lambda_cp = 0.3, .std = 0.3};
+                             .lambda_z = 0.05, .lambda_sp = 0.2, .lambda_cp = 0.3, .std = 0.3,
+                             .cp_identity = identity};
     tess_tfm_config cfg = {.V = V, .T = T, .C = 8, .NH = 2, .F = 12, .L = 4,
                            .norm = TESS_NN_NORM_RMS, .mlp = TESS_NN_FFN_SWIGLU, .causal = true,
                            .norm_eps = 1e-5f, .rope_base = 10000.0f,
@@ -739,16 +802,23 @@ static void check_transformer(void) {
     TESS_TEST_CHECK(tess_registry_find(reg, "layers.1.mlp.w_gate") >= 0 &&
                         tess_registry_find(reg, "layers.0.mlp.w_gate") >= 0 &&
                         tess_registry_find(reg, "layers.0.mlp.router") < 0 &&
-                        tess_registry_find(reg, "layers.3.mlp.router") >= 0,
-                    "names: dense in 0, 2; MoE in 1, 3");
+                        tess_registry_find(reg, "layers.3.mlp.router") >= 0 &&
+                        tess_registry_find(reg, "layers.1.mlp.cp_cooc") < 0 &&
+                        (tess_registry_find(reg, "layers.3.mlp.cp_cooc") >= 0) == identity,
+                    "names: dense in 0, 2; MoE in 1, 3; chat of the pair (1, 3) on layer 3");
     TESS_TEST_CHECK(tess_registry_finalize(reg) == TESS_OK && tess_registry_init_params(reg, 5) ==
                                                                   TESS_OK,
                     "init: %s", tess_error_text());
     /* larger router weights so routing is far from ties, expert weights of order 0.3 */
     for (int64_t i = 0; i < tess_registry_count(reg); i++) {
         const tess_registry_entry *e = tess_registry_get(reg, i);
+        float *v = tess_registry_param(reg, i);
         if (strstr(e->name, ".router"))
-            tess_ref_fill_uniform(tess_registry_param(reg, i), e->local_count, (uint32_t)(100 + i), 1.5f);
+            tess_ref_fill_uniform(v, e->local_count, (uint32_t)(100 + i), 1.5f);
+        if (strstr(e->name, ".cp_cooc")) {
+            tess_ref_fill_uniform(v, e->local_count, (uint32_t)(100 + i), 0.5f);
+            for (int64_t j = 0; j < e->local_count; j++) v[j] += 1.0f;
+        }
     }
     int32_t ids[B * T], tg[B * T];
     for (int i = 0; i < B * T; i++) ids[i] = (int32_t)((i * 7 + 3) % V), tg[i] = (int32_t)((i * 5 + 1) % V);
@@ -772,8 +842,9 @@ static void check_transformer(void) {
     int skipped = 0, used = 0;
     for (int64_t i = 0; i < tess_registry_count(reg); i++) {
         const tess_registry_entry *e = tess_registry_get(reg, i);
-        if (!strstr(e->name, "layers.1.") && !strstr(e->name, "layers.3.") &&
-            !strstr(e->name, "tok_emb"))
+        if ((!strstr(e->name, "layers.1.") && !strstr(e->name, "layers.3.") &&
+             !strstr(e->name, "tok_emb")) ||
+            !e->trainable)
             continue;
         for (int s = 0; s < 4; s++) {
             const int64_t j = e->flat_offset + (s * 7919 + 13) % e->local_count;
@@ -794,8 +865,8 @@ static void check_transformer(void) {
         }
     }
     const double err = sqrt(num) / fmax(sqrt(fmax(da, db)), 1e-12);
-    printf("moe transformer: FD error %.2e over %d samples, %d at routing switches skipped\n", err,
-           used, skipped);
+    printf("moe transformer%s: FD error %.2e over %d samples, %d at routing switches skipped\n",
+           identity ? " (identity-coupled R_cp)" : "", err, used, skipped);
     /* measured 1.6e-3 (one curved token-embedding sample; it shrinks as h^2); aux gradients
      * scaled by 0.9 instead of 1 give 1e-1 */
     TESS_TEST_CHECK(err < 5e-3 && skipped * 10 <= used, "CE + aux gradient vs FD: %.3g (%d skipped)",
@@ -812,6 +883,7 @@ int main(int argc, char **argv) {
     check_lb_uniform();
     check_proposition1();
     check_rcp_brute_force();
+    check_cooc();
     check_rsp_pairing();
     check_rsp_split();
     check_bias_update();
@@ -824,7 +896,8 @@ int main(int argc, char **argv) {
     check_overwrite_kernels();
     check_team_experts();
     check_router_row_split();
-    check_transformer();
+    check_transformer(false);
+    check_transformer(true);
     int rc = tess_test_finish("nn_moe");
     MPI_Finalize();
     return rc;
