@@ -5,9 +5,10 @@ are marked "to run"), mean +- sample std over the seeds that finished (OUT/<run>
 evaluation of eval.csv (held-out loss and perplexity, routing entropy / log E, MaxVio, MI of the
 top-1 expert with the domain and with the next layer's top-1, mean squared cosine of co-activated
 experts), and the run time from OUT/commands.tsv; then, per family and ablation, the differences
-to the same seed's L_lb run (paired: same data order and held-out sequences) and the mean +-
-sample std of the held-out loss difference over those seeds. Markdown on stdout. Standard library
-only."""
+to the same seed's L_lb run (paired: same data order and held-out sequences), the mean +-
+sample std of the held-out loss difference over those seeds and its paired t statistic with the
+two-sided p value of Student's t distribution (n - 1 degrees of freedom). Markdown on stdout.
+Standard library only."""
 import csv
 import math
 import os
@@ -30,6 +31,52 @@ def mean_std(xs, digits, sign=""):
         return f"{m:{sign}.{digits}f}"
     sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
     return f"{m:{sign}.{digits}f} ± {sd:.{digits}f}"
+
+
+def incomplete_beta(a, b, x):
+    """The regularized incomplete beta function I_x(a, b), by its continued fraction (modified
+    Lentz), evaluated where it converges fast (x below the mean (a + 1)/(a + b + 2), else through
+    I_x(a, b) = 1 - I_{1-x}(b, a))."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    if x > (a + 1.0) / (a + b + 2.0):
+        return 1.0 - incomplete_beta(b, a, 1.0 - x)
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                     + a * math.log(x) + b * math.log1p(-x)) / a
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= c * d
+        if abs(c * d - 1.0) < 1e-15:
+            break
+    return front * h
+
+
+def paired_t(xs):
+    """'t = T (p P)': the one-sample t statistic of xs (mean over its standard error) and the
+    two-sided p value of Student's t with len(xs) - 1 degrees of freedom; '-' for fewer than two
+    values or no spread."""
+    n = len(xs)
+    if n < 2:
+        return "-"
+    m = sum(xs) / n
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1))
+    if sd == 0.0:
+        return "-"
+    t = m / (sd / math.sqrt(n))
+    df = n - 1
+    p = incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
+    return f"t = {t:+.2f} (p {p:.3f})"
 
 
 def main(out, present):
@@ -73,8 +120,8 @@ def paired(runs):
     cols = [c for c in COLS if c[0] != "val_ppl"]
     print()
     print("| family | losses − L_lb | seeds | " + " | ".join(
-        f"Δ {c[1]} per seed" for c in cols) + " | mean Δ val loss |")
-    print("|---|---|---|" + "---|" * (len(cols) + 1))
+        f"Δ {c[1]} per seed" for c in cols) + " | mean Δ val loss | paired t (p) |")
+    print("|---|---|---|" + "---|" * (len(cols) + 2))
     for fam in ["vanilla", "deepseek"]:
         base = dict(runs.get((fam, "lb"), []))
         for abl in ROWS[1:]:
@@ -85,7 +132,7 @@ def paired(runs):
                      for c, _, d in cols]
             dloss = [float(r["val_loss"]) - float(base[s]["val_loss"]) for s, r in got]
             print(f"| {fam} | {LABEL[abl]} | {','.join(s for s, _ in got)} | "
-                  + " | ".join(cells) + f" | {mean_std(dloss, 3, '+')} |")
+                  + " | ".join(cells) + f" | {mean_std(dloss, 3, '+')} | {paired_t(dloss)} |")
 
 
 if __name__ == "__main__":

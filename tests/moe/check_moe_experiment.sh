@@ -5,8 +5,9 @@
 # val.h5, run.sh on it for 2 cells (vanilla L_lb and +R_sp+R_cp) x 2 seeds (1 rank, a small
 # model, 6 steps, evaluation every 3), then
 #   - table.py's mean ± sample std of every column at the last evaluation, its minutes per run
-#     (commands.tsv) and its per-seed differences to L_lb (and their mean ± std) must equal the
-#     values computed here with awk from the runs' eval.csv, to the printed digits;
+#     (commands.tsv) and its per-seed differences to L_lb (and their mean ± std and paired t with
+#     its p value) must equal the values computed here with awk from the runs' eval.csv, to the
+#     printed digits;
 #   - cells without runs are "to run" rows, and absent with --present;
 #   - plots.py writes its four PNGs (skipped when gnuplot is absent).
 # 77 (skipped) without PYTHON.
@@ -82,9 +83,16 @@ for i in 0 2 3 4 5 6; do
     fail "Δ ${cols[i]} per seed: table '$got', computed $want"
   if [ "$i" -eq 0 ]; then
     read -r m s < <(stats "$w1" "$w2")
-    got=$(awk -F' *[|] *' '$2 == "vanilla" && $3 == "+R_sp+R_cp" && $4 == "1,2" { r = $(NF - 1) }
+    got=$(awk -F' *[|] *' '$2 == "vanilla" && $3 == "+R_sp+R_cp" && $4 == "1,2" { r = $(NF - 2) }
       END { print r }' table.md)
     near "${got%% ± *}" "$m" 3 && near "${got##* ± }" "$s" 3 || fail "mean Δ val loss '$got': $m ± $s"
+    # paired t = mean / (std / sqrt 2); with one degree of freedom (Cauchy) two-sided
+    # p = 1 - (2 / pi) atan |t|
+    want=$(awk -v m="$m" -v s="$s" 'BEGIN { t = m / (s / sqrt(2)); a = t < 0 ? -t : t
+      printf "t = %+.2f (p %.3f)", t, 1 - 2 / 3.14159265358979 * atan2(a, 1) }')
+    got=$(awk -F' *[|] *' '$2 == "vanilla" && $3 == "+R_sp+R_cp" && $4 == "1,2" { r = $(NF - 1) }
+      END { print r }' table.md)
+    [ "$got" = "$want" ] || fail "paired t: table '$got', computed '$want'"
   fi
 done
 grep -q '^| deepseek | L_lb | to run |' table.md || fail "no 'to run' row for the cells without runs"
