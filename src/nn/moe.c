@@ -1015,8 +1015,7 @@ static void rsp_add_row(float *dz, const tess_nn_moe_rsp_rows *sp, int64_t row, 
     for (int64_t i0 = 0; i0 < F; i0 += 16) {
         const int64_t m = F - i0 < 16 ? F - i0 : 16;
         float g[16];
-        for (int64_t i = 0; i < m; i++)
-            g[i] = coef_p[0] * partner[0][i0 + i] - coef_s[0] * self[i0 + i];
+        for (int64_t i = 0; i < m; i++) g[i] = coef_p[0] * partner[0][i0 + i] - coef_s[0] * self[i0 + i];
         for (int j = 1; j < np; j++)
             for (int64_t i = 0; i < m; i++)
                 g[i] += coef_p[j] * partner[j][i0 + i] - coef_s[j] * self[i0 + i];
