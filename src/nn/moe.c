@@ -633,42 +633,20 @@ void tess_nn_moe_rsp_backward_grp(float *dz, float dloss, const float *cache, co
     tess_nn_moe_rsp_backward_rows(dz, dloss, cache, z, row_of, grp, 0, N, N, k, F, phi);
 }
 
-/* The factor 2 dloss / (N k (k-1)) of every unordered pair of R_sp's gradient (counted twice). */
-static double rsp_pair_weight(float dloss, int64_t N, int64_t k) {
-    return 2.0 * (double)dloss / ((double)N * (double)(k * (k - 1)));
-}
-
-/* One pair's gradient coefficients: du = a v - bu u, dv = a u - bv v (pair_grad). */
-typedef struct {
-    float a, bu, bv;
-} rsp_pair;
-
-/* The coefficients of the pair of slots s < r of a token with norms nrm (k) and cosines cs
- * (k,k): dR/du = w phi'(c) dc/du with dc/du = v/den - c u/|u|^2 when the denominator is |u||v|
- * (unclamped), v/den otherwise; dR/dv likewise. */
-static rsp_pair rsp_pair_coefs(const float *nrm, const float *cs, int64_t s, int64_t r,
-                               int64_t k, double w, tess_nn_moe_phi phi) {
-    const float c = cs[s * k + r], prod = nrm[s] * nrm[r];
-    const float a = (float)(w * phi_slope(phi, c));
-    const bool clamped = prod < TESS_NN_MOE_COS_EPS;
-    return (rsp_pair){.a = a / (clamped ? TESS_NN_MOE_COS_EPS : prod),
-                      .bu = clamped ? 0.0f : a * c / (nrm[s] * nrm[s]),
-                      .bv = clamped ? 0.0f : a * c / (nrm[r] * nrm[r])};
-}
-
 /* rsp_backward_rows (set false: += into dz) or written (set: the first pair of a row writes it,
  * later pairs add); zero_unpaired: a kept slot in no pair gets zeros, else it is not touched. */
 static void rsp_backward_tokens(float *dz, float dloss, const float *cache, const float *z,
                                 const int32_t *row_of, const int32_t *grp, int64_t t0, int64_t t1,
                                 int64_t N, int64_t k, int64_t F, tess_nn_moe_phi phi, bool set,
                                 bool zero_unpaired) {
-    /* Unordered pair {s,r} counted twice (rsp_pair_weight, rsp_pair_coefs); dR/du and dR/dv
-     * in one pass (pair_grad). */
+    /* Unordered pair {s,r} counted twice: dR/du = 2 phi'(c) dc/du / (N k (k-1)), with
+     * dc/du = v/den - c u/|u|^2 when the denominator is |u||v| (unclamped), v/den otherwise;
+     * dR/dv likewise, both in one pass (pair_grad). */
     TESS_ASSERT(k >= 2 && k <= MOE_KMAX);
     const int64_t cw = tess_nn_moe_rsp_cache_floats(k);
     float nrm[MOE_KMAX], cs[MOE_KMAX * MOE_KMAX];
     bool added[MOE_KMAX]; /* set: the slot's row holds a gradient already */
-    const double w = rsp_pair_weight(dloss, N, k);
+    const double w = 2.0 * (double)dloss / ((double)N * (double)(k * (k - 1)));
     for (int64_t t = t0; t < t1; t++) {
         const int32_t *rows = row_of + t * k, *g = grp ? grp + t * k : NULL;
         token_cos(nrm, cs, z, rows, g, k, F, cache ? cache + t * cw : NULL, NULL);
@@ -677,9 +655,14 @@ static void rsp_backward_tokens(float *dz, float dloss, const float *cache, cons
             for (int64_t r = s + 1; r < k; r++) {
                 if (!pair_on(rows, g, s, r)) continue;
                 const float *u = z + (int64_t)rows[s] * F, *v = z + (int64_t)rows[r] * F;
-                const rsp_pair q = rsp_pair_coefs(nrm, cs, s, r, k, w, phi);
-                pair_grad(dz + (int64_t)rows[s] * F, dz + (int64_t)rows[r] * F, q.a, q.bu, q.bv,
-                          u, v, F, !added[s], !added[r]);
+                const float c = cs[s * k + r], prod = nrm[s] * nrm[r];
+                const float a = (float)(w * phi_slope(phi, c));
+                const bool clamped = prod < TESS_NN_MOE_COS_EPS;
+                const float bu = clamped ? 0.0f : a * c / (nrm[s] * nrm[s]);
+                const float bv = clamped ? 0.0f : a * c / (nrm[r] * nrm[r]);
+                pair_grad(dz + (int64_t)rows[s] * F, dz + (int64_t)rows[r] * F,
+                          a / (clamped ? TESS_NN_MOE_COS_EPS : prod), bu, bv, u, v, F, !added[s],
+                          !added[r]);
                 added[s] = added[r] = true;
             }
         for (int64_t s = 0; s < k && zero_unpaired; s++)
@@ -985,65 +968,18 @@ void tess_nn_moe_expert_forward(float *y, float *a, float *b, float *z, const fl
     tess_nn_linear_tiles_forward(y, z, w_down, NULL, n, F, C);
 }
 
-/* dz (F) of row `row` of the layer += R_sp's gradient of that row (sp): its pairs in the order
- * of rsp_backward_tokens' loop (by the token's slots, the other slot ascending), summed into a
- * block of 16 first and then added, the float operations of rsp_backward_rows_set followed by
- * the product's beta = 1. A padding row or a kept row in no pair is left alone. */
-static void rsp_add_row(float *dz, const tess_nn_moe_rsp_rows *sp, int64_t row, int64_t F) {
-    const int64_t k = sp->k, t = sp->row_tok[row];
-    if (t < 0) return;
-    const int32_t *rows = sp->row_of + t * k;
-    int64_t q = 0; /* the row's slot */
-    while (q < k && rows[q] != row) q++;
-    TESS_ASSERT(q < k);
-    float nrm[MOE_KMAX], cs[MOE_KMAX * MOE_KMAX];
-    token_cos(nrm, cs, sp->z, rows, NULL, k, F, sp->cache + t * tess_nn_moe_rsp_cache_floats(k),
-              NULL);
-    const double w = rsp_pair_weight(sp->dloss, sp->N, k);
-    float coef_p[MOE_KMAX], coef_s[MOE_KMAX]; /* g = sum_j coef_p[j] z_partner - coef_s[j] z_row */
-    const float *partner[MOE_KMAX];
-    int np = 0;
-    for (int64_t r = 0; r < k; r++) {
-        if (r == q || !pair_on(rows, NULL, r, q)) continue;
-        const rsp_pair c = r < q ? rsp_pair_coefs(nrm, cs, r, q, k, w, sp->phi)
-                                 : rsp_pair_coefs(nrm, cs, q, r, k, w, sp->phi);
-        coef_p[np] = c.a, coef_s[np] = r < q ? c.bv : c.bu;
-        partner[np++] = sp->z + (int64_t)rows[r] * F;
-    }
-    if (np == 0) return;
-    const float *self = sp->z + row * F;
-    for (int64_t i0 = 0; i0 < F; i0 += 16) {
-        const int64_t m = F - i0 < 16 ? F - i0 : 16;
-        float g[16];
-        for (int64_t i = 0; i < m; i++) g[i] = coef_p[0] * partner[0][i0 + i] - coef_s[0] * self[i0 + i];
-        for (int j = 1; j < np; j++)
-            for (int64_t i = 0; i < m; i++)
-                g[i] += coef_p[j] * partner[j][i0 + i] - coef_s[j] * self[i0 + i];
-        for (int64_t i = 0; i < m; i++) dz[i0 + i] = g[i] + dz[i0 + i];
-    }
-}
-
-/* tess_nn_moe_expert_backward, with sp (or NULL) R_sp's gradient added row by row. */
-static void expert_backward(float *dx, float *dw_gate, float *dw_up, float *dw_down, float *dz,
-                            float *db, const float *dy, const float *x, const float *w_gate,
-                            const float *w_up, const float *w_down, const float *a,
-                            const float *b, const float *z, int64_t n, int64_t C, int64_t F,
-                            float beta_dx, float beta_dz, const tess_nn_moe_rsp_rows *sp) {
+void tess_nn_moe_expert_backward(float *dx, float *dw_gate, float *dw_up, float *dw_down,
+                                 float *dz, float *db, const float *dy, const float *x,
+                                 const float *w_gate, const float *w_up, const float *w_down,
+                                 const float *a, const float *b, const float *z, int64_t n,
+                                 int64_t C, int64_t F, float beta_dx, float beta_dz) {
     TESS_ASSERT((beta_dx == 0.0f || beta_dx == 1.0f) && (beta_dz == 0.0f || beta_dz == 1.0f));
     if (n == 0) return;
     /* dz = beta_dz dz + dy @ w_down; dw_down += dy^T z */
     tess_matmul_tiles(dz, F, dy, C, w_down, F, n, F, C, false, false, 1.0f, beta_dz, NULL);
     tess_matmul_tiles(dw_down, F, dy, C, z, F, C, F, n, true, false, 1.0f, 1.0f, NULL);
-    /* da (into dz) = dz * b * s (1 + a (1 - s)); db = dz * silu(a); with sp, dz += R_sp's
-     * gradient first, row by row while the row is in cache */
-    if (!sp) {
-        silu_mul_backward(dz, db, a, b, n * F);
-    } else {
-        for (int64_t i = 0; i < n; i++) {
-            rsp_add_row(dz + i * F, sp, sp->row0 + i, F);
-            silu_mul_backward(dz + i * F, db + i * F, a + i * F, b + i * F, F);
-        }
-    }
+    /* da (into dz) = dz * b * s (1 + a (1 - s)); db = dz * silu(a) */
+    silu_mul_backward(dz, db, a, b, n * F);
     /* dx = beta_dx dx + da @ w_gate + db @ w_up; dw_gate += da^T x, dw_up += db^T x */
     if (dx) {
         tess_matmul_tiles(dx, C, dz, F, w_gate, C, n, C, F, false, false, 1.0f, beta_dx, NULL);
@@ -1051,25 +987,6 @@ static void expert_backward(float *dx, float *dw_gate, float *dw_up, float *dw_d
     }
     tess_matmul_tiles(dw_gate, C, dz, F, x, C, F, C, n, true, false, 1.0f, 1.0f, NULL);
     tess_matmul_tiles(dw_up, C, db, F, x, C, F, C, n, true, false, 1.0f, 1.0f, NULL);
-}
-
-void tess_nn_moe_expert_backward(float *dx, float *dw_gate, float *dw_up, float *dw_down,
-                                 float *dz, float *db, const float *dy, const float *x,
-                                 const float *w_gate, const float *w_up, const float *w_down,
-                                 const float *a, const float *b, const float *z, int64_t n,
-                                 int64_t C, int64_t F, float beta_dx, float beta_dz) {
-    expert_backward(dx, dw_gate, dw_up, dw_down, dz, db, dy, x, w_gate, w_up, w_down, a, b, z, n,
-                    C, F, beta_dx, beta_dz, NULL);
-}
-
-void tess_nn_moe_expert_backward_rsp(float *dx, float *dw_gate, float *dw_up, float *dw_down,
-                                     float *dz, float *db, const float *dy, const float *x,
-                                     const float *w_gate, const float *w_up, const float *w_down,
-                                     const float *a, const float *b, const float *z, int64_t n,
-                                     int64_t C, int64_t F, float beta_dx,
-                                     const tess_nn_moe_rsp_rows *sp) {
-    expert_backward(dx, dw_gate, dw_up, dw_down, dz, db, dy, x, w_gate, w_up, w_down, a, b, z, n,
-                    C, F, beta_dx, 0.0f, sp);
 }
 
 void tess_nn_moe_expert_forward_ref(float *y, float *a, float *b, float *z, const float *x,

@@ -325,29 +325,6 @@ void tess_nn_moe_expert_backward(float *dx, float *dw_gate, float *dw_up, float 
                                  const float *w_gate, const float *w_up, const float *w_down,
                                  const float *a, const float *b, const float *z, int64_t n,
                                  int64_t C, int64_t F, float beta_dx, float beta_dz);
-/* R_sp's gradient for the rows of one expert, added to dz inside its backward (below) while each
- * row is in cache, instead of a pass of its own: the rows are rows [row0, row0 + n) of the layer,
- * z (rows, F) every row's SwiGLU intermediate, row_of (N,k) and row_tok (rows; -1: padding) the
- * layer's map between tokens and rows, cache the tokens' norms and cosines
- * (tess_nn_moe_rsp_cache), dloss the weight of R_sp. */
-typedef struct {
-    float dloss;
-    const float *cache, *z;
-    const int32_t *row_of, *row_tok;
-    int64_t row0, N, k;
-    tess_nn_moe_phi phi;
-} tess_nn_moe_rsp_rows;
-/* tess_nn_moe_expert_backward with beta_dz = 0 and R_sp's gradient of z added to dz before the
- * SwiGLU backward, row by row: each row gets the sum tess_nn_moe_rsp_backward_rows_set would
- * write (the same floats, summed in the same order), then the product's value is added, as the
- * product's beta = 1 adds it (the same result whenever the product sums C <=
- * TESS_MATMUL_TILES_KC terms in one block). */
-void tess_nn_moe_expert_backward_rsp(float *dx, float *dw_gate, float *dw_up, float *dw_down,
-                                     float *dz, float *db, const float *dy, const float *x,
-                                     const float *w_gate, const float *w_up, const float *w_down,
-                                     const float *a, const float *b, const float *z, int64_t n,
-                                     int64_t C, int64_t F, float beta_dx,
-                                     const tess_nn_moe_rsp_rows *sp);
 void tess_nn_moe_expert_forward_ref(float *y, float *a, float *b, float *z, const float *x,
                                     const float *w_gate, const float *w_up, const float *w_down,
                                     int64_t n, int64_t C, int64_t F);

@@ -732,14 +732,12 @@ static tess_status fast_backward(moe_layer *m, float *dzg, float dloss, int64_t 
 /* The local experts' forward (bwd false) or backward on the rows of the last forward: the
  * expert side's buffers, and in backward dxg (overwritten by the experts' first products, not
  * read), dzg (in: R_sp's gradient of z when dz_in, else not read; clobbered), db (scratch)
- * and dyg, all in the layer's [expert][rows] order; sp (or NULL): R_sp's gradient added inside
- * each expert's backward instead (tess_nn_moe_expert_backward_rsp; its row0 set per expert). */
+ * and dyg, all in the layer's [expert][rows] order. */
 typedef struct {
     moe_layer *m;
     bool bwd, dz_in;
     float *dxg, *dzg, *db;
     const float *dyg;
-    const tess_nn_moe_rsp_rows *sp;
 } expert_job;
 
 /* Member `member` of n runs the experts j whose middle row (by the rows before j plus half of
@@ -763,15 +761,6 @@ static void expert_part(void *ctx, int member, int n) {
             tess_nn_moe_expert_forward(m->yg + o * C, m->a + o * F, m->b + o * F, m->zg + o * F,
                                        m->xg + o * C, wg + j * F * C, wu + j * F * C,
                                        wd + j * C * F, m->rows[j], C, F);
-        } else if (jb->sp) {
-            tess_nn_moe_rsp_rows sp = *jb->sp;
-            sp.row0 = o;
-            tess_nn_moe_expert_backward_rsp(jb->dxg + o * C, dwg + j * F * C, dwu + j * F * C,
-                                            dwd + j * C * F, jb->dzg + o * F, jb->db + o * F,
-                                            jb->dyg + o * C, m->xg + o * C, wg + j * F * C,
-                                            wu + j * F * C, wd + j * C * F, m->a + o * F,
-                                            m->b + o * F, m->zg + o * F, m->rows[j], C, F, 0.0f,
-                                            &sp);
         } else {
             tess_nn_moe_expert_backward(jb->dxg + o * C, dwg + j * F * C, dwu + j * F * C,
                                         dwd + j * C * F, jb->dzg + o * F, jb->db + o * F,
@@ -1129,11 +1118,9 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
     if (m->grow) m->xt = dzg + zv_rows(m, Rx) * F;
     if (!m->plan) dyg = dy, dxg = dxp, dzg = dz; /* the expert side is the home side */
     /* combine: dg_{t,s} = <dout_t, y_row>, dy_row = g_{t,s} dout_t; 0 for dropped slots and
-     * padding rows; with R_sp at home sent to the experts (ep, not the fast path) its gradient of
-     * z, dz: padding rows zeroed here, the kept rows written with R_sp's gradient per token by
-     * the team. Without ep the experts add R_sp's gradient in their backward (rsp_rows). */
-    const bool rsp_rows = cfg->lambda_sp > 0 && !m->plan;
-    float *dzh = !m->fast && cfg->lambda_sp > 0 && !rsp_rows ? dz : NULL;
+     * padding rows; with R_sp at home (not the fast path) its gradient of z, dz: padding rows
+     * zeroed here, the kept rows written with R_sp's gradient per token by the team */
+    float *dzh = !m->fast && cfg->lambda_sp > 0 ? dz : NULL;
     for (int64_t r = 0; r < Rn; r++)
         if (m->row_tok[r] < 0) {
             memset(dy + r * C, 0, (size_t)C * sizeof(float));
@@ -1164,13 +1151,9 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
         if (cfg->lambda_sp > 0 && !m->fast)
             for (int64_t i = 0; i < rx * F; i++) dzg[i] *= inv;
     }
-    /* dxg, and dzg without R_sp sent in, are written by each expert's first product (beta = 0) */
-    const tess_nn_moe_rsp_rows sp = {.dloss = sc * (float)cfg->lambda_sp, .cache = m->sp_cos,
-                                     .z = m->z, .row_of = m->row_of, .row_tok = m->row_tok,
-                                     .N = N, .k = k, .phi = cfg->phi};
+    /* dxg, and dzg without R_sp, are written by each expert's first product (beta = 0) */
     experts_run(m, &(expert_job){.m = m, .bwd = true, .dxg = dxg, .dzg = dzg, .db = db,
-                                 .dyg = dyg, .dz_in = cfg->lambda_sp > 0 && !rsp_rows,
-                                 .sp = rsp_rows ? &sp : NULL});
+                                 .dyg = dyg, .dz_in = cfg->lambda_sp > 0});
     if (m->plan) {
         const float p = (float)m->P;
         for (int64_t i = 0; i < rx * C; i++) dxg[i] *= p;

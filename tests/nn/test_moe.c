@@ -653,62 +653,6 @@ static void check_overwrite_kernels(void) {
                     "expert backward: beta 0 on NaN = beta 1 on zeros");
 }
 
-/* expert_backward_rsp (R_sp's gradient added row by row inside the expert backward) gives the
- * floats of rsp_backward_rows_set followed by expert_backward with beta_dz = 1, bit for bit: one
- * expert's rows split in two blocks (row0 0 and 7), k = 2 and 3, a dropped slot's row as padding
- * (row_tok -1) and, for k = 2, its partner left in no pair. */
-static void check_expert_backward_rsp(void) {
-    enum { N = 6, KMAX = 3, F = 7, C = 5, CUT = 7 };
-    float x[N * KMAX * C], dy[N * KMAX * C], wg[F * C], wu[F * C], wd[C * F];
-    float y[N * KMAX * C], ab[3][N * KMAX * F], cache[N * 6], db[N * KMAX * F];
-    float dx[2][N * KMAX * C], dz[2][N * KMAX * F], dw[2][3][F * C];
-    int32_t row_of[N * KMAX], row_tok[N * KMAX];
-    tess_ref_fill_uniform(x, N * KMAX * C, 91, 1.0f);
-    tess_ref_fill_uniform(dy, N * KMAX * C, 92, 1.0f);
-    tess_ref_fill_uniform(wg, F * C, 93, 0.5f);
-    tess_ref_fill_uniform(wu, F * C, 94, 0.5f);
-    tess_ref_fill_uniform(wd, C * F, 95, 0.5f);
-    for (int64_t K = 2; K <= KMAX; K++) {
-        const int64_t R = N * K;
-        for (int64_t i = 0; i < R; i++) row_of[i] = (int32_t)((i * 5) % R);
-        for (int64_t i = 0; i < R; i++) row_tok[row_of[i]] = (int32_t)(i / K);
-        row_tok[row_of[3]] = -1, row_of[3] = -1; /* token 1's slot 1 dropped, its row padding */
-        tess_nn_moe_expert_forward(y, ab[0], ab[1], ab[2], x, wg, wu, wd, R, C, F);
-        double sums[TESS_NN_MOE_PHI_COUNT];
-        tess_nn_moe_rsp_sums(sums, cache, ab[2], row_of, NULL, N, K, F);
-        const float dl = 0.7f;
-        memset(dw, 0, sizeof dw);
-        for (int v = 0; v < 2; v++)
-            for (int64_t i = 0; i < R * F; i++) dz[v][i] = NAN;
-        /* 0: the pass over tokens, padding rows zeroed, then beta_dz = 1 */
-        tess_nn_moe_rsp_backward_rows_set(dz[0], dl, cache, ab[2], row_of, NULL, 0, N, N, K, F,
-                                          TESS_NN_MOE_PHI_SQ);
-        for (int64_t r = 0; r < R; r++)
-            if (row_tok[r] < 0) memset(dz[0] + r * F, 0, F * sizeof(float));
-        const tess_nn_moe_rsp_rows sp0 = {.dloss = dl, .cache = cache, .z = ab[2],
-                                          .row_of = row_of, .row_tok = row_tok, .N = N, .k = K,
-                                          .phi = TESS_NN_MOE_PHI_SQ};
-        for (int64_t part = 0; part < 2; part++) {
-            const int64_t r0 = part ? CUT : 0, n = part ? R - CUT : CUT;
-            tess_nn_moe_expert_backward(dx[0] + r0 * C, dw[0][0], dw[0][1], dw[0][2],
-                                        dz[0] + r0 * F, db, dy + r0 * C, x + r0 * C, wg, wu, wd,
-                                        ab[0] + r0 * F, ab[1] + r0 * F, ab[2] + r0 * F, n, C, F,
-                                        0.0f, 1.0f);
-            tess_nn_moe_rsp_rows sp = sp0;
-            sp.row0 = r0;
-            tess_nn_moe_expert_backward_rsp(dx[1] + r0 * C, dw[1][0], dw[1][1], dw[1][2],
-                                            dz[1] + r0 * F, db, dy + r0 * C, x + r0 * C, wg, wu,
-                                            wd, ab[0] + r0 * F, ab[1] + r0 * F, ab[2] + r0 * F, n,
-                                            C, F, 0.0f, &sp);
-        }
-        TESS_TEST_CHECK(memcmp(dx[0], dx[1], (size_t)(R * C) * sizeof(float)) == 0 &&
-                            memcmp(dz[0], dz[1], (size_t)(R * F) * sizeof(float)) == 0 &&
-                            memcmp(dw[0], dw[1], sizeof dw[0]) == 0,
-                        "expert backward with R_sp row by row = R_sp pass + beta_dz 1 (k = %lld)",
-                        (long long)K);
-    }
-}
-
 /* With more than one BLAS thread the stack runs the experts side by side on a thread team, and
  * the router, its backward, R_sp at home and the row loops split over tokens: the layer's
  * output, aux values, input gradient and every parameter gradient equal the serial layer's bit
@@ -950,7 +894,6 @@ int main(int argc, char **argv) {
     check_layer_stats_and_jitter();
     check_rows_kernels();
     check_overwrite_kernels();
-    check_expert_backward_rsp();
     check_team_experts();
     check_router_row_split();
     check_transformer(false);
