@@ -1346,13 +1346,12 @@ void tess_nn_moe_stack_aux(const tess_nn_moe_stack *s, tess_nn_moe_aux *aux) {
         aux->sp += m->sp;
         aux->o += m->ol;
         aux->v += m->vl;
-        if (i + 1 < s->n && c->cp_identity) {
-            const moe_layer *n = s->layer[i + 1];
-            aux->cp += tess_nn_moe_rcp_id_forward(m->probs, m->topk, n->probs, n->topk,
-                                                  P(n, n->i_cooc), m->N, m->E, m->k);
-        } else if (i + 1 < s->n) {
-            aux->cp += tess_nn_moe_rcp_forward(m->mass, s->layer[i + 1]->mass, m->N);
-        }
+        const moe_layer *n = i + 1 < s->n ? s->layer[i + 1] : NULL; /* the pair's deeper one */
+        if (n)
+            aux->cp += c->cp_identity ? tess_nn_moe_rcp_id_forward(m->probs, m->topk, n->probs,
+                                                                   n->topk, P(n, n->i_cooc),
+                                                                   m->N, m->E, m->k)
+                                      : tess_nn_moe_rcp_forward(m->mass, n->mass, m->N);
     }
     aux->dropped = routed > 0 ? aux->dropped / routed : 0.0;
     aux->total = c->lambda_lb * aux->lb + c->lambda_z * aux->z + c->lambda_sp * aux->sp +
