@@ -972,21 +972,31 @@ void tess_nn_moe_expert_backward(float *dx, float *dw_gate, float *dw_up, float 
                                  float *dz, float *db, const float *dy, const float *x,
                                  const float *w_gate, const float *w_up, const float *w_down,
                                  const float *a, const float *b, const float *z, int64_t n,
-                                 int64_t C, int64_t F, float beta_dx, float beta_dz) {
-    TESS_ASSERT((beta_dx == 0.0f || beta_dx == 1.0f) && (beta_dz == 0.0f || beta_dz == 1.0f));
-    if (n == 0) return;
-    /* dz = beta_dz dz + dy @ w_down; dw_down += dy^T z */
+                                 int64_t C, int64_t F, float beta_dx, float beta_dz,
+                                 float beta_dw) {
+    TESS_ASSERT((beta_dx == 0.0f || beta_dx == 1.0f) && (beta_dz == 0.0f || beta_dz == 1.0f) &&
+                (beta_dw == 0.0f || beta_dw == 1.0f));
+    if (n == 0) {
+        if (beta_dw == 0.0f) {
+            memset(dw_gate, 0, (size_t)(F * C) * sizeof(float));
+            memset(dw_up, 0, (size_t)(F * C) * sizeof(float));
+            memset(dw_down, 0, (size_t)(C * F) * sizeof(float));
+        }
+        return;
+    }
+    /* dz = beta_dz dz + dy @ w_down; dw_down = beta_dw dw_down + dy^T z */
     tess_matmul_tiles(dz, F, dy, C, w_down, F, n, F, C, false, false, 1.0f, beta_dz, NULL);
-    tess_matmul_tiles(dw_down, F, dy, C, z, F, C, F, n, true, false, 1.0f, 1.0f, NULL);
+    tess_matmul_tiles(dw_down, F, dy, C, z, F, C, F, n, true, false, 1.0f, beta_dw, NULL);
     /* da (into dz) = dz * b * s (1 + a (1 - s)); db = dz * silu(a) */
     silu_mul_backward(dz, db, a, b, n * F);
-    /* dx = beta_dx dx + da @ w_gate + db @ w_up; dw_gate += da^T x, dw_up += db^T x */
+    /* dx = beta_dx dx + da @ w_gate + db @ w_up; dw_gate = beta_dw dw_gate + da^T x, dw_up
+     * likewise with db */
     if (dx) {
         tess_matmul_tiles(dx, C, dz, F, w_gate, C, n, C, F, false, false, 1.0f, beta_dx, NULL);
         tess_matmul_tiles(dx, C, db, F, w_up, C, n, C, F, false, false, 1.0f, 1.0f, NULL);
     }
-    tess_matmul_tiles(dw_gate, C, dz, F, x, C, F, C, n, true, false, 1.0f, 1.0f, NULL);
-    tess_matmul_tiles(dw_up, C, db, F, x, C, F, C, n, true, false, 1.0f, 1.0f, NULL);
+    tess_matmul_tiles(dw_gate, C, dz, F, x, C, F, C, n, true, false, 1.0f, beta_dw, NULL);
+    tess_matmul_tiles(dw_up, C, db, F, x, C, F, C, n, true, false, 1.0f, beta_dw, NULL);
 }
 
 void tess_nn_moe_expert_forward_ref(float *y, float *a, float *b, float *z, const float *x,
@@ -1015,12 +1025,13 @@ void tess_nn_moe_expert_backward_ref(float *dx, float *dw_gate, float *dw_up, fl
                                      float *dz, float *db, const float *dy, const float *x,
                                      const float *w_gate, const float *w_up, const float *w_down,
                                      const float *a, const float *b, const float *z, int64_t n,
-                                     int64_t C, int64_t F, float beta_dx, float beta_dz) {
+                                     int64_t C, int64_t F, float beta_dx, float beta_dz,
+                                     float beta_dw) {
     for (int64_t c = 0; c < C; c++)
         for (int64_t f = 0; f < F; f++) {
             double acc = 0;
             for (int64_t i = 0; i < n; i++) acc += (double)dy[i * C + c] * z[i * F + f];
-            dw_down[c * F + f] += (float)acc;
+            dw_down[c * F + f] = (beta_dw != 0.0f ? dw_down[c * F + f] : 0.0f) + (float)acc;
         }
     for (int64_t i = 0; i < n; i++)
         for (int64_t f = 0; f < F; f++) {
@@ -1037,8 +1048,8 @@ void tess_nn_moe_expert_backward_ref(float *dx, float *dw_gate, float *dw_up, fl
                 gg += (double)dz[i * F + f] * x[i * C + c];
                 gu += (double)db[i * F + f] * x[i * C + c];
             }
-            dw_gate[f * C + c] += (float)gg;
-            dw_up[f * C + c] += (float)gu;
+            dw_gate[f * C + c] = (beta_dw != 0.0f ? dw_gate[f * C + c] : 0.0f) + (float)gg;
+            dw_up[f * C + c] = (beta_dw != 0.0f ? dw_up[f * C + c] : 0.0f) + (float)gu;
         }
     if (dx)
         for (int64_t i = 0; i < n; i++)

@@ -315,16 +315,18 @@ void tess_nn_moe_variance_backward_rows(float *dprobs, float dloss, const float 
 void tess_nn_moe_expert_forward(float *y, float *a, float *b, float *z, const float *x,
                                 const float *w_gate, const float *w_up, const float *w_down,
                                 int64_t n, int64_t C, int64_t F);
-/* dx (n,C) = beta_dx dx + the input gradient, or NULL; dw_gate, dw_up (F,C), dw_down (C,F): +=.
+/* dx (n,C) = beta_dx dx + the input gradient, or NULL; dw_gate, dw_up (F,C), dw_down (C,F) =
+ * beta_dw times themselves + their gradients (beta_dw = 0: written, not read; also for n = 0).
  * dz (n,F): on entry, with beta_dz = 1, an extra gradient of z (R_sp's); with beta_dz = 0 not
- * read (no zeroing needed); clobbered. beta_dx, beta_dz each 0 or 1. db (n,F) scratch. dy (n,C);
+ * read (no zeroing needed); clobbered. Each beta 0 or 1. db (n,F) scratch. dy (n,C);
  * the rest as forward. The products run on tess_matmul_tiles (tensor/matmul.h): one thread,
  * each row of dx and each weight-gradient element summed in a fixed order. */
 void tess_nn_moe_expert_backward(float *dx, float *dw_gate, float *dw_up, float *dw_down,
                                  float *dz, float *db, const float *dy, const float *x,
                                  const float *w_gate, const float *w_up, const float *w_down,
                                  const float *a, const float *b, const float *z, int64_t n,
-                                 int64_t C, int64_t F, float beta_dx, float beta_dz);
+                                 int64_t C, int64_t F, float beta_dx, float beta_dz,
+                                 float beta_dw);
 void tess_nn_moe_expert_forward_ref(float *y, float *a, float *b, float *z, const float *x,
                                     const float *w_gate, const float *w_up, const float *w_down,
                                     int64_t n, int64_t C, int64_t F);
@@ -332,7 +334,8 @@ void tess_nn_moe_expert_backward_ref(float *dx, float *dw_gate, float *dw_up, fl
                                      float *dz, float *db, const float *dy, const float *x,
                                      const float *w_gate, const float *w_up, const float *w_down,
                                      const float *a, const float *b, const float *z, int64_t n,
-                                     int64_t C, int64_t F, float beta_dx, float beta_dz);
+                                     int64_t C, int64_t F, float beta_dx, float beta_dz,
+                                     float beta_dw);
 
 /* ---------- the layer and the stack of a model's MoE layers ---------- */
 

@@ -215,6 +215,8 @@ static tess_status add_expert(moe_layer *m, tess_registry *reg, const char *pref
                                    : tess_layout_replicated();
     TESS_CHECK(add(reg, prefix, leaf, 3, (int64_t[]){m->E, a, b}, &l, init, idx));
     TESS_CHECK(tess_registry_set_tags(reg, *idx, TESS_TAG_EXPERT));
+    /* backward writes the whole gradient in its weight-gradient products (beta_dw) */
+    TESS_CHECK(tess_registry_set_zero_deferred(reg, *idx, true));
     if (m->stack->cfg.edp) TESS_CHECK(tess_registry_set_group(reg, *idx, m->stack->cfg.edp));
     return TESS_OK;
 }
@@ -732,12 +734,15 @@ static tess_status fast_backward(moe_layer *m, float *dzg, float dloss, int64_t 
 /* The local experts' forward (bwd false) or backward on the rows of the last forward: the
  * expert side's buffers, and in backward dxg (overwritten by the experts' first products, not
  * read), dzg (in: R_sp's gradient of z when dz_in, else not read; clobbered), db (scratch)
- * and dyg, all in the layer's [expert][rows] order. */
+ * and dyg, all in the layer's [expert][rows] order; the expert weights' gradients dwg, dwu,
+ * dwd (taken by take_expert_grads) are written (beta_dw = 0) or added to (1). */
 typedef struct {
     moe_layer *m;
     bool bwd, dz_in;
     float *dxg, *dzg, *db;
     const float *dyg;
+    float *dwg, *dwu, *dwd;
+    float beta_dw;
 } expert_job;
 
 /* Member `member` of n runs the experts j whose middle row (by the rows before j plus half of
@@ -752,7 +757,7 @@ static void expert_part(void *ctx, int member, int n) {
     int64_t total = 0;
     for (int64_t j = 0; j < m->nle; j++) total += m->rows[j];
     const float *wg = P(m, m->i_gate), *wu = P(m, m->i_up), *wd = P(m, m->i_down);
-    float *dwg = G(m, m->i_gate), *dwu = G(m, m->i_up), *dwd = G(m, m->i_down);
+    float *dwg = jb->dwg, *dwu = jb->dwu, *dwd = jb->dwd;
     for (int64_t j = 0, o = 0; j < m->nle; o += m->rows[j], j++) {
         const int64_t mid2 = 2 * o + m->rows[j]; /* twice the middle row */
         const int64_t owner = total > 0 ? mid2 * n / (2 * total) : 0; /* n for an empty last */
@@ -767,8 +772,25 @@ static void expert_part(void *ctx, int member, int n) {
                                         jb->dyg + o * C, m->xg + o * C, wg + j * F * C,
                                         wu + j * F * C, wd + j * C * F, m->a + o * F,
                                         m->b + o * F, m->zg + o * F, m->rows[j], C, F, 0.0f,
-                                        jb->dz_in ? 1.0f : 0.0f);
+                                        jb->dz_in ? 1.0f : 0.0f, jb->beta_dw);
         }
+    }
+}
+
+/* Takes the three expert weight gradients into jb for the experts' backward, on the calling
+ * thread: beta_dw = 0 if all three hold pending zeros (the products write them), else 1 (they
+ * add), with the zeros of any that held them written here. */
+static void take_expert_grads(moe_layer *m, expert_job *jb) {
+    const int64_t idx[3] = {m->i_gate, m->i_up, m->i_down};
+    float **dw[3] = {&jb->dwg, &jb->dwu, &jb->dwd}, beta[3];
+    jb->beta_dw = 0.0f;
+    for (int i = 0; i < 3; i++) {
+        *dw[i] = tess_registry_grad_overwrite(m->base.reg, idx[i], &beta[i]);
+        if (beta[i] > jb->beta_dw) jb->beta_dw = beta[i];
+    }
+    for (int i = 0; i < 3 && jb->beta_dw > 0.0f; i++) {
+        const tess_registry_entry *e = tess_registry_get(m->base.reg, idx[i]);
+        if (beta[i] == 0.0f) memset(*dw[i], 0, (size_t)e->local_count * sizeof(float));
     }
 }
 
@@ -1151,9 +1173,12 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
         if (cfg->lambda_sp > 0 && !m->fast)
             for (int64_t i = 0; i < rx * F; i++) dzg[i] *= inv;
     }
-    /* dxg, and dzg without R_sp, are written by each expert's first product (beta = 0) */
-    experts_run(m, &(expert_job){.m = m, .bwd = true, .dxg = dxg, .dzg = dzg, .db = db,
-                                 .dyg = dyg, .dz_in = cfg->lambda_sp > 0});
+    /* dxg, and dzg without R_sp, are written by each expert's first product (beta = 0); the
+     * expert weights' gradients too when their zeros are pending */
+    expert_job xb = {.m = m, .bwd = true, .dxg = dxg, .dzg = dzg, .db = db, .dyg = dyg,
+                     .dz_in = cfg->lambda_sp > 0};
+    take_expert_grads(m, &xb);
+    experts_run(m, &xb);
     if (m->plan) {
         const float p = (float)m->P;
         for (int64_t i = 0; i < rx * C; i++) dxg[i] *= p;

@@ -13,6 +13,10 @@ struct tess_registry {
     int64_t count, capacity;
     int64_t local_total, global_total;
     float *params, *grads; /* NULL until finalize */
+    /* (count) from finalize on: entry i's gradient is zero but not yet written (a zero_deferred
+     * entry after zero_grads, until its first access). Written by const accessors too: whether
+     * the zeros are in memory yet is not part of the registry's observable value. */
+    bool *zero_pending;
 };
 
 /* bytes for n floats, rounded up to the alignment (aligned_alloc needs a multiple), >= 1 block */
@@ -39,6 +43,7 @@ void tess_registry_destroy(tess_registry **reg) {
     free((*reg)->entries);
     tess_zalloc_free((*reg)->params);
     tess_zalloc_free((*reg)->grads);
+    free((*reg)->zero_pending);
     free(*reg);
     *reg = NULL;
 }
@@ -117,6 +122,21 @@ tess_status tess_registry_set_decay(tess_registry *reg, int64_t i, bool decay) {
     TESS_REQUIRE(reg && i >= 0 && i < reg->count, TESS_ERR_ARG, "entry %lld out of range",
                  (long long)i);
     reg->entries[i].decay = decay;
+    return TESS_OK;
+}
+
+static void write_pending_zero(const tess_registry *reg, int64_t i) {
+    if (!reg->zero_pending || !reg->zero_pending[i]) return;
+    const tess_registry_entry *e = &reg->entries[i];
+    memset(reg->grads + e->flat_offset, 0, (size_t)e->local_count * sizeof(float));
+    reg->zero_pending[i] = false;
+}
+
+tess_status tess_registry_set_zero_deferred(tess_registry *reg, int64_t i, bool deferred) {
+    TESS_REQUIRE(reg && i >= 0 && i < reg->count, TESS_ERR_ARG, "entry %lld out of range",
+                 (long long)i);
+    write_pending_zero(reg, i);
+    reg->entries[i].zero_deferred = deferred;
     return TESS_OK;
 }
 
@@ -211,10 +231,13 @@ tess_status tess_registry_finalize(tess_registry *reg) {
     TESS_REQUIRE(!reg->params, TESS_ERR_ARG, "registry already finalized");
     reg->params = alloc_zeroed(reg->local_total);
     reg->grads = alloc_zeroed(reg->local_total);
-    if (!reg->params || !reg->grads) {
+    reg->zero_pending = calloc((size_t)(reg->count > 0 ? reg->count : 1), sizeof(bool));
+    if (!reg->params || !reg->grads || !reg->zero_pending) {
         tess_zalloc_free(reg->params);
         tess_zalloc_free(reg->grads);
+        free(reg->zero_pending);
         reg->params = reg->grads = NULL;
+        reg->zero_pending = NULL;
         return tess_error_push(TESS_ERR_MEM, __FILE__, __LINE__, __func__,
                                "out of memory: 2 x %zu bytes for %lld entries",
                                aligned_bytes(reg->local_total), (long long)reg->count);
@@ -241,7 +264,19 @@ int64_t tess_registry_local_total(const tess_registry *reg) { return reg->local_
 int64_t tess_registry_global_total(const tess_registry *reg) { return reg->global_total; }
 
 float *tess_registry_params(const tess_registry *reg) { return reg->params; }
-float *tess_registry_grads(const tess_registry *reg) { return reg->grads; }
+float *tess_registry_grads(const tess_registry *reg) {
+    for (int64_t i = 0; reg->zero_pending && i < reg->count; i++) write_pending_zero(reg, i);
+    return reg->grads;
+}
+
+float *tess_registry_grads_range(const tess_registry *reg, int64_t lo, int64_t hi) {
+    TESS_ASSERT(reg->grads && 0 <= lo && lo <= hi && hi <= reg->local_total);
+    for (int64_t i = 0; i < reg->count; i++) {
+        const tess_registry_entry *e = &reg->entries[i];
+        if (e->flat_offset < hi && e->flat_offset + e->local_count > lo) write_pending_zero(reg, i);
+    }
+    return reg->grads + lo;
+}
 
 float *tess_registry_param(const tess_registry *reg, int64_t i) {
     TESS_ASSERT(i >= 0 && i < reg->count);
@@ -250,12 +285,32 @@ float *tess_registry_param(const tess_registry *reg, int64_t i) {
 
 float *tess_registry_grad(const tess_registry *reg, int64_t i) {
     TESS_ASSERT(i >= 0 && i < reg->count);
-    return reg->grads ? reg->grads + reg->entries[i].flat_offset : NULL;
+    if (!reg->grads) return NULL;
+    write_pending_zero(reg, i);
+    return reg->grads + reg->entries[i].flat_offset;
+}
+
+float *tess_registry_grad_overwrite(tess_registry *reg, int64_t i, float *beta) {
+    TESS_ASSERT(i >= 0 && i < reg->count && reg->grads);
+    *beta = reg->zero_pending[i] ? 0.0f : 1.0f;
+    reg->zero_pending[i] = false;
+    return reg->grads + reg->entries[i].flat_offset;
 }
 
 void tess_registry_zero_grads(tess_registry *reg) {
     TESS_ASSERT(reg->grads);
-    memset(reg->grads, 0, (size_t)reg->local_total * sizeof(float));
+    /* memset each maximal run of entries whose zeroing is not deferred */
+    for (int64_t i = 0; i < reg->count;) {
+        if (reg->entries[i].zero_deferred) {
+            reg->zero_pending[i] = reg->entries[i].local_count > 0;
+            i++;
+            continue;
+        }
+        const int64_t lo = reg->entries[i].flat_offset;
+        while (i < reg->count && !reg->entries[i].zero_deferred) i++;
+        const int64_t hi = i < reg->count ? reg->entries[i].flat_offset : reg->local_total;
+        memset(reg->grads + lo, 0, (size_t)(hi - lo) * sizeof(float));
+    }
 }
 
 tess_status tess_registry_alloc_state(const tess_registry *reg, float **buf) {

@@ -19,6 +19,11 @@
  *              (a running statistic, a fixed embedding) is stored and checkpointed, not optimised.
  *   decay      receives weight decay (default: ndim >= 2, i.e. matrices and embeddings decay,
  *              biases, norm gains and other vectors do not). Meaningful only when trainable.
+ *   zero_deferred  (default false) tess_registry_zero_grads does not write this entry's zeros
+ *              but marks them pending; the first access writes them, unless the owner takes
+ *              the gradient with tess_registry_grad_overwrite and writes all of it itself (e.g.
+ *              a product with beta = 0: one pass over the gradient instead of two). Readers never
+ *              see the difference: every other accessor writes a pending zero first.
  *
  * Declared per entry, read by whoever selects entries (none changes storage):
  *   tags       a set of tess_tag bits (default none): what the entry is for reduction and
@@ -31,7 +36,9 @@
  *   init       how tess_registry_init_params fills it (default zeros).
  *
  * Not collective: a registry is local to its rank; layouts only say which part this rank holds.
- * Not thread-safe.
+ * Not thread-safe. The gradient accessors may write an entry's pending zeros (zero_deferred), so
+ * a gradient shared by several threads is taken on one thread before they start; reading the
+ * views of entries taken since the last zero_grads writes nothing.
  */
 #ifndef TESS_NN_REGISTRY_H
 #define TESS_NN_REGISTRY_H
@@ -95,6 +102,7 @@ typedef struct {
     tess_dtype dtype;                      /* TESS_F32: parameters and gradients are float */
     bool trainable;
     bool decay;
+    bool zero_deferred;
     uint32_t tags;                         /* tess_tag bits */
     const struct tess_group *group;        /* the replicas' group (gradient sync); NULL: the caller's */
     tess_init init;
@@ -118,6 +126,7 @@ tess_status tess_registry_add(tess_registry *reg, const char *name, int ndim, co
  * finalize; they change no storage. TESS_ERR_ARG if i is out of range. */
 tess_status tess_registry_set_trainable(tess_registry *reg, int64_t i, bool trainable);
 tess_status tess_registry_set_decay(tess_registry *reg, int64_t i, bool decay);
+tess_status tess_registry_set_zero_deferred(tess_registry *reg, int64_t i, bool deferred);
 tess_status tess_registry_set_tags(tess_registry *reg, int64_t i, uint32_t tags);
 tess_status tess_registry_set_group(tess_registry *reg, int64_t i, const struct tess_group *g);
 /* TESS_ERR_ARG also for a NORMAL std < 0 or a UNIFORM with b < a. */
@@ -144,11 +153,21 @@ int64_t tess_registry_local_total(const tess_registry *reg);
 /* Total global elements over all entries (the model size). */
 int64_t tess_registry_global_total(const tess_registry *reg);
 
-/* Flat buffers (local_total elements each) and entry views into them; NULL before finalize. */
+/* Flat buffers (local_total elements each) and entry views into them; NULL before finalize.
+ * The gradient accessors first write the pending zeros (zero_deferred) of what they return: all
+ * entries, entry i, or the entries overlapping [lo, hi) (0 <= lo <= hi <= local_total; returns
+ * the element lo of the flat gradient). So a pointer kept across a zero_grads may show stale
+ * values in a deferred entry: take the view again after zeroing. */
 float *tess_registry_params(const tess_registry *reg);
 float *tess_registry_grads(const tess_registry *reg);
+float *tess_registry_grads_range(const tess_registry *reg, int64_t lo, int64_t hi);
 float *tess_registry_param(const tess_registry *reg, int64_t i); /* (local_shape of entry i) */
 float *tess_registry_grad(const tess_registry *reg, int64_t i);  /* (local_shape of entry i) */
+
+/* Entry i's gradient view for its owner, who will write all of it or add to all of it: *beta =
+ * 0 if its zeros are pending (then no longer: the caller must write every element, as a product
+ * with beta = 0 does), else 1 (add to the values there). Requires finalize. */
+float *tess_registry_grad_overwrite(tess_registry *reg, int64_t i, float *beta);
 
 /* Fill every parameter by its declared init from Philox keyed by seed: entry i, element with
  * global row-major index j is draw j of counter (TESS_RNG_PURPOSE_INIT, i), so every rank's shard
@@ -156,7 +175,8 @@ float *tess_registry_grad(const tess_registry *reg, int64_t i);  /* (local_shape
  * TESS_ERR_ARG). Requires finalize. Not collective. */
 tess_status tess_registry_init_params(tess_registry *reg, uint64_t seed);
 
-/* Set every gradient to zero. Requires finalize. */
+/* Set every gradient to zero: written now, or pending for zero_deferred entries (header).
+ * Requires finalize. */
 void tess_registry_zero_grads(tess_registry *reg);
 
 /* A new zeroed, 64-byte-aligned buffer of local_total floats laid out like the params (optimizer

@@ -13,7 +13,8 @@ typedef struct {
 } bucket_span;
 
 struct tess_gradsync {
-    float *grads;
+    const tess_registry *reg;
+    float *grads;            /* the flat gradient; a bucket's pending zeros are written at launch */
     int64_t n, nbuckets;
     int64_t frontier;        /* gradients [frontier, n) are final this step */
     int64_t launched;        /* buckets 0..launched-1 (from the end) have been started */
@@ -65,6 +66,7 @@ tess_status tess_gradsync_create(tess_gradsync **gs, const tess_registry *reg,
     }
     tess_gradsync *s = calloc(1, sizeof *s);
     TESS_REQUIRE(s, TESS_ERR_MEM, "cannot allocate gradient sync state");
+    s->reg = reg;
     s->grads = tess_registry_grads(reg);
     s->n = tess_registry_local_total(reg);
     s->frontier = s->n;
@@ -104,7 +106,8 @@ void tess_gradsync_bucket(const tess_gradsync *gs, int64_t k, int64_t *lo, int64
 static tess_status launch_ready(tess_gradsync *gs) {
     while (gs->launched < gs->nbuckets && gs->buckets[gs->launched].lo >= gs->frontier) {
         const bucket_span *b = &gs->buckets[gs->launched];
-        TESS_CHECK(tess_par_iallreduce(b->g, gs->grads + b->lo, b->hi - b->lo, TESS_PAR_SUM,
+        float *g = tess_registry_grads_range(gs->reg, b->lo, b->hi);
+        TESS_CHECK(tess_par_iallreduce(b->g, g, b->hi - b->lo, TESS_PAR_SUM,
                                        &gs->reqs[gs->launched]));
         gs->launched++;
     }

@@ -1061,7 +1061,7 @@ static void moe_rsp_run_backward(gc_ctx *c, bool ref) {
     (ref ? tess_nn_moe_expert_backward_ref : tess_nn_moe_expert_backward)(
         gc_g(c, "x"), gc_g(c, "w_gate"), gc_g(c, "w_up"), gc_g(c, "w_down"), gc_x(c, "dz"),
         gc_x(c, "db"), gc_g(c, "y"), gc_x(c, "x"), gc_x(c, "w_gate"), gc_x(c, "w_up"),
-        gc_x(c, "w_down"), gc_x(c, "a"), gc_x(c, "b"), gc_x(c, "z"), R, C, F, 1.0f, 1.0f);
+        gc_x(c, "w_down"), gc_x(c, "a"), gc_x(c, "b"), gc_x(c, "z"), R, C, F, 1.0f, 1.0f, 1.0f);
 }
 static void moe_rsp_forward(gc_ctx *c) { moe_rsp_run_forward(c, false); }
 static void moe_rsp_forward_ref(gc_ctx *c) { moe_rsp_run_forward(c, true); }

@@ -92,7 +92,7 @@ static void check_proposition1(void) {
         memset(dwg, 0, sizeof dwg);
         memset(dwu, 0, sizeof dwu);
         tess_nn_moe_expert_backward(NULL, dwg, dwu, dwd[e], dz, db, dy, x, wg[e], wu[e], wd[e],
-                                    a[e], b[e], z[e], 1, C, F, 1.0f, 1.0f);
+                                    a[e], b[e], z[e], 1, C, F, 1.0f, 1.0f, 1.0f);
     }
     double gg = 0, g0 = 0, g1 = 0, zz = 0, z0 = 0, z1 = 0;
     for (int i = 0; i < C * F; i++)
@@ -602,7 +602,8 @@ static void check_rows_kernels(void) {
 /* rsp_backward_rows_set over two token ranges, on rows full of NaN, equals zeroing the kept
  * rows and adding with rsp_backward_rows (k = 2 and 3, each with a dropped slot: a kept slot
  * left in no pair gets zeros, a dropped slot's row is not touched); and expert_backward with
- * beta 0 on NaN-filled dx and dz equals beta 1 on zeros. */
+ * beta 0 on NaN-filled dx, dz and weight gradients equals beta 1 on zeros (on no rows, beta_dw
+ * = 0 writes zeros and 1 keeps the values). */
 static void check_overwrite_kernels(void) {
     enum { N = 9, KMAX = 3, F = 7, C = 5, NR = 6 };
     float z[N * KMAX * F], a[N * KMAX * F], b[N * KMAX * F], cache[N * 6];
@@ -639,18 +640,31 @@ static void check_overwrite_kernels(void) {
     tess_ref_fill_uniform(wu, F * C, 85, 0.5f);
     tess_ref_fill_uniform(wd, C * F, 86, 0.5f);
     tess_nn_moe_expert_forward(y, ab[0], ab[1], ab[2], x, wg, wu, wd, NR, C, F);
-    memset(dw, 0, sizeof dw);
     for (int v = 0; v < 2; v++) {
         for (int64_t i = 0; i < NR * C; i++) dx[v][i] = v ? NAN : 0.0f;
         for (int64_t i = 0; i < NR * F; i++) dz[v][i] = v ? NAN : 0.0f;
+        for (int64_t i = 0; i < 3 * F * C; i++) dw[v][i / (F * C)][i % (F * C)] = v ? NAN : 0.0f;
         tess_nn_moe_expert_backward(dx[v], dw[v][0], dw[v][1], dw[v][2], dz[v], db, dy, x, wg,
                                     wu, wd, ab[0], ab[1], ab[2], NR, C, F, v ? 0.0f : 1.0f,
-                                    v ? 0.0f : 1.0f);
+                                    v ? 0.0f : 1.0f, v ? 0.0f : 1.0f);
     }
     TESS_TEST_CHECK(memcmp(dx[0], dx[1], sizeof dx[0]) == 0 &&
                         memcmp(dz[0], dz[1], sizeof dz[0]) == 0 &&
                         memcmp(dw[0], dw[1], sizeof dw[0]) == 0,
                     "expert backward: beta 0 on NaN = beta 1 on zeros");
+    /* no rows: beta_dw = 0 writes the weight gradients' zeros, 1 leaves them */
+    for (int64_t i = 0; i < 3 * F * C; i++) dw[1][i / (F * C)][i % (F * C)] = NAN;
+    memcpy(dw[0], dw[1], sizeof dw[0]);
+    tess_nn_moe_expert_backward(dx[1], dw[1][0], dw[1][1], dw[1][2], dz[1], db, dy, x, wg, wu, wd,
+                                ab[0], ab[1], ab[2], 0, C, F, 0.0f, 0.0f, 0.0f);
+    tess_nn_moe_expert_backward(dx[0], dw[0][0], dw[0][1], dw[0][2], dz[0], db, dy, x, wg, wu, wd,
+                                ab[0], ab[1], ab[2], 0, C, F, 0.0f, 0.0f, 1.0f);
+    bool zeros = true, kept = true;
+    for (int64_t i = 0; i < 3 * F * C; i++) {
+        zeros = zeros && dw[1][i / (F * C)][i % (F * C)] == 0.0f;
+        kept = kept && isnan(dw[0][i / (F * C)][i % (F * C)]);
+    }
+    TESS_TEST_CHECK(zeros && kept, "expert backward on no rows: beta_dw 0 zeroes, 1 keeps");
 }
 
 /* With more than one BLAS thread the stack runs the experts side by side on a thread team, and
@@ -713,6 +727,60 @@ static void check_team_experts(void) {
         }
         free(scratch);
         one_layer_free(&ser);
+    }
+    tess_matmul_set_threads(threads0);
+}
+
+/* The expert weights' gradients are zero_deferred: after zero_grads over stale values (NaN),
+ * the layer's backward writes them in its products (beta 0) and gives the gradients of zeroing
+ * them first; a second backward without zeroing adds (micro-batches). Serial and on a team of
+ * two, which takes the gradients on the calling thread before the team starts. */
+static void check_deferred_zeroing(void) {
+    enum { N = 16, C = 24 };
+    float x[N * C], dy[N * C], y[N * C], dx[N * C];
+    tess_ref_fill_uniform(x, N * C, 57, 1.0f);
+    tess_ref_fill_uniform(dy, N * C, 58, 1.0f);
+    const tess_nn_moe_config mc = {.E = 4, .k = 2, .F = 5, .every = 1, .std = 0.02,
+                                   .lambda_lb = 0.01, .lambda_sp = 0.1,
+                                   .phi = TESS_NN_MOE_PHI_SQ, .seed = 13};
+    const int threads0 = tess_matmul_threads();
+    for (int th = 1; th <= 2; th++) {
+        tess_matmul_set_threads(th);
+        one_layer o;
+        TESS_TEST_CHECK(one_layer_build(&o, &mc, C) == TESS_OK, "layer: %s", tess_error_text());
+        const int64_t n = tess_registry_local_total(o.reg);
+        float *scratch = malloc((size_t)tess_nn_ffn_scratch_floats(o.f, N) * sizeof(float));
+        float *want = malloc((size_t)n * sizeof(float)), *got = malloc((size_t)n * sizeof(float));
+        const int64_t ig = tess_registry_find(o.reg, "m.w_gate");
+        TESS_TEST_CHECK(ig >= 0 && tess_registry_get(o.reg, ig)->zero_deferred,
+                        "m.w_gate is zero_deferred");
+        for (int v = 0; v < 2; v++) { /* v = 0: zeros written first; 1: deferred over NaN */
+            float *g = tess_registry_grads(o.reg);
+            for (int64_t i = 0; i < n; i++) g[i] = v ? NAN : 0.0f;
+            if (v) tess_registry_zero_grads(o.reg);
+            tess_nn_ffn_forward(o.f, y, x, N);
+            memset(dx, 0, sizeof dx);
+            tess_nn_ffn_backward(o.f, dx, scratch, dy, N);
+            memcpy(v ? got : want, tess_registry_grads(o.reg), (size_t)n * sizeof(float));
+        }
+        bool same = true;
+        for (int64_t i = 0; i < n; i++) same = same && got[i] == want[i];
+        TESS_TEST_CHECK(same, "team of %d: deferred zeros give the gradients of zeroing first",
+                        th);
+        tess_nn_ffn_forward(o.f, y, x, N);
+        tess_nn_ffn_backward(o.f, dx, scratch, dy, N);
+        const float *g = tess_registry_grads(o.reg);
+        double worst = 0.0;
+        for (int64_t i = 0; i < n; i++) {
+            const double e = fabs((double)g[i] - 2.0 * want[i]);
+            if (!(e <= worst)) worst = e; /* NaN sticks */
+        }
+        TESS_TEST_CHECK(worst <= 1e-6, "team of %d: a second backward adds (max error %g)", th,
+                        worst);
+        free(want);
+        free(got);
+        free(scratch);
+        one_layer_free(&o);
     }
     tess_matmul_set_threads(threads0);
 }
@@ -895,6 +963,7 @@ int main(int argc, char **argv) {
     check_rows_kernels();
     check_overwrite_kernels();
     check_team_experts();
+    check_deferred_zeroing();
     check_router_row_split();
     check_transformer(false);
     check_transformer(true);

@@ -1,6 +1,7 @@
 /* test_registry.c - the parameter registry: packed views, offsets, find, flags, rejected input
  * with the tensor's name in the message, local counts of sharded and block-cyclic layouts,
- * aligned zeroed buffers, the printed table. Sharding is pure arithmetic: one process. */
+ * aligned zeroed buffers, the printed table, deferred zeroing. Sharding is pure arithmetic: one
+ * process. */
 #include <stdlib.h>
 #include <math.h>
 #include <string.h>
@@ -145,8 +146,60 @@ static void test_init(int dim, int p) {
     tess_registry_destroy(&reg);
 }
 
+/* zero_deferred entries: zero_grads leaves their memory alone; grad_overwrite hands the first
+ * taker beta 0 (once) and later takers 1; every other accessor (grad, grads, grads_range) writes
+ * the pending zeros of what it returns and only of that, so readers see zeros either way. */
+static void test_zero_deferred(void) {
+    tess_registry *reg = NULL;
+    const int64_t s3[1] = {3};
+    const tess_layout rep = tess_layout_replicated();
+    const char *names[4] = {"a", "b", "c", "d"}; /* b and d deferred */
+    TESS_TEST_CHECK(tess_registry_create(&reg) == TESS_OK, "create");
+    for (int i = 0; i < 4; i++)
+        TESS_TEST_CHECK(tess_registry_add(reg, names[i], 1, s3, &rep, NULL) == TESS_OK, "add");
+    TESS_TEST_CHECK(tess_registry_set_zero_deferred(reg, 1, true) == TESS_OK &&
+                        tess_registry_set_zero_deferred(reg, 3, true) == TESS_OK,
+                    "set_zero_deferred");
+    TESS_TEST_CHECK(tess_registry_finalize(reg) == TESS_OK, "finalize");
+    TESS_TEST_CHECK(tess_registry_get(reg, 1)->zero_deferred &&
+                        !tess_registry_get(reg, 0)->zero_deferred,
+                    "the flag is on the entries");
+    float *raw = tess_registry_grads(reg); /* nothing pending yet */
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < 12; i++) raw[i] = 7.0f;
+        tess_registry_zero_grads(reg);
+        bool ok = true;
+        for (int i = 0; i < 12; i++) ok = ok && raw[i] == (i / 3 % 2 ? 7.0f : 0.0f);
+        TESS_TEST_CHECK(ok, "zero_grads writes only the entries not deferred");
+        if (round == 0) { /* the owner of b takes it: beta 0 once, then 1; d read by grad */
+            float beta = -1.0f;
+            float *gb = tess_registry_grad_overwrite(reg, 1, &beta);
+            TESS_TEST_CHECK(gb == raw + 3 && beta == 0.0f && raw[3] == 7.0f,
+                            "overwrite of a pending entry: beta 0, nothing written");
+            tess_registry_grad_overwrite(reg, 1, &beta);
+            TESS_TEST_CHECK(beta == 1.0f, "a second take adds: beta 1");
+            float *gd = tess_registry_grad(reg, 3);
+            TESS_TEST_CHECK(gd == raw + 9 && gd[0] == 0.0f && gd[2] == 0.0f,
+                            "grad writes a pending entry's zeros");
+            tess_registry_grad_overwrite(reg, 3, &beta);
+            TESS_TEST_CHECK(beta == 1.0f, "after a read, the owner adds");
+        } else { /* a range over a's end and b: only b's zeros written; then all of them */
+            float *r = tess_registry_grads_range(reg, 2, 4);
+            TESS_TEST_CHECK(r == raw + 2 && raw[3] == 0.0f && raw[5] == 0.0f && raw[9] == 7.0f,
+                            "grads_range writes the zeros of the entries it overlaps only");
+            tess_registry_grads(reg);
+            TESS_TEST_CHECK(raw[9] == 0.0f && raw[11] == 0.0f, "grads writes every pending zero");
+            float beta = -1.0f;
+            tess_registry_grad_overwrite(reg, 3, &beta);
+            TESS_TEST_CHECK(beta == 1.0f, "nothing pending after grads");
+        }
+    }
+    tess_registry_destroy(&reg);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
+    test_zero_deferred();
     tess_registry *reg = NULL;
     TESS_TEST_CHECK(tess_registry_create(&reg) == TESS_OK && reg, "create");
 

@@ -3,7 +3,9 @@
  * step), and refuses ranges out of order. With an even number of ranks, a dp x ep mesh: dense
  * entries are averaged over all ranks and expert entries (sharded over "ep") over the
  * expert-data-parallel group (the "dp" axis), compared with the means computed here by hand, and
- * no bucket spans two groups. argv[1]: the registered world size. */
+ * no bucket spans two groups. A zero_deferred entry whose owner never wrote its gradient this
+ * step reduces as zeros, not as the stale values in its memory. argv[1]: the registered world
+ * size. */
 #include <stdlib.h>
 
 #include "par/gradsync.h" /* tess_gradsync_* */
@@ -67,6 +69,52 @@ static void test_flat(const tess_group *g, int rank, int size) {
     DIST_TEST_FAILS(tess_gradsync_create(&gs, reg, g, 0), TESS_ERR_ARG, "bucket must hold");
     DIST_TEST_FAILS(tess_gradsync_create(&gs, reg, NULL, 10), TESS_ERR_ARG,
                     "'w' has no reduction group");
+    tess_registry_destroy(&reg);
+}
+
+/* Entries "a" (written every step) and "b" (zero_deferred), over stale values: after
+ * zero_grads rank 0 writes b (taken with grad_overwrite) and the other ranks leave it unwritten,
+ * so b's mean is rank 0's values over the rank count: the other ranks' pending zeros must be
+ * written before the reduction reads them, whether a bucket launches during backward (a
+ * ready range) or at finish. */
+static void test_deferred(const tess_group *g, int rank, int size) {
+    tess_registry *reg = NULL;
+    const int64_t shape[1] = {N};
+    const tess_layout rep = tess_layout_replicated();
+    int64_t ia, ib;
+    DIST_TEST_OK(tess_registry_create(&reg));
+    DIST_TEST_OK(tess_registry_add(reg, "a", 1, shape, &rep, &ia));
+    DIST_TEST_OK(tess_registry_add(reg, "b", 1, shape, &rep, &ib));
+    DIST_TEST_OK(tess_registry_set_zero_deferred(reg, ib, true));
+    DIST_TEST_OK(tess_registry_finalize(reg));
+    tess_gradsync *gs = NULL;
+    TESS_TEST_CHECK(tess_gradsync_create(&gs, reg, g, 300) == TESS_OK, "create");
+    for (int step = 0; step < 2; step++) {
+        float *all = tess_registry_grads(reg);
+        for (int64_t i = 0; i < 2 * N; i++) all[i] = 1e6f + (float)rank; /* stale */
+        tess_registry_zero_grads(reg);
+        float *ga = tess_registry_grad(reg, ia);
+        for (int64_t i = 0; i < N; i++) ga[i] += grad_value(rank, step, i);
+        if (rank == 0) {
+            float beta;
+            float *w = tess_registry_grad_overwrite(reg, ib, &beta);
+            TESS_TEST_CHECK(beta == 0.0f, "b's zeros pending after zero_grads");
+            for (int64_t i = 0; i < N; i++) w[i] = grad_value(0, step, i);
+        }
+        tess_status st = step == 0 ? tess_gradsync_ready(gs, 0, 2 * N) : TESS_OK;
+        TESS_TEST_CHECK(st == TESS_OK && tess_gradsync_finish(gs, NULL) == TESS_OK, "finish:\n%s",
+                        tess_error_text());
+        const float *gb = tess_registry_grad(reg, ib);
+        int bad = 0;
+        for (int64_t i = 0; i < N; i++) {
+            double mean = 0.0;
+            for (int r = 0; r < size; r++) mean += grad_value(r, step, i);
+            bad += ga[i] != (float)(mean / size) ||
+                   gb[i] != grad_value(0, step, i) / (float)size;
+        }
+        TESS_TEST_CHECK(bad == 0, "step %d: %d wrong means", step, bad);
+    }
+    tess_gradsync_destroy(&gs);
     tess_registry_destroy(&reg);
 }
 
@@ -181,6 +229,7 @@ int main(int argc, char **argv) {
     tess_group *g = NULL;
     TESS_TEST_CHECK(tess_group_create(MPI_COMM_WORLD, "dp", &g) == TESS_OK, "group");
     test_flat(g, rank, size);
+    test_deferred(g, rank, size);
     test_mesh(g, rank, size);
     tess_group_destroy(&g);
     int rc = tess_test_finish_mpi("gradsync", MPI_COMM_WORLD);
