@@ -13,7 +13,7 @@ typedef struct {
 } bucket_span;
 
 struct tess_gradsync {
-    const tess_registry *reg;
+    const tess_registry *reg; /* borrowed */
     float *grads;            /* the flat gradient; a bucket's pending zeros are written at launch */
     int64_t n, nbuckets;
     int64_t frontier;        /* gradients [frontier, n) are final this step */
