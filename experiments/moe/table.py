@@ -7,8 +7,10 @@ top-1 expert with the domain and with the next layer's top-1, mean squared cosin
 experts), and the run time from OUT/commands.tsv; then, per family and ablation, the differences
 to the same seed's L_lb run (paired: same data order and held-out sequences), the mean +-
 sample std of the held-out loss difference over those seeds and its paired t statistic with the
-two-sided p value of Student's t distribution (n - 1 degrees of freedom). Markdown on stdout.
-Standard library only."""
+two-sided p value of Student's t distribution (n - 1 degrees of freedom); then the same paired
+test between the losses the paper compares (R_cp against R_sp, both against each alone) and for
+their interaction (both - R_sp - R_cp + L_lb), over the seeds every run of a comparison finished.
+Markdown on stdout. Standard library only."""
 import csv
 import math
 import os
@@ -17,6 +19,9 @@ import sys
 ROWS = ["lb", "sp", "cp", "spcp", "zspcp", "ov", "cpid"]
 LABEL = {"lb": "L_lb", "sp": "+R_sp", "cp": "+R_cp", "spcp": "+R_sp+R_cp",
          "zspcp": "+z+R_sp+R_cp", "ov": "Guo o+v", "cpid": "+R_cp identity"}
+# Comparisons between ablations, later minus earlier on the same seed: which of the paper's two
+# losses lowers the held-out loss more, and whether both together beat each alone.
+VERSUS = [("sp", "cp"), ("sp", "spcp"), ("cp", "spcp")]
 COLS = [("val_loss", "val loss", 3), ("val_ppl", "val ppl", 1), ("entropy", "entropy", 3),
         ("maxvio", "MaxVio", 2), ("mi_domain", "MI(e; domain)", 3),
         ("mi_next", "MI(e_l; e_l+1)", 3), ("cos2", "cos²", 4)]
@@ -113,6 +118,30 @@ def main(out, present):
             seeds = ",".join(s for s, _ in got)
             print(f"| {fam} | {LABEL[abl]} | {seeds} | " + " | ".join(cells) + f" | {t} |")
     paired(runs)
+    versus(runs)
+
+
+def versus(runs):
+    """Per family: the held-out loss differences between the ablations of VERSUS and the
+    interaction +R_sp+R_cp - +R_sp - +R_cp + L_lb, seed by seed over the seeds all its runs
+    finished, with mean +- std and paired t."""
+    print()
+    print("| family | comparison | seeds | Δ val loss per seed | mean Δ val loss | paired t (p) |")
+    print("|---|---|---|---|---|---|")
+    for fam in ["vanilla", "deepseek"]:
+        val = {abl: {s: float(r["val_loss"]) for s, r in runs.get((fam, abl), [])}
+               for abl in ROWS}
+        rows = [(f"{LABEL[b]} − {LABEL[a]}", {b: 1, a: -1}) for a, b in VERSUS]
+        rows.append(("interaction: +R_sp+R_cp − +R_sp − +R_cp + L_lb",
+                     {"spcp": 1, "sp": -1, "cp": -1, "lb": 1}))
+        for label, weights in rows:
+            seeds = sorted(set.intersection(*(set(val[a]) for a in weights)), key=int)
+            if not seeds:
+                continue
+            d = [sum(w * val[a][s] for a, w in weights.items()) for s in seeds]
+            print(f"| {fam} | {label} | {','.join(seeds)} | "
+                  + ", ".join(f"{x:+.3f}" for x in d)
+                  + f" | {mean_std(d, 3, '+')} | {paired_t(d)} |")
 
 
 def paired(runs):

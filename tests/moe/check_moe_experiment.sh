@@ -2,12 +2,13 @@
 # check_moe_experiment.sh MPIEXEC MOE CONVERT PYTHON - the experiment's tools (experiments/moe/
 # run.sh, table.py, plots.py) on a tiny grid, so that they cannot silently fall out of step with
 # the app's outputs: a two-domain token stream from tess-convert ids (CONVERT) as train.h5 and
-# val.h5, run.sh on it for 2 cells (vanilla L_lb and +R_sp+R_cp) x 2 seeds (1 rank, a small
-# model, 6 steps, evaluation every 3), then
+# val.h5, run.sh on it for 4 cells (vanilla L_lb, +R_sp, +R_cp, +R_sp+R_cp) x 2 seeds (1 rank, a
+# small model, 6 steps, evaluation every 3), then
 #   - table.py's mean ± sample std of every column at the last evaluation, its minutes per run
-#     (commands.tsv) and its per-seed differences to L_lb (and their mean ± std and paired t with
-#     its p value) must equal the values computed here with awk from the runs' eval.csv, to the
-#     printed digits;
+#     (commands.tsv), its per-seed differences to L_lb (and their mean ± std and paired t with
+#     its p value), and its per-seed held-out loss differences of +R_cp to +R_sp and of the
+#     interaction (+R_sp+R_cp − +R_sp − +R_cp + L_lb) must equal the values computed here with
+#     awk from the runs' eval.csv, to the printed digits;
 #   - cells without runs are "to run" rows, and absent with --present;
 #   - plots.py writes its four PNGs (skipped when gnuplot is absent).
 # 77 (skipped) without PYTHON.
@@ -31,13 +32,15 @@ MOE_MPIEXEC=$mpiexec MOE_BIN=$exe MOE_NP=1 MOE_NICE=0 MOE_SEEDS="1 2" MOE_ARGS="
 --set model.heads=2 --set model.mlp_hidden=32 --set moe.experts=4 --set moe.expert_hidden=16 \
 --set train.batch=8 --set train.eval_batch=8 --set train.steps=6 --set train.eval_every=3 \
 --set optim.warmup_steps=1 --set run.plots=false" \
-  bash "$exp/run.sh" corpus grid vanilla:lb vanilla:spcp > grid.log 2>&1 ||
+  bash "$exp/run.sh" corpus grid vanilla:lb vanilla:sp vanilla:cp vanilla:spcp > grid.log 2>&1 ||
   { cat grid.log; fail "run.sh"; }
-for r in vanilla-lb-s1 vanilla-lb-s2 vanilla-spcp-s1 vanilla-spcp-s2; do
-  [ -f "grid/$r.done" ] || { cat grid.log; fail "run $r did not finish"; }
+for a in lb sp cp spcp; do
+  for s in 1 2; do
+    [ -f "grid/vanilla-$a-s$s.done" ] || { cat grid.log; fail "run vanilla-$a-s$s did not finish"; }
+  done
 done
-[ "$(awk -F'\t' 'NR > 1 && $4 == 0' grid/commands.tsv | wc -l)" -eq 4 ] ||
-  { cat grid/commands.tsv; fail "commands.tsv: 4 runs with exit 0 expected"; }
+[ "$(awk -F'\t' 'NR > 1 && $4 == 0' grid/commands.tsv | wc -l)" -eq 8 ] ||
+  { cat grid/commands.tsv; fail "commands.tsv: 8 runs with exit 0 expected"; }
 
 "$python" "$exp/table.py" grid > table.md || fail "table.py"
 "$python" "$exp/table.py" grid --present > present.md || fail "table.py --present"
@@ -95,9 +98,35 @@ for i in 0 2 3 4 5 6; do
     [ "$got" = "$want" ] || fail "paired t: table '$got', computed '$want'"
   fi
 done
+# The comparisons between ablations: +R_cp − +R_sp and the interaction, seed by seed.
+v() { col "grid/vanilla-$1-s$2/eval.csv" val_loss; }
+for cmp in "+R_cp − +R_sp" "interaction: +R_sp+R_cp − +R_sp − +R_cp + L_lb"; do
+  want=""
+  for s in 1 2; do
+    if [ "${cmp%%:*}" = interaction ]; then
+      want+="$(awk -v a="$(v spcp $s)" -v b="$(v sp $s)" -v c="$(v cp $s)" -v d="$(v lb $s)" \
+               'BEGIN { print a - b - c + d }') "
+    else
+      want+="$(awk -v a="$(v cp $s)" -v b="$(v sp $s)" 'BEGIN { print a - b }') "
+    fi
+  done
+  got=$(awk -F' *[|] *' -v c="$cmp" '$2 == "vanilla" && $3 == c && $4 == "1,2" { print $5 }' table.md)
+  read -r w1 w2 <<< "$want"
+  near "${got%%, *}" "$w1" 3 && near "${got##*, }" "$w2" 3 ||
+    fail "$cmp per seed: table '$got', computed $want"
+  # the differences are below the printed digits in so short runs: their t (full precision)
+  # and its sign check the direction of the comparison
+  read -r m sd < <(stats "$w1" "$w2")
+  want=$(awk -v m="$m" -v s="$sd" 'BEGIN { t = m / (s / sqrt(2)); a = t < 0 ? -t : t
+    printf "t = %+.2f (p %.3f)", t, 1 - 2 / 3.14159265358979 * atan2(a, 1) }')
+  got=$(awk -F' *[|] *' -v c="$cmp" '$2 == "vanilla" && $3 == c && $4 == "1,2" { print $(NF - 1) }' \
+        table.md)
+  [ "$got" = "$want" ] || fail "$cmp paired t: table '$got', computed '$want'"
+done
 grep -q '^| deepseek | L_lb | to run |' table.md || fail "no 'to run' row for the cells without runs"
 grep -q 'to run' present.md && fail "--present prints cells without runs"
-[ "$(grep -c '^| vanilla |' present.md)" -eq 3 ] || { cat present.md; fail "--present: 2 rows + 1 paired row"; }
+[ "$(grep -c '^| vanilla |' present.md)" -eq 11 ] ||
+  { cat present.md; fail "--present: 4 rows, 3 paired rows, 4 comparisons"; }
 
 if command -v gnuplot > /dev/null; then
   "$python" "$exp/plots.py" grid pngs tiny > plots.log 2>&1 || { cat plots.log; fail "plots.py"; }
