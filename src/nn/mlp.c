@@ -5,10 +5,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "nn/activation.h" /* tess_nn_gelu_* */
+#include "nn/activation.h" /* tess_nn_gelu_*, tess_nn_swiglu_gate_* */
 #include "nn/linear.h"     /* tess_nn_linear_* */
 #include "tensor/matmul.h" /* tess_matmul_tiles */
-#include "tensor/tensor.h" /* tess_tensor_expf */
 
 int64_t tess_nn_mlp_scratch_size(int64_t N, int64_t F) { return 2 * N * F; }
 
@@ -35,36 +34,13 @@ void tess_nn_mlp_gelu_backward(float *din, float *dw_fc, float *db_fc, float *dw
     tess_nn_linear_tiles_backward(din, dw_fc, db_fc, g, in, w_fc, N, C, F);
 }
 
-/* The SwiGLU gate in one pass each way (fewer sweeps over the (N,F) activations than silu, then
- * a product): h = silu(gate) * up, and from dh: dup = dh * silu(gate),
- * dgate = dh * up * s (1 + gate (1 - s)) with s = sigmoid(gate). All (n); backward OVERWRITES
- * dgate and dup (dgate may alias dh: each element is read before it is written). */
-static void swiglu_gate_forward(float *restrict h, const float *restrict gate,
-                                const float *restrict up, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        float x = gate[i];
-        h[i] = x / (1.0f + tess_tensor_expf(-x)) * up[i];
-    }
-}
-
-static void swiglu_gate_backward(float *dgate, float *restrict dup, const float *dh,
-                                 const float *restrict gate, const float *restrict up, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        float x = gate[i], g = dh[i];
-        float q = tess_tensor_expf(-x);
-        float s = 1.0f / (1.0f + q);
-        dup[i] = g * x * s;
-        dgate[i] = g * up[i] * s * tess_fmaf(x, q * s, 1.0f);
-    }
-}
-
 void tess_nn_mlp_swiglu_forward(float *out, float *gate, float *up, float *h, const float *in,
                                 const float *w_gate, const float *w_up, const float *w_down,
                                 int64_t N, int64_t C, int64_t F) {
     /* out (N,C); gate, up, h (N,F); in (N,C); w_gate, w_up (F,C); w_down (C,F) */
     tess_nn_linear_tiles_forward(gate, in, w_gate, NULL, N, C, F);
     tess_nn_linear_tiles_forward(up, in, w_up, NULL, N, C, F);
-    swiglu_gate_forward(h, gate, up, N * F);
+    tess_nn_swiglu_gate_forward(h, gate, up, N * F);
     tess_nn_linear_tiles_forward(out, h, w_down, NULL, N, F, C);
 }
 
@@ -81,7 +57,7 @@ void tess_nn_mlp_swiglu_backward(float *din, float *dw_gate, float *dw_up, float
     /* dh = dout (N,C) @ w_down (C,F) */
     tess_matmul_tiles(dh, F, dout, C, w_down, F, N, F, C, false, false, 1.0f, 0.0f, NULL);
     tess_nn_linear_tiles_backward(NULL, dw_down, NULL, dout, h, w_down, N, F, C);
-    swiglu_gate_backward(dh, dup, dh, gate, up, n);
+    tess_nn_swiglu_gate_backward_overwrite(dh, dup, gate, up, n);
     tess_nn_linear_tiles_backward(din, dw_up, NULL, dup, in, w_up, N, C, F);
     tess_nn_linear_tiles_backward(din, dw_gate, NULL, dh, in, w_gate, N, C, F);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/activation.h" /* tess_nn_swiglu_gate_* */
 #include "nn/linear.h"     /* tess_nn_linear_* */
 #include "tensor/matmul.h" /* tess_matmul_tiles */
 #include "tensor/tensor.h" /* tess_tensor_expf */
@@ -920,51 +921,13 @@ void tess_nn_moe_variance_backward_rows(float *dprobs, float dloss, const float 
 
 /* ---------- one expert ---------- */
 
-/* The elementwise SwiGLU loops vectorise (tess_tensor_expf is written for it) when the pointers
- * are restrict and, under -O2's very-cheap cost model, when a vector loop needs no scalar
- * epilogue: so they run in blocks of MOE_VEC elements (an inner loop of known trip count) and a
- * scalar tail. */
-#define MOE_VEC 16
-
-/* z = silu(a) * b on m elements (inlined with m = MOE_VEC: a loop of known trip count). */
-static inline void silu_mul_block(float *restrict z, const float *restrict a,
-                                  const float *restrict b, int64_t m) {
-    for (int64_t j = 0; j < m; j++) z[j] = a[j] / (1.0f + tess_tensor_expf(-a[j])) * b[j];
-}
-
-static void silu_mul(float *z, const float *a, const float *b, int64_t n) {
-    int64_t i = 0;
-    for (; i + MOE_VEC <= n; i += MOE_VEC) silu_mul_block(z + i, a + i, b + i, MOE_VEC);
-    silu_mul_block(z + i, a + i, b + i, n - i);
-}
-
-/* In place on m elements: dz -> da = dz b s (1 + a (1 - s)), s = sigmoid(a); db = dz silu(a). */
-static inline void silu_mul_grad_block(float *restrict dz, float *restrict db,
-                                       const float *restrict a, const float *restrict b,
-                                       int64_t m) {
-    for (int64_t j = 0; j < m; j++) {
-        const float g = a[j], d = dz[j];
-        const float q = tess_tensor_expf(-g);
-        const float s = 1.0f / (1.0f + q);
-        db[j] = d * g * s;
-        dz[j] = d * b[j] * s * tess_fmaf(g, q * s, 1.0f);
-    }
-}
-
-static void silu_mul_backward(float *dz, float *db, const float *a, const float *b, int64_t n) {
-    int64_t i = 0;
-    for (; i + MOE_VEC <= n; i += MOE_VEC)
-        silu_mul_grad_block(dz + i, db + i, a + i, b + i, MOE_VEC);
-    silu_mul_grad_block(dz + i, db + i, a + i, b + i, n - i);
-}
-
 void tess_nn_moe_expert_forward(float *y, float *a, float *b, float *z, const float *x,
                                 const float *w_gate, const float *w_up, const float *w_down,
                                 int64_t n, int64_t C, int64_t F) {
     if (n == 0) return;
     tess_nn_linear_tiles_forward(a, x, w_gate, NULL, n, C, F);
     tess_nn_linear_tiles_forward(b, x, w_up, NULL, n, C, F);
-    silu_mul(z, a, b, n * F);
+    tess_nn_swiglu_gate_forward(z, a, b, n * F);
     tess_nn_linear_tiles_forward(y, z, w_down, NULL, n, F, C);
 }
 
@@ -988,7 +951,7 @@ void tess_nn_moe_expert_backward(float *dx, float *dw_gate, float *dw_up, float 
     tess_matmul_tiles(dz, F, dy, C, w_down, F, n, F, C, false, false, 1.0f, beta_dz, NULL);
     tess_matmul_tiles(dw_down, F, dy, C, z, F, C, F, n, true, false, 1.0f, beta_dw, NULL);
     /* da (into dz) = dz * b * s (1 + a (1 - s)); db = dz * silu(a) */
-    silu_mul_backward(dz, db, a, b, n * F);
+    tess_nn_swiglu_gate_backward_overwrite(dz, db, a, b, n * F);
     /* dx = beta_dx dx + da @ w_gate + db @ w_up; dw_gate = beta_dw dw_gate + da^T x, dw_up
      * likewise with db */
     if (dx) {
