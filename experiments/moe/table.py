@@ -8,8 +8,8 @@ experts), and the run time from OUT/commands.tsv; then, per family and ablation,
 to the same seed's L_lb run (paired: same data order and held-out sequences), the mean +-
 sample std of the held-out loss difference over those seeds and its paired t statistic with the
 two-sided p value of Student's t distribution (n - 1 degrees of freedom); then the same paired
-test between the losses the paper compares (R_cp against R_sp, both against each alone) and for
-their interaction (both - R_sp - R_cp + L_lb), over the seeds every run of a comparison finished.
+test between the losses the paper compares (R_cp against R_sp, both against each alone, the
+z-loss on top of both, both against Guo et al.'s o+v) and for their interaction (both - R_sp - R_cp + L_lb), over the seeds every run of a comparison finished.
 Markdown on stdout. Standard library only."""
 import csv
 import math
@@ -20,8 +20,9 @@ ROWS = ["lb", "sp", "cp", "spcp", "zspcp", "ov", "cpid"]
 LABEL = {"lb": "L_lb", "sp": "+R_sp", "cp": "+R_cp", "spcp": "+R_sp+R_cp",
          "zspcp": "+z+R_sp+R_cp", "ov": "Guo o+v", "cpid": "+R_cp identity"}
 # Comparisons between ablations, later minus earlier on the same seed: which of the paper's two
-# losses lowers the held-out loss more, and whether both together beat each alone.
-VERSUS = [("sp", "cp"), ("sp", "spcp"), ("cp", "spcp")]
+# losses lowers the held-out loss more, whether both together beat each alone, whether the
+# z-loss adds to them, and the pair against Guo et al.'s baseline.
+VERSUS = [("sp", "cp"), ("sp", "spcp"), ("cp", "spcp"), ("spcp", "zspcp"), ("ov", "spcp")]
 COLS = [("val_loss", "val loss", 3), ("val_ppl", "val ppl", 1), ("entropy", "entropy", 3),
         ("maxvio", "MaxVio", 2), ("mi_domain", "MI(e; domain)", 3),
         ("mi_next", "MI(e_l; e_l+1)", 3), ("cos2", "cos²", 4)]
