@@ -104,6 +104,9 @@ static const tess_opt moe_opts[] = {
     TESS_OPT_BOOL("pad", false, "pad every expert's rows to the capacity (with drop)"),
     TESS_OPT_REAL("lambda_ortho", 0.0, 0.0, 1e3, "Guo et al. orthogonality loss weight (ablation 'Guo o+v')"),
     TESS_OPT_REAL("lambda_var", 0.0, 0.0, 1e3, "Guo et al. routing-variance weight (maximised)"),
+    TESS_OPT_BOOL("guo_autoscale", false,
+                  "lambda_ortho, lambda_var are targets: each weight becomes the power of ten "
+                  "nearest target / loss at the first step (Guo et al.)"),
 };
 static const tess_opt data_opts[] = {
     TESS_OPT_ENUM("source", "synthetic", source_names,
@@ -229,6 +232,7 @@ static tess_status read_options(moe_app *a, const tess_config *c, int nranks, ui
                                   .pad = tess_config_bool(c, "moe.pad"),
                                   .lambda_o = tess_config_real(c, "moe.lambda_ortho"),
                                   .lambda_v = tess_config_real(c, "moe.lambda_var"),
+                                  .guo_autoscale = tess_config_bool(c, "moe.guo_autoscale"),
                                   .cp_detach = tess_config_bool(c, "moe.cp_detach"),
                                   .cp_identity = tess_config_bool(c, "moe.cp_identity")};
     a->bias_rate = tess_config_real(c, "moe.bias_rate");
@@ -484,7 +488,8 @@ static tess_status moe_setup(tess_run *run, void *ctx) {
     char subtitle[256];
     char guo[64] = "", cap[64] = "";
     if (a->moe.lambda_o > 0 || a->moe.lambda_v > 0)
-        snprintf(guo, sizeof guo, " o %g v %g", a->moe.lambda_o, a->moe.lambda_v);
+        snprintf(guo, sizeof guo, " o %g v %g%s", a->moe.lambda_o, a->moe.lambda_v,
+                 a->moe.guo_autoscale ? " (targets)" : "");
     if (a->moe.cp_detach) strncat(guo, " (cp detached)", sizeof guo - strlen(guo) - 1);
     if (a->moe.cp_identity) strncat(guo, " (cp identity)", sizeof guo - strlen(guo) - 1);
     if (a->moe.drop != TESS_NN_MOE_DROP_NONE)
@@ -672,6 +677,23 @@ static void batch_load(const moe_app *a, double n, double load[2]) {
     }
 }
 
+/* Guo et al.'s automatic scaling, at the first training step after its forward: from L_o and
+ * L_v averaged over the MoE layers and the ranks (so every rank sets the same weights), logged.
+ * Collective on dp. */
+static tess_status guo_autoscale(moe_app *a, const tess_group *dp) {
+    tess_nn_moe_aux aux;
+    tess_nn_moe_stack_aux(a->stack, &aux);
+    double l[2] = {aux.o / (double)a->nmoe, aux.v / (double)a->nmoe};
+    TESS_CHECK(tess_par_allreduce_f64(dp, l, 2, TESS_PAR_MEAN));
+    TESS_CHECK(tess_nn_moe_stack_guo_autoscale(a->stack, l[0], l[1]));
+    double wo, wv;
+    tess_nn_moe_stack_guo_weights(a->stack, &wo, &wv);
+    tess_log_info("moe: Guo et al.'s weights scaled at the first step: lambda_ortho %g (L_o %.3g, "
+                  "target %g), lambda_var %g (L_v %.3g, target %g), kept for the run",
+                  wo, l[0], a->moe.lambda_o, wv, l[1], a->moe.lambda_v);
+    return TESS_OK;
+}
+
 /* One optimizer step on sequences [cursor, cursor + global_B) of the training stream. */
 static tess_status moe_step(tess_run *run, void *ctx, int64_t step, tess_run_step_out *out) {
     moe_app *a = ctx;
@@ -689,6 +711,7 @@ static tess_status moe_step(tess_run *run, void *ctx, int64_t step, tess_run_ste
     tess_nn_moe_stack_set_step(a->stack, true, (uint64_t)step,
                                (cursor + dp->rank * a->b) * a->mc.T);
     const double ce = tess_tfm_forward(a->model, a->ids, a->targets, a->b);
+    if (tess_nn_moe_stack_guo_pending(a->stack)) TESS_CHECK(guo_autoscale(a, dp));
     tess_nn_moe_aux aux;
     tess_nn_moe_stack_aux(a->stack, &aux);
     tess_nn_moe_stack_set_loss_scale(a->stack, 1.0f);

@@ -19,13 +19,14 @@ import subprocess
 import sys
 import tempfile
 
-ABL = ["lb", "sp", "cp", "spcp", "zspcp", "ov", "cpid"]
+ABL = ["lb", "sp", "cp", "spcp", "zspcp", "ov", "ova", "cpid"]
 LABEL = {"lb": "L_lb", "sp": "+R_sp", "cp": "+R_cp", "spcp": "+R_sp+R_cp",
-         "zspcp": "+z+R_sp+R_cp", "ov": "Guo o+v", "cpid": "+R_cp identity"}
+         "zspcp": "+z+R_sp+R_cp", "ov": "Guo o+v", "ova": "Guo o+v auto-scaled",
+         "cpid": "+R_cp identity"}
 FAMILIES = ["vanilla", "deepseek"]
 FAMLABEL = {"vanilla": "vanilla", "deepseek": "DeepSeek-style"}
 COLOR = {"lb": "#000000", "sp": "#1f77b4", "cp": "#2ca02c", "spcp": "#d62728",
-         "zspcp": "#9467bd", "ov": "#ff7f0e", "cpid": "#8c564b"}
+         "zspcp": "#9467bd", "ov": "#ff7f0e", "ova": "#e377c2", "cpid": "#8c564b"}
 
 
 def read_csv(path):

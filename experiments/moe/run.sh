@@ -6,8 +6,9 @@
 # experiments/moe/plots.py draws them.
 #
 # usage: experiments/moe/run.sh CORPUS_DIR OUT_DIR [FAMILY:ABLATION ...]
-#   FAMILY: vanilla | deepseek;  ABLATION: lb | sp | cp | spcp | zspcp | ov | cpid (the rows
-#   below; cpid, R_cp identity-coupled alone, is not in the default grid)
+#   FAMILY: vanilla | deepseek;  ABLATION: lb | sp | cp | spcp | zspcp | ov | ova | cpid (the
+#   rows below; ova, Guo o+v with their automatic weight scaling, and cpid, R_cp
+#   identity-coupled alone, are not in the default grid)
 #   without FAMILY:ABLATION: every family x ablation. Runs that finished (exit 0, marked by
 #   OUT/<run>.done) are skipped, so the grid can be filled over several sessions.
 #   MOE_SEEDS="1 2 3"  seeds;  MOE_NP=2 ranks;  MOE_BIN=build/release/apps/moe/moe (copied to
@@ -35,7 +36,8 @@ family_args() {
 }
 # The ablations: L_lb alone, + R_sp, + R_cp, + both, + z-loss and both, Guo et al.'s
 # orthogonality + variance losses (moe.lambda_ortho, moe.lambda_var; the values of docs/moe.md),
-# and + R_cp identity-coupled (moe.cp_identity).
+# fixed (ov) or as the targets of their automatic scaling (ova, moe.guo_autoscale), and + R_cp
+# identity-coupled (moe.cp_identity).
 ablation_args() {
   case $1 in
   lb) echo "--set moe.lambda_sp=0 --set moe.lambda_cp=0 --set moe.lambda_z=0" ;;
@@ -44,8 +46,9 @@ ablation_args() {
   spcp) echo "--set moe.lambda_sp=2e-3 --set moe.lambda_cp=1e-3 --set moe.lambda_z=0" ;;
   zspcp) echo "--set moe.lambda_sp=2e-3 --set moe.lambda_cp=1e-3 --set moe.lambda_z=1e-3" ;;
   ov) echo "--set moe.lambda_sp=0 --set moe.lambda_cp=0 --set moe.lambda_z=0 --set moe.lambda_ortho=1e-4 --set moe.lambda_var=1e-2" ;;
+  ova) echo "--set moe.lambda_sp=0 --set moe.lambda_cp=0 --set moe.lambda_z=0 --set moe.lambda_ortho=1e-4 --set moe.lambda_var=1e-2 --set moe.guo_autoscale=true" ;;
   cpid) echo "--set moe.lambda_sp=0 --set moe.lambda_cp=1e-3 --set moe.lambda_z=0 --set moe.cp_identity=true" ;;
-  *) echo "run.sh: unknown ablation '$1' (lb | sp | cp | spcp | zspcp | ov | cpid)" >&2; return 64 ;;
+  *) echo "run.sh: unknown ablation '$1' (lb | sp | cp | spcp | zspcp | ov | ova | cpid)" >&2; return 64 ;;
   esac
 }
 

@@ -16,13 +16,15 @@ import math
 import os
 import sys
 
-ROWS = ["lb", "sp", "cp", "spcp", "zspcp", "ov", "cpid"]
+ROWS = ["lb", "sp", "cp", "spcp", "zspcp", "ov", "ova", "cpid"]
 LABEL = {"lb": "L_lb", "sp": "+R_sp", "cp": "+R_cp", "spcp": "+R_sp+R_cp",
-         "zspcp": "+z+R_sp+R_cp", "ov": "Guo o+v", "cpid": "+R_cp identity"}
+         "zspcp": "+z+R_sp+R_cp", "ov": "Guo o+v", "ova": "Guo o+v auto-scaled",
+         "cpid": "+R_cp identity"}
 # Comparisons between ablations, later minus earlier on the same seed: which of the paper's two
 # losses lowers the held-out loss more, whether both together beat each alone, whether the
 # z-loss adds to them, and the pair against Guo et al.'s baseline.
-VERSUS = [("sp", "cp"), ("sp", "spcp"), ("cp", "spcp"), ("spcp", "zspcp"), ("ov", "spcp")]
+VERSUS = [("sp", "cp"), ("sp", "spcp"), ("cp", "spcp"), ("spcp", "zspcp"), ("ov", "spcp"),
+          ("ova", "spcp")]
 COLS = [("val_loss", "val loss", 3), ("val_ppl", "val ppl", 1), ("entropy", "entropy", 3),
         ("maxvio", "MaxVio", 2), ("mi_domain", "MI(e; domain)", 3),
         ("mi_next", "MI(e_l; e_l+1)", 3), ("cos2", "cos²", 4)]

@@ -370,9 +370,14 @@ typedef struct {
     double capacity_factor;
     bool pad;
     /* Guo et al.'s baselines: weights of sum_l L_o (added) and sum_l L_v (subtracted: the
-     * variance of the scores is maximised); fixed weights (their automatic scaling of the weights
-     * to powers of ten is not done) */
+     * variance of the scores is maximised); fixed, or with guo_autoscale the targets of their
+     * automatic scaling (tess_nn_moe_stack_guo_autoscale) */
     double lambda_o, lambda_v;
+    /* Guo et al.'s automatic scaling: the weights in effect are powers of ten set once, at the
+     * first training step, from lambda_o and lambda_v as targets and the losses' values then;
+     * the first MoE layer registers them as "<prefix>.guo_log10" (2: their exponents, NaN
+     * until set; not trainable), so a checkpoint keeps them. Needs lambda_o or lambda_v > 0. */
+    bool guo_autoscale;
     /* R_cp ablation: its gradient flows into the shallower layer of each adjacent pair only, the
      * deeper layer's top-k mass a constant (a detached "teacher"); the value is unchanged */
     bool cp_detach;
@@ -389,7 +394,7 @@ typedef struct {
  * std < 0, E not divisible by the size of ep, jitter outside [0, 1), capacity_factor <= 0 with a
  * drop policy, pad without one, lambda_z > 0 with sigmoid scores (the z-loss is defined on the
  * softmax router), lambda_o > 0 with k = 1, lambda_v > 0 with E = 1, a negative lambda_o or
- * lambda_v, cp_identity with lambda_cp = 0. */
+ * lambda_v, cp_identity with lambda_cp = 0, guo_autoscale with lambda_o = lambda_v = 0. */
 tess_status tess_nn_moe_check_config(const tess_nn_moe_config *cfg);
 
 /* The auxiliary terms of the last forward, summed over the MoE layers (unweighted), and the
@@ -498,6 +503,20 @@ double tess_nn_moe_stack_cosine(const tess_nn_moe_stack *s, int64_t i, tess_nn_m
 /* Guo et al.'s orthogonality loss L_o of MoE layer i's last forward, whatever lambda_o is (the
  * outputs y are on the token's rank in every mode); NAN when k = 1. */
 double tess_nn_moe_stack_ortho(const tess_nn_moe_stack *s, int64_t i);
+/* Guo et al.'s automatic scaling (cfg.guo_autoscale; call once, after the first training
+ * forward and before its backward): the weight of L_o becomes 10^round(log10(lambda_o / L_o))
+ * and that of L_v 10^round(log10(lambda_v / L_v)), the config's weights being the targets and
+ * L_o, L_v the losses' values then (the caller's choice, e.g. their mean over the MoE layers and
+ * the data-parallel ranks: every rank must pass the same). A weight whose target is 0 stays 0.
+ * Stored as the exponents in "<first MoE layer>.guo_log10". TESS_ERR_DIVERGED naming the loss
+ * when a positive target meets a value that is not finite and > 0. */
+tess_status tess_nn_moe_stack_guo_autoscale(tess_nn_moe_stack *s, double L_o, double L_v);
+/* true while guo_autoscale's weights are not set (the run's first step, unless a checkpoint
+ * restored them); false without guo_autoscale. */
+bool tess_nn_moe_stack_guo_pending(const tess_nn_moe_stack *s);
+/* The weights of L_o and L_v in effect: the config's, or guo_autoscale's (NaN while pending). */
+void tess_nn_moe_stack_guo_weights(const tess_nn_moe_stack *s, double *lambda_o,
+                                   double *lambda_v);
 /* The selection bias (E) of MoE layer i, or NULL without bias_balance. */
 float *tess_nn_moe_stack_bias(tess_nn_moe_stack *s, int64_t i);
 /* With cp_identity: the co-occurrence average chat (E,E) of MoE layers i - 1 and i (registered by

@@ -53,6 +53,8 @@ struct moe_layer {
     double std, out_std;
     int64_t i_router, i_gate, i_up, i_down, i_bias; /* registry indices; i_bias -1 without */
     int64_t i_cooc; /* R_cp's chat (E,E) of the pair (previous MoE layer, this one); -1: none */
+    int64_t i_guo;  /* the first MoE layer with guo_autoscale: the exponents (2) of the weights
+                     * of L_o, L_v; -1 otherwise */
     int64_t *counts, *offs, *pos; /* (E), (E+1), (E): routed pairs per expert (before drops),
                                    * block offsets, scratch (then the blocks' rows) */
     int64_t *kept;               /* (E) pairs kept per expert */
@@ -185,6 +187,9 @@ tess_status tess_nn_moe_check_config(const tess_nn_moe_config *c) {
                  c->lambda_o);
     TESS_REQUIRE(!(c->E == 1 && c->lambda_v > 0), TESS_ERR_CONFIG,
                  "moe.lambda_var = %g needs moe.experts >= 2, got 1", c->lambda_v);
+    TESS_REQUIRE(!c->guo_autoscale || c->lambda_o > 0 || c->lambda_v > 0, TESS_ERR_CONFIG,
+                 "moe.guo_autoscale scales moe.lambda_ortho and moe.lambda_var as targets: set "
+                 "one of them > 0 (both are 0)");
     TESS_REQUIRE(!c->cp_identity || c->lambda_cp > 0, TESS_ERR_CONFIG,
                  "moe.cp_identity couples R_cp to expert ids: it needs moe.lambda_cp > 0, got 0");
     TESS_REQUIRE(!c->ep || c->E % c->ep->size == 0, TESS_ERR_CONFIG,
@@ -249,6 +254,13 @@ static tess_status moe_add_params(tess_nn_ffn *f, tess_registry *reg, const char
                        &m->i_bias));
         TESS_CHECK(tess_registry_set_trainable(reg, m->i_bias, false));
         TESS_CHECK(tess_registry_set_decay(reg, m->i_bias, false));
+    }
+    m->i_guo = -1;
+    if (m->stack->cfg.guo_autoscale && m->idx == 0) {
+        TESS_CHECK(add(reg, prefix, "guo_log10", 1, (int64_t[]){2}, &rep, tess_init_const(NAN),
+                       &m->i_guo));
+        TESS_CHECK(tess_registry_set_trainable(reg, m->i_guo, false));
+        TESS_CHECK(tess_registry_set_decay(reg, m->i_guo, false));
     }
     m->i_cooc = -1;
     if (m->stack->cfg.cp_identity && m->idx > 0) {
@@ -936,6 +948,7 @@ typedef struct {
     int64_t N;
     const float *dgates;
     float *dprobs, *dlogits, *dmass, *din, *dxr;
+    double lambda_v; /* L_v's weight in effect (tess_nn_moe_stack_guo_weights) */
 } router_bwd_job;
 
 static void router_bwd_part(void *ctx, int member, int n) {
@@ -953,7 +966,7 @@ static void router_bwd_part(void *ctx, int member, int n) {
         tess_nn_moe_lb_backward_rows(jb->dprobs, sc * (float)cfg->lambda_lb, m->lbc, lo, hi, N,
                                      m->lbc[E], E, k);
     if (cfg->lambda_v > 0) /* maximised */
-        tess_nn_moe_variance_backward_rows(jb->dprobs, -sc * (float)cfg->lambda_v, m->probs, lo,
+        tess_nn_moe_variance_backward_rows(jb->dprobs, -sc * (float)jb->lambda_v, m->probs, lo,
                                            hi, N, E);
     const moe_layer *prev = m->idx > 0 && !cfg->cp_detach ? m->stack->layer[m->idx - 1] : NULL;
     const moe_layer *next = m->idx + 1 < m->stack->n ? m->stack->layer[m->idx + 1] : NULL;
@@ -1151,8 +1164,10 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
     rows_run(m, &(rows_job){.m = m, .kind = ROWS_COMBINE_BWD, .n = N, .in = dout, .out = dy,
                             .dgates = dgates, .dz = dzh, .dloss = sc * (float)cfg->lambda_sp});
     /* the orthogonality loss's gradient of the outputs y, at home */
+    double lambda_o, lambda_v;
+    tess_nn_moe_stack_guo_weights(m->stack, &lambda_o, &lambda_v);
     if (cfg->lambda_o > 0)
-        tess_nn_moe_ortho_backward(dy, sc * (float)cfg->lambda_o, m->y, m->row_of, N, k, C);
+        tess_nn_moe_ortho_backward(dy, sc * (float)lambda_o, m->y, m->row_of, N, k, C);
     /* dy and R_sp's dz to the experts' ranks (fast path: R_sp's gradient of the rows in a split
      * pair only, in fast_backward) */
     int64_t rx = Rn;
@@ -1196,7 +1211,7 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
      * team; then its weight gradient dlogits^T (x u), split over the team by columns */
     float *dxr = m->noise ? dgates + scratch_head(m, N) - N * C : NULL;
     team_run(m, router_bwd_part,
-             &(router_bwd_job){.m = m, .N = N, .dgates = dgates, .dprobs = dprobs,
+             &(router_bwd_job){.m = m, .N = N, .dgates = dgates, .dprobs = dprobs, .lambda_v = lambda_v,
                                .dlogits = dlogits, .dmass = dmass, .din = din, .dxr = dxr});
     team_run(m, router_wgrad_part,
              &(router_wgrad_job){.m = m, .N = N, .dlogits = dlogits,
@@ -1379,8 +1394,46 @@ void tess_nn_moe_stack_aux(const tess_nn_moe_stack *s, tess_nn_moe_aux *aux) {
                                       : tess_nn_moe_rcp_forward(m->mass, n->mass, m->N);
     }
     aux->dropped = routed > 0 ? aux->dropped / routed : 0.0;
+    double lambda_o, lambda_v;
+    tess_nn_moe_stack_guo_weights(s, &lambda_o, &lambda_v);
     aux->total = c->lambda_lb * aux->lb + c->lambda_z * aux->z + c->lambda_sp * aux->sp +
-                 c->lambda_cp * aux->cp + c->lambda_o * aux->o - c->lambda_v * aux->v;
+                 c->lambda_cp * aux->cp + lambda_o * aux->o - lambda_v * aux->v;
+}
+
+/* The exponents of guo_autoscale's weights (2), or NULL without it. */
+static float *guo_log10(const tess_nn_moe_stack *s) {
+    return s->n > 0 && s->layer[0]->i_guo >= 0 ? P(s->layer[0], s->layer[0]->i_guo) : NULL;
+}
+
+tess_status tess_nn_moe_stack_guo_autoscale(tess_nn_moe_stack *s, double L_o, double L_v) {
+    float *e = guo_log10(s);
+    TESS_REQUIRE(e, TESS_ERR_ARG, "guo_autoscale: the stack has no MoE layer with it on");
+    const double target[2] = {s->cfg.lambda_o, s->cfg.lambda_v}, value[2] = {L_o, L_v};
+    static const char *const name[2] = {"L_o (orthogonality)", "L_v (routing variance)"};
+    for (int i = 0; i < 2; i++) {
+        if (target[i] <= 0) {
+            e[i] = -INFINITY; /* 10^-inf = 0: the loss stays off */
+            continue;
+        }
+        TESS_REQUIRE(isfinite(value[i]) && value[i] > 0, TESS_ERR_DIVERGED,
+                     "moe.guo_autoscale: %s = %g at the first step, cannot scale its weight "
+                     "towards the target %g (needs a finite value > 0)",
+                     name[i], value[i], target[i]);
+        e[i] = (float)round(log10(target[i] / value[i]));
+    }
+    return TESS_OK;
+}
+
+bool tess_nn_moe_stack_guo_pending(const tess_nn_moe_stack *s) {
+    const float *e = guo_log10(s);
+    return e && (isnan(e[0]) || isnan(e[1]));
+}
+
+void tess_nn_moe_stack_guo_weights(const tess_nn_moe_stack *s, double *lambda_o,
+                                   double *lambda_v) {
+    const float *e = guo_log10(s);
+    *lambda_o = e ? pow(10.0, (double)e[0]) : s->cfg.lambda_o;
+    *lambda_v = e ? pow(10.0, (double)e[1]) : s->cfg.lambda_v;
 }
 
 int64_t tess_nn_moe_stack_layers(const tess_nn_moe_stack *s) { return s->n; }

@@ -16,10 +16,12 @@
 #   text_corpus: jobs/moe-text.sh on the installed packages and SHARED/text (77 when absent),
 #             small: each domain's tokens in /domain match the manifest (h5py, PYTHON), and 20
 #             steps of moe train on it with 7 domains.
-#   resume:   a small model with every aux loss and the balancing bias on, 40 steps on 2 ranks,
-#             against the same run stopped at step 20 (run.stop_at: exit 75) and resumed: the
-#             metrics (step, loss) and the final checkpoints (parameters with the biases, AdamW)
-#             must be identical.
+#   resume:   a small model with every aux loss and the balancing bias on, Guo et al.'s losses
+#             with their weights scaled at the first step, 40 steps on 2 ranks, against the same
+#             run stopped at step 20 (run.stop_at: exit 75) and resumed: the metrics (step, loss)
+#             and the final checkpoints (parameters with the biases and the scaled weights'
+#             exponents, AdamW) must be identical; the weights are scaled once, in the first
+#             run, not again on resume.
 #   ep:       the same 20 steps on 1 rank and with expert parallelism (2 ranks ep 2, 4 ranks
 #             dp 2 x ep 2, 4 ranks ep 4) agree to a relative 1e-5 in the training loss.
 #   reshard:  a run saved at ep 2 and resumed at ep 1 and ep 4 continues with the losses of the
@@ -170,7 +172,8 @@ resume)
   # the balancing bias and the identity-coupled R_cp's co-occurrence average are state too
   common=("${small[@]}" --set train.steps=40 --set train.eval_every=20 --set run.log_every=5
           --set moe.lambda_z=1e-3 --set moe.bias_balance=true --set moe.bias_rate=1e-2
-          --set moe.cp_identity=true --set moe.cp_decay=0.9)
+          --set moe.cp_identity=true --set moe.cp_decay=0.9 --set moe.lambda_ortho=1e-4
+          --set moe.lambda_var=1e-2 --set moe.guo_autoscale=true)
   "$mpiexec" -n 2 "$exe" "${common[@]}" --set run.dir=full >full.log 2>&1 || { cat full.log; fail "full run"; }
   rc=0
   "$mpiexec" -n 2 "$exe" "${common[@]}" --set run.dir=stopped --set run.stop_at=20 >stop.log 2>&1 || rc=$?
@@ -178,14 +181,19 @@ resume)
   "$mpiexec" -n 2 "$exe" "${common[@]}" --set run.dir=stopped --resume auto >resume.log 2>&1 ||
     { cat resume.log; fail "the resumed run failed"; }
   grep -q "resumed from step 20" resume.log || fail "the run did not resume from step 20"
+  grep -q "Guo et al.'s weights scaled at the first step" stop.log ||
+    { cat stop.log; fail "the first run did not scale Guo et al.'s weights"; }
+  ! grep -q "Guo et al.'s weights scaled" resume.log ||
+    fail "the resumed run scaled Guo et al.'s weights again instead of restoring them"
   cmp <(cut -d, -f1-7 full/metrics.csv) <(cut -d, -f1-7 stopped/metrics.csv) ||
     fail "metrics of the resumed run differ from the uninterrupted one"
   "$tool" diff full/checkpoints stopped/checkpoints || fail "final checkpoints differ"
   "$mpiexec" -n 1 "$exe" "${small[@]}" --set moe.bias_balance=true --set moe.cp_identity=true \
-    --print-params >params.log 2>&1 || { cat params.log; fail "--print-params"; }
+    --set moe.lambda_var=1e-2 --set moe.guo_autoscale=true --print-params >params.log 2>&1 ||
+    { cat params.log; fail "--print-params"; }
   grep -q "^params/layers.1.mlp.bias " params.log && grep -q "^optim/v/layers.0.mlp.w_gate " params.log &&
-    grep -q "^params/layers.1.mlp.cp_cooc " params.log ||
-    { cat params.log; fail "--print-params lacks the balancing bias, R_cp's co-occurrence or the experts' AdamW state"; }
+    grep -q "^params/layers.1.mlp.cp_cooc " params.log && grep -q "^params/layers.0.mlp.guo_log10 " params.log ||
+    { cat params.log; fail "--print-params lacks the balancing bias, R_cp's co-occurrence, Guo et al.'s exponents or the experts' AdamW state"; }
   ;;
 metrics)
   common=("${small[@]}" --set train.steps=6 --set train.eval_every=6 --set run.log_every=2

@@ -5,7 +5,7 @@
  * them (the co-located fast path of expert parallelism), the balancing-bias rule, sigmoid scores, the capacity
  * permutation against its definition (both drop policies, padding, count conservation), the
  * dropped fraction and the router jitter of a layer, Guo et al.'s orthogonality and variance
- * losses by hand, config errors, and an MoE transformer (MoE
+ * losses by hand and their automatic weight scaling, config errors, and an MoE transformer (MoE
  * every other layer) whose gradient of CE + aux matches finite differences. */
 #include <math.h>
 #include <stdlib.h>
@@ -466,6 +466,14 @@ static void check_config(void) {
                         strstr(tess_error_text(), "moe.lambda_ortho = 0.01 needs moe.top_k >= 2"),
                     "orthogonality loss with k = 1: %s", tess_error_text());
     c = ok;
+    c.guo_autoscale = true;
+    TESS_TEST_CHECK(tess_nn_moe_check_config(&c) == TESS_ERR_CONFIG &&
+                        strstr(tess_error_text(), "moe.guo_autoscale") &&
+                        strstr(tess_error_text(), "both are 0"),
+                    "autoscale without targets: %s", tess_error_text());
+    c.lambda_v = 1e-2;
+    TESS_TEST_CHECK(tess_nn_moe_check_config(&c) == TESS_OK, "autoscale with a target");
+    c = ok;
     c.score = TESS_NN_MOE_SCORE_SIGMOID, c.lambda_z = 1e-3;
     TESS_TEST_CHECK(tess_nn_moe_check_config(&c) == TESS_ERR_CONFIG &&
                         strstr(tess_error_text(), "needs moe.score = softmax"),
@@ -505,6 +513,73 @@ static void one_layer_free(one_layer *o) {
     tess_nn_moe_stack_destroy(&o->st);
     tess_registry_destroy(&o->reg);
     tess_arena_free(&o->arena);
+}
+
+/* Guo et al.'s automatic scaling: the entry starts NaN (pending); the weights become 10 to the
+ * rounded log10 of target / value and stay; a layer so scaled gives the aux total and the
+ * gradients of a layer with those weights fixed, bit for bit; a zero target keeps its loss off;
+ * a value that is not > 0 is an error naming the loss. */
+static void check_guo_autoscale(void) {
+    enum { N = 16, C = 6 };
+    float x[N * C], dy[N * C], y[N * C], dx[N * C];
+    tess_ref_fill_uniform(x, N * C, 61, 1.0f);
+    tess_ref_fill_uniform(dy, N * C, 62, 1.0f);
+    tess_nn_moe_config mc = {.E = 4, .k = 2, .F = 5, .every = 1, .std = 0.02, .lambda_lb = 0.01,
+                             .seed = 17, .lambda_o = 1e-4, .lambda_v = 1e-2,
+                             .guo_autoscale = true};
+    one_layer o, f;
+    TESS_TEST_CHECK(one_layer_build(&o, &mc, C) == TESS_OK, "layer: %s", tess_error_text());
+    const int64_t ig = tess_registry_find(o.reg, "m.guo_log10");
+    TESS_TEST_CHECK(ig == tess_registry_count(o.reg) - 1, "m.guo_log10 registered last");
+    TESS_TEST_CHECK(tess_registry_init_params(o.reg, 5) == TESS_OK, "init: %s", tess_error_text());
+    float *e = tess_registry_param(o.reg, ig);
+    TESS_TEST_CHECK(isnan(e[0]) && isnan(e[1]) && tess_nn_moe_stack_guo_pending(o.st),
+                    "pending at init");
+    for (int64_t i = 0; i < ig; i++) /* one_layer_build's parameters again */
+        tess_ref_fill_uniform(tess_registry_param(o.reg, i),
+                              tess_registry_get(o.reg, i)->local_count, (uint32_t)(60 + i), 1.0f);
+    tess_nn_ffn_forward(o.f, y, x, N);
+    /* 1e-4 / 3.2e-3: log10 -1.505 -> -2; 1e-2 / 2.9e-5: log10 2.54 -> 3 */
+    TESS_TEST_CHECK(tess_nn_moe_stack_guo_autoscale(o.st, 3.2e-3, 2.9e-5) == TESS_OK,
+                    "autoscale: %s", tess_error_text());
+    double wo, wv;
+    tess_nn_moe_stack_guo_weights(o.st, &wo, &wv);
+    TESS_TEST_CHECK(e[0] == -2.0f && e[1] == 3.0f && wo == 1e-2 && wv == 1e3 &&
+                        !tess_nn_moe_stack_guo_pending(o.st),
+                    "exponents %g %g, weights %g %g", e[0], e[1], wo, wv);
+    tess_nn_moe_config fixed = mc;
+    fixed.guo_autoscale = false, fixed.lambda_o = 1e-2, fixed.lambda_v = 1e3;
+    TESS_TEST_CHECK(one_layer_build(&f, &fixed, C) == TESS_OK, "layer: %s", tess_error_text());
+    tess_nn_ffn_forward(f.f, y, x, N);
+    tess_nn_moe_aux ao, af;
+    tess_nn_moe_stack_aux(o.st, &ao);
+    tess_nn_moe_stack_aux(f.st, &af);
+    TESS_TEST_CHECK(ao.total == af.total && ao.o > 0 && ao.v > 0,
+                    "aux total %.9g scaled, %.9g fixed", ao.total, af.total);
+    const int64_t n = tess_registry_local_total(f.reg);
+    float *scratch = malloc((size_t)tess_nn_ffn_scratch_floats(o.f, N) * sizeof(float));
+    tess_registry_zero_grads(o.reg);
+    memset(dx, 0, sizeof dx);
+    tess_nn_ffn_backward(o.f, dx, scratch, dy, N);
+    tess_registry_zero_grads(f.reg);
+    memset(dx, 0, sizeof dx);
+    tess_nn_ffn_backward(f.f, dx, scratch, dy, N);
+    TESS_TEST_CHECK(memcmp(tess_registry_grads(o.reg), tess_registry_grads(f.reg),
+                           (size_t)n * sizeof(float)) == 0,
+                    "gradients of the scaled weights = those of the same weights fixed");
+    free(scratch);
+    one_layer_free(&f);
+    TESS_TEST_CHECK(tess_nn_moe_stack_guo_autoscale(o.st, 0.0, 2.9e-5) == TESS_ERR_DIVERGED &&
+                        strstr(tess_error_text(), "L_o (orthogonality) = 0 at the first step"),
+                    "L_o = 0: %s", tess_error_text());
+    one_layer_free(&o);
+    mc.lambda_v = 0;
+    TESS_TEST_CHECK(one_layer_build(&o, &mc, C) == TESS_OK, "layer: %s", tess_error_text());
+    TESS_TEST_CHECK(tess_nn_moe_stack_guo_autoscale(o.st, 2e-5, NAN) == TESS_OK,
+                    "autoscale, L_v off: %s", tess_error_text());
+    tess_nn_moe_stack_guo_weights(o.st, &wo, &wv);
+    TESS_TEST_CHECK(wo == 10.0 && wv == 0.0, "target 0 keeps L_v off: weights %g %g", wo, wv);
+    one_layer_free(&o);
 }
 
 /* The dropped fraction in the layer's stats, and the router jitter: off when evaluating, a
@@ -958,6 +1033,7 @@ int main(int argc, char **argv) {
     check_sigmoid();
     check_permute();
     check_guo();
+    check_guo_autoscale();
     check_config();
     check_layer_stats_and_jitter();
     check_rows_kernels();
