@@ -31,82 +31,99 @@ double tess_bench_cpu_now(void) {
 
 enum { PEAK_MAX_REPS = 64 };
 
-/* One n x n x n product C = A B, row-major, on the chosen path: cblas_sgemm at the current
- * OpenBLAS thread count, or tess_matmul_tiles with the rows of C split over a team. */
-typedef struct {
-    const float *a, *b;
-    float *c;
+/* One n x n x n product C = A B, row-major, ready to be timed on either path: cblas_sgemm at the
+ * current OpenBLAS thread count, or tess_matmul_tiles with the rows of C split over the team. */
+struct tess_bench_peak {
+    float *a, *b, *c;
     int64_t n;
-} peak_job;
+    tess_team *team;
+};
 
 static void peak_tiles_part(void *ctx, int member, int nm) {
-    const peak_job *j = ctx;
-    const int64_t r0 = j->n * member / nm, r1 = j->n * (member + 1) / nm;
-    tess_matmul_tiles(j->c + r0 * j->n, j->n, j->a + r0 * j->n, j->n, j->b, j->n, r1 - r0, j->n,
-                      j->n, false, false, 1.0f, 0.0f, NULL);
+    const tess_bench_peak *p = ctx;
+    const int64_t r0 = p->n * member / nm, r1 = p->n * (member + 1) / nm;
+    tess_matmul_tiles(p->c + r0 * p->n, p->n, p->a + r0 * p->n, p->n, p->b, p->n, r1 - r0, p->n,
+                      p->n, false, false, 1.0f, 0.0f, NULL);
 }
 
-static void peak_product(const peak_job *j, tess_team *team) {
-    const int ni = (int)j->n;
-    if (team)
-        tess_team_run(team, peak_tiles_part, (void *)j);
-    else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, ni, ni, 1.0f, j->a, ni, j->b,
-                    ni, 0.0f, j->c, ni);
+void tess_bench_peak_destroy(tess_bench_peak **p) {
+    if (!*p) return;
+    tess_team_destroy(&(*p)->team);
+    free((*p)->a), free((*p)->b), free((*p)->c);
+    free(*p);
+    *p = NULL;
 }
 
-/* The peak of tess_bench_sgemm_peak (team NULL) or tess_bench_tiles_peak. */
-static tess_status gemm_peak(int64_t n, int reps, tess_team *team, double *wall, double *cpu) {
-    TESS_REQUIRE(n >= 1 && n <= 8192 && reps >= 1 && reps <= PEAK_MAX_REPS, TESS_ERR_ARG,
-                 "peak gemm: n = %lld must be in [1, 8192] and reps = %d in [1, %d]",
-                 (long long)n, reps, PEAK_MAX_REPS);
-    float *a = malloc((size_t)(n * n) * sizeof *a), *b = malloc((size_t)(n * n) * sizeof *b);
-    float *c = malloc((size_t)(n * n) * sizeof *c);
-    if (!a || !b || !c) {
-        free(a);
-        free(b);
-        free(c);
+tess_status tess_bench_peak_create(tess_bench_peak **out, int64_t n, int threads) {
+    *out = NULL;
+    TESS_REQUIRE(n >= 1 && n <= 8192 && threads >= 1, TESS_ERR_ARG,
+                 "peak gemm: n = %lld must be in [1, 8192] and threads = %d >= 1", (long long)n,
+                 threads);
+    tess_bench_peak *p = calloc(1, sizeof *p);
+    if (p) {
+        p->n = n;
+        p->a = malloc((size_t)(n * n) * sizeof(float));
+        p->b = malloc((size_t)(n * n) * sizeof(float));
+        p->c = malloc((size_t)(n * n) * sizeof(float));
+    }
+    if (!p || !p->a || !p->b || !p->c) {
+        tess_bench_peak_destroy(&p);
         return tess_error_push(TESS_ERR_MEM, __FILE__, __LINE__, __func__,
                                "cannot allocate three %lld x %lld matrices", (long long)n,
                                (long long)n);
     }
+    const tess_status s = tess_team_create(&p->team, threads);
+    if (s != TESS_OK) {
+        tess_bench_peak_destroy(&p);
+        return s;
+    }
     const tess_rng_key key = {.seed = 1, .stream = 0};
-    tess_rng_fill_normal(key, tess_rng_ctr(TESS_RNG_PURPOSE_TEST, 1), 0, n * n, a, 0.0f, 1.0f);
-    tess_rng_fill_normal(key, tess_rng_ctr(TESS_RNG_PURPOSE_TEST, 2), 0, n * n, b, 0.0f, 1.0f);
-    double tw[PEAK_MAX_REPS], tc[PEAK_MAX_REPS];
-    const peak_job job = {.a = a, .b = b, .c = c, .n = n};
-    for (int r = -1; r < reps; r++) { /* r = -1: warm-up (page faults, OpenBLAS buffers) */
-        double w0 = tess_timer_now(), c0 = tess_bench_cpu_now();
-        peak_product(&job, team);
-        if (r >= 0) {
-            tw[r] = tess_timer_now() - w0;
-            tc[r] = tess_bench_cpu_now() - c0;
-        }
+    tess_rng_fill_normal(key, tess_rng_ctr(TESS_RNG_PURPOSE_TEST, 1), 0, n * n, p->a, 0.0f, 1.0f);
+    tess_rng_fill_normal(key, tess_rng_ctr(TESS_RNG_PURPOSE_TEST, 2), 0, n * n, p->b, 0.0f, 1.0f);
+    double w, c; /* warm-up of both paths: page faults, OpenBLAS buffers, the team's threads */
+    tess_bench_peak_time(p, false, &w, &c);
+    tess_bench_peak_time(p, true, &w, &c);
+    *out = p;
+    return TESS_OK;
+}
+
+void tess_bench_peak_time(tess_bench_peak *p, bool tiles, double *wall, double *cpu) {
+    const int ni = (int)p->n;
+    const double w0 = tess_timer_now(), c0 = tess_bench_cpu_now();
+    if (tiles)
+        tess_team_run(p->team, peak_tiles_part, p);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, ni, ni, 1.0f, p->a, ni, p->b,
+                    ni, 0.0f, p->c, ni);
+    const double flops = 2.0 * (double)p->n * (double)p->n * (double)p->n;
+    *wall = flops / (tess_timer_now() - w0) * 1e-9;
+    *cpu = flops / (tess_bench_cpu_now() - c0) * 1e-9;
+}
+
+/* The best of reps timed calls on one path (tess_bench_sgemm_peak, tess_bench_tiles_peak). */
+static tess_status gemm_peak(int64_t n, int reps, int threads, bool tiles, double *wall,
+                             double *cpu) {
+    TESS_REQUIRE(reps >= 1 && reps <= PEAK_MAX_REPS, TESS_ERR_ARG,
+                 "peak gemm: reps = %d must be in [1, %d]", reps, PEAK_MAX_REPS);
+    tess_bench_peak *p;
+    TESS_CHECK(tess_bench_peak_create(&p, n, threads));
+    *wall = *cpu = 0.0;
+    for (int r = 0; r < reps; r++) {
+        double w, c;
+        tess_bench_peak_time(p, tiles, &w, &c);
+        if (w > *wall) *wall = w;
+        if (c > *cpu) *cpu = c;
     }
-    free(a);
-    free(b);
-    free(c);
-    const double flops = 2.0 * (double)n * (double)n * (double)n;
-    double best_w = tw[0], best_c = tc[0];
-    for (int r = 1; r < reps; r++) {
-        if (tw[r] < best_w) best_w = tw[r];
-        if (tc[r] < best_c) best_c = tc[r];
-    }
-    *wall = flops / best_w * 1e-9;
-    *cpu = flops / best_c * 1e-9;
+    tess_bench_peak_destroy(&p);
     return TESS_OK;
 }
 
 tess_status tess_bench_sgemm_peak(int64_t n, int reps, double *wall, double *cpu) {
-    return gemm_peak(n, reps, NULL, wall, cpu);
+    return gemm_peak(n, reps, 1, false, wall, cpu);
 }
 
 tess_status tess_bench_tiles_peak(int64_t n, int threads, int reps, double *wall, double *cpu) {
-    tess_team *team;
-    TESS_CHECK(tess_team_create(&team, threads));
-    const tess_status s = gemm_peak(n, reps, team, wall, cpu);
-    tess_team_destroy(&team);
-    return s;
+    return gemm_peak(n, reps, threads, true, wall, cpu);
 }
 
 void tess_bench_blas_setup(int threads) {

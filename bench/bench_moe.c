@@ -13,7 +13,9 @@
  * team), each the better of a measurement before and one after the steps (all four printed);
  * peak_gflops is the better path's (peak_kind), so the driver reports the GEMM share of the step
  * against the faster of the two; "moe_threads": the threads the layer runs its experts on
- * (--threads > 1: a team, nn/moe.h).
+ * (--threads > 1: a team, nn/moe.h). After each timed step two calls of each path are timed too,
+ * "step_peak_gflops" and "step_peak_cpu_gflops" (the fastest of the four, wall and CPU), so that
+ * each step can be set against the peak of the same minute (the driver's paired share).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +27,7 @@
 #include "core/rng.h"     /* tess_rng_fill_uniform */
 
 typedef struct {
+    tess_bench_peak *peak;
     tess_registry *reg;
     tess_nn_moe_stack *st;
     tess_nn_ffn *f;
@@ -33,6 +36,7 @@ typedef struct {
 } bench;
 
 static void bench_free(bench *b) {
+    tess_bench_peak_destroy(&b->peak);
     tess_nn_ffn_destroy(&b->f);
     tess_nn_moe_stack_destroy(&b->st);
     tess_registry_destroy(&b->reg);
@@ -101,6 +105,7 @@ static tess_status run(bench *b, int argc, char **argv) {
 
     peak_pair before, after;
     TESS_CHECK(measure_peaks(&before, (int)o[0]));
+    TESS_CHECK(tess_bench_peak_create(&b->peak, 1024, (int)o[0]));
     printf("gemm_flops_per_step %.6e\n", 18.0 * (double)(N * mc.k * C * mc.F));
     for (int64_t s = -warmup; s < reps; s++) {
         /* backward adds into dx (in a model: the residual stream's gradient, never zeroed), so
@@ -111,7 +116,15 @@ static tess_status run(bench *b, int argc, char **argv) {
         tess_nn_ffn_forward(b->f, b->y, b->x, N);
         tess_nn_ffn_backward(b->f, b->dx, b->scratch, b->dy, N);
         double w = tess_timer_now() - w0, c = tess_bench_cpu_now() - c0;
-        if (s >= 0) printf("step_s %.6f\nstep_cpu_s %.6f\n", w, c);
+        if (s < 0) continue;
+        printf("step_s %.6f\nstep_cpu_s %.6f\n", w, c);
+        double best = 0.0, best_cpu = 0.0; /* of two calls per path: a call can fall in a pause */
+        for (int call = 0; call < 4; call++) {
+            double g, g_cpu;
+            tess_bench_peak_time(b->peak, call % 2 == 1, &g, &g_cpu);
+            best = better(best, g), best_cpu = better(best_cpu, g_cpu);
+        }
+        printf("step_peak_gflops %.2f\nstep_peak_cpu_gflops %.2f\n", best, best_cpu);
     }
     TESS_CHECK(measure_peaks(&after, (int)o[0]));
     print_peak(&before, &after);

@@ -9,15 +9,20 @@
 # Tessera's step is the median of its processes' median steps (the faster middle one for an
 # even count), in brackets the fastest and the slowest process median; PyTorch's is its
 # process's median step (min-max over its steps); the speed-up and tokens/s use those medians.
-# The expert-GEMM share is taken in each process apart: the GEMM FLOPs of a step over that
-# process's median step, against the 1024^3 peak the same process measures before and after its
-# steps (the better of the two; bench_moe takes the faster of OpenBLAS's sgemm and the AVX-512
-# tiles the experts run on, named in the column), because the peak moves by 10-25% between
-# processes and much less within one. The last column gives the GEMM rate and share of the
-# median process, the lowest-highest share over the processes, and the peaks' range. torch=0
+# The expert-GEMM share is taken in each process apart, step by step: the GEMM FLOPs of a step
+# over its time, against the 1024^3 peak that bench_moe times right after that step (two calls
+# each of OpenBLAS's sgemm and of the AVX-512 tiles the experts run on, the fastest of the four),
+# and the process's share is the median over its steps. Pairing each step with a peak of the
+# same minute matters on a shared VM, whose speed drifts by several percent within a minute and
+# by 10-25% between processes: against the best of a few peak calls before and after the steps
+# (the earlier definition; bench_moe still prints those peaks) twelve processes' shares spread
+# over 6.6 points, paired over 2.7, the median 1 point lower (docs/benchmarks.md, "each step
+# against the peak of the same minute"). The last column gives the GEMM rate and share of the median
+# process, the lowest-highest share over the processes, and the range of the processes' median
+# paired peaks. torch=0
 # leaves PyTorch out (its columns print "-"): a quick share-only run. Cost with the defaults:
-# PyTorch's 16 processes ~8 min (wall clock, idle, 5bae5e2), Tessera's 48 processes 2-3 min
-# (2 min with reps = 5 under load): about 11 min in all.
+# PyTorch's 16 processes ~8 min (wall clock, idle, 5bae5e2), Tessera's 24 processes ~2 min
+# (40 processes, 5 per row: 3.3 min idle, adc9cfe): about 10 min in all.
 # usage: bash bench/run_moe.sh [build_dir=build/ci] [reps=7] [clock=cpu|wall] [procs=3] [torch=1|0]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,8 +32,8 @@ clock=${3:-cpu}
 procs=${4:-3}
 torch=${5:-1}
 case $clock in
-  cpu) key=step_cpu_s; pkey=peak_cpu_gflops; unit=CPU ;;
-  wall) key=step_s; pkey=peak_gflops; unit=wall ;;
+  cpu) key=step_cpu_s; pkey=step_peak_cpu_gflops; unit=CPU ;;
+  wall) key=step_s; pkey=step_peak_gflops; unit=wall ;;
   *) echo "run_moe.sh: clock must be cpu or wall, got '$clock'" >&2; exit 2 ;;
 esac
 [[ $procs =~ ^[1-9][0-9]*$ ]] || { echo "run_moe.sh: procs must be >= 1, got '$procs'" >&2; exit 2; }
@@ -36,7 +41,7 @@ esac
 py=/usr/bin/python3
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc --all) cores; $(date -u +%FT%TZ); $bd; $procs Tessera processes per row"
 echo
-echo "| shape (T, d, d_ff, E, k) | threads | losses | Tessera $unit s/step, median of $procs processes (fastest-slowest process) | PyTorch $unit s/step (min-max) | speed-up | Tessera tokens/s | expert-GEMM GFLOP/s (share of the own process's peak, sgemm or tiles; lowest-highest share over the processes; peaks) |"
+echo "| shape (T, d, d_ff, E, k) | threads | losses | Tessera $unit s/step, median of $procs processes (fastest-slowest process) | PyTorch $unit s/step (min-max) | speed-up | Tessera tokens/s | expert-GEMM GFLOP/s (share of the peak timed after each step, median process, sgemm or tiles; lowest-highest share over the processes; peaks) |"
 echo "|---|---:|---|---|---|---:|---:|---|"
 stats() { sort -n | awk '{a[NR]=$1} END{printf "%.4f %.4f %.4f\n", a[int((NR+1)/2)], a[1], a[NR]}'; }
 for shape in "2048 256 512 8 2" "4096 512 1024 16 2"; do
@@ -49,10 +54,23 @@ for shape in "2048 256 512 8 2" "4096 512 1024 16 2"; do
       for ((p = 0; p < procs; p++)); do
         out=$(OPENBLAS_NUM_THREADS=$th OMP_NUM_THREADS=1 "$bd/bench/bench_moe" --threads "$th" $args --sp "$sp")
         read -r tm _ < <(echo "$out" | awk -v k=$key '$1 == k {print $2}' | stats)
-        peak=$(echo "$out" | awk -v k=$pkey '$1 == k {print $2}')
         flops=$(echo "$out" | awk '$1 == "gemm_flops_per_step" {print $2}')
         kind=$(echo "$out" | awk '$1 == "peak_kind" {print $2}')
-        per+="$tm $(awk -v f="$flops" -v t="$tm" -v pk="$peak" 'BEGIN {printf "%.6f %.2f", 100 * f / t / 1e9 / pk, pk}') $kind $flops"$'\n'
+        # per step: share against the peak timed right after it; the process: their median,
+        # and the median of its paired peaks
+        read -r share peak < <(echo "$out" | awk -v k=$key -v pk=$pkey -v f="$flops" '
+          $1 == k { t[++n] = $2 } $1 == pk { q[++m] = $2 }
+          function median(a, c,   i, j, x) { # insertion sort; the middle, the lower one for even c
+            for (i = 2; i <= c; i++) {
+              x = a[i]
+              for (j = i - 1; j >= 1 && a[j] > x; j--) a[j + 1] = a[j]
+              a[j + 1] = x
+            }
+            return a[int((c + 1) / 2)] }
+          END {
+            for (i = 1; i <= n; i++) s[i] = 100 * f / t[i] / 1e9 / q[i]
+            printf "%.6f %.2f\n", median(s, n), median(q, m) }')
+        per+="$tm $share $peak $kind $flops"$'\n'
         if ((p == 0 && torch == 1)); then
           read -r pm plo phi < <(OMP_NUM_THREADS=$th "$py" bench/bench_moe_torch.py --threads "$th" $args --sp "$sp" |
             awk -v k=$key '$1 == k {print $2}' | stats)
