@@ -1211,8 +1211,9 @@ static void moe_backward(tess_nn_ffn *f, float *din, float *scratch, const float
      * team; then its weight gradient dlogits^T (x u), split over the team by columns */
     float *dxr = m->noise ? dgates + scratch_head(m, N) - N * C : NULL;
     team_run(m, router_bwd_part,
-             &(router_bwd_job){.m = m, .N = N, .dgates = dgates, .dprobs = dprobs, .lambda_v = lambda_v,
-                               .dlogits = dlogits, .dmass = dmass, .din = din, .dxr = dxr});
+             &(router_bwd_job){.m = m, .N = N, .dgates = dgates, .dprobs = dprobs,
+                               .dlogits = dlogits, .dmass = dmass, .din = din, .dxr = dxr,
+                               .lambda_v = lambda_v});
     team_run(m, router_wgrad_part,
              &(router_wgrad_job){.m = m, .N = N, .dlogits = dlogits,
                                  .rin = m->noise ? m->xj : m->in});
