@@ -29,8 +29,6 @@ double tess_bench_cpu_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-enum { PEAK_MAX_REPS = 64 };
-
 /* One n x n x n product C = A B, row-major, ready to be timed on either path: cblas_sgemm at the
  * current OpenBLAS thread count, or tess_matmul_tiles with the rows of C split over the team. */
 struct tess_bench_peak {
@@ -81,39 +79,38 @@ tess_status tess_bench_peak_create(tess_bench_peak **out, int64_t n, int threads
     tess_rng_fill_normal(key, tess_rng_ctr(TESS_RNG_PURPOSE_TEST, 1), 0, n * n, p->a, 0.0f, 1.0f);
     tess_rng_fill_normal(key, tess_rng_ctr(TESS_RNG_PURPOSE_TEST, 2), 0, n * n, p->b, 0.0f, 1.0f);
     double w, c; /* warm-up of both paths: page faults, OpenBLAS buffers, the team's threads */
-    tess_bench_peak_time(p, false, &w, &c);
-    tess_bench_peak_time(p, true, &w, &c);
+    tess_bench_peak_time(p, false, 1, &w, &c);
+    tess_bench_peak_time(p, true, 1, &w, &c);
     *out = p;
     return TESS_OK;
 }
 
-void tess_bench_peak_time(tess_bench_peak *p, bool tiles, double *wall, double *cpu) {
+void tess_bench_peak_time(tess_bench_peak *p, bool tiles, int calls, double *wall,
+                          double *cpu) {
     const int ni = (int)p->n;
-    const double w0 = tess_timer_now(), c0 = tess_bench_cpu_now();
-    if (tiles)
-        tess_team_run(p->team, peak_tiles_part, p);
-    else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, ni, ni, 1.0f, p->a, ni, p->b,
-                    ni, 0.0f, p->c, ni);
     const double flops = 2.0 * (double)p->n * (double)p->n * (double)p->n;
-    *wall = flops / (tess_timer_now() - w0) * 1e-9;
-    *cpu = flops / (tess_bench_cpu_now() - c0) * 1e-9;
-}
-
-/* The best of reps timed calls on one path (tess_bench_sgemm_peak, tess_bench_tiles_peak). */
-static tess_status gemm_peak(int64_t n, int reps, int threads, bool tiles, double *wall,
-                             double *cpu) {
-    TESS_REQUIRE(reps >= 1 && reps <= PEAK_MAX_REPS, TESS_ERR_ARG,
-                 "peak gemm: reps = %d must be in [1, %d]", reps, PEAK_MAX_REPS);
-    tess_bench_peak *p;
-    TESS_CHECK(tess_bench_peak_create(&p, n, threads));
     *wall = *cpu = 0.0;
-    for (int r = 0; r < reps; r++) {
-        double w, c;
-        tess_bench_peak_time(p, tiles, &w, &c);
+    for (int r = 0; r < calls; r++) {
+        const double w0 = tess_timer_now(), c0 = tess_bench_cpu_now();
+        if (tiles)
+            tess_team_run(p->team, peak_tiles_part, p);
+        else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, ni, ni, 1.0f, p->a, ni,
+                        p->b, ni, 0.0f, p->c, ni);
+        const double w = flops / (tess_timer_now() - w0) * 1e-9;
+        const double c = flops / (tess_bench_cpu_now() - c0) * 1e-9;
         if (w > *wall) *wall = w;
         if (c > *cpu) *cpu = c;
     }
+}
+
+/* A peak object for one measurement (tess_bench_sgemm_peak, tess_bench_tiles_peak). */
+static tess_status gemm_peak(int64_t n, int reps, int threads, bool tiles, double *wall,
+                             double *cpu) {
+    TESS_REQUIRE(reps >= 1, TESS_ERR_ARG, "peak gemm: reps = %d must be >= 1", reps);
+    tess_bench_peak *p;
+    TESS_CHECK(tess_bench_peak_create(&p, n, threads));
+    tess_bench_peak_time(p, tiles, reps, wall, cpu);
     tess_bench_peak_destroy(&p);
     return TESS_OK;
 }

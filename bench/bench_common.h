@@ -40,12 +40,12 @@ tess_status tess_bench_tiles_peak(int64_t n, int threads, int reps, double *wall
  * can pair each timed step with a peak measured right after it (the host's speed drifts by
  * several percent within a minute on a shared VM). create allocates and fills the operands,
  * starts a team of `threads` for the tiles and makes one warm-up call of each path
- * (TESS_ERR_MEM, or the team's error); time makes one call of one path (tiles false:
- * cblas_sgemm at the current OpenBLAS thread count) and gives its GFLOP/s in wall and process
- * CPU time. */
+ * (TESS_ERR_MEM, or the team's error); time makes `calls` >= 1 calls of one path (tiles false:
+ * cblas_sgemm at the current OpenBLAS thread count) and gives the fastest one's GFLOP/s in wall
+ * and in process CPU time. */
 typedef struct tess_bench_peak tess_bench_peak;
 tess_status tess_bench_peak_create(tess_bench_peak **p, int64_t n, int threads);
-void tess_bench_peak_time(tess_bench_peak *p, bool tiles, double *wall, double *cpu);
+void tess_bench_peak_time(tess_bench_peak *p, bool tiles, int calls, double *wall, double *cpu);
 void tess_bench_peak_destroy(tess_bench_peak **p);
 
 /* Set the OpenBLAS thread count (1 unless the driver asks for more) and print the library's

@@ -50,12 +50,15 @@ typedef struct {
     double sgemm, sgemm_cpu, tiles, tiles_cpu;
 } peak_pair;
 
-static tess_status measure_peaks(peak_pair *p, int threads) {
-    TESS_CHECK(tess_bench_sgemm_peak(1024, 3, &p->sgemm, &p->sgemm_cpu));
-    return tess_bench_tiles_peak(1024, threads, 3, &p->tiles, &p->tiles_cpu);
-}
-
 static double better(double a, double b) { return a > b ? a : b; }
+
+/* The fastest of `calls` calls of each path. */
+static peak_pair measure_peaks(tess_bench_peak *peak, int calls) {
+    peak_pair p;
+    tess_bench_peak_time(peak, false, calls, &p.sgemm, &p.sgemm_cpu);
+    tess_bench_peak_time(peak, true, calls, &p.tiles, &p.tiles_cpu);
+    return p;
+}
 
 /* Each path's peak is the better of a measurement before and one after the steps: one can fall
  * into a pause of the process (a 1024^3 product takes about 10 ms at two threads) and give a
@@ -103,9 +106,8 @@ static tess_status run(bench *b, int argc, char **argv) {
     tess_rng_fill_uniform(key, tess_rng_ctr(TESS_RNG_PURPOSE_TEST, 0), 0, N * C, b->x, -1.0f, 1.0f);
     tess_rng_fill_uniform(key, tess_rng_ctr(TESS_RNG_PURPOSE_TEST, 1), 0, N * C, b->dy, -1.0f, 1.0f);
 
-    peak_pair before, after;
-    TESS_CHECK(measure_peaks(&before, (int)o[0]));
     TESS_CHECK(tess_bench_peak_create(&b->peak, 1024, (int)o[0]));
+    const peak_pair before = measure_peaks(b->peak, 3);
     printf("gemm_flops_per_step %.6e\n", 18.0 * (double)(N * mc.k * C * mc.F));
     for (int64_t s = -warmup; s < reps; s++) {
         /* backward adds into dx (in a model: the residual stream's gradient, never zeroed), so
@@ -118,15 +120,12 @@ static tess_status run(bench *b, int argc, char **argv) {
         double w = tess_timer_now() - w0, c = tess_bench_cpu_now() - c0;
         if (s < 0) continue;
         printf("step_s %.6f\nstep_cpu_s %.6f\n", w, c);
-        double best = 0.0, best_cpu = 0.0; /* of two calls per path: a call can fall in a pause */
-        for (int call = 0; call < 4; call++) {
-            double g, g_cpu;
-            tess_bench_peak_time(b->peak, call % 2 == 1, &g, &g_cpu);
-            best = better(best, g), best_cpu = better(best_cpu, g_cpu);
-        }
-        printf("step_peak_gflops %.2f\nstep_peak_cpu_gflops %.2f\n", best, best_cpu);
+        /* two calls per path: one can fall in a pause */
+        const peak_pair q = measure_peaks(b->peak, 2);
+        printf("step_peak_gflops %.2f\nstep_peak_cpu_gflops %.2f\n", better(q.sgemm, q.tiles),
+               better(q.sgemm_cpu, q.tiles_cpu));
     }
-    TESS_CHECK(measure_peaks(&after, (int)o[0]));
+    const peak_pair after = measure_peaks(b->peak, 3);
     print_peak(&before, &after);
     return TESS_OK;
 }
