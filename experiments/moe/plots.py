@@ -19,14 +19,16 @@ import subprocess
 import sys
 import tempfile
 
-ABL = ["lb", "sp", "cp", "spcp", "zspcp", "ov", "ova", "cpid"]
+ABL = ["lb", "sp", "cp", "spcp", "zspcp", "ov", "ova", "cpid", "cpdet", "z4spcp"]
 LABEL = {"lb": "L_lb", "sp": "+R_sp", "cp": "+R_cp", "spcp": "+R_sp+R_cp",
          "zspcp": "+z+R_sp+R_cp", "ov": "Guo o+v", "ova": "Guo o+v auto-scaled",
-         "cpid": "+R_cp identity"}
+         "cpid": "+R_cp identity", "cpdet": "+R_cp detached",
+         "z4spcp": "+z(1e-4)+R_sp+R_cp"}
 FAMILIES = ["vanilla", "deepseek"]
 FAMLABEL = {"vanilla": "vanilla", "deepseek": "DeepSeek-style"}
 COLOR = {"lb": "#000000", "sp": "#1f77b4", "cp": "#2ca02c", "spcp": "#d62728",
-         "zspcp": "#9467bd", "ov": "#ff7f0e", "ova": "#e377c2", "cpid": "#8c564b"}
+         "zspcp": "#9467bd", "ov": "#ff7f0e", "ova": "#e377c2", "cpid": "#8c564b",
+         "cpdet": "#17becf", "z4spcp": "#bcbd22"}
 
 
 def read_csv(path):

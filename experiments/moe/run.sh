@@ -6,9 +6,10 @@
 # experiments/moe/plots.py draws them.
 #
 # usage: experiments/moe/run.sh CORPUS_DIR OUT_DIR [FAMILY:ABLATION ...]
-#   FAMILY: vanilla | deepseek;  ABLATION: lb | sp | cp | spcp | zspcp | ov | ova | cpid (the
-#   rows below; ova, Guo o+v with their automatic weight scaling, and cpid, R_cp
-#   identity-coupled alone, are not in the default grid)
+#   FAMILY: vanilla | deepseek;  ABLATION: lb | sp | cp | spcp | zspcp | ov | ova | cpid | cpdet |
+#   z4spcp (the rows below; ova, Guo o+v with their automatic weight scaling, cpid, R_cp
+#   identity-coupled alone, cpdet, R_cp alone with the deeper layer detached, and z4spcp, the
+#   pair with a ten times smaller z-loss, are not in the default grid)
 #   without FAMILY:ABLATION: every family x ablation. Runs that finished (exit 0, marked by
 #   OUT/<run>.done) are skipped, so the grid can be filled over several sessions.
 #   MOE_SEEDS="1 2 3"  seeds;  MOE_NP=2 ranks;  MOE_BIN=build/release/apps/moe/moe (copied to
@@ -36,8 +37,9 @@ family_args() {
 }
 # The ablations: L_lb alone, + R_sp, + R_cp, + both, + z-loss and both, Guo et al.'s
 # orthogonality + variance losses (moe.lambda_ortho, moe.lambda_var; the values of docs/moe.md),
-# fixed (ov) or as the targets of their automatic scaling (ova, moe.guo_autoscale), and + R_cp
-# identity-coupled (moe.cp_identity).
+# fixed (ov) or as the targets of their automatic scaling (ova, moe.guo_autoscale), + R_cp
+# identity-coupled (moe.cp_identity), + R_cp with the deeper layer's mass a constant in backward
+# (moe.cp_detach), and both with a ten times smaller z-loss (lambda_z = 1e-4).
 ablation_args() {
   case $1 in
   lb) echo "--set moe.lambda_sp=0 --set moe.lambda_cp=0 --set moe.lambda_z=0" ;;
@@ -48,7 +50,9 @@ ablation_args() {
   ov) echo "--set moe.lambda_sp=0 --set moe.lambda_cp=0 --set moe.lambda_z=0 --set moe.lambda_ortho=1e-4 --set moe.lambda_var=1e-2" ;;
   ova) echo "--set moe.lambda_sp=0 --set moe.lambda_cp=0 --set moe.lambda_z=0 --set moe.lambda_ortho=1e-4 --set moe.lambda_var=1e-2 --set moe.guo_autoscale=true" ;;
   cpid) echo "--set moe.lambda_sp=0 --set moe.lambda_cp=1e-3 --set moe.lambda_z=0 --set moe.cp_identity=true" ;;
-  *) echo "run.sh: unknown ablation '$1' (lb | sp | cp | spcp | zspcp | ov | ova | cpid)" >&2; return 64 ;;
+  cpdet) echo "--set moe.lambda_sp=0 --set moe.lambda_cp=1e-3 --set moe.lambda_z=0 --set moe.cp_detach=true" ;;
+  z4spcp) echo "--set moe.lambda_sp=2e-3 --set moe.lambda_cp=1e-3 --set moe.lambda_z=1e-4" ;;
+  *) echo "run.sh: unknown ablation '$1' (lb | sp | cp | spcp | zspcp | ov | ova | cpid | cpdet | z4spcp)" >&2; return 64 ;;
   esac
 }
 

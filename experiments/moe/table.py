@@ -9,22 +9,24 @@ to the same seed's L_lb run (paired: same data order and held-out sequences), th
 sample std of the held-out loss difference over those seeds and its paired t statistic with the
 two-sided p value of Student's t distribution (n - 1 degrees of freedom); then the same paired
 test between the losses the paper compares (R_cp against R_sp, both against each alone, the
-z-loss on top of both, both against Guo et al.'s o+v) and for their interaction (both - R_sp - R_cp + L_lb), over the seeds every run of a comparison finished.
+z-loss on top of both, both against Guo et al.'s o+v, R_cp detached against R_cp) and for their interaction (both - R_sp - R_cp + L_lb), over the seeds every run of a comparison finished.
 Markdown on stdout. Standard library only."""
 import csv
 import math
 import os
 import sys
 
-ROWS = ["lb", "sp", "cp", "spcp", "zspcp", "ov", "ova", "cpid"]
+ROWS = ["lb", "sp", "cp", "spcp", "zspcp", "ov", "ova", "cpid", "cpdet", "z4spcp"]
 LABEL = {"lb": "L_lb", "sp": "+R_sp", "cp": "+R_cp", "spcp": "+R_sp+R_cp",
          "zspcp": "+z+R_sp+R_cp", "ov": "Guo o+v", "ova": "Guo o+v auto-scaled",
-         "cpid": "+R_cp identity"}
+         "cpid": "+R_cp identity", "cpdet": "+R_cp detached",
+         "z4spcp": "+z(1e-4)+R_sp+R_cp"}
 # Comparisons between ablations, later minus earlier on the same seed: which of the paper's two
 # losses lowers the held-out loss more, whether both together beat each alone, whether the
-# z-loss adds to them, and the pair against Guo et al.'s baseline.
-VERSUS = [("sp", "cp"), ("sp", "spcp"), ("cp", "spcp"), ("spcp", "zspcp"), ("ov", "spcp"),
-          ("ova", "spcp")]
+# z-loss (1e-3 or 1e-4) adds to them, the pair against Guo et al.'s baseline, and R_cp with its
+# deeper layer detached against the full R_cp.
+VERSUS = [("sp", "cp"), ("sp", "spcp"), ("cp", "spcp"), ("spcp", "zspcp"), ("spcp", "z4spcp"),
+          ("ov", "spcp"), ("ova", "spcp"), ("cp", "cpdet")]
 COLS = [("val_loss", "val loss", 3), ("val_ppl", "val ppl", 1), ("entropy", "entropy", 3),
         ("maxvio", "MaxVio", 2), ("mi_domain", "MI(e; domain)", 3),
         ("mi_next", "MI(e_l; e_l+1)", 3), ("cos2", "cos²", 4)]
