@@ -17,10 +17,10 @@
 # by 10-25% between processes: against the best of a few peak calls before and after the steps
 # (the earlier definition; bench_moe still prints those peaks) twelve processes' shares spread
 # over 6.6 points, paired over 2.7, the median 1 point lower (docs/benchmarks.md, "each step
-# against the peak of the same minute"). The last column gives the GEMM rate and share of the median
-# process, the lowest-highest share over the processes, and the range of the processes' median
-# paired peaks. torch=0
-# leaves PyTorch out (its columns print "-"): a quick share-only run. Cost with the defaults:
+# against the peak of the same minute"). The last column gives the GEMM rate and share of the
+# median process, the lowest-highest share over the processes, and the range of the processes'
+# median paired peaks. torch=0 leaves PyTorch out (its columns print "-"): a quick share-only
+# run. Cost with the defaults:
 # PyTorch's 16 processes ~8 min (wall clock, idle, 5bae5e2), Tessera's 24 processes ~2 min
 # (40 processes, 5 per row: 3.3 min idle, adc9cfe): about 10 min in all.
 # usage: bash bench/run_moe.sh [build_dir=build/ci] [reps=7] [clock=cpu|wall] [procs=3] [torch=1|0]

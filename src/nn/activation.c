@@ -59,16 +59,16 @@ void tess_nn_silu_backward(float *restrict din, const float *restrict dout,
 
 /* ---------- the SwiGLU gate ----------
  * In cache compute-bound (about 0.4 ns per element forward on one Zen 4 core), so there the
- * instruction count is what matters; in the MoE layer, whose operands come from memory, they run
- * at the memory's speed (docs/benchmarks.md). The AVX-512 path evaluates tess_tensor_expf's formula on
- * 16 lanes with two shortcuts that give the same bits: the argument clamp as vmaxps/vminps
- * (tess_tensor_expf compares the bits as integers only so that GCC will if-convert it), and
- * 2^k applied by vscalefps instead of assembling its exponent bits (exact: the clamp keeps
- * 2^k and the result normal). 15 vector operations for e^x instead of 24: the gate runs about
- * 20% faster in cache. Without AVX-512 the same formula runs in blocks of SWIGLU_VEC elements, which
- * GCC vectorises at -O2 (its very-cheap cost model refuses a loop that needs a scalar
- * epilogue; a block's inner loop has a known trip count). The unit test compares both against
- * the scalar formula bit for bit. */
+ * instruction count is what matters; in the MoE layer, whose operands come from memory, they
+ * run at the memory's speed (docs/benchmarks.md). The AVX-512 path evaluates tess_tensor_expf's
+ * formula on 16 lanes with two shortcuts that give the same bits: the argument clamp as
+ * vmaxps/vminps (tess_tensor_expf compares the bits as integers only so that GCC will
+ * if-convert it), and 2^k applied by vscalefps instead of assembling its exponent bits (exact:
+ * the clamp keeps 2^k and the result normal). 15 vector operations for e^x instead of 24: the
+ * gate runs about 20% faster in cache. Without AVX-512 the same formula runs in blocks of
+ * SWIGLU_VEC elements, which GCC vectorises at -O2 (its very-cheap cost model refuses a loop
+ * that needs a scalar epilogue; a block's inner loop has a known trip count). The unit test
+ * compares both against the scalar formula bit for bit. */
 #define SWIGLU_VEC 16
 
 #if defined(__AVX512F__)
